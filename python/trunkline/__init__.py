@@ -1,0 +1,10 @@
+"""trunkline: a high-fanout MCP client host with fail-closed era negotiation."""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("trunkline")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]
