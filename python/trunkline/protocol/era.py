@@ -1,0 +1,395 @@
+"""Era negotiation as a pure state machine: events in, decisions out, no I/O.
+
+The driver (``trunkline.peer``) sends what the machine asks for, enforces the deadlines
+the machine names, correlates replies by id, and feeds back what happened. The machine
+decides the era from *positive evidence only* (DESIGN.md §4):
+
+1. Probe with ``server/discover``. A valid ``DiscoverResult`` proves a modern peer; the
+   highest shared version is chosen, or negotiation fails naming both lists.
+2. A recognized modern error proves a modern peer: -32022 retries discover with a shared
+   modern version (the driver gives every send a new id), -32020/-32021 fail with the
+   reason. ``initialize`` is never sent after modern evidence, allowlisted or not.
+3. Everything else is ambiguous. Without ``allow_legacy`` the peer fails closed with the
+   evidence. With it, exactly one ``initialize`` goes out under its own deadline, and only
+   a well-formed result with a configured legacy version makes the peer legacy.
+4. A valid ``DiscoverResult`` that arrives while ``initialize`` is outstanding still wins:
+   positive modern evidence beats the fallback.
+
+A verdict, once reached, is final for the transport's lifetime; a new transport gets a new
+machine.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .validate import (
+    discover_result_problem,
+    initialize_result_problem,
+    is_recognized_modern_error,
+)
+from .versions import (
+    HEADER_MISMATCH,
+    LEGACY_VERSIONS,
+    META_SERVER_INFO,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    MODERN_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    highest_shared,
+)
+
+
+class Era(enum.Enum):
+    MODERN = "modern"
+    LEGACY = "legacy"
+
+
+class Probe(enum.Enum):
+    """Which negotiation request an event answers."""
+
+    DISCOVER = "server/discover"
+    INITIALIZE = "initialize"
+
+
+@dataclass(frozen=True)
+class NegotiationConfig:
+    modern_versions: tuple[str, ...] = MODERN_VERSIONS
+    legacy_versions: tuple[str, ...] = LEGACY_VERSIONS
+    allow_legacy: bool = False
+    #: Deadline for each ``server/discover`` attempt, counted from the write. Python
+    #: servers take 0.7-1.5 s to start on this class of machine and over 5 s under load.
+    discover_timeout_s: float = 10.0
+    #: Deadline for the one legacy ``initialize`` an allowlisted peer may receive.
+    legacy_probe_timeout_s: float = 10.0
+    #: Bound on -32022 round trips (each with a new id), so a confused server cannot
+    #: keep us negotiating forever.
+    max_discover_attempts: int = 3
+
+
+# --- events (what the driver observed) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replied:
+    """A success response whose id matched the named probe."""
+
+    probe: Probe
+    result: Any
+
+
+@dataclass(frozen=True)
+class ErrorReplied:
+    """An error response whose id matched the named probe."""
+
+    probe: Probe
+    code: int
+    message: str
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    probe: Probe
+    after_s: float
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The transport ended: EOF on stdout, process exit, broken pipe."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class Unexpected:
+    """A line that answers nothing we asked: not JSON-RPC, a response with an id we never
+    sent, a server-sent request, an oversized line."""
+
+    detail: str
+
+
+Event = Replied | ErrorReplied | TimedOut | Closed | Unexpected
+
+
+# --- decisions (what the driver must do) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class SendDiscover:
+    """Send ``server/discover`` stamped with ``version``, with a new id, and report a
+    ``TimedOut`` if no answer is read within ``timeout_s`` of the write."""
+
+    version: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class SendInitialize:
+    """Send the one legacy ``initialize`` (plain shape) proposing ``version``."""
+
+    version: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class SendInitialized:
+    """Send ``notifications/initialized``: the legacy handshake is complete."""
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Stop waiting for this probe's reply; a late reply is to be dropped."""
+
+    probe: Probe
+
+
+@dataclass(frozen=True)
+class Verdict:
+    era: Era
+    version: str
+    capabilities: dict[str, Any]
+    server_info: dict[str, Any] | None
+    instructions: str | None
+    evidence: tuple[str, ...]
+    raw_result: Any = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Decide:
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Fail:
+    refusal: Refusal
+
+
+Decision = SendDiscover | SendInitialize | SendInitialized | Abandon | Decide | Fail
+
+
+class State(enum.Enum):
+    IDLE = "idle"
+    DISCOVERING = "discovering"
+    INITIALIZING = "initializing"
+    DECIDED = "decided"
+    FAILED = "failed"
+
+
+class EraNegotiation:
+    """One negotiation for one transport lifetime."""
+
+    def __init__(self, config: NegotiationConfig | None = None) -> None:
+        self.config = config or NegotiationConfig()
+        self.state = State.IDLE
+        self.evidence: list[str] = []
+        self.verdict: Verdict | None = None
+        self.refusal: Refusal | None = None
+        self._attempts = 0
+        self._requested_version: str | None = None
+        # Set by the first recognized modern error: from then on, nothing may lead to
+        # ``initialize``, whatever the allowlist says.
+        self._proven_modern = False
+
+    # -- public ------------------------------------------------------------------------
+
+    def start(self) -> list[Decision]:
+        if self.state is not State.IDLE:
+            raise RuntimeError("negotiation already started")
+        if not self.config.modern_versions:
+            raise ValueError("at least one modern version must be configured")
+        self.state = State.DISCOVERING
+        return [self._discover(self.config.modern_versions[0])]
+
+    def handle(self, event: Event) -> list[Decision]:
+        if self.state in (State.DECIDED, State.FAILED):
+            # The verdict is final for this transport; later lines are the driver's
+            # business (a late reply is dropped, a close after a verdict is a crash).
+            return []
+        if self.state is State.IDLE:
+            raise RuntimeError("handle() before start()")
+        if isinstance(event, Replied):
+            return self._on_reply(event)
+        if isinstance(event, ErrorReplied):
+            return self._on_error(event)
+        if isinstance(event, TimedOut):
+            return self._on_timeout(event)
+        if isinstance(event, Closed):
+            self._note(f"transport closed: {event.detail}")
+            return self._fail_closed_or_fall_back(ended=True)
+        if isinstance(event, Unexpected):
+            self._note(f"unexpected output: {event.detail}")
+            return self._fail_closed_or_fall_back(ended=False)
+        raise TypeError(f"not a negotiation event: {event!r}")
+
+    @property
+    def done(self) -> bool:
+        return self.state in (State.DECIDED, State.FAILED)
+
+    # -- transitions -------------------------------------------------------------------
+
+    def _on_reply(self, event: Replied) -> list[Decision]:
+        if event.probe is Probe.DISCOVER:
+            problem = discover_result_problem(event.result)
+            if problem is not None:
+                self._note(f"server/discover answered with a malformed DiscoverResult: {problem}")
+                return self._fail_closed_or_fall_back(ended=False)
+            return self._modern_from_discover(event.result)
+        # Probe.INITIALIZE
+        if self.state is not State.INITIALIZING:
+            self._note("an initialize reply arrived although initialize was never sent")
+            return self._fail("protocol violation during negotiation")
+        problem = initialize_result_problem(event.result, self.config.legacy_versions)
+        if problem is not None:
+            self._note(f"initialize answered with an unacceptable InitializeResult: {problem}")
+            return self._fail("the legacy initialize result was not acceptable")
+        result = event.result
+        version = result["protocolVersion"]
+        info = result["serverInfo"]
+        self._note(
+            f"initialize accepted: protocolVersion {version}, serverInfo "
+            f"{info['name']} {info['version']}"
+        )
+        verdict = Verdict(
+            era=Era.LEGACY,
+            version=version,
+            capabilities=result["capabilities"],
+            server_info=info,
+            instructions=_optional_str(result.get("instructions")),
+            evidence=tuple(self.evidence),
+            raw_result=result,
+        )
+        return self._decide(verdict, [SendInitialized()])
+
+    def _on_error(self, event: ErrorReplied) -> list[Decision]:
+        label = f"{event.probe.value} answered error {event.code} {event.message!r}"
+        if event.probe is Probe.INITIALIZE:
+            self._note(label)
+            return self._fail("the legacy initialize probe was answered with an error")
+        if not is_recognized_modern_error(event.code, event.data):
+            self._note(f"{label}: not a recognized modern error, so not evidence of an era")
+            return self._fail_closed_or_fall_back(ended=False)
+
+        # From here on the peer has proven it is modern: never downgrade.
+        self._proven_modern = True
+        self._note(f"{label}: a modern error, so the peer is modern")
+        if self.state is State.INITIALIZING:
+            # The probe's answer came after we fell back; modern evidence still wins.
+            pre = [Abandon(Probe.INITIALIZE)]
+        else:
+            pre = []
+        if event.code == UNSUPPORTED_PROTOCOL_VERSION:
+            supported = list(event.data["supported"])
+            shared = highest_shared(self.config.modern_versions, supported)
+            if shared is None:
+                return pre + self._fail(
+                    f"no shared modern protocol version: server supports {supported}, "
+                    f"client supports {list(self.config.modern_versions)}"
+                )
+            if shared == self._requested_version:
+                return pre + self._fail(
+                    f"server rejected version {shared} although it lists it as supported"
+                )
+            if self._attempts >= self.config.max_discover_attempts:
+                return pre + self._fail(
+                    f"gave up after {self._attempts} server/discover attempts"
+                )
+            self.state = State.DISCOVERING
+            return pre + [self._discover(shared)]
+        if event.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+            required = event.data["requiredCapabilities"]
+            return pre + self._fail(
+                f"modern server requires client capabilities this host does not declare: {required}"
+            )
+        assert event.code == HEADER_MISMATCH
+        return pre + self._fail(f"modern server reported a header mismatch: {event.message}")
+
+    def _on_timeout(self, event: TimedOut) -> list[Decision]:
+        self._note(f"{event.probe.value} got no answer within {event.after_s:g} s")
+        if event.probe is Probe.INITIALIZE:
+            return self._fail("the legacy initialize probe timed out")
+        if self.state is State.INITIALIZING:
+            return []  # the discover deadline is moot once initialize is out
+        return self._fail_closed_or_fall_back(ended=False)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _modern_from_discover(self, result: dict[str, Any]) -> list[Decision]:
+        supported = result["supportedVersions"]
+        shared = highest_shared(self.config.modern_versions, supported)
+        pre: list[Decision] = []
+        if self.state is State.INITIALIZING:
+            self._note("a valid DiscoverResult arrived after the legacy fallback: modern wins")
+            pre.append(Abandon(Probe.INITIALIZE))
+        if shared is None:
+            self._note(f"DiscoverResult lists supportedVersions {supported}")
+            return pre + self._fail(
+                f"no shared modern protocol version: server supports {supported}, "
+                f"client supports {list(self.config.modern_versions)}"
+            )
+        self._note(f"DiscoverResult: supportedVersions {supported}; selected {shared}")
+        meta = result.get("_meta")
+        info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+        verdict = Verdict(
+            era=Era.MODERN,
+            version=shared,
+            capabilities=result["capabilities"],
+            server_info=info if isinstance(info, dict) else None,
+            instructions=_optional_str(result.get("instructions")),
+            evidence=tuple(self.evidence),
+            raw_result=result,
+        )
+        return pre + self._decide(verdict, [])
+
+    def _fail_closed_or_fall_back(self, *, ended: bool) -> list[Decision]:
+        """Ambiguous evidence: fail closed, or spend the allowlisted peer's one
+        ``initialize``. A closed transport cannot carry an ``initialize``."""
+        if self.state is State.INITIALIZING:
+            if ended:
+                return self._fail("the transport closed during the legacy initialize probe")
+            return []  # still waiting for the initialize reply under its own deadline
+        if ended:
+            return self._fail("the transport closed before the peer proved an era")
+        if self._proven_modern:
+            return self._fail(
+                "the peer answered in the modern error vocabulary, then gave no usable "
+                "answer; a modern peer is never downgraded to initialize"
+            )
+        if not self.config.allow_legacy:
+            return self._fail(
+                "no positive evidence of a modern peer, and the peer is not allowlisted "
+                "for legacy (allow_legacy=False), so initialize was never sent"
+            )
+        version = self.config.legacy_versions[0]
+        self._note(f"peer is allowlisted for legacy: sending one initialize ({version})")
+        self.state = State.INITIALIZING
+        return [SendInitialize(version, self.config.legacy_probe_timeout_s)]
+
+    def _discover(self, version: str) -> SendDiscover:
+        self._attempts += 1
+        self._requested_version = version
+        return SendDiscover(version, self.config.discover_timeout_s)
+
+    def _decide(self, verdict: Verdict, then: list[Decision]) -> list[Decision]:
+        self.state = State.DECIDED
+        self.verdict = verdict
+        return [*then, Decide(verdict)]
+
+    def _fail(self, reason: str) -> list[Decision]:
+        self.state = State.FAILED
+        self.refusal = Refusal(reason, tuple(self.evidence))
+        return [Fail(self.refusal)]
+
+    def _note(self, line: str) -> None:
+        self.evidence.append(line)
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,67 @@
+"""Who the client says it is, and the bytes that say it on every modern request.
+
+The ``_meta`` object a modern request carries depends only on the negotiated version and
+the client's identity and capabilities, so it is serialized once per peer and spliced into
+every request by the codec (DESIGN.md §2b).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+
+
+def _default_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class ClientIdentity:
+    """The client's self-description. ``capabilities`` uses the modern ``ClientCapabilities``
+    shape and must list only what the host really implements: servers gate their input
+    requests on it (spec digest §2.1, §23.22)."""
+
+    name: str = "trunkline"
+    version: str = field(default_factory=_default_version)
+    title: str | None = None
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    send_client_info: bool = True
+
+    def info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": self.name, "version": self.version}
+        if self.title is not None:
+            info["title"] = self.title
+        return info
+
+    def modern_meta(self, protocol_version: str) -> bytes:
+        """The ``_meta`` object stamped on every modern request, as compact JSON bytes."""
+        meta: dict[str, Any] = {
+            META_PROTOCOL_VERSION: protocol_version,
+            META_CLIENT_CAPABILITIES: dict(self.capabilities),
+        }
+        if self.send_client_info:
+            meta[META_CLIENT_INFO] = self.info()
+        return orjson.dumps(meta)
+
+    def legacy_capabilities(self) -> dict[str, Any]:
+        """The legacy (2025-11-25) ``ClientCapabilities``: the same features, minus the
+        modern-only ``extensions`` map. Modern ``roots`` has no ``listChanged``; we never
+        send roots change notifications, so legacy ``roots`` stays ``{}`` too."""
+        return {k: v for k, v in self.capabilities.items() if k != "extensions"}
+
+    def initialize_params(self, protocol_version: str) -> bytes:
+        """Params of the one legacy ``initialize`` request an allowlisted peer may get."""
+        return orjson.dumps(
+            {
+                "protocolVersion": protocol_version,
+                "capabilities": self.legacy_capabilities(),
+                "clientInfo": self.info(),
+            }
+        )

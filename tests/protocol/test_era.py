@@ -1,0 +1,313 @@
+"""The era negotiation state machine, event by event, with no I/O.
+
+Every rule of DESIGN.md §4 and seed 000's boundary list is a row here: positive evidence
+only, no downgrade after modern evidence, one bounded initialize for allowlisted peers,
+and late modern evidence winning over the fallback.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trunkline.protocol import era as e
+
+MODERN = "2026-07-28"
+DISCOVER_OK = {
+    "resultType": "complete",
+    "supportedVersions": [MODERN],
+    "capabilities": {"tools": {"listChanged": True}},
+    "ttlMs": 0,
+    "cacheScope": "public",
+    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "srv", "version": "1.0"}},
+}
+INIT_OK = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {"tools": {}},
+    "serverInfo": {"name": "legacy", "version": "0.9"},
+}
+
+
+def machine(allow_legacy: bool = False, **kw) -> tuple[e.EraNegotiation, list[e.Decision]]:
+    m = e.EraNegotiation(e.NegotiationConfig(allow_legacy=allow_legacy, **kw))
+    return m, m.start()
+
+
+def kinds(decisions: list[e.Decision]) -> list[type]:
+    return [type(d) for d in decisions]
+
+
+def never_initialize(decisions: list[e.Decision]) -> None:
+    assert not any(isinstance(d, e.SendInitialize) for d in decisions)
+
+
+def test_start_probes_discover_with_preferred_version():
+    _, first = machine()
+    assert first == [e.SendDiscover(MODERN, 10.0)]
+
+
+def test_discover_result_selects_modern():
+    m, _ = machine()
+    out = m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
+    assert kinds(out) == [e.Decide]
+    v = out[0].verdict
+    assert (v.era, v.version) == (e.Era.MODERN, MODERN)
+    assert v.server_info == {"name": "srv", "version": "1.0"}
+    assert m.state is e.State.DECIDED
+
+
+def test_highest_shared_version_is_selected():
+    m, _ = machine(modern_versions=("2027-01-01", MODERN))
+    out = m.handle(e.Replied(e.Probe.DISCOVER, {**DISCOVER_OK,
+                   "supportedVersions": [MODERN, "2027-01-01", "2099-01-01"]}))
+    assert out[-1].verdict.version == "2027-01-01"
+
+
+def test_discover_result_without_shared_version_fails_naming_both_lists():
+    m, _ = machine(allow_legacy=True)
+    out = m.handle(e.Replied(e.Probe.DISCOVER, {**DISCOVER_OK, "supportedVersions": ["2099-01-01"]}))
+    assert kinds(out) == [e.Fail]
+    assert "2099-01-01" in out[0].refusal.reason and MODERN in out[0].refusal.reason
+
+
+def test_missing_result_type_is_complete_for_discover():
+    body = {k: v for k, v in DISCOVER_OK.items() if k != "resultType"}
+    m, _ = machine()
+    assert kinds(m.handle(e.Replied(e.Probe.DISCOVER, body))) == [e.Decide]
+
+
+@pytest.mark.parametrize("bad", [
+    {**DISCOVER_OK, "resultType": "input_required"},
+    {**DISCOVER_OK, "supportedVersions": "2026-07-28"},
+    {**DISCOVER_OK, "supportedVersions": [1]},
+    {**DISCOVER_OK, "capabilities": []},
+    {k: v for k, v in DISCOVER_OK.items() if k != "capabilities"},
+    ["not", "an", "object"],
+])
+def test_malformed_discover_result_is_not_evidence(bad):
+    m, _ = machine()
+    out = m.handle(e.Replied(e.Probe.DISCOVER, bad))
+    assert kinds(out) == [e.Fail]
+    never_initialize(out)
+
+
+def test_32022_retries_discover_with_shared_version_never_initialize():
+    m, _ = machine(allow_legacy=True, modern_versions=("2027-01-01", MODERN))
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "Unsupported protocol version",
+                                  {"supported": [MODERN], "requested": "2027-01-01"}))
+    assert out == [e.SendDiscover(MODERN, 10.0)]
+    out = m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
+    assert out[-1].verdict.version == MODERN
+
+
+@pytest.mark.parametrize("allow_legacy", [False, True])
+@pytest.mark.parametrize("supported", [["2099-01-01"], ["2025-11-25"], []])
+def test_32022_without_shared_modern_version_fails_closed(allow_legacy, supported):
+    """Seed exercise 1, and the legacy-only `supported` list (spec digest §23.3)."""
+    m, _ = machine(allow_legacy=allow_legacy)
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                                  {"supported": supported, "requested": MODERN}))
+    assert kinds(out) == [e.Fail]
+    assert str(supported) in out[0].refusal.reason
+    never_initialize(out)
+
+
+@pytest.mark.parametrize("allow_legacy", [False, True])
+@pytest.mark.parametrize("code,data", [
+    (-32021, {"requiredCapabilities": {"sampling": {}}}),
+    (-32020, None),
+])
+def test_other_modern_errors_never_downgrade(allow_legacy, code, data):
+    m, _ = machine(allow_legacy=allow_legacy)
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, code, "modern", data))
+    assert kinds(out) == [e.Fail]
+    assert any("modern" in line for line in m.evidence)
+
+
+def test_32022_retry_that_times_out_is_not_downgraded_even_when_allowlisted():
+    m, _ = machine(allow_legacy=True, modern_versions=("2027-01-01", MODERN))
+    m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                            {"supported": [MODERN], "requested": "2027-01-01"}))
+    out = m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    assert kinds(out) == [e.Fail]
+    never_initialize(out)
+
+
+def test_32022_loop_is_bounded():
+    m, _ = machine(modern_versions=("2027-01-01", MODERN), max_discover_attempts=2)
+    m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                            {"supported": [MODERN], "requested": "2027-01-01"}))
+    # The server now rejects the version it listed as supported: give up.
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                                  {"supported": [MODERN], "requested": MODERN}))
+    assert kinds(out) == [e.Fail]
+
+
+AMBIGUOUS = [
+    e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found"),
+    e.ErrorReplied(e.Probe.DISCOVER, -32602, "Invalid params"),
+    e.ErrorReplied(e.Probe.DISCOVER, -32600, "Invalid request"),
+    e.ErrorReplied(e.Probe.DISCOVER, -32000, "Server not initialized"),
+    e.ErrorReplied(e.Probe.DISCOVER, -32004, "draft-era unsupported version"),
+    # Modern codes with the wrong data shape are look-alikes, not evidence.
+    e.ErrorReplied(e.Probe.DISCOVER, -32022, "x", {"supported": "2026-07-28"}),
+    e.ErrorReplied(e.Probe.DISCOVER, -32022, "x", None),
+    e.ErrorReplied(e.Probe.DISCOVER, -32021, "x", {"requiredCapabilities": []}),
+    e.TimedOut(e.Probe.DISCOVER, 10.0),
+    e.Unexpected("not a JSON-RPC message: 'hello'"),
+    e.Unexpected("a response with id 99, which was never sent"),
+    e.Unexpected("the server sent a 'sampling/createMessage' request before its era was known"),
+]
+
+
+@pytest.mark.parametrize("event", AMBIGUOUS, ids=repr)
+def test_ambiguous_without_allowlist_fails_closed(event):
+    m, _ = machine(allow_legacy=False)
+    out = m.handle(event)
+    assert kinds(out) == [e.Fail]
+    assert "initialize was never sent" in out[0].refusal.reason
+    assert m.refusal is not None and m.refusal.evidence
+
+
+@pytest.mark.parametrize("event", AMBIGUOUS, ids=repr)
+def test_ambiguous_with_allowlist_sends_exactly_one_initialize(event):
+    m, _ = machine(allow_legacy=True, legacy_probe_timeout_s=3.0)
+    out = m.handle(event)
+    assert out == [e.SendInitialize("2025-11-25", 3.0)]
+    # More ambiguity while initialize is out never sends a second one.
+    assert m.handle(e.Unexpected("garbage")) == []
+    assert m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32601, "late")) == []
+
+
+@pytest.mark.parametrize("allow_legacy", [False, True])
+def test_close_before_evidence_fails_even_when_allowlisted(allow_legacy):
+    m, _ = machine(allow_legacy=allow_legacy)
+    out = m.handle(e.Closed("server exited (exit code 3)"))
+    assert kinds(out) == [e.Fail]
+    never_initialize(out)
+    assert any("exit code 3" in line for line in m.evidence)
+
+
+def test_valid_initialize_makes_the_peer_legacy_then_initialized():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found"))
+    out = m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))
+    assert kinds(out) == [e.SendInitialized, e.Decide]
+    v = out[-1].verdict
+    assert (v.era, v.version, v.server_info["name"]) == (e.Era.LEGACY, "2025-11-25", "legacy")
+
+
+@pytest.mark.parametrize("bad", [
+    {**INIT_OK, "protocolVersion": "2026-07-28"},
+    {**INIT_OK, "protocolVersion": "1999-01-01"},
+    {**INIT_OK, "protocolVersion": 20251125},
+    {**INIT_OK, "capabilities": None},
+    {**INIT_OK, "serverInfo": {"name": "x", "version": ""}},
+    {**INIT_OK, "serverInfo": {"name": "", "version": "1"}},
+    {**INIT_OK, "serverInfo": {"name": "x"}},
+    {k: v for k, v in INIT_OK.items() if k != "serverInfo"},
+    "initialized!",
+])
+def test_malformed_or_unsupported_legacy_result_leaves_peer_unavailable(bad):
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.Replied(e.Probe.INITIALIZE, bad))
+    assert kinds(out) == [e.Fail]
+    assert not any(isinstance(d, e.SendInitialized) for d in out)
+
+
+@pytest.mark.parametrize("event", [
+    e.TimedOut(e.Probe.INITIALIZE, 3.0),
+    e.ErrorReplied(e.Probe.INITIALIZE, -32602, "unsupported", {"supported": ["2024-01-01"]}),
+    e.Closed("server exited (exit code 0)"),
+])
+def test_initialize_failures_fail_closed(event):
+    """Seed exercise 2: the bounded initialize probe times out (or errs, or closes) and
+    the peer stays unavailable."""
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    assert kinds(m.handle(event)) == [e.Fail]
+    assert m.verdict is None
+
+
+def test_late_discover_result_after_initialize_was_sent_wins():
+    m, _ = machine(allow_legacy=True)
+    assert kinds(m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))) == [e.SendInitialize]
+    out = m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
+    assert out[0] == e.Abandon(e.Probe.INITIALIZE)
+    assert out[-1].verdict.era is e.Era.MODERN
+
+
+def test_late_modern_error_after_initialize_was_sent_wins():
+    m, _ = machine(allow_legacy=True, modern_versions=("2027-01-01", MODERN))
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                                  {"supported": [MODERN], "requested": "2027-01-01"}))
+    assert out == [e.Abandon(e.Probe.INITIALIZE), e.SendDiscover(MODERN, 10.0)]
+
+
+def test_discover_timeout_while_initializing_is_ignored():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.Unexpected("garbage"))
+    assert m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0)) == []
+    assert m.state is e.State.INITIALIZING
+
+
+def test_initialize_reply_without_initialize_is_a_violation():
+    m, _ = machine(allow_legacy=True)
+    assert kinds(m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))) == [e.Fail]
+
+
+def test_verdict_is_final():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
+    for event in AMBIGUOUS + [e.Closed("x"), e.Replied(e.Probe.INITIALIZE, INIT_OK)]:
+        assert m.handle(event) == []
+    assert m.verdict is not None and m.verdict.era is e.Era.MODERN
+
+
+def test_start_twice_is_an_error():
+    m, _ = machine()
+    with pytest.raises(RuntimeError):
+        m.start()
+
+
+_events = st.sampled_from(AMBIGUOUS + [
+    e.Closed("eof"),
+    e.Replied(e.Probe.INITIALIZE, INIT_OK),
+    e.Replied(e.Probe.INITIALIZE, {**INIT_OK, "serverInfo": {}}),
+    e.TimedOut(e.Probe.INITIALIZE, 1.0),
+    e.ErrorReplied(e.Probe.DISCOVER, -32022, "x", {"supported": [MODERN], "requested": "z"}),
+    e.ErrorReplied(e.Probe.DISCOVER, -32021, "x", {"requiredCapabilities": {}}),
+    e.Replied(e.Probe.DISCOVER, DISCOVER_OK),
+])
+
+
+@given(allow_legacy=st.booleans(), events=st.lists(_events, max_size=12))
+def test_invariants_for_any_event_sequence(allow_legacy, events):
+    """Whatever the server does: at most one initialize, never initialize without the
+    allowlist, never initialize after modern evidence, never a legacy verdict without a
+    valid InitializeResult, and at most one verdict."""
+    m, out = machine(allow_legacy=allow_legacy)
+    history = list(out)
+    modern_seen = False
+    for event in events:
+        proves_modern = (
+            isinstance(event, e.ErrorReplied)
+            and event.code in (-32021, -32022)
+            and isinstance(event.data, dict)
+            and (isinstance(event.data.get("supported"), list)
+                 or isinstance(event.data.get("requiredCapabilities"), dict))
+        ) or (isinstance(event, e.Replied) and event.probe is e.Probe.DISCOVER)
+        modern_seen = modern_seen or proves_modern
+        decisions = m.handle(event)
+        if any(isinstance(d, e.SendInitialize) for d in decisions):
+            assert allow_legacy and not modern_seen
+        history.extend(decisions)
+    inits = [d for d in history if isinstance(d, e.SendInitialize)]
+    assert len(inits) <= (1 if allow_legacy else 0)
+    ends = [d for d in history if isinstance(d, (e.Decide, e.Fail))]
+    assert len(ends) <= 1
+    if m.verdict is not None and m.verdict.era is e.Era.LEGACY:
+        assert inits and any(isinstance(d, e.SendInitialized) for d in history)
