@@ -1,0 +1,274 @@
+"""The stdio transport: one MCP server as a child process, bytes in and out.
+
+This module knows nothing about JSON-RPC. It spawns the server from an argv list (never a
+shell) in its own process group with a minimal environment, hands every stdout chunk to
+its owner as it arrives, drains stderr into a bounded ring buffer so a flood can never
+block the server, coalesces writes to one syscall per loop tick, reports the end of the
+transport at once, and shuts the child down with a bounded ladder:
+close stdin -> wait -> SIGTERM to the group -> wait -> SIGKILL to the group -> reap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..errors import SpawnFailed
+
+#: Variables a server inherits from the host's environment; everything else must be
+#: configured explicitly. The same short list the official SDKs use on POSIX.
+INHERITED_ENV_VARS: tuple[str, ...] = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+#: After the process exits, how long to keep reading stdout for lines it wrote just
+#: before dying, when something else (a grandchild) keeps the pipe open.
+_EXIT_DRAIN_GRACE_S = 0.1
+
+
+@dataclass(frozen=True)
+class StdioParams:
+    """How to start one stdio server. Its identity (argv, env, cwd) is what an operator's
+    legacy allowlist is bound to."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.command, *self.args]
+
+    def identity(self) -> tuple[object, ...]:
+        return (tuple(self.argv), tuple(sorted(self.env.items())), self.cwd)
+
+    def describe(self) -> str:
+        return " ".join(self.argv)
+
+
+def stdio(
+    command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> StdioParams:
+    """``trunkline.stdio("python", "-m", "calc_server")``: a stdio server definition."""
+    return StdioParams(command, tuple(args), dict(env or {}), cwd)
+
+
+def server_environment(configured: Mapping[str, str]) -> dict[str, str]:
+    env = {k: os.environ[k] for k in INHERITED_ENV_VARS if k in os.environ}
+    env.update(configured)
+    return env
+
+
+class StderrRing:
+    """The last ``limit`` bytes a server wrote to stderr."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buf = bytearray()
+        self.total = 0
+
+    def append(self, data: bytes) -> None:
+        self.total += len(data)
+        if len(data) >= self._limit:
+            self._buf[:] = data[-self._limit :]
+            return
+        self._buf += data
+        excess = len(self._buf) - self._limit
+        if excess > 0:
+            del self._buf[:excess]
+
+    def tail(self, max_lines: int = 20) -> str:
+        text = self._buf.decode("utf-8", "replace")
+        lines = text.splitlines()
+        return "\n".join(lines[-max_lines:])
+
+
+class _ChildProtocol(asyncio.SubprocessProtocol):
+    def __init__(self, owner: StdioTransport) -> None:
+        self._owner = owner
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:  # type: ignore[override]
+        if fd == 1:
+            self._owner._on_stdout(data)
+        else:
+            self._owner.stderr.append(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._owner._on_stdout_eof()
+
+    def process_exited(self) -> None:
+        self._owner._on_process_exit()
+
+
+class StdioTransport:
+    """One child process. ``on_data`` gets every stdout chunk; ``on_closed`` is called
+    exactly once when the transport can carry no more replies (stdout EOF, or process
+    exit plus a short drain), with a one-line description of why."""
+
+    def __init__(
+        self,
+        params: StdioParams,
+        *,
+        on_data: Callable[[bytes], None],
+        on_closed: Callable[[str], None],
+        stderr_limit: int = 64 * 1024,
+        close_timeout_s: float = 2.0,
+        term_timeout_s: float = 2.0,
+    ) -> None:
+        self.params = params
+        self.stderr = StderrRing(stderr_limit)
+        self._on_data = on_data
+        self._on_closed_cb = on_closed
+        self._close_timeout_s = close_timeout_s
+        self._term_timeout_s = term_timeout_s
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._stdin: asyncio.WriteTransport | None = None
+        self._pending_writes: list[bytes] = []
+        self._flush_scheduled = False
+        self._exited: asyncio.Future[int | None] | None = None
+        self._closed_reported = False
+        self._stopping = False
+        self.pid: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._exited = loop.create_future()
+        try:
+            transport, _ = await loop.subprocess_exec(
+                lambda: _ChildProtocol(self),
+                *self.params.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=server_environment(self.params.env),
+                cwd=self.params.cwd,
+                # Its own session, hence its own process group: the shutdown ladder signals
+                # the whole group, so grandchildren (npx -> node) go too.
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:
+            raise SpawnFailed(f"could not start {self.params.describe()!r}: {exc}") from exc
+        self._transport = transport
+        self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
+        self.pid = transport.get_pid()
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._transport is None else self._transport.get_returncode()
+
+    @property
+    def alive(self) -> bool:
+        return self._transport is not None and self._transport.get_returncode() is None
+
+    def stderr_tail(self, max_lines: int = 20) -> str:
+        return self.stderr.tail(max_lines)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the child's stdin; everything queued in one loop tick goes out
+        in one write."""
+        self._pending_writes.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        chunks, self._pending_writes = self._pending_writes, []
+        stdin = self._stdin
+        if stdin is None or stdin.is_closing() or not chunks:
+            return  # the child is gone; the close path fails whatever was waiting
+        try:
+            stdin.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        except (BrokenPipeError, ConnectionResetError, RuntimeError):
+            pass  # reported through on_closed when the process exit is seen
+
+    # -- events from the child ---------------------------------------------------------
+
+    def _on_stdout(self, data: bytes) -> None:
+        if not self._closed_reported:
+            self._on_data(data)
+
+    def _on_stdout_eof(self) -> None:
+        self._report_closed(self._describe_end("closed its stdout"))
+
+    def _on_process_exit(self) -> None:
+        if self._exited is not None and not self._exited.done():
+            self._exited.set_result(self.returncode)
+        # Give stdout a moment to deliver what the child wrote before it died; if a
+        # grandchild holds the pipe open, do not wait for EOF forever.
+        asyncio.get_running_loop().call_later(
+            _EXIT_DRAIN_GRACE_S, self._report_closed, self._describe_end("exited")
+        )
+
+    def _describe_end(self, what: str) -> str:
+        code = self.returncode
+        if code is None:
+            return f"server {what}"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"server {what} (killed by {name})"
+        return f"server {what} (exit code {code})"
+
+    def _report_closed(self, detail: str) -> None:
+        if self._closed_reported:
+            return
+        self._closed_reported = True
+        if self._stopping:
+            detail = "transport closed by the client"
+        self._on_closed_cb(detail)
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    async def close(self) -> int | None:
+        """Stop the child with the bounded ladder and reap it. Idempotent."""
+        self._stopping = True
+        transport = self._transport
+        if transport is None:
+            return None
+        assert self._exited is not None
+        self._flush()
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
+        if not await self._wait_exit(self._close_timeout_s):
+            self._signal_group(signal.SIGTERM)
+            if not await self._wait_exit(self._term_timeout_s):
+                self._signal_group(signal.SIGKILL)
+                await self._wait_exit(None)
+        # The leader is gone; anything it left in its group goes too.
+        self._signal_group(signal.SIGKILL)
+        transport.close()
+        self._report_closed("transport closed by the client")
+        self._transport = None
+        # Let the event loop finish closing the pipe transports before we return, so no
+        # file descriptor outlives close().
+        await asyncio.sleep(0)
+        return self._exited.result() if self._exited.done() else None
+
+    async def _wait_exit(self, timeout: float | None) -> bool:
+        assert self._exited is not None
+        if self._exited.done():
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(self._exited), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        if self.pid is None:
+            return
+        try:
+            os.killpg(self.pid, sig)  # the child leads its own group (start_new_session)
+        except (ProcessLookupError, PermissionError):
+            pass
