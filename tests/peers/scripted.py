@@ -1,0 +1,797 @@
+#!/usr/bin/env python3
+"""A configurable, deliberately misbehaving MCP server on stdio (stdlib only).
+
+Tests spawn it as ``sys.executable tests/peers/scripted.py [flags]``. It reads
+one JSON-RPC message per line on stdin and writes one per line on stdout. Each
+flag picks how it behaves for one method, so one program covers good, legacy,
+broken and hostile peers.
+
+ACTIONS (value of --discover / --initialize / --tools-list / --tools-call)
+  result                 answer normally (see "Normal answers" below)
+  error[:CODE]           JSON-RPC error with CODE (default -32603; e.g. error:-32601)
+  error-32022[:CSV]      -32022 UnsupportedProtocolVersion, data.supported = CSV
+                         (default: --supported), data.requested = the version asked
+  silence                read the request, never answer it
+  exit[:CODE]            exit immediately with CODE (default 3) on reading it
+  garbage                write a non-JSON text line instead of the answer
+  invalid-json           write a truncated JSON line (looks like a response, isn't)
+  empty-line             write a bare "\\n" instead of the answer
+  wrong-id               the normal answer, but with a different id
+  late:SECONDS           the normal answer, after SECONDS (reading goes on meanwhile)
+  server-request[:METHOD]  send a JSON-RPC *request* (default sampling/createMessage)
+                         instead of answering
+  malformed              the normal answer with both "result" and "error"
+  raw:TEXT               write TEXT as one line; "$ID" becomes the request id (JSON)
+  Result variants (the normal answer, then one field broken):
+  bad-version            protocolVersion / supportedVersions -> "1999-01-01"
+  empty-server-name      serverInfo.name -> ""
+  empty-server-version   serverInfo.version -> ""
+  no-server-info         serverInfo removed (legacy field or modern _meta key)
+  no-capabilities        "capabilities" removed
+  capabilities-list      "capabilities" -> []
+  no-result-type         "resultType" removed
+  unknown-result-type    "resultType" -> "bogus"
+
+METHOD FLAGS
+  --era {modern,legacy,dual}  defaults for the two below (default modern):
+                         modern: discover=result, initialize=error-32022
+                         legacy: discover=error:-32601, initialize=result
+                         dual:   both result
+  --discover ACTION      server/discover
+  --initialize ACTION    initialize
+  --tools-list ACTION    tools/list (default result)
+  --tools-call ACTION    tools/call (default result)
+  Any other request gets -32601; ping gets {}. Notifications get no answer.
+
+NORMAL ANSWERS
+  A request is "modern" when params._meta carries
+  io.modelcontextprotocol/protocolVersion; its results get resultType
+  "complete" and _meta serverInfo (tools/list also ttlMs/cacheScope). A modern
+  request for a version not in --supported gets -32022, as a real server would.
+  --supported CSV        DiscoverResult.supportedVersions (default 2026-07-28)
+  --legacy-version V     InitializeResult.protocolVersion (default 2025-11-25)
+  --name N / --server-version V   serverInfo (default scripted-peer / 1.0.0)
+  --capabilities JSON    server capabilities (default {"tools":{"listChanged":true}})
+  --ttl-ms N             ttlMs on cacheable modern results (default 0)
+  --strict-meta          modern-style check: a request (other than initialize and
+                         ping) without protocolVersion + clientCapabilities in
+                         params._meta gets -32602
+  --tools CSV            which built-in tools tools/list shows (default all):
+                         echo    returns its arguments as JSON text content
+                         search  returns one text block mentioning "query"
+                         sleep   answers after arguments.seconds; never if absent
+                         crash   exits (code 4) mid-call; with {"partial":true}
+                                 first writes half a response line
+                         big     returns arguments.bytes bytes of text
+                         Unknown tools get -32602.
+  --extra-tools N        also list N echo-like tools named tool-0001...
+
+SERVER-INITIATED REQUESTS (legacy)
+  --ping-first           send a "ping" request right after the InitializeResult
+  --server-request METHOD  after notifications/initialized, send METHOD
+                         (ping, roots/list, sampling/createMessage,
+                         elicitation/create, or anything); repeatable.
+  The client's answers are recorded by the tap (and logged with -v).
+
+PROCESS AND STREAM BEHAVIOUR
+  --startup-delay S      sleep S seconds before reading stdin
+  --stdout-garbage-first print a non-JSON banner line on stdout at start
+  --oversized-line BYTES before the first answer, write one line of BYTES bytes
+                         (a valid notifications/message padded to size)
+  --stderr-flood BYTES   write BYTES ("inf" = forever) to stderr from a
+                         background thread: answers on stdout never wait for it
+  --stderr-flood-blocking  write the flood on the main thread *before* serving,
+                         so a client that does not drain stderr deadlocks
+  --exit-on-eof (default) / --ignore-eof   on stdin EOF exit 0, or keep running
+  --ignore-sigterm       ignore SIGTERM (only SIGKILL stops it then)
+  --pid-file PATH        write this process's pid to PATH at start
+  -v / --verbose         diagnostics on stderr (off by default: stderr writes
+                         could block when the client does not drain stderr)
+  BYTES values accept k/M/G suffixes (powers of 1024).
+
+TAP
+  If $TRUNKLINE_TAP names a file, every line received on stdin ("in") and every
+  line written to stdout ("out") is appended to it as JSONL: see taplog.py.
+
+notifications/cancelled cancels a pending sleep/late answer for that id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import taplog  # sibling module: sys.path[0] is this directory when run as a script
+
+Json = dict[str, Any]
+
+MODERN_VERSION = "2026-07-28"
+LEGACY_VERSION = "2025-11-25"
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+CRASH_EXIT_CODE = 4
+DEFAULT_EXIT_CODE = 3
+
+ERROR_MESSAGES = {
+    -32700: "Parse error",
+    -32600: "Invalid Request",
+    -32601: "Method not found",
+    -32602: "Invalid params",
+    -32603: "Internal error",
+    -32022: "Unsupported protocol version",
+}
+
+SERVER_REQUEST_PARAMS: dict[str, Json | None] = {
+    "ping": None,
+    "roots/list": {},
+    "sampling/createMessage": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "scripted peer asks"}}],
+        "maxTokens": 16,
+    },
+    "elicitation/create": {
+        "mode": "form",
+        "message": "scripted peer asks",
+        "requestedSchema": {"type": "object", "properties": {"answer": {"type": "string"}}},
+    },
+}
+
+BUILTIN_TOOLS: list[Json] = [
+    {
+        "name": "echo",
+        "description": "Returns its arguments as JSON text.",
+        "inputSchema": {"type": "object"},
+    },
+    {
+        "name": "search",
+        "description": "Pretends to search.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "sleep",
+        "description": "Answers after `seconds`; never answers without it.",
+        "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}},
+    },
+    {
+        "name": "crash",
+        "description": "Exits the server mid-call.",
+        "inputSchema": {"type": "object", "properties": {"partial": {"type": "boolean"}}},
+    },
+    {
+        "name": "big",
+        "description": "Returns `bytes` bytes of text.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"bytes": {"type": "integer", "minimum": 0}},
+            "required": ["bytes"],
+        },
+    },
+]
+
+
+class RpcError(Exception):
+    """Raised by a handler to answer with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str | None = None, data: Any = None) -> None:
+        super().__init__(message or ERROR_MESSAGES.get(code, "Scripted error"))
+        self.code = code
+        self.data = data
+
+    def to_json(self) -> Json:
+        err: Json = {"code": self.code, "message": str(self)}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+
+# ------------------------------------------------------------------ actions
+
+
+def _break_version(r: Json) -> None:
+    if "protocolVersion" in r:
+        r["protocolVersion"] = "1999-01-01"
+    if "supportedVersions" in r:
+        r["supportedVersions"] = ["1999-01-01"]
+
+
+def _server_info_of(r: Json) -> Json | None:
+    info = r.get("serverInfo") or r.get("_meta", {}).get(SERVER_INFO_KEY)
+    return info if isinstance(info, dict) else None
+
+
+def _set_server_info_field(field: str, value: str) -> Callable[[Json], None]:
+    def mutate(r: Json) -> None:
+        info = _server_info_of(r)
+        if info is not None:
+            info[field] = value
+
+    return mutate
+
+
+def _drop_server_info(r: Json) -> None:
+    r.pop("serverInfo", None)
+    r.get("_meta", {}).pop(SERVER_INFO_KEY, None)
+
+
+def _set(key: str, value: Any) -> Callable[[Json], None]:
+    def mutate(r: Json) -> None:
+        r[key] = value
+
+    return mutate
+
+
+def _drop(key: str) -> Callable[[Json], None]:
+    def mutate(r: Json) -> None:
+        r.pop(key, None)
+
+    return mutate
+
+
+# Result variants: the normal result, then one field broken in place.
+VARIANTS: dict[str, Callable[[Json], None]] = {
+    "bad-version": _break_version,
+    "empty-server-name": _set_server_info_field("name", ""),
+    "empty-server-version": _set_server_info_field("version", ""),
+    "no-server-info": _drop_server_info,
+    "no-capabilities": _drop("capabilities"),
+    "capabilities-list": _set("capabilities", []),
+    "no-result-type": _drop("resultType"),
+    "unknown-result-type": _set("resultType", "bogus"),
+}
+
+# kind -> whether ":ARG" is "required", "optional" or "none".
+ACTION_ARGS: dict[str, str] = {
+    "result": "none",
+    "error": "optional",
+    "error-32022": "optional",
+    "silence": "none",
+    "exit": "optional",
+    "garbage": "none",
+    "invalid-json": "none",
+    "empty-line": "none",
+    "wrong-id": "none",
+    "late": "required",
+    "server-request": "optional",
+    "malformed": "none",
+    "raw": "required",
+    **{name: "none" for name in VARIANTS},
+}
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    arg: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Action:
+        kind, sep, arg = text.partition(":")
+        rule = ACTION_ARGS.get(kind)
+        if rule is None:
+            raise argparse.ArgumentTypeError(f"unknown action {kind!r}")
+        if rule == "required" and not arg:
+            raise argparse.ArgumentTypeError(f"action {kind!r} needs ':ARG'")
+        if rule == "none" and sep:
+            raise argparse.ArgumentTypeError(f"action {kind!r} takes no argument")
+        if kind in ("error", "exit") and arg:
+            int(arg)  # ValueError -> argparse reports "invalid parse value"
+        if kind == "late":
+            float(arg or "")
+        return cls(kind, arg if sep else None)
+
+
+ERA_DEFAULTS = {
+    "modern": ("result", "error-32022"),
+    "legacy": ("error:-32601", "result"),
+    "dual": ("result", "result"),
+}
+
+
+# ------------------------------------------------------------------ output
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def encode(msg: Json) -> bytes:
+    return json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+class Stdout:
+    """Serialises whole-line writes to fd 1 (answers may come from timer threads)."""
+
+    def __init__(self, tap: taplog.TapWriter | None, oversized: int) -> None:
+        self._tap = tap
+        self._oversized = oversized
+        self._lock = threading.Lock()
+
+    def send(self, msg: Json) -> None:
+        self.write(encode(msg))
+
+    def write(self, data: bytes, *, prelude: bool = False) -> None:
+        with self._lock:
+            if self._oversized and not prelude:
+                big, self._oversized = oversized_line(self._oversized), 0
+                self._emit(big)
+            self._emit(data)
+
+    def _emit(self, data: bytes) -> None:
+        if self._tap:
+            self._tap.record(taplog.OUT, data)
+        try:
+            _write_all(1, data)
+        except OSError:  # the client closed our stdout: nobody is listening
+            os._exit(0)
+
+
+def oversized_line(size: int) -> bytes:
+    """A valid JSON-RPC notification padded to exactly ``size`` bytes (with \\n).
+
+    Valid JSON on purpose: the client should reject it for its size alone.
+    """
+    head = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"'
+    tail = b'"}}\n'
+    pad = size - len(head) - len(tail)
+    if pad < 0:
+        return b"x" * max(size - 1, 0) + b"\n"
+    return head + b"x" * pad + tail
+
+
+# ------------------------------------------------------------------ the peer
+
+
+@dataclass
+class Config:
+    actions: dict[str, Action]
+    supported: list[str]
+    legacy_version: str
+    server_info: Json
+    capabilities: Json
+    ttl_ms: int
+    strict_meta: bool
+    tools: list[Json]
+    ping_first: bool
+    server_requests: list[str]
+    exit_on_eof: bool
+    verbose: bool
+
+
+def id_key(req_id: Any) -> str:
+    return json.dumps(req_id)
+
+
+def other_id(req_id: Any) -> Any:
+    if isinstance(req_id, bool) or not isinstance(req_id, (int, str)):
+        return 999_999
+    return req_id + 1000 if isinstance(req_id, int) else f"{req_id}-wrong"
+
+
+def request_meta(req: Json) -> Json:
+    params = req.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def is_modern(req: Json) -> bool:
+    return PROTOCOL_VERSION_KEY in request_meta(req)
+
+
+def requested_version(req: Json) -> str:
+    params = req.get("params")
+    if req.get("method") == "initialize" and isinstance(params, dict):
+        return str(params.get("protocolVersion", ""))
+    return str(request_meta(req).get(PROTOCOL_VERSION_KEY, ""))
+
+
+def tool_arguments(req: Json) -> Json:
+    params = req.get("params") or {}
+    args = params.get("arguments") if isinstance(params, dict) else None
+    return args if isinstance(args, dict) else {}
+
+
+class Peer:
+    def __init__(self, cfg: Config, out: Stdout, tap: taplog.TapWriter | None) -> None:
+        self.cfg = cfg
+        self.out = out
+        self.tap = tap
+        self._timers: dict[str, threading.Timer] = {}
+        self._timers_lock = threading.Lock()
+        self._server_ids = itertools.count(1)
+        self._awaiting: dict[str, str] = {}  # id_key(our request id) -> method
+
+    def log(self, text: str) -> None:
+        if self.cfg.verbose:
+            _write_all(2, f"scripted[{os.getpid()}]: {text}\n".encode())
+
+    # ---- input
+
+    def handle_line(self, raw: bytes) -> None:
+        if self.tap:
+            self.tap.record(taplog.IN, raw)
+        if not raw.strip():
+            return
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            self.out.send(self.error_envelope(None, RpcError(-32700)))
+            return
+        if not isinstance(msg, dict):
+            self.out.send(self.error_envelope(None, RpcError(-32600)))
+        elif "method" in msg and "id" in msg:
+            self.on_request(msg)
+        elif "method" in msg:
+            self.on_notification(msg)
+        elif "id" in msg:
+            self.on_answer(msg)
+
+    def on_request(self, req: Json) -> None:
+        action = self.cfg.actions.get(req["method"], Action("result"))
+        self.log(f"request {req['method']} id={req['id']!r} -> {action.kind}")
+        self.perform(action, req)
+
+    def on_notification(self, msg: Json) -> None:
+        method = msg["method"]
+        self.log(f"notification {method}")
+        if method == "notifications/initialized":
+            for server_method in self.cfg.server_requests:
+                self.send_server_request(server_method)
+        elif method == "notifications/cancelled":
+            params = msg.get("params") or {}
+            if isinstance(params, dict) and "requestId" in params:
+                self.cancel_timer(id_key(params["requestId"]))
+
+    def on_answer(self, msg: Json) -> None:
+        method = self._awaiting.pop(id_key(msg.get("id")), "<unknown request>")
+        self.log(f"client answered {method}: {json.dumps(msg)}")
+
+    # ---- actions
+
+    def perform(self, action: Action, req: Json) -> None:
+        kind, arg = action.kind, action.arg
+        req_id = req["id"]
+        if kind == "result":
+            self.send_reply(req, self.answer(req))
+        elif kind in VARIANTS:
+            self.send_reply(req, self.answer(req, mutate=VARIANTS[kind]))
+        elif kind == "error":
+            self.out.send(self.error_envelope(req_id, RpcError(int(arg) if arg else -32603)))
+        elif kind == "error-32022":
+            supported = arg.split(",") if arg else self.cfg.supported
+            self.out.send(self.error_envelope(req_id, self.unsupported_version(req, supported)))
+        elif kind == "silence":
+            pass
+        elif kind == "exit":
+            os._exit(int(arg) if arg else DEFAULT_EXIT_CODE)
+        elif kind == "garbage":
+            self.out.write(b"scripted peer says: this line is not JSON\n")
+        elif kind == "invalid-json":
+            self.out.write(b'{"jsonrpc":"2.0","id":' + id_key(req_id).encode() + b',"result":{"resultTy\n')
+        elif kind == "empty-line":
+            self.out.write(b"\n")
+        elif kind == "wrong-id":
+            envelope = self.answer(req)
+            if envelope is not None:
+                envelope["id"] = other_id(req_id)
+            self.send_reply(req, envelope)
+        elif kind == "late":
+            self.start_timer(req_id, float(arg or 0), lambda: self.send_reply(req, self.answer(req)))
+        elif kind == "server-request":
+            self.send_server_request(arg or "sampling/createMessage")
+        elif kind == "malformed":
+            envelope = self.answer(req)
+            if envelope is not None:
+                envelope.setdefault("result", {})
+                envelope.setdefault("error", RpcError(-32603).to_json())
+            self.send_reply(req, envelope)
+        elif kind == "raw":
+            self.out.write((arg or "").replace("$ID", id_key(req_id)).encode() + b"\n")
+        else:  # pragma: no cover - Action.parse rejects unknown kinds
+            raise AssertionError(kind)
+
+    def send_reply(self, req: Json, envelope: Json | None) -> None:
+        if envelope is None:
+            return
+        self.out.send(envelope)
+        if req["method"] == "initialize" and "result" in envelope and self.cfg.ping_first:
+            self.send_server_request("ping")
+
+    def send_server_request(self, method: str) -> None:
+        req_id = f"srv-{next(self._server_ids)}"
+        self._awaiting[id_key(req_id)] = method
+        msg: Json = {"jsonrpc": "2.0", "id": req_id, "method": method}
+        params = SERVER_REQUEST_PARAMS.get(method, {})
+        if params is not None:
+            msg["params"] = params
+        self.out.send(msg)
+
+    # ---- timers (late answers, the sleep tool), cancellable by id
+
+    def start_timer(self, req_id: Any, seconds: float, fire: Callable[[], None]) -> None:
+        key = id_key(req_id)
+
+        def run() -> None:
+            with self._timers_lock:
+                if self._timers.pop(key, None) is None:
+                    return  # cancelled meanwhile
+            fire()
+
+        timer = threading.Timer(seconds, run)
+        timer.daemon = True
+        with self._timers_lock:
+            self._timers[key] = timer
+        timer.start()
+
+    def cancel_timer(self, key: str) -> None:
+        with self._timers_lock:
+            timer = self._timers.pop(key, None)
+        if timer:
+            timer.cancel()
+            self.log(f"cancelled pending answer for id {key}")
+
+    # ---- normal answers
+
+    def answer(self, req: Json, mutate: Callable[[Json], None] | None = None) -> Json | None:
+        """The normal response envelope, or None when this request gets none (yet)."""
+        try:
+            result = self.result_for(req)
+        except RpcError as err:
+            return self.error_envelope(req["id"], err)
+        if result is None:
+            return None
+        if mutate:
+            mutate(result)
+        return {"jsonrpc": "2.0", "id": req["id"], "result": result}
+
+    def result_for(self, req: Json) -> Json | None:
+        method = req["method"]
+        modern = is_modern(req)
+        if method in ("initialize", "ping"):
+            return self.initialize_result() if method == "initialize" else {}
+        if self.cfg.strict_meta:
+            meta = request_meta(req)
+            if PROTOCOL_VERSION_KEY not in meta or CLIENT_CAPS_KEY not in meta:
+                raise RpcError(-32602, "Missing required _meta keys")
+        if modern and requested_version(req) not in self.cfg.supported:
+            raise self.unsupported_version(req, self.cfg.supported)
+        if method == "server/discover":
+            result = self.discover_result()
+        elif method == "tools/list":
+            result = self.tools_list_result(modern)
+        elif method == "tools/call":
+            call = self.tools_call_result(req)
+            if call is None:
+                return None
+            result = call
+        else:
+            raise RpcError(-32601)
+        return self.stamp(result) if modern else result
+
+    def stamp(self, result: Json) -> Json:
+        stamped: Json = {"resultType": "complete", **result}
+        stamped.setdefault("_meta", {})[SERVER_INFO_KEY] = dict(self.cfg.server_info)
+        return stamped
+
+    def unsupported_version(self, req: Json, supported: list[str]) -> RpcError:
+        return RpcError(-32022, data={"supported": supported, "requested": requested_version(req)})
+
+    def discover_result(self) -> Json:
+        return {
+            "supportedVersions": list(self.cfg.supported),
+            "capabilities": json.loads(json.dumps(self.cfg.capabilities)),
+            "ttlMs": self.cfg.ttl_ms,
+            "cacheScope": "public",
+        }
+
+    def initialize_result(self) -> Json:
+        return {
+            "protocolVersion": self.cfg.legacy_version,
+            "capabilities": json.loads(json.dumps(self.cfg.capabilities)),
+            "serverInfo": dict(self.cfg.server_info),
+        }
+
+    def tools_list_result(self, modern: bool) -> Json:
+        result: Json = {"tools": self.cfg.tools}
+        if modern:
+            result.update(ttlMs=self.cfg.ttl_ms, cacheScope="public")
+        return result
+
+    def tools_call_result(self, req: Json) -> Json | None:
+        params = req.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        if not any(tool["name"] == name for tool in self.cfg.tools):
+            raise RpcError(-32602, f"Unknown tool: {name}")
+        args = tool_arguments(req)
+        if name == "search":
+            return text_result(f"scripted search result for {args.get('query')!r}")
+        if name == "sleep":
+            return self.sleep_tool(req, args)
+        if name == "crash":
+            if args.get("partial"):
+                self.out.write(b'{"jsonrpc":"2.0","id":' + id_key(req["id"]).encode(), prelude=True)
+            os._exit(CRASH_EXIT_CODE)
+        if name == "big":
+            size = args.get("bytes")
+            if not isinstance(size, int) or size < 0:
+                raise RpcError(-32602, "big needs a non-negative integer 'bytes'")
+            return text_result("x" * size)
+        return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))  # echo & extras
+
+    def sleep_tool(self, req: Json, args: Json) -> None:
+        seconds = args.get("seconds")
+        if isinstance(seconds, (int, float)):
+            result = text_result(f"slept {seconds}s")
+            envelope: Json = {"jsonrpc": "2.0", "id": req["id"]}
+            envelope["result"] = self.stamp(result) if is_modern(req) else result
+            self.start_timer(req["id"], float(seconds), lambda: self.out.send(envelope))
+        return None  # answered by the timer, or never
+
+    @staticmethod
+    def error_envelope(req_id: Any, err: RpcError) -> Json:
+        return {"jsonrpc": "2.0", "id": req_id, "error": err.to_json()}
+
+
+def text_result(text: str) -> Json:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+# ------------------------------------------------------------------ startup
+
+
+def parse_bytes(text: str) -> float:
+    """'4096', '64k', '16M', '1G' (powers of 1024) or 'inf'."""
+    if text.lower() == "inf":
+        return math.inf
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    scale = units.get(text[-1:].lower(), 1)
+    number = text[:-1] if scale != 1 else text
+    try:
+        return int(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad byte count {text!r}") from None
+
+
+def parse_json_object(text: str) -> Json:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description="Scripted MCP stdio peer (see the module docstring for every flag).",
+    )
+    p.add_argument("--era", choices=sorted(ERA_DEFAULTS), default="modern")
+    for method in ("discover", "initialize", "tools-list", "tools-call"):
+        p.add_argument(f"--{method}", type=Action.parse, metavar="ACTION")
+    p.add_argument("--supported", default=MODERN_VERSION, metavar="CSV")
+    p.add_argument("--legacy-version", default=LEGACY_VERSION)
+    p.add_argument("--name", default="scripted-peer")
+    p.add_argument("--server-version", default="1.0.0")
+    p.add_argument("--capabilities", type=parse_json_object, default={"tools": {"listChanged": True}})
+    p.add_argument("--ttl-ms", type=int, default=0)
+    p.add_argument("--strict-meta", action="store_true")
+    p.add_argument("--tools", metavar="CSV", help="built-in tools to list (default: all)")
+    p.add_argument("--extra-tools", type=int, default=0, metavar="N")
+    p.add_argument("--ping-first", action="store_true")
+    p.add_argument("--server-request", action="append", default=[], metavar="METHOD")
+    p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--stdout-garbage-first", action="store_true")
+    p.add_argument("--oversized-line", type=parse_bytes, default=0, metavar="BYTES")
+    p.add_argument("--stderr-flood", type=parse_bytes, default=0, metavar="BYTES")
+    p.add_argument("--stderr-flood-blocking", action="store_true")
+    eof = p.add_mutually_exclusive_group()
+    eof.add_argument("--exit-on-eof", dest="exit_on_eof", action="store_true", default=True)
+    eof.add_argument("--ignore-eof", dest="exit_on_eof", action="store_false")
+    p.add_argument("--ignore-sigterm", action="store_true")
+    p.add_argument("--pid-file")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def select_tools(names_csv: str | None, extra: int) -> list[Json]:
+    by_name = {tool["name"]: tool for tool in BUILTIN_TOOLS}
+    names = names_csv.split(",") if names_csv is not None else list(by_name)
+    unknown = [n for n in names if n and n not in by_name]
+    if unknown:
+        raise SystemExit(f"scripted.py: unknown --tools {unknown}; known: {sorted(by_name)}")
+    tools = [by_name[n] for n in names if n]
+    tools += [
+        {"name": f"tool-{i:04d}", "description": "Echo-like filler tool.", "inputSchema": {"type": "object"}}
+        for i in range(1, extra + 1)
+    ]
+    return tools
+
+
+def config_from(ns: argparse.Namespace) -> Config:
+    discover_default, initialize_default = ERA_DEFAULTS[ns.era]
+    actions = {
+        "server/discover": ns.discover or Action.parse(discover_default),
+        "initialize": ns.initialize or Action.parse(initialize_default),
+        "tools/list": ns.tools_list or Action("result"),
+        "tools/call": ns.tools_call or Action("result"),
+    }
+    return Config(
+        actions=actions,
+        supported=[v for v in ns.supported.split(",") if v],
+        legacy_version=ns.legacy_version,
+        server_info={"name": ns.name, "version": ns.server_version},
+        capabilities=ns.capabilities,
+        ttl_ms=ns.ttl_ms,
+        strict_meta=ns.strict_meta,
+        tools=select_tools(ns.tools, ns.extra_tools),
+        ping_first=ns.ping_first,
+        server_requests=ns.server_request,
+        exit_on_eof=ns.exit_on_eof,
+        verbose=ns.verbose,
+    )
+
+
+def flood_stderr(total: float) -> None:
+    """Write ``total`` bytes of 1 KiB lines to fd 2 (forever if inf).
+
+    Raw os.write, not sys.stderr: a daemon thread blocked inside a buffered
+    writer's lock would make interpreter shutdown abort.
+    """
+    line = b"scripted peer stderr flood " + b"." * 996 + b"\n"
+    remaining = total
+    try:
+        while remaining > 0:
+            chunk = line if remaining >= len(line) else line[: int(remaining)]
+            _write_all(2, chunk)
+            remaining -= len(chunk)
+    except OSError:
+        pass  # the client closed our stderr; the protocol goes on
+
+
+def serve(peer: Peer, exit_on_eof: bool) -> None:
+    stdin = sys.stdin.buffer
+    while raw := stdin.readline():
+        peer.handle_line(raw)
+    peer.log("stdin EOF")
+    if exit_on_eof:
+        os._exit(0)  # skip joining daemon timer/flood threads
+    while True:  # --ignore-eof: linger until killed
+        time.sleep(3600)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ns = build_parser().parse_args(argv)
+    cfg = config_from(ns)
+    if ns.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if ns.pid_file:
+        with open(ns.pid_file, "w") as fh:
+            fh.write(f"{os.getpid()}\n")
+    tap = taplog.writer_from_env()
+    out = Stdout(tap, int(ns.oversized_line))
+    if ns.stdout_garbage_first:
+        out.write(b"scripted peer starting up... (this banner is not JSON)\n", prelude=True)
+    if ns.stderr_flood and ns.stderr_flood_blocking:
+        flood_stderr(ns.stderr_flood)
+    elif ns.stderr_flood:
+        threading.Thread(target=flood_stderr, args=(ns.stderr_flood,), daemon=True).start()
+    if ns.startup_delay:
+        time.sleep(ns.startup_delay)
+    serve(Peer(cfg, out, tap), cfg.exit_on_eof)
+
+
+if __name__ == "__main__":
+    main()
