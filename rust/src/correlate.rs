@@ -1,0 +1,234 @@
+//! Pending request ids -> opaque tokens, for one transport lifetime.
+//!
+//! Integer ids: `allocate` hands out `hi, hi+1, ...`; caller-chosen integer ids widen the
+//! used interval `[lo, hi)`. Every integer inside that interval counts as used, so it can
+//! never be registered again and a reply to it that is not pending is *stale*. (A gap
+//! inside the interval that was never actually sent is treated as used too: the
+//! conservative choice, it can only refuse a registration, never allow a reuse.)
+//!
+//! String ids: a bounded FIFO record of the last [`SEEN_STRING_IDS`] string ids ever used,
+//! so late replies to them are told apart from replies to ids we never sent.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::scan::JsonId;
+use crate::stamp::CodecError;
+
+/// How many string ids are remembered for stale detection after they stop being pending.
+pub const SEEN_STRING_IDS: usize = 65536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Correlation {
+    None = 0,
+    Matched = 1,
+    Unknown = 2,
+    Stale = 3,
+}
+
+#[derive(Debug)]
+pub struct Correlator<T> {
+    /// Lowest integer id used so far (== `hi` while none is).
+    lo: i64,
+    /// One past the highest integer id used so far; the next id `allocate` returns.
+    hi: i64,
+    ints: HashMap<i64, T>,
+    strs: HashMap<String, T>,
+    seen_strs: HashSet<String>,
+    seen_order: VecDeque<String>,
+    seen_cap: usize,
+}
+
+impl<T> Correlator<T> {
+    pub fn new(first_id: i64) -> Self {
+        Self::with_seen_capacity(first_id, SEEN_STRING_IDS)
+    }
+
+    pub fn with_seen_capacity(first_id: i64, seen_cap: usize) -> Self {
+        Correlator {
+            lo: first_id,
+            hi: first_id,
+            ints: HashMap::new(),
+            strs: HashMap::new(),
+            seen_strs: HashSet::new(),
+            seen_order: VecDeque::new(),
+            seen_cap: seen_cap.max(1),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ints.len() + self.strs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, id: &JsonId) -> bool {
+        match id {
+            JsonId::Int(n) => self.ints.contains_key(n),
+            JsonId::Str(s) => self.strs.contains_key(s),
+        }
+    }
+
+    fn int_used(&self, n: i64) -> bool {
+        self.lo <= n && n < self.hi
+    }
+
+    /// Register `token` under the next unused integer id.
+    pub fn allocate(&mut self, token: T) -> Result<i64, CodecError> {
+        let id = self.hi;
+        if id == i64::MAX {
+            return Err(CodecError("integer request ids are exhausted".into()));
+        }
+        self.hi += 1;
+        self.ints.insert(id, token);
+        Ok(id)
+    }
+
+    /// Register a caller-chosen id; refused if it is pending or was used before.
+    pub fn register(&mut self, id: JsonId, token: T) -> Result<(), CodecError> {
+        match id {
+            JsonId::Int(n) => {
+                if self.int_used(n) {
+                    return Err(CodecError(format!("request id {n} is pending or was used before")));
+                }
+                if n == i64::MAX {
+                    // `hi` could not move past it; refuse rather than break monotonicity.
+                    return Err(CodecError(format!("request id {n} is out of range")));
+                }
+                // Widen the used interval; `allocate` continues above it.
+                self.lo = self.lo.min(n);
+                self.hi = self.hi.max(n + 1);
+                self.ints.insert(n, token);
+            }
+            JsonId::Str(s) => {
+                if self.strs.contains_key(&s) || self.seen_strs.contains(&s) {
+                    return Err(CodecError(format!("request id {s:?} is pending or was used before")));
+                }
+                self.remember(s.clone());
+                self.strs.insert(s, token);
+            }
+        }
+        Ok(())
+    }
+
+    fn remember(&mut self, s: String) {
+        if self.seen_order.len() >= self.seen_cap {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen_strs.remove(&old);
+            }
+        }
+        self.seen_strs.insert(s.clone());
+        self.seen_order.push_back(s);
+    }
+
+    /// A response arrived for `id`: the token once, then stale.
+    pub fn resolve(&mut self, id: Option<&JsonId>) -> (Correlation, Option<T>) {
+        match id {
+            None => (Correlation::Unknown, None),
+            Some(JsonId::Int(n)) => match self.ints.remove(n) {
+                Some(t) => (Correlation::Matched, Some(t)),
+                None if self.int_used(*n) => (Correlation::Stale, None),
+                None => (Correlation::Unknown, None),
+            },
+            Some(JsonId::Str(s)) => match self.strs.remove(s) {
+                Some(t) => (Correlation::Matched, Some(t)),
+                None if self.seen_strs.contains(s) => (Correlation::Stale, None),
+                None => (Correlation::Unknown, None),
+            },
+        }
+    }
+
+    /// Forget a pending id without a response; a later reply is stale.
+    pub fn discard(&mut self, id: &JsonId) -> Option<T> {
+        match id {
+            JsonId::Int(n) => self.ints.remove(n),
+            JsonId::Str(s) => self.strs.remove(s),
+        }
+    }
+
+    /// Every pending (id, token), integers ascending then strings sorted; all become stale.
+    pub fn drain(&mut self) -> Vec<(JsonId, T)> {
+        let mut ints: Vec<(i64, T)> = self.ints.drain().collect();
+        ints.sort_unstable_by_key(|(k, _)| *k);
+        let mut strs: Vec<(String, T)> = self.strs.drain().collect();
+        strs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ints.into_iter()
+            .map(|(k, t)| (JsonId::Int(k), t))
+            .chain(strs.into_iter().map(|(k, t)| (JsonId::Str(k), t)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: &str) -> JsonId {
+        JsonId::Str(x.into())
+    }
+
+    #[test]
+    fn allocate_resolve_once_then_stale() {
+        let mut c = Correlator::new(1);
+        assert_eq!(c.allocate("a").unwrap(), 1);
+        assert_eq!(c.allocate("b").unwrap(), 2);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.resolve(Some(&JsonId::Int(2))), (Correlation::Matched, Some("b")));
+        assert_eq!(c.resolve(Some(&JsonId::Int(2))), (Correlation::Stale, None));
+        assert_eq!(c.resolve(Some(&JsonId::Int(3))), (Correlation::Unknown, None));
+        assert_eq!(c.resolve(Some(&JsonId::Int(0))), (Correlation::Unknown, None));
+        assert_eq!(c.resolve(Some(&s("1"))), (Correlation::Unknown, None), "\"1\" is not 1");
+        assert_eq!(c.resolve(None), (Correlation::Unknown, None));
+        assert!(c.contains(&JsonId::Int(1)));
+        assert_eq!(c.allocate("c").unwrap(), 3, "never reuses an id");
+    }
+
+    #[test]
+    fn register_refuses_reuse_and_moves_allocation_past_it() {
+        let mut c = Correlator::new(1);
+        c.register(JsonId::Int(10), "x").unwrap();
+        assert!(c.register(JsonId::Int(10), "y").is_err());
+        assert_eq!(c.allocate("z").unwrap(), 11);
+        assert!(c.register(JsonId::Int(11), "w").is_err());
+        assert_eq!(c.resolve(Some(&JsonId::Int(10))), (Correlation::Matched, Some("x")));
+        assert!(c.register(JsonId::Int(10), "again").is_err(), "used before");
+        c.register(JsonId::Int(-5), "neg").unwrap();
+        assert_eq!(c.allocate("n").unwrap(), 12);
+        assert!(c.register(JsonId::Int(i64::MAX), "max").is_err());
+
+        c.register(s("10"), "str").unwrap();
+        assert!(c.register(s("10"), "str2").is_err());
+        assert_eq!(c.discard(&s("10")), Some("str"));
+        assert_eq!(c.resolve(Some(&s("10"))), (Correlation::Stale, None));
+        assert!(c.register(s("10"), "str3").is_err());
+    }
+
+    #[test]
+    fn drain_hands_back_everything_and_later_replies_are_stale() {
+        let mut c = Correlator::new(100);
+        c.allocate(1).unwrap();
+        c.register(s("b"), 2).unwrap();
+        c.register(s("a"), 3).unwrap();
+        c.allocate(4).unwrap();
+        let d = c.drain();
+        assert_eq!(d, vec![(JsonId::Int(100), 1), (JsonId::Int(101), 4), (s("a"), 3), (s("b"), 2)]);
+        assert!(c.is_empty());
+        for id in [JsonId::Int(100), JsonId::Int(101), s("a"), s("b")] {
+            assert_eq!(c.resolve(Some(&id)), (Correlation::Stale, None));
+        }
+    }
+
+    #[test]
+    fn string_memory_is_bounded() {
+        let mut c = Correlator::with_seen_capacity(1, 3);
+        for i in 0..5 {
+            c.register(s(&i.to_string()), i).unwrap();
+            c.resolve(Some(&s(&i.to_string())));
+        }
+        assert_eq!(c.seen_strs.len(), 3);
+        assert_eq!(c.resolve(Some(&s("4"))), (Correlation::Stale, None));
+        assert_eq!(c.resolve(Some(&s("0"))), (Correlation::Unknown, None), "forgotten after eviction");
+    }
+}

@@ -1,0 +1,642 @@
+//! A small, allocation-free JSON cursor: the primitives the envelope scanner and the
+//! stamper are built from.
+//!
+//! It never builds a document. It can *decode* a string (the few envelope fields we need as
+//! text), *read* an integer, and *skip* any value while checking its structure: balanced
+//! brackets, commas and colons in the right places, literals spelled right, the number
+//! grammar, valid escapes. Skipping is iterative with an explicit depth counter and a bit
+//! stack of container kinds, so hostile nesting can never overflow the native stack.
+//!
+//! Design choice (documented in DESIGN §2): when *skipping* a string body we jump from one
+//! `"`/`\` to the next with `memchr2` (SIMD) and do not look at the bytes in between, so a
+//! raw control character inside a nested string is not detected here. Payloads the codec
+//! only forwards are decoded exactly once, later, by the parent (orjson/msgspec), which
+//! rejects them. Strings the codec *decodes* (envelope fields) are checked fully, and
+//! [`Mode::Strict`] (used when the codec produces output) checks every string body too.
+
+use std::borrow::Cow;
+
+/// Deeper nesting is an error, never recursion. Counts the top-level container as 1.
+pub const MAX_NESTING_DEPTH: usize = 128;
+
+/// How thoroughly skipped string bodies are checked.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// Skip string bodies with memchr2; raw control characters are left to the consumer.
+    Fast,
+    /// Also reject raw control characters (< 0x20) inside strings.
+    Strict,
+}
+
+/// A parse failure: what was wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonError {
+    pub at: usize,
+    pub what: Cow<'static, str>,
+}
+
+impl JsonError {
+    pub fn new(at: usize, what: impl Into<Cow<'static, str>>) -> Self {
+        JsonError { at, what: what.into() }
+    }
+}
+
+impl std::fmt::Display for JsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid JSON at byte {}: {}", self.at, self.what)
+    }
+}
+
+pub type JResult<T> = Result<T, JsonError>;
+
+/// Whether a skipped value was a number with only an integer part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    String,
+    Integer,
+    Float,
+    Bool,
+    Null,
+    Object,
+    Array,
+}
+
+impl ValueKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueKind::String => "a string",
+            ValueKind::Integer => "an integer",
+            ValueKind::Float => "a float",
+            ValueKind::Bool => "a boolean",
+            ValueKind::Null => "null",
+            ValueKind::Object => "an object",
+            ValueKind::Array => "an array",
+        }
+    }
+}
+
+/// A cursor over UTF-8-validated bytes (callers check with `std::str::from_utf8` first, so
+/// slicing between ASCII delimiters always yields valid `str`).
+pub struct Cursor<'a> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+    pub mode: Mode,
+}
+
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(buf: &'a [u8], mode: Mode) -> Self {
+        Cursor { buf, pos: 0, mode }
+    }
+
+    #[inline]
+    pub fn skip_ws(&mut self) {
+        while let Some(&b) = self.buf.get(self.pos) {
+            if !is_ws(b) {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    #[inline]
+    pub fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    pub fn err(&self, what: impl Into<Cow<'static, str>>) -> JsonError {
+        JsonError::new(self.pos, what)
+    }
+
+    fn unexpected(&self, wanted: &'static str) -> JsonError {
+        match self.peek() {
+            None => self.err(format!("unexpected end of input, expected {wanted}")),
+            Some(b) if b.is_ascii_graphic() => {
+                self.err(format!("unexpected '{}', expected {wanted}", b as char))
+            }
+            Some(b) => self.err(format!("unexpected byte 0x{b:02x}, expected {wanted}")),
+        }
+    }
+
+    /// Skip whitespace, then require byte `b`.
+    #[inline]
+    pub fn expect(&mut self, b: u8, wanted: &'static str) -> JResult<()> {
+        self.skip_ws();
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.unexpected(wanted))
+        }
+    }
+
+    /// Skip the body of a string whose opening quote is at `self.pos - 1`; leaves the
+    /// cursor after the closing quote. Returns whether the body contained an escape.
+    #[inline]
+    fn skip_string_body(&mut self) -> JResult<bool> {
+        let mut escaped = false;
+        loop {
+            let rest = &self.buf[self.pos..];
+            let Some(i) = memchr::memchr2(b'"', b'\\', rest) else {
+                self.pos = self.buf.len();
+                return Err(self.err("unterminated string"));
+            };
+            if self.mode == Mode::Strict {
+                if let Some(c) = rest[..i].iter().position(|&b| b < 0x20) {
+                    self.pos += c;
+                    return Err(self.err("raw control character in string"));
+                }
+            }
+            self.pos += i;
+            if rest[i] == b'"' {
+                self.pos += 1;
+                return Ok(escaped);
+            }
+            escaped = true;
+            self.skip_escape()?;
+        }
+    }
+
+    /// At a backslash: check the escape and step over it.
+    #[inline]
+    fn skip_escape(&mut self) -> JResult<()> {
+        match self.buf.get(self.pos + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                self.pos += 2;
+                Ok(())
+            }
+            Some(b'u') => {
+                self.hex4(self.pos + 2)?;
+                self.pos += 6;
+                Ok(())
+            }
+            Some(_) => Err(self.err("invalid escape in string")),
+            None => Err(self.err("unterminated string")),
+        }
+    }
+
+    fn hex4(&self, at: usize) -> JResult<u16> {
+        let digits = self.buf.get(at..at + 4).ok_or_else(|| JsonError::new(at, "truncated \\u escape"))?;
+        let mut v: u16 = 0;
+        for &d in digits {
+            let n = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                b'A'..=b'F' => d - b'A' + 10,
+                _ => return Err(JsonError::new(at, "invalid \\u escape")),
+            };
+            v = v << 4 | u16::from(n);
+        }
+        Ok(v)
+    }
+
+    /// Decode a string at the cursor (whitespace allowed before it). Borrows from the input
+    /// when it holds no escapes. Always checks for raw control characters: decoded strings
+    /// are envelope fields and must be exactly right.
+    pub fn parse_string(&mut self) -> JResult<Cow<'a, str>> {
+        self.skip_ws();
+        if self.peek() != Some(b'"') {
+            return Err(self.unexpected("a string"));
+        }
+        self.pos += 1;
+        let start = self.pos;
+        let saved = self.mode;
+        self.mode = Mode::Strict;
+        let escaped = self.skip_string_body();
+        self.mode = saved;
+        let escaped = escaped?;
+        let body = &self.buf[start..self.pos - 1];
+        if !escaped {
+            // SAFETY-free: the buffer was validated as UTF-8 and the quotes are ASCII.
+            return Ok(Cow::Borrowed(std::str::from_utf8(body).map_err(|_| JsonError::new(start, "invalid UTF-8"))?));
+        }
+        self.unescape(start, body).map(Cow::Owned)
+    }
+
+    fn unescape(&self, start: usize, body: &[u8]) -> JResult<String> {
+        let mut out = String::with_capacity(body.len());
+        let mut i = 0;
+        while i < body.len() {
+            let Some(j) = memchr::memchr(b'\\', &body[i..]) else {
+                out.push_str(std::str::from_utf8(&body[i..]).map_err(|_| JsonError::new(start + i, "invalid UTF-8"))?);
+                break;
+            };
+            out.push_str(std::str::from_utf8(&body[i..i + j]).map_err(|_| JsonError::new(start + i, "invalid UTF-8"))?);
+            i += j;
+            let at = start + i;
+            let c = match body[i + 1] {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'u' => {
+                    let hi = self.hex4(at + 2)?;
+                    i += 4;
+                    match hi {
+                        0xD800..=0xDBFF => {
+                            // A high surrogate must be followed by an escaped low surrogate.
+                            if body.get(i + 2) != Some(&b'\\') || body.get(i + 3) != Some(&b'u') {
+                                return Err(JsonError::new(at, "unpaired surrogate in \\u escape"));
+                            }
+                            let lo = self.hex4(start + i + 4)?;
+                            if !(0xDC00..=0xDFFF).contains(&lo) {
+                                return Err(JsonError::new(at, "unpaired surrogate in \\u escape"));
+                            }
+                            i += 6;
+                            let cp = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
+                            char::from_u32(cp).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?
+                        }
+                        0xDC00..=0xDFFF => return Err(JsonError::new(at, "unpaired surrogate in \\u escape")),
+                        _ => char::from_u32(u32::from(hi)).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?,
+                    }
+                }
+                _ => return Err(JsonError::new(at, "invalid escape in string")),
+            };
+            out.push(c);
+            i += 2;
+        }
+        Ok(out)
+    }
+
+    /// Check the number grammar at the cursor; returns whether it was a plain integer.
+    fn skip_number(&mut self) -> JResult<bool> {
+        let b = self.buf;
+        let mut p = self.pos;
+        if b.get(p) == Some(&b'-') {
+            p += 1;
+        }
+        match b.get(p) {
+            Some(b'0') => p += 1,
+            Some(b'1'..=b'9') => {
+                while matches!(b.get(p), Some(b'0'..=b'9')) {
+                    p += 1;
+                }
+            }
+            _ => return Err(JsonError::new(p, "invalid number")),
+        }
+        let mut integer = true;
+        if b.get(p) == Some(&b'.') {
+            integer = false;
+            p += 1;
+            if !matches!(b.get(p), Some(b'0'..=b'9')) {
+                return Err(JsonError::new(p, "invalid number: digit expected after '.'"));
+            }
+            while matches!(b.get(p), Some(b'0'..=b'9')) {
+                p += 1;
+            }
+        }
+        if matches!(b.get(p), Some(b'e' | b'E')) {
+            integer = false;
+            p += 1;
+            if matches!(b.get(p), Some(b'+' | b'-')) {
+                p += 1;
+            }
+            if !matches!(b.get(p), Some(b'0'..=b'9')) {
+                return Err(JsonError::new(p, "invalid number: digit expected in exponent"));
+            }
+            while matches!(b.get(p), Some(b'0'..=b'9')) {
+                p += 1;
+            }
+        }
+        self.pos = p;
+        Ok(integer)
+    }
+
+    fn skip_literal(&mut self, lit: &'static [u8]) -> JResult<()> {
+        if self.buf[self.pos..].starts_with(lit) {
+            self.pos += lit.len();
+            Ok(())
+        } else {
+            Err(self.err("invalid literal"))
+        }
+    }
+
+    /// Skip one value (whitespace allowed before it) after checking its structure.
+    /// `depth` is the nesting depth of the container holding it (0 at the top level).
+    /// Returns the value's kind and its span (without surrounding whitespace).
+    pub fn skip_value(&mut self, depth: usize) -> JResult<(ValueKind, usize, usize)> {
+        self.skip_ws();
+        let start = self.pos;
+        let kind = match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                self.skip_string_body()?;
+                ValueKind::String
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                if self.skip_number()? {
+                    ValueKind::Integer
+                } else {
+                    ValueKind::Float
+                }
+            }
+            Some(b't') => {
+                self.skip_literal(b"true")?;
+                ValueKind::Bool
+            }
+            Some(b'f') => {
+                self.skip_literal(b"false")?;
+                ValueKind::Bool
+            }
+            Some(b'n') => {
+                self.skip_literal(b"null")?;
+                ValueKind::Null
+            }
+            Some(b'{') => {
+                self.skip_container(depth)?;
+                ValueKind::Object
+            }
+            Some(b'[') => {
+                self.skip_container(depth)?;
+                ValueKind::Array
+            }
+            _ => return Err(self.unexpected("a value")),
+        };
+        Ok((kind, start, self.pos))
+    }
+
+    /// Skip an object or array starting at the cursor, iteratively. A bit stack records
+    /// whether each open container is an object (1) or an array (0).
+    fn skip_container(&mut self, base_depth: usize) -> JResult<()> {
+        const WORDS: usize = MAX_NESTING_DEPTH.div_ceil(64);
+        let mut kinds = [0u64; WORDS];
+        let mut open = 0usize; // containers opened by this call and not yet closed
+        let is_obj = |kinds: &[u64; WORDS], level: usize| kinds[level / 64] >> (level % 64) & 1 == 1;
+
+        // Invariant at the top of the loop: the cursor is at a value to read.
+        'value: loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(c @ (b'{' | b'[')) => {
+                    if base_depth + open + 1 > MAX_NESTING_DEPTH {
+                        return Err(self.err(format!("nesting deeper than {MAX_NESTING_DEPTH}")));
+                    }
+                    let level = open;
+                    if c == b'{' {
+                        kinds[level / 64] |= 1 << (level % 64);
+                    } else {
+                        kinds[level / 64] &= !(1 << (level % 64));
+                    }
+                    open += 1;
+                    self.pos += 1;
+                    self.skip_ws();
+                    let close = if c == b'{' { b'}' } else { b']' };
+                    if self.peek() == Some(close) {
+                        self.pos += 1;
+                        open -= 1;
+                    } else {
+                        if c == b'{' {
+                            self.member_key()?;
+                        }
+                        continue 'value;
+                    }
+                }
+                _ => {
+                    // A scalar: `skip_value` never recurses for these.
+                    self.skip_value(base_depth + open)?;
+                }
+            }
+            // After a complete value: close containers or move to the next element.
+            loop {
+                if open == 0 {
+                    return Ok(());
+                }
+                let obj = is_obj(&kinds, open - 1);
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        if obj {
+                            self.member_key()?;
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if obj => {
+                        self.pos += 1;
+                        open -= 1;
+                    }
+                    Some(b']') if !obj => {
+                        self.pos += 1;
+                        open -= 1;
+                    }
+                    _ => return Err(self.unexpected(if obj { "',' or '}'" } else { "',' or ']'" })),
+                }
+            }
+        }
+    }
+
+    /// `"key" :` inside an object being skipped.
+    fn member_key(&mut self) -> JResult<()> {
+        self.skip_ws();
+        if self.peek() != Some(b'"') {
+            return Err(self.unexpected("a string key"));
+        }
+        self.pos += 1;
+        self.skip_string_body()?;
+        self.expect(b':', "':'")
+    }
+
+    /// Parse an integer value that must fit `i64`. The caller has classified it as an
+    /// integer with `skip_value`; this converts the span.
+    pub fn int_of(&self, start: usize, end: usize) -> Option<i64> {
+        std::str::from_utf8(&self.buf[start..end]).ok()?.parse::<i64>().ok()
+    }
+
+    /// Iterate the members of an object whose `{` is at the cursor (after whitespace):
+    /// calls `member(cursor, key)` with the cursor before each value; the callback must
+    /// consume exactly that value. `depth` is the depth of the object itself (1 for a
+    /// top-level object).
+    pub fn object<F>(&mut self, mut member: F) -> JResult<()>
+    where
+        F: FnMut(&mut Cursor<'a>, Cow<'a, str>, usize) -> JResult<()>,
+    {
+        self.expect(b'{', "'{'")?;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            let key_at = {
+                self.skip_ws();
+                self.pos
+            };
+            let key = self.parse_string()?;
+            self.expect(b':', "':'")?;
+            member(self, key, key_at)?;
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.unexpected("',' or '}'")),
+            }
+        }
+    }
+
+    /// Require that only whitespace is left.
+    pub fn end(&mut self) -> JResult<()> {
+        self.skip_ws();
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(self.err("trailing data after the top-level value"))
+        }
+    }
+}
+
+/// Append `s` to `out` as a JSON string literal.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut last = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[last..i]);
+        if esc.is_empty() {
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.extend_from_slice(esc);
+        }
+        last = i + 1;
+    }
+    out.extend_from_slice(&bytes[last..]);
+    out.push(b'"');
+}
+
+/// Copy the (already validated) JSON value `src` to `out` without insignificant
+/// whitespace. Strings are copied verbatim.
+pub fn write_compact(out: &mut Vec<u8>, src: &[u8]) {
+    let mut i = 0;
+    while i < src.len() {
+        let b = src[i];
+        if b == b'"' {
+            // Find the closing quote, stepping over escapes.
+            let mut j = i + 1;
+            loop {
+                match memchr::memchr2(b'"', b'\\', &src[j..]) {
+                    Some(k) if src[j + k] == b'\\' => j += k + 2,
+                    Some(k) => {
+                        j += k + 1;
+                        break;
+                    }
+                    None => {
+                        j = src.len();
+                        break;
+                    }
+                }
+            }
+            out.extend_from_slice(&src[i..j]);
+            i = j;
+        } else {
+            // Copy a run of structural bytes/literals up to the next quote or whitespace.
+            let mut j = i;
+            while j < src.len() && src[j] != b'"' && !is_ws(src[j]) {
+                j += 1;
+            }
+            out.extend_from_slice(&src[i..j]);
+            while j < src.len() && is_ws(src[j]) {
+                j += 1;
+            }
+            i = j;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skip(s: &str) -> JResult<(ValueKind, usize, usize)> {
+        let mut c = Cursor::new(s.as_bytes(), Mode::Fast);
+        let r = c.skip_value(0)?;
+        c.end()?;
+        Ok(r)
+    }
+
+    #[test]
+    fn skips_valid_values() {
+        for (s, k) in [
+            ("{}", ValueKind::Object),
+            ("[]", ValueKind::Array),
+            (r#" {"a": [1, 2.5e-3, -0, true, false, null, "x\"\\y\u00e9"], "b": {"c": {}}} "#, ValueKind::Object),
+            ("[[[[]]], {}, [{}]]", ValueKind::Array),
+            ("-12", ValueKind::Integer),
+            ("1E+2", ValueKind::Float),
+            (r#""\ud83d\ude00""#, ValueKind::String),
+        ] {
+            assert_eq!(skip(s).unwrap().0, k, "{s}");
+        }
+    }
+
+    #[test]
+    fn rejects_broken_values() {
+        for s in [
+            "", "{", "[", "[1,]", "[1 2]", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{a:1}", "[1}", "{\"a\":1]",
+            "01", "1.", "-", "1e", "tru", "nul", "\"abc", "\"\\x\"", "\"\\u12\"", "[\"a\\", "{\"a\":1}}",
+            "]", "+1", ".5", "[1]x",
+        ] {
+            assert!(skip(s).is_err(), "accepted {s:?}");
+        }
+    }
+
+    #[test]
+    fn depth_is_bounded_without_recursion() {
+        let ok = "[".repeat(MAX_NESTING_DEPTH) + &"]".repeat(MAX_NESTING_DEPTH);
+        assert!(skip(&ok).is_ok());
+        let deep = "[".repeat(MAX_NESTING_DEPTH + 1) + &"]".repeat(MAX_NESTING_DEPTH + 1);
+        assert!(skip(&deep).unwrap_err().what.contains("nesting"));
+        let hostile = "[".repeat(1_000_000);
+        assert!(skip(&hostile).is_err());
+        let mixed = "{\"a\":[".repeat(100_000);
+        assert!(skip(&mixed).is_err());
+    }
+
+    #[test]
+    fn decodes_strings_with_escapes() {
+        let mut c = Cursor::new(br#""a\n\"\u00e9\ud83d\ude00\/""#, Mode::Fast);
+        assert_eq!(c.parse_string().unwrap(), "a\n\"é😀/");
+        for bad in [r#""\ud83d""#, r#""\ude00""#, r#""\ud83dx""#, "\"a\nb\"", r#""\u00zz""#] {
+            let mut c = Cursor::new(bad.as_bytes(), Mode::Fast);
+            assert!(c.parse_string().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn strict_mode_rejects_raw_control_characters() {
+        let s = b"{\"a\":\"x\ny\"}";
+        assert!(Cursor::new(s, Mode::Fast).skip_value(0).is_ok());
+        assert!(Cursor::new(s, Mode::Strict).skip_value(0).is_err());
+    }
+
+    #[test]
+    fn writes_escaped_strings_and_compact_values() {
+        let mut out = Vec::new();
+        write_str(&mut out, "a\"b\\c\n\u{1}é");
+        assert_eq!(out, r#""a\"b\\c\n\u0001é""#.as_bytes());
+        let mut out = Vec::new();
+        write_compact(&mut out, b"{ \"a b\" :\n [ 1 , \"x \\\" y\" ,\ttrue ] }\r\n");
+        assert_eq!(out, br#"{"a b":[1,"x \" y",true]}"#);
+    }
+}

@@ -1,0 +1,22 @@
+//! `trunkline._codec`: the Rust core every byte of MCP traffic passes through.
+//!
+//! Bytes in, bytes and small tuples out. Each job lives in its own module, all of them
+//! free of Python so `cargo test` needs no interpreter:
+//!
+//! - [`splitter`]: newline framing over whole read buffers, memory-bounded;
+//! - [`json`]: the allocation-free JSON cursor (skip, check, decode the few fields we need);
+//! - [`scan`]: JSON-RPC envelope classification without decoding the payload;
+//! - [`stamp`]: request stamping (`_meta` splicing) and the other line encoders;
+//! - [`correlate`]: pending ids -> tokens, with stale-reply detection;
+//! - [`decoder`]: split + scan of one read buffer, the batch API's pure half;
+//! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`.
+
+pub mod correlate;
+pub mod decoder;
+pub mod json;
+pub mod scan;
+pub mod splitter;
+pub mod stamp;
+
+#[cfg(feature = "python")]
+mod py;

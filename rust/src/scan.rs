@@ -1,0 +1,512 @@
+//! Envelope scan: classify one JSON-RPC line and pull out the routing fields without
+//! decoding the payload.
+//!
+//! Only top-level members are looked at closely: `jsonrpc`, `id` and `method` are fully
+//! validated and decoded; inside `error` we decode `code` and `message` and record the span
+//! of `data`; inside `result` we decode `resultType` and record the span of the whole
+//! value. Everything else (params, the rest of the result) is skipped with the structural
+//! checker of [`crate::json`], which jumps over string bodies with `memchr2`. See that
+//! module for the one check deliberately left to the later full decode (raw control
+//! characters inside nested strings).
+//!
+//! The scan never panics and never recurses: any input bytes produce an [`Envelope`], with
+//! `Kind::Invalid` and a human-readable reason when the line is not a JSON-RPC 2.0 message.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use crate::json::{Cursor, JsonError, Mode, ValueKind};
+
+/// What a line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Invalid = 0,
+    Request = 1,
+    Notification = 2,
+    Result = 3,
+    Error = 4,
+    /// Produced by the stream decoder only, for lines over the size limit.
+    Oversized = 5,
+}
+
+/// A JSON-RPC id exactly as sent. `Int(1)` and `Str("1")` are different ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JsonId {
+    Int(i64),
+    Str(String),
+}
+
+pub type Span = (usize, usize);
+
+/// Everything the scan learns about a line. Spans are byte offsets into the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub kind: Kind,
+    pub id: Option<JsonId>,
+    pub method: Option<String>,
+    pub error_code: Option<i64>,
+    pub error_message: Option<String>,
+    pub error_data: Option<Span>,
+    pub result_type: Option<String>,
+    pub result_span: Option<Span>,
+    pub reason: Option<String>,
+}
+
+impl Envelope {
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Envelope {
+            kind: Kind::Invalid,
+            id: None,
+            method: None,
+            error_code: None,
+            error_message: None,
+            error_data: None,
+            result_type: None,
+            result_span: None,
+            reason: Some(reason.into()),
+        }
+    }
+}
+
+/// The `id` member as found, before we know what kind of message it belongs to.
+enum IdField {
+    Absent,
+    Null,
+    Value(JsonId),
+    /// Present but unusable (wrong type, out of range): the reason.
+    Bad(String),
+}
+
+/// Top-level keys are few; a linear scan of a short list beats hashing until a hostile
+/// line sends thousands of them, then we switch to a set.
+struct SeenKeys<'a> {
+    list: Vec<Cow<'a, str>>,
+    set: Option<HashSet<Cow<'a, str>>>,
+}
+
+impl<'a> SeenKeys<'a> {
+    fn new() -> Self {
+        SeenKeys { list: Vec::new(), set: None }
+    }
+
+    /// Record `key`; false if it was already there.
+    fn insert(&mut self, key: &Cow<'a, str>) -> bool {
+        if let Some(set) = self.set.as_mut() {
+            return set.insert(key.clone());
+        }
+        if self.list.iter().any(|k| k == key) {
+            return false;
+        }
+        self.list.push(key.clone());
+        if self.list.len() > 16 {
+            self.set = Some(self.list.drain(..).collect());
+        }
+        true
+    }
+}
+
+/// Classify one line (without its newline).
+pub fn scan(line: &[u8]) -> Envelope {
+    match scan_inner(line) {
+        Ok(env) => env,
+        Err(e) => Envelope::invalid(e),
+    }
+}
+
+fn json_err(e: JsonError) -> String {
+    e.to_string()
+}
+
+fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
+    if let Err(e) = std::str::from_utf8(line) {
+        return Err(format!("invalid UTF-8 at byte {}", e.valid_up_to()));
+    }
+    let mut cur = Cursor::new(line, Mode::Fast);
+    cur.skip_ws();
+    match cur.peek() {
+        Some(b'{') => {}
+        Some(b'[') => return Err("batch arrays are not supported (one message per line)".into()),
+        None => return Err("empty line".into()),
+        Some(_) => return Err("top-level value is not a JSON object".into()),
+    }
+
+    let mut jsonrpc_ok: Option<bool> = None;
+    let mut id = IdField::Absent;
+    let mut method: Option<Result<String, String>> = None;
+    let mut params_bad: Option<&'static str> = None;
+    let mut result: Option<(Span, Result<Option<String>, String>)> = None;
+    let mut error: Option<ErrorFields> = None;
+    let mut seen = SeenKeys::new();
+    let mut semantic: Option<String> = None; // first semantic problem, reported if JSON is fine
+
+    cur.object(|cur, key, key_at| {
+        if !seen.insert(&key) {
+            semantic.get_or_insert_with(|| format!("duplicate top-level key {key:?} at byte {key_at}"));
+        }
+        match key.as_ref() {
+            "jsonrpc" => {
+                cur.skip_ws();
+                if cur.peek() == Some(b'"') {
+                    jsonrpc_ok = Some(cur.parse_string()? == "2.0");
+                } else {
+                    cur.skip_value(1)?;
+                    jsonrpc_ok = Some(false);
+                }
+            }
+            "id" => id = parse_id(cur)?,
+            "method" => {
+                cur.skip_ws();
+                method = Some(if cur.peek() == Some(b'"') {
+                    Ok(cur.parse_string()?.into_owned())
+                } else {
+                    let (k, _, _) = cur.skip_value(1)?;
+                    Err(format!("method is {}, not a string", k.name()))
+                });
+            }
+            "params" => {
+                let (k, _, _) = cur.skip_value(1)?;
+                if !matches!(k, ValueKind::Object | ValueKind::Array) {
+                    params_bad = Some("params must be an object or an array");
+                }
+            }
+            "result" => result = Some(scan_result(cur)?),
+            "error" => error = Some(scan_error(cur)?),
+            _ => {
+                cur.skip_value(1)?;
+            }
+        }
+        Ok(())
+    })
+    .map_err(json_err)?;
+    cur.end().map_err(json_err)?;
+
+    if let Some(reason) = semantic {
+        return Err(reason);
+    }
+    match jsonrpc_ok {
+        None => return Err("missing \"jsonrpc\": \"2.0\"".into()),
+        Some(false) => return Err("\"jsonrpc\" is not \"2.0\"".into()),
+        Some(true) => {}
+    }
+    if let IdField::Bad(reason) = id {
+        return Err(reason);
+    }
+    if let Some(reason) = params_bad {
+        return Err(reason.into());
+    }
+
+    let mut env = Envelope::invalid("");
+    env.reason = None;
+    match (method, result, error) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+            return Err("a message with \"method\" must not carry \"result\" or \"error\"".into())
+        }
+        (_, Some(_), Some(_)) => return Err("a response must not carry both \"result\" and \"error\"".into()),
+        (Some(m), None, None) => {
+            env.method = Some(m?);
+            match id {
+                IdField::Absent => env.kind = Kind::Notification,
+                IdField::Null => return Err("a request id must not be null".into()),
+                IdField::Value(v) => {
+                    env.kind = Kind::Request;
+                    env.id = Some(v);
+                }
+                IdField::Bad(_) => unreachable!("handled above"),
+            }
+        }
+        (None, Some((span, result_type)), None) => {
+            env.kind = Kind::Result;
+            env.result_span = Some(span);
+            env.result_type = result_type?;
+            match id {
+                IdField::Value(v) => env.id = Some(v),
+                IdField::Absent => return Err("a result response must carry an id".into()),
+                IdField::Null => return Err("a result response must not have a null id".into()),
+                IdField::Bad(_) => unreachable!("handled above"),
+            }
+        }
+        (None, None, Some(err)) => {
+            let err = err.check()?;
+            env.kind = Kind::Error;
+            env.error_code = Some(err.code);
+            env.error_message = err.message;
+            env.error_data = err.data;
+            // A peer that could not read our id answers with a null (or no) id.
+            if let IdField::Value(v) = id {
+                env.id = Some(v);
+            }
+        }
+        (None, None, None) => return Err("neither \"method\", \"result\" nor \"error\"".into()),
+    }
+    Ok(env)
+}
+
+fn parse_id(cur: &mut Cursor<'_>) -> Result<IdField, JsonError> {
+    cur.skip_ws();
+    if cur.peek() == Some(b'"') {
+        return Ok(IdField::Value(JsonId::Str(cur.parse_string()?.into_owned())));
+    }
+    let (kind, start, end) = cur.skip_value(1)?;
+    Ok(match kind {
+        ValueKind::Null => IdField::Null,
+        ValueKind::Integer => match cur.int_of(start, end) {
+            Some(n) => IdField::Value(JsonId::Int(n)),
+            None => IdField::Bad("id is an integer outside the 64-bit range".into()),
+        },
+        other => IdField::Bad(format!("id is {}; it must be a string or an integer", other.name())),
+    })
+}
+
+/// `result`: record its span and, if it is an object, its top-level `resultType`
+/// (`Err(reason)` when that member is unusable: not a string, or given twice).
+fn scan_result(cur: &mut Cursor<'_>) -> Result<(Span, Result<Option<String>, String>), JsonError> {
+    cur.skip_ws();
+    if cur.peek() != Some(b'{') {
+        let (_, s, e) = cur.skip_value(1)?;
+        return Ok(((s, e), Ok(None)));
+    }
+    let start = cur.pos;
+    let mut result_type: Option<String> = None;
+    let mut problem: Option<String> = None;
+    cur.object(|cur, key, key_at| {
+        if key == "resultType" {
+            cur.skip_ws();
+            if cur.peek() != Some(b'"') {
+                let (k, _, _) = cur.skip_value(2)?;
+                problem.get_or_insert_with(|| format!("result.resultType is {}, not a string", k.name()));
+                return Ok(());
+            }
+            let v = cur.parse_string()?.into_owned();
+            if result_type.replace(v).is_some() {
+                problem.get_or_insert_with(|| format!("duplicate key \"resultType\" in result at byte {key_at}"));
+            }
+        } else {
+            cur.skip_value(2)?;
+        }
+        Ok(())
+    })?;
+    let span = (start, cur.pos);
+    Ok((span, problem.map_or(Ok(result_type), Err)))
+}
+
+/// The members of `error`, checked for type once the whole line is known to be JSON.
+struct ErrorFields {
+    code: Option<Result<i64, String>>,
+    message: Option<Result<String, String>>,
+    data: Option<Span>,
+    problem: Option<String>,
+}
+
+struct CheckedError {
+    code: i64,
+    message: Option<String>,
+    data: Option<Span>,
+}
+
+impl ErrorFields {
+    fn check(self) -> Result<CheckedError, String> {
+        if let Some(p) = self.problem {
+            return Err(p);
+        }
+        let code = match self.code {
+            None => return Err("error.code is missing".into()),
+            Some(c) => c?,
+        };
+        let message = self.message.transpose()?;
+        Ok(CheckedError { code, message, data: self.data })
+    }
+}
+
+fn scan_error(cur: &mut Cursor<'_>) -> Result<ErrorFields, JsonError> {
+    let mut f = ErrorFields { code: None, message: None, data: None, problem: None };
+    cur.skip_ws();
+    if cur.peek() != Some(b'{') {
+        let (k, _, _) = cur.skip_value(1)?;
+        f.problem = Some(format!("error is {}, not an object", k.name()));
+        return Ok(f);
+    }
+    cur.object(|cur, key, key_at| {
+        let fresh = match key.as_ref() {
+            "code" => {
+                let (k, s, e) = cur.skip_value(2)?;
+                let v = match k {
+                    ValueKind::Integer => {
+                        cur.int_of(s, e).ok_or_else(|| "error.code is outside the 64-bit range".to_string())
+                    }
+                    other => Err(format!("error.code is {}, not an integer", other.name())),
+                };
+                f.code.replace(v).is_none()
+            }
+            "message" => {
+                cur.skip_ws();
+                let v = if cur.peek() == Some(b'"') {
+                    Ok(cur.parse_string()?.into_owned())
+                } else {
+                    let (k, _, _) = cur.skip_value(2)?;
+                    Err(format!("error.message is {}, not a string", k.name()))
+                };
+                f.message.replace(v).is_none()
+            }
+            "data" => {
+                let (_, s, e) = cur.skip_value(2)?;
+                f.data.replace((s, e)).is_none()
+            }
+            _ => {
+                cur.skip_value(2)?;
+                true
+            }
+        };
+        if !fresh {
+            f.problem.get_or_insert_with(|| format!("duplicate key {key:?} in error at byte {key_at}"));
+        }
+        Ok(())
+    })?;
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(line: &str) -> Envelope {
+        scan(line.as_bytes())
+    }
+
+    fn invalid(line: &[u8]) -> String {
+        let e = scan(line);
+        assert_eq!(e.kind, Kind::Invalid, "{:?} -> {e:?}", String::from_utf8_lossy(line));
+        e.reason.unwrap()
+    }
+
+    #[test]
+    fn classifies_the_four_kinds() {
+        let e = s(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":[1,{"b":"}"}]}}"#);
+        assert_eq!((e.kind, e.id, e.method.as_deref()), (Kind::Request, Some(JsonId::Int(7)), Some("tools/call")));
+
+        let e = s(r#"{"method":"notifications/progress","jsonrpc":"2.0","params":{}}"#);
+        assert_eq!((e.kind, e.id), (Kind::Notification, None));
+
+        let line = r#" {"jsonrpc":"2.0","id":"1","result":{"content":[{"type":"text","text":"a\"}b"}],"resultType":"complete"}} "#;
+        let e = s(line);
+        assert_eq!(e.kind, Kind::Result);
+        assert_eq!(e.id, Some(JsonId::Str("1".into())));
+        assert_eq!(e.result_type.as_deref(), Some("complete"));
+        let (a, b) = e.result_span.unwrap();
+        assert!(line[a..b].starts_with("{\"content\"") && line[a..b].ends_with("\"complete\"}"));
+
+        let line = r#"{"jsonrpc":"2.0","id":-3,"error":{"code":-32602,"message":"bad \u00e9","data":{"uri": "x"}}}"#;
+        let e = s(line);
+        assert_eq!((e.kind, e.id.clone(), e.error_code), (Kind::Error, Some(JsonId::Int(-3)), Some(-32602)));
+        assert_eq!(e.error_message.as_deref(), Some("bad é"));
+        let (a, b) = e.error_data.unwrap();
+        assert_eq!(&line[a..b], r#"{"uri": "x"}"#);
+    }
+
+    #[test]
+    fn error_without_usable_id_is_still_an_error() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"}}"#,
+        ] {
+            let e = s(line);
+            assert_eq!((e.kind, e.id, e.error_code), (Kind::Error, None, Some(-32700)));
+        }
+    }
+
+    #[test]
+    fn escaped_keys_and_ids_are_decoded() {
+        let e = s(r#"{"\u006asonrpc":"2.0","\u0069d":"a\ud83d\ude00","\u006dethod":"x\/y"}"#);
+        assert_eq!(e.kind, Kind::Request);
+        assert_eq!(e.id, Some(JsonId::Str("a😀".into())));
+        assert_eq!(e.method.as_deref(), Some("x/y"));
+    }
+
+    #[test]
+    fn id_extremes() {
+        let e = s(r#"{"jsonrpc":"2.0","id":9223372036854775807,"result":{}}"#);
+        assert_eq!(e.id, Some(JsonId::Int(i64::MAX)));
+        let e = s(r#"{"jsonrpc":"2.0","id":-9223372036854775808,"result":{}}"#);
+        assert_eq!(e.id, Some(JsonId::Int(i64::MIN)));
+        invalid(br#"{"jsonrpc":"2.0","id":9223372036854775808,"result":{}}"#);
+    }
+
+    #[test]
+    fn invalid_lines_have_reasons() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "empty"),
+            (b"   ", "empty"),
+            (b"{", "end of input"),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{}"#, "end of input"),
+            (br#"[{"jsonrpc":"2.0","method":"a"}]"#, "batch"),
+            (b"42", "not a JSON object"),
+            (br#"{}"#, "jsonrpc"),
+            (br#"{"jsonrpc":"1.0","method":"a"}"#, "not \"2.0\""),
+            (br#"{"jsonrpc":2.0,"method":"a"}"#, "not \"2.0\""),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#, "both"),
+            (br#"{"jsonrpc":"2.0","id":1}"#, "neither"),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"a","id":2}"#, "duplicate"),
+            (br#"{"jsonrpc":"2.0","jsonrpc":"2.0","method":"a"}"#, "duplicate"),
+            (br#"{"jsonrpc":"2.0","id":null,"method":"a"}"#, "null"),
+            (br#"{"jsonrpc":"2.0","id":null,"result":{}}"#, "null"),
+            (br#"{"jsonrpc":"2.0","result":{}}"#, "must carry an id"),
+            (br#"{"jsonrpc":"2.0","id":1.0,"result":{}}"#, "float"),
+            (br#"{"jsonrpc":"2.0","id":1e3,"method":"a"}"#, "float"),
+            (br#"{"jsonrpc":"2.0","id":true,"method":"a"}"#, "boolean"),
+            (br#"{"jsonrpc":"2.0","id":{},"method":"a"}"#, "object"),
+            (br#"{"jsonrpc":"2.0","id":[1],"method":"a"}"#, "array"),
+            (br#"{"jsonrpc":"2.0","id":1.5,"error":{"code":1,"message":"m"}}"#, "float"),
+            (br#"{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"m"}}"#, "not an integer"),
+            (br#"{"jsonrpc":"2.0","id":1,"error":{"code":"1","message":"m"}}"#, "not an integer"),
+            (br#"{"jsonrpc":"2.0","id":1,"error":{"message":"m"}}"#, "missing"),
+            (br#"{"jsonrpc":"2.0","id":1,"error":"boom"}"#, "not an object"),
+            (br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":2}}"#, "not a string"),
+            (br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"code":2}}"#, "duplicate"),
+            (br#"{"jsonrpc":"2.0","id":1,"method":5}"#, "not a string"),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"a","params":3}"#, "params"),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"a","result":{}}"#, "must not carry"),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{}} x"#, "trailing"),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{}}{}"#, "trailing"),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":\"\xff\"}}", "UTF-8"),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\0", "trailing"),
+            (b"{\"jsonrpc\":\"2.0\",\"method\":\"a\0\"}", "control"),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":1}}"#, "resultType"),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"a","resultType":"b"}}"#, "duplicate"),
+        ];
+        for (line, want) in cases {
+            let reason = invalid(line);
+            assert!(reason.contains(want), "{:?}: reason {reason:?} lacks {want:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_invalid_not_a_crash() {
+        let mut line = br#"{"jsonrpc":"2.0","id":1,"result":"#.to_vec();
+        line.extend(std::iter::repeat(b'[').take(100_000));
+        assert!(invalid(&line).contains("nesting"));
+        let bare = vec![b'['; 100_000];
+        invalid(&bare);
+        // Depth just inside the limit is fine (top-level object = 1, result = 2).
+        let mut ok = br#"{"jsonrpc":"2.0","id":1,"result":"#.to_vec();
+        ok.extend(std::iter::repeat(b'[').take(127));
+        ok.extend(std::iter::repeat(b']').take(127));
+        ok.push(b'}');
+        assert_eq!(scan(&ok).kind, Kind::Result);
+    }
+
+    #[test]
+    fn never_panics_on_prefixes_and_mutations() {
+        let base = br#"{"jsonrpc":"2.0","id":"x\"y","result":{"resultType":"complete","a":[1,-2.5e3,true,null,{"b":"\u00e9\\"}]},"extra":{}}"#;
+        for i in 0..=base.len() {
+            let _ = scan(&base[..i]);
+            for b in [b'"', b'\\', b'{', b'}', b'[', b']', b',', b':', 0xff, 0] {
+                let mut m = base.to_vec();
+                if i < m.len() {
+                    m[i] = b;
+                    let _ = scan(&m);
+                }
+            }
+        }
+        assert_eq!(scan(base).kind, Kind::Result);
+    }
+}

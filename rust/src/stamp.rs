@@ -1,0 +1,298 @@
+//! Request stamping and the other line encoders.
+//!
+//! The parent serializes a call's params once; the worker splices the envelope, a fresh id
+//! and the precomputed `_meta` object around those bytes. Inputs are checked strictly
+//! (UTF-8, full JSON structure, no raw control characters in strings) because the output
+//! goes on the wire: a line we write must always be one valid JSON-RPC message. Inputs are
+//! also compacted, so pretty-printed params can never smuggle a newline into the framing.
+
+use std::borrow::Cow;
+
+use crate::json::{write_compact, write_str, Cursor, JsonError, Mode, ValueKind};
+use crate::scan::JsonId;
+
+/// A caller error: the arguments cannot become a valid message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodecError(pub String);
+
+impl std::fmt::Display for CodecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+fn bad(what: &str, e: JsonError) -> CodecError {
+    CodecError(format!("{what}: {e}"))
+}
+
+/// Check that `src` holds exactly one JSON value (whitespace around it allowed) nested
+/// under `depth` containers; return its kind and span.
+fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize, usize), CodecError> {
+    if let Err(e) = std::str::from_utf8(src) {
+        return Err(CodecError(format!("{what}: invalid UTF-8 at byte {}", e.valid_up_to())));
+    }
+    let mut cur = Cursor::new(src, Mode::Strict);
+    let v = cur.skip_value(depth).map_err(|e| bad(what, e))?;
+    cur.end().map_err(|e| bad(what, e))?;
+    Ok(v)
+}
+
+/// Members of a JSON object, as (decoded key, value span).
+fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Vec<(Cow<'a, str>, (usize, usize))>, CodecError> {
+    let (kind, start, _) = check_value(src, depth, what)?;
+    if kind != ValueKind::Object {
+        return Err(CodecError(format!("{what} must be a JSON object, not {}", kind.name())));
+    }
+    let mut cur = Cursor::new(src, Mode::Strict);
+    cur.pos = start;
+    let mut out = Vec::new();
+    cur.object(|cur, key, _| {
+        let (_, s, e) = cur.skip_value(depth + 1)?;
+        out.push((key, (s, e)));
+        Ok(())
+    })
+    .map_err(|e| bad(what, e))?;
+    Ok(out)
+}
+
+fn write_id(out: &mut Vec<u8>, id: &JsonId) {
+    match id {
+        JsonId::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
+        JsonId::Str(s) => write_str(out, s),
+    }
+}
+
+fn head(out: &mut Vec<u8>, id: Option<&JsonId>) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+    if let Some(id) = id {
+        out.extend_from_slice(b",\"id\":");
+        write_id(out, id);
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":{...,"_meta":{...}}}\n`.
+///
+/// `meta` must be a JSON object. If `params` already has `_meta`, the two are merged: the
+/// stamp's members come first, then the caller's members whose keys the stamp does not
+/// have (the stamp wins every conflict, and all of the caller's duplicates of a stamped key
+/// are dropped).
+pub fn stamp_request(id: &JsonId, method: &str, params: Option<&[u8]>, meta: &[u8]) -> Result<Vec<u8>, CodecError> {
+    // `_meta` sits at depth 3 of the message (message, params, _meta).
+    let stamp = members(meta, 2, "meta")?;
+    let mut out = Vec::with_capacity(64 + method.len() + meta.len() + params.map_or(0, <[u8]>::len));
+    head(&mut out, Some(id));
+    out.extend_from_slice(b",\"method\":");
+    write_str(&mut out, method);
+    out.extend_from_slice(b",\"params\":{");
+
+    let write_stamp = |out: &mut Vec<u8>, callers: &[(Cow<'_, str>, (usize, usize))], caller_src: &[u8]| {
+        out.extend_from_slice(b"\"_meta\":{");
+        let mut first = true;
+        let mut member = |out: &mut Vec<u8>, k: &str, v: &[u8]| {
+            if !std::mem::replace(&mut first, false) {
+                out.push(b',');
+            }
+            write_str(out, k);
+            out.push(b':');
+            write_compact(out, v);
+        };
+        for (k, (s, e)) in &stamp {
+            member(out, k, &meta[*s..*e]);
+        }
+        for (k, (s, e)) in callers {
+            if !stamp.iter().any(|(sk, _)| sk == k) {
+                member(out, k, &caller_src[*s..*e]);
+            }
+        }
+        out.push(b'}');
+    };
+
+    let mut wrote_meta = false;
+    let mut first = true;
+    if let Some(params) = params {
+        for (k, (s, e)) in members(params, 1, "params")? {
+            if !std::mem::replace(&mut first, false) {
+                out.push(b',');
+            }
+            if k == "_meta" {
+                if wrote_meta {
+                    return Err(CodecError("params carry \"_meta\" twice".into()));
+                }
+                let callers = members(&params[s..e], 2, "params._meta")?;
+                write_stamp(&mut out, &callers, &params[s..e]);
+                wrote_meta = true;
+            } else {
+                write_str(&mut out, &k);
+                out.push(b':');
+                write_compact(&mut out, &params[s..e]);
+            }
+        }
+    }
+    if !wrote_meta {
+        if !first {
+            out.push(b',');
+        }
+        write_stamp(&mut out, &[], &[]);
+    }
+    out.extend_from_slice(b"}}\n");
+    Ok(out)
+}
+
+/// Append `,"params":<params>` for a plain request or notification.
+fn plain_params(out: &mut Vec<u8>, params: Option<&[u8]>) -> Result<(), CodecError> {
+    if let Some(p) = params {
+        let (kind, s, e) = check_value(p, 1, "params")?;
+        if !matches!(kind, ValueKind::Object | ValueKind::Array) {
+            return Err(CodecError(format!("params must be a JSON object or array, not {}", kind.name())));
+        }
+        out.extend_from_slice(b",\"params\":");
+        write_compact(out, &p[s..e]);
+    }
+    Ok(())
+}
+
+/// A plain (legacy) request line: no stamping.
+pub fn encode_request(id: &JsonId, method: &str, params: Option<&[u8]>) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, <[u8]>::len));
+    head(&mut out, Some(id));
+    out.extend_from_slice(b",\"method\":");
+    write_str(&mut out, method);
+    plain_params(&mut out, params)?;
+    out.extend_from_slice(b"}\n");
+    Ok(out)
+}
+
+/// A notification line (no id).
+pub fn encode_notification(method: &str, params: Option<&[u8]>) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::with_capacity(40 + method.len() + params.map_or(0, <[u8]>::len));
+    head(&mut out, None);
+    out.extend_from_slice(b",\"method\":");
+    write_str(&mut out, method);
+    plain_params(&mut out, params)?;
+    out.extend_from_slice(b"}\n");
+    Ok(out)
+}
+
+/// A result response line.
+pub fn encode_result(id: &JsonId, result: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let (_, s, e) = check_value(result, 1, "result")?;
+    let mut out = Vec::with_capacity(40 + result.len());
+    head(&mut out, Some(id));
+    out.extend_from_slice(b",\"result\":");
+    write_compact(&mut out, &result[s..e]);
+    out.extend_from_slice(b"}\n");
+    Ok(out)
+}
+
+/// An error response line; a missing id is written as `null`, as JSON-RPC requires.
+pub fn encode_error(id: Option<&JsonId>, code: i64, message: &str, data: Option<&[u8]>) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::with_capacity(64 + message.len() + data.map_or(0, <[u8]>::len));
+    head(&mut out, None);
+    out.extend_from_slice(b",\"id\":");
+    match id {
+        Some(id) => write_id(&mut out, id),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"error\":{\"code\":");
+    out.extend_from_slice(code.to_string().as_bytes());
+    out.extend_from_slice(b",\"message\":");
+    write_str(&mut out, message);
+    if let Some(d) = data {
+        let (_, s, e) = check_value(d, 2, "data")?;
+        out.extend_from_slice(b",\"data\":");
+        write_compact(&mut out, &d[s..e]);
+    }
+    out.extend_from_slice(b"}}\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::{scan, Kind};
+
+    const META: &[u8] = br#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
+
+    fn text(v: Vec<u8>) -> String {
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn stamps_meta_into_params() {
+        let out = stamp_request(&JsonId::Int(5), "tools/call", Some(br#"{"name":"x","arguments":{}}"#), META).unwrap();
+        let want = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"x","arguments":{{}},"_meta":{}}}}}"#,
+            std::str::from_utf8(META).unwrap()
+        ) + "\n";
+        assert_eq!(text(out.clone()), want);
+        let env = scan(&out[..out.len() - 1]);
+        assert_eq!((env.kind, env.id, env.method.as_deref()), (Kind::Request, Some(JsonId::Int(5)), Some("tools/call")));
+    }
+
+    #[test]
+    fn no_params_and_empty_params() {
+        let a = text(stamp_request(&JsonId::Str("a\"b".into()), "tools/list", None, b"{}").unwrap());
+        assert_eq!(a, "{\"jsonrpc\":\"2.0\",\"id\":\"a\\\"b\",\"method\":\"tools/list\",\"params\":{\"_meta\":{}}}\n");
+        let b = text(stamp_request(&JsonId::Int(1), "m", Some(b" { } "), b"{\"k\":1}").unwrap());
+        assert_eq!(b, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"_meta\":{\"k\":1}}}\n");
+    }
+
+    #[test]
+    fn merges_existing_meta_and_stamp_wins() {
+        let params = br#"{"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"old","io.modelcontextprotocol/protocolVersion":"older"},"name":"n"}"#;
+        let out = text(stamp_request(&JsonId::Int(2), "tools/call", Some(params), META).unwrap());
+        assert!(out.contains(r#""progressToken":7"#), "{out}");
+        assert!(!out.contains("old\""), "{out}");
+        assert_eq!(out.matches("protocolVersion").count(), 1, "{out}");
+        assert_eq!(out.matches("_meta").count(), 1, "{out}");
+        assert!(out.ends_with(",\"name\":\"n\"}}\n"), "{out}");
+    }
+
+    #[test]
+    fn pretty_params_come_out_on_one_line() {
+        let params = b"{\n  \"a\": [1,\n 2],\r\n  \"s\": \"keep  spaces\\n\"\n}\n";
+        let out = stamp_request(&JsonId::Int(1), "m", Some(params), META).unwrap();
+        assert_eq!(memchr::memchr(b'\n', &out), Some(out.len() - 1));
+        assert!(text(out).contains(r#""a":[1,2],"s":"keep  spaces\n""#));
+    }
+
+    #[test]
+    fn refuses_bad_params_and_meta() {
+        let id = JsonId::Int(1);
+        for p in [&b"[1]"[..], b"3", b"{\"a\":}", b"{} {}", b"{\"a\":\"x\ny\"}", b"{\"a\":\"\xff\"}", b"", b"{\"_meta\":1}"] {
+            assert!(stamp_request(&id, "m", Some(p), b"{}").is_err(), "{:?}", String::from_utf8_lossy(p));
+        }
+        assert!(stamp_request(&id, "m", Some(b"{\"_meta\":{},\"_meta\":{}}"), b"{}").is_err());
+        assert!(stamp_request(&id, "m", None, b"[]").is_err());
+        assert!(stamp_request(&id, "m", None, b"{\"a\":1").is_err());
+    }
+
+    #[test]
+    fn other_encoders() {
+        let id = JsonId::Int(3);
+        assert_eq!(
+            text(encode_request(&id, "initialize", Some(b"{ \"a\" : 1 }")).unwrap()),
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{\"a\":1}}\n"
+        );
+        assert_eq!(text(encode_request(&id, "ping", None).unwrap()), "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
+        assert_eq!(
+            text(encode_notification("notifications/cancelled", Some(b"{}")).unwrap()),
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{}}\n"
+        );
+        assert_eq!(text(encode_result(&id, b" {}\n").unwrap()), "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n");
+        assert_eq!(
+            text(encode_error(None, -32700, "bad\n\"x\"", Some(b"[1, 2]")).unwrap()),
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"bad\\n\\\"x\\\"\",\"data\":[1,2]}}\n"
+        );
+        assert!(encode_result(&id, b"").is_err());
+        assert!(encode_request(&id, "m", Some(b"1")).is_err());
+        for line in [
+            encode_error(Some(&JsonId::Str("q".into())), 1, "m", None).unwrap(),
+            encode_result(&JsonId::Str("r".into()), b"{\"resultType\":\"complete\"}").unwrap(),
+        ] {
+            assert_ne!(scan(&line[..line.len() - 1]).kind, Kind::Invalid);
+        }
+    }
+}
