@@ -780,7 +780,7 @@ def main(argv: list[str] | None = None) -> None:
     if ns.pid_file:
         with open(ns.pid_file, "w") as fh:
             fh.write(f"{os.getpid()}\n")
-    tap = taplog.writer_from_env()
+    tap = taplog.writer_from_env("scripted")
     out = Stdout(tap, int(ns.oversized_line))
     if ns.stdout_garbage_first:
         out.write(b"scripted peer starting up... (this banner is not JSON)\n", prelude=True)

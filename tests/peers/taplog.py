@@ -5,13 +5,17 @@ Both ``scripted.py`` (via the ``TRUNKLINE_TAP`` env var) and ``tap.py`` (via
 
 Record (one JSON object per log line)::
 
-    {"dir": "in" | "out", "t": <unix time, float>, "pid": <int>, "line": <str>}
+    {"dir": "in" | "out", "t": <unix time, float>, "pid": <int>,
+     "src": "scripted" | "tap", "line": <str>}
 
 * ``dir``  -- ``"in"``: bytes the client wrote to the server's stdin;
   ``"out"``: bytes the server wrote to its stdout.
 * ``t``    -- ``time.time()`` when the line was seen (before it was forwarded).
 * ``pid``  -- the server process the line belongs to (a log may be shared by
   several processes, e.g. across restarts).
+* ``src``  -- who wrote the record: ``scripted.py`` itself, or ``tap.py``
+  around some server (both can log to one file: ``tap.py`` around
+  ``scripted.py`` with ``$TRUNKLINE_TAP`` set gives each line twice).
 * ``line`` -- the exact bytes, *including* the trailing ``\\n`` when there was
   one, decoded as latin-1. Latin-1 maps every byte to one code point, so
   ``line.encode("latin-1")`` gives back the original bytes losslessly, even
@@ -43,13 +47,20 @@ class TapWriter:
     sits in a user-space buffer if the process is killed.
     """
 
-    def __init__(self, path: str | os.PathLike[str], pid: int) -> None:
+    def __init__(self, path: str | os.PathLike[str], pid: int, src: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pid = pid
+        self._src = src
         self._lock = threading.Lock()
 
     def record(self, direction: str, data: bytes) -> None:
-        rec = {"dir": direction, "t": time.time(), "pid": self._pid, "line": data.decode("latin-1")}
+        rec = {
+            "dir": direction,
+            "t": time.time(),
+            "pid": self._pid,
+            "src": self._src,
+            "line": data.decode("latin-1"),
+        }
         encoded = (json.dumps(rec, separators=(",", ":")) + "\n").encode("ascii")
         with self._lock:
             _write_all(self._fd, encoded)
@@ -91,12 +102,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def writer_from_env(pid: int | None = None) -> TapWriter | None:
-    """The writer named by ``$TRUNKLINE_TAP``, or None when it is unset."""
+def writer_from_env(src: str) -> TapWriter | None:
+    """A writer for this process into ``$TRUNKLINE_TAP``, or None when unset."""
     path = os.environ.get(TAP_ENV)
     if not path:
         return None
-    return TapWriter(path, os.getpid() if pid is None else pid)
+    return TapWriter(path, os.getpid(), src)
 
 
 # ---------------------------------------------------------------- reading
