@@ -80,6 +80,7 @@ PROCESS AND STREAM BEHAVIOUR
                          (a valid notifications/message padded to size)
   --stderr-flood BYTES   write BYTES ("inf" = forever) to stderr from a
                          background thread: answers on stdout never wait for it
+                         (the flood stops when the process exits)
   --stderr-flood-blocking  write the flood on the main thread *before* serving,
                          so a client that does not drain stderr deadlocks
   --exit-on-eof (default) / --ignore-eof   on stdin EOF exit 0, or keep running
@@ -107,8 +108,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import taplog  # sibling module: sys.path[0] is this directory when run as a script
 
@@ -432,7 +434,7 @@ class Peer:
         except ValueError:
             self.out.send(self.error_envelope(None, RpcError(-32700)))
             return
-        if not isinstance(msg, dict):
+        if not isinstance(msg, dict):  # e.g. a batch: not used by MCP
             self.out.send(self.error_envelope(None, RpcError(-32600)))
         elif "method" in msg and "id" in msg:
             self.on_request(msg)
@@ -442,6 +444,9 @@ class Peer:
             self.on_answer(msg)
 
     def on_request(self, req: Json) -> None:
+        if not isinstance(req["method"], str):
+            self.out.send(self.error_envelope(req["id"], RpcError(-32600)))
+            return
         action = self.cfg.actions.get(req["method"], Action("result"))
         self.log(f"request {req['method']} id={req['id']!r} -> {action.kind}")
         self.perform(action, req)
@@ -482,7 +487,9 @@ class Peer:
         elif kind == "garbage":
             self.out.write(b"scripted peer says: this line is not JSON\n")
         elif kind == "invalid-json":
-            self.out.write(b'{"jsonrpc":"2.0","id":' + id_key(req_id).encode() + b',"result":{"resultTy\n')
+            self.out.write(
+                b'{"jsonrpc":"2.0","id":' + id_key(req_id).encode() + b',"result":{"resultTy\n'
+            )
         elif kind == "empty-line":
             self.out.write(b"\n")
         elif kind == "wrong-id":
@@ -491,7 +498,9 @@ class Peer:
                 envelope["id"] = other_id(req_id)
             self.send_reply(req, envelope)
         elif kind == "late":
-            self.start_timer(req_id, float(arg or 0), lambda: self.send_reply(req, self.answer(req)))
+            self.start_timer(
+                req_id, float(arg or 0), lambda: self.send_reply(req, self.answer(req))
+            )
         elif kind == "server-request":
             self.send_server_request(arg or "sampling/createMessage")
         elif kind == "malformed":
@@ -621,7 +630,8 @@ class Peer:
         if name == "search":
             return text_result(f"scripted search result for {args.get('query')!r}")
         if name == "sleep":
-            return self.sleep_tool(req, args)
+            self.sleep_tool(req, args)
+            return None  # answered by a timer, or never
         if name == "crash":
             if args.get("partial"):
                 self.out.write(b'{"jsonrpc":"2.0","id":' + id_key(req["id"]).encode(), prelude=True)
@@ -640,7 +650,6 @@ class Peer:
             envelope: Json = {"jsonrpc": "2.0", "id": req["id"]}
             envelope["result"] = self.stamp(result) if is_modern(req) else result
             self.start_timer(req["id"], float(seconds), lambda: self.out.send(envelope))
-        return None  # answered by the timer, or never
 
     @staticmethod
     def error_envelope(req_id: Any, err: RpcError) -> Json:
@@ -654,10 +663,13 @@ def text_result(text: str) -> Json:
 # ------------------------------------------------------------------ startup
 
 
-def parse_bytes(text: str) -> float:
-    """'4096', '64k', '16M', '1G' (powers of 1024) or 'inf'."""
-    if text.lower() == "inf":
-        return math.inf
+def parse_flood(text: str) -> float:
+    """A byte count, or 'inf' for a flood that never ends."""
+    return math.inf if text.lower() == "inf" else parse_bytes(text)
+
+
+def parse_bytes(text: str) -> int:
+    """'4096', '64k', '16M', '1G' (powers of 1024)."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     scale = units.get(text[-1:].lower(), 1)
     number = text[:-1] if scale != 1 else text
@@ -685,7 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--legacy-version", default=LEGACY_VERSION)
     p.add_argument("--name", default="scripted-peer")
     p.add_argument("--server-version", default="1.0.0")
-    p.add_argument("--capabilities", type=parse_json_object, default={"tools": {"listChanged": True}})
+    p.add_argument(
+        "--capabilities", type=parse_json_object, default={"tools": {"listChanged": True}}
+    )
     p.add_argument("--ttl-ms", type=int, default=0)
     p.add_argument("--strict-meta", action="store_true")
     p.add_argument("--tools", metavar="CSV", help="built-in tools to list (default: all)")
@@ -695,7 +709,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--stdout-garbage-first", action="store_true")
     p.add_argument("--oversized-line", type=parse_bytes, default=0, metavar="BYTES")
-    p.add_argument("--stderr-flood", type=parse_bytes, default=0, metavar="BYTES")
+    p.add_argument("--stderr-flood", type=parse_flood, default=0, metavar="BYTES")
     p.add_argument("--stderr-flood-blocking", action="store_true")
     eof = p.add_mutually_exclusive_group()
     eof.add_argument("--exit-on-eof", dest="exit_on_eof", action="store_true", default=True)
@@ -714,7 +728,11 @@ def select_tools(names_csv: str | None, extra: int) -> list[Json]:
         raise SystemExit(f"scripted.py: unknown --tools {unknown}; known: {sorted(by_name)}")
     tools = [by_name[n] for n in names if n]
     tools += [
-        {"name": f"tool-{i:04d}", "description": "Echo-like filler tool.", "inputSchema": {"type": "object"}}
+        {
+            "name": f"tool-{i:04d}",
+            "description": "Echo-like filler tool.",
+            "inputSchema": {"type": "object"},
+        }
         for i in range(1, extra + 1)
     ]
     return tools
@@ -781,7 +799,7 @@ def main(argv: list[str] | None = None) -> None:
         with open(ns.pid_file, "w") as fh:
             fh.write(f"{os.getpid()}\n")
     tap = taplog.writer_from_env("scripted")
-    out = Stdout(tap, int(ns.oversized_line))
+    out = Stdout(tap, ns.oversized_line)
     if ns.stdout_garbage_first:
         out.write(b"scripted peer starting up... (this banner is not JSON)\n", prelude=True)
     if ns.stderr_flood and ns.stderr_flood_blocking:

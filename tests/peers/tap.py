@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> None:
             stdout=subprocess.PIPE,
             stderr=None,  # inherited: byte-for-byte with no pump at all
             bufsize=0,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads exist yet
         )
     except OSError as exc:
         print(f"tap.py: cannot start {command[0]!r}: {exc}", file=sys.stderr)
         raise SystemExit(127) from None
-    assert child.stdin is not None and child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+    assert stdin is not None and stdout is not None
     tap = taplog.TapWriter(log_path, child.pid, "tap")
-    child_in, child_out = child.stdin.fileno(), child.stdout.fileno()
 
     def forward(signum: int, _frame: object) -> None:
         if child.poll() is None:
@@ -146,17 +146,29 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, forward)
 
     def server_stopped_reading() -> None:
-        child.stdin.close()
+        stdin.close()
         close_quietly(0)  # so the client's next write fails, as if direct
 
     threading.Thread(
         target=pump,
-        args=(0, child_in, lambda line: tap.record(taplog.IN, line), child.stdin.close, server_stopped_reading),
+        args=(
+            0,
+            stdin.fileno(),
+            lambda line: tap.record(taplog.IN, line),
+            stdin.close,
+            server_stopped_reading,
+        ),
         daemon=True,
     ).start()
     out_pump = threading.Thread(
         target=pump,
-        args=(child_out, 1, lambda line: tap.record(taplog.OUT, line), lambda: None, child.stdout.close),
+        args=(
+            stdout.fileno(),
+            1,
+            lambda line: tap.record(taplog.OUT, line),
+            lambda: None,
+            stdout.close,
+        ),
         daemon=True,
     )
     out_pump.start()
