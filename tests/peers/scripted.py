@@ -657,7 +657,8 @@ class Peer:
 
 
 def text_result(text: str) -> Json:
-    return {"content": [{"type": "text", "text": text}]}
+    # isError is optional (absent means false); the SDKs send it explicitly, so do we.
+    return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
 # ------------------------------------------------------------------ startup
