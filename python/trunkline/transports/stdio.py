@@ -23,9 +23,10 @@ from ..errors import SpawnFailed
 #: configured explicitly. The same short list the official SDKs use on POSIX.
 INHERITED_ENV_VARS: tuple[str, ...] = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
-#: After the process exits, how long to keep reading stdout for lines it wrote just
-#: before dying, when something else (a grandchild) keeps the pipe open.
-_EXIT_DRAIN_GRACE_S = 0.1
+#: How long one end of a dying child (stdout EOF, process exit) waits for the other
+#: before the transport is reported closed: enough to learn the exit status and to read
+#: the last lines, never long enough to hang on a grandchild holding the pipe open.
+_END_GRACE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class StdioTransport:
         self._flush_scheduled = False
         self._exited: asyncio.Future[int | None] | None = None
         self._closed_reported = False
+        self._stdout_eof = False
         self._stopping = False
         self.pid: int | None = None
 
@@ -197,16 +199,31 @@ class StdioTransport:
             self._on_data(data)
 
     def _on_stdout_eof(self) -> None:
-        self._report_closed(self._describe_end("closed its stdout"))
+        self._stdout_eof = True
+        if self.returncode is not None:
+            self._report_closed(self._describe_end("exited"))
+        else:
+            # A dying server closes stdout a moment before its exit status is known: wait
+            # briefly so the report can say how it ended. A server that closed stdout but
+            # lives on is reported (and later stopped by the ladder) after the grace.
+            asyncio.get_running_loop().call_later(
+                _END_GRACE_S, self._report_closed_described, "closed its stdout"
+            )
 
     def _on_process_exit(self) -> None:
         if self._exited is not None and not self._exited.done():
             self._exited.set_result(self.returncode)
-        # Give stdout a moment to deliver what the child wrote before it died; if a
-        # grandchild holds the pipe open, do not wait for EOF forever.
-        asyncio.get_running_loop().call_later(
-            _EXIT_DRAIN_GRACE_S, self._report_closed, self._describe_end("exited")
-        )
+        if self._stdout_eof:
+            self._report_closed(self._describe_end("exited"))
+        else:
+            # Give stdout a moment to deliver what the child wrote before it died; if a
+            # grandchild holds the pipe open, do not wait for EOF forever.
+            asyncio.get_running_loop().call_later(
+                _END_GRACE_S, self._report_closed_described, "exited"
+            )
+
+    def _report_closed_described(self, what: str) -> None:
+        self._report_closed(self._describe_end("exited" if self.returncode is not None else what))
 
     def _describe_end(self, what: str) -> str:
         code = self.returncode

@@ -1,0 +1,92 @@
+"""Shared test helpers: running coroutines, spawning test peers, counting leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from trunkline.transports.stdio import StdioParams, stdio
+
+T = TypeVar("T")
+TESTS = Path(__file__).resolve().parent
+PEERS = TESTS / "peers"
+# The peers' tap-log reader is shared by the peers (stdlib only) and the tests.
+sys.path.append(str(PEERS))
+
+
+def run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
+    """Run one test coroutine on a fresh loop, bounded so a bug cannot hang the suite."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def scripted(*flags: str, tap: Path | None = None, env: dict[str, str] | None = None) -> StdioParams:
+    """A ``tests/peers/scripted.py`` server with the given behaviour flags."""
+    extra = dict(env or {})
+    if tap is not None:
+        extra["TRUNKLINE_TAP"] = str(tap)
+    return stdio(sys.executable, str(PEERS / "scripted.py"), *flags, env=extra)
+
+
+def child_pids() -> set[int]:
+    """Live (non-zombie) direct children of this process."""
+    me = os.getpid()
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the parenthesized command: state ppid pgrp ...
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[1]) == me and fields[0] != b"Z":
+            found.add(int(entry))
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live process is still in process group ``pgid``."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def open_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+@pytest.fixture
+def no_leaks() -> Iterator[None]:
+    """Fail the test if it leaves a child process or a file descriptor behind."""
+    children_before = child_pids()
+    fds_before = open_fds()
+    yield
+    leaked_children = child_pids() - children_before
+    # os.listdir itself holds one descriptor while it runs; compare sets, not counts.
+    leaked_fds = {fd for fd in open_fds() - fds_before if os.path.exists(f"/proc/self/fd/{fd}")}
+    descriptions = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in leaked_fds
+                    if os.path.exists(f"/proc/self/fd/{fd}")}
+    assert not leaked_children, f"child processes outlived the test: {leaked_children}"
+    assert not descriptions, f"file descriptors outlived the test: {descriptions}"
+
+
+@pytest.fixture
+def tap(tmp_path: Path) -> Path:
+    return tmp_path / "tap.jsonl"
