@@ -17,6 +17,7 @@ pub mod json;
 pub mod scan;
 pub mod splitter;
 pub mod stamp;
+mod strscan;
 
 #[cfg(feature = "python")]
 mod py;

@@ -91,14 +91,14 @@ impl<'a> SeenKeys<'a> {
     }
 
     /// Record `key`; false if it was already there.
-    fn insert(&mut self, key: &Cow<'a, str>) -> bool {
+    fn insert(&mut self, key: Cow<'a, str>) -> bool {
         if let Some(set) = self.set.as_mut() {
-            return set.insert(key.clone());
+            return set.insert(key);
         }
-        if self.list.iter().any(|k| k == key) {
+        if self.list.contains(&key) {
             return false;
         }
-        self.list.push(key.clone());
+        self.list.push(key);
         if self.list.len() > 16 {
             self.set = Some(self.list.drain(..).collect());
         }
@@ -141,7 +141,7 @@ fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
     let mut semantic: Option<String> = None; // first semantic problem, reported if JSON is fine
 
     cur.object(|cur, key, key_at| {
-        if !seen.insert(&key) {
+        if !seen.insert(key.clone()) {
             semantic.get_or_insert_with(|| format!("duplicate top-level key {key:?} at byte {key_at}"));
         }
         match key.as_ref() {

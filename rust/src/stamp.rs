@@ -40,7 +40,9 @@ fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize
 }
 
 /// Members of a JSON object, as (decoded key, value span).
-fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Vec<(Cow<'a, str>, (usize, usize))>, CodecError> {
+type Members<'a> = Vec<(Cow<'a, str>, (usize, usize))>;
+
+fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Members<'a>, CodecError> {
     let (kind, start, _) = check_value(src, depth, what)?;
     if kind != ValueKind::Object {
         return Err(CodecError(format!("{what} must be a JSON object, not {}", kind.name())));
@@ -228,7 +230,10 @@ mod tests {
         ) + "\n";
         assert_eq!(text(out.clone()), want);
         let env = scan(&out[..out.len() - 1]);
-        assert_eq!((env.kind, env.id, env.method.as_deref()), (Kind::Request, Some(JsonId::Int(5)), Some("tools/call")));
+        assert_eq!(
+            (env.kind, env.id, env.method.as_deref()),
+            (Kind::Request, Some(JsonId::Int(5)), Some("tools/call"))
+        );
     }
 
     #[test]
@@ -261,7 +266,9 @@ mod tests {
     #[test]
     fn refuses_bad_params_and_meta() {
         let id = JsonId::Int(1);
-        for p in [&b"[1]"[..], b"3", b"{\"a\":}", b"{} {}", b"{\"a\":\"x\ny\"}", b"{\"a\":\"\xff\"}", b"", b"{\"_meta\":1}"] {
+        for p in
+            [&b"[1]"[..], b"3", b"{\"a\":}", b"{} {}", b"{\"a\":\"x\ny\"}", b"{\"a\":\"\xff\"}", b"", b"{\"_meta\":1}"]
+        {
             assert!(stamp_request(&id, "m", Some(p), b"{}").is_err(), "{:?}", String::from_utf8_lossy(p));
         }
         assert!(stamp_request(&id, "m", Some(b"{\"_meta\":{},\"_meta\":{}}"), b"{}").is_err());
@@ -276,7 +283,10 @@ mod tests {
             text(encode_request(&id, "initialize", Some(b"{ \"a\" : 1 }")).unwrap()),
             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{\"a\":1}}\n"
         );
-        assert_eq!(text(encode_request(&id, "ping", None).unwrap()), "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
+        assert_eq!(
+            text(encode_request(&id, "ping", None).unwrap()),
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n"
+        );
         assert_eq!(
             text(encode_notification("notifications/cancelled", Some(b"{}")).unwrap()),
             "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{}}\n"

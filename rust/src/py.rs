@@ -1,0 +1,561 @@
+//! PyO3 bindings: the surface described by `python/trunkline/_codec.pyi`.
+//!
+//! Rules kept here: bytes in, bytes out; payload bytes are sliced lazily (an `Event` keeps
+//! a reference to the read buffer and a span, and copies only when `.line` / `.result` is
+//! asked for); work on large buffers runs with the thread detached from the interpreter
+//! (`py.detach`), and Python objects are built only afterwards.
+//!
+//! Memory note: an `Event` whose line lay inside a read buffer keeps that whole buffer
+//! alive until the event is dropped. Workers forward and drop events promptly, so this
+//! trades a bounded retention for one copy less per line.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
+
+use crate::correlate::{self, Correlation};
+use crate::decoder::{self, Scanned};
+use crate::json::MAX_NESTING_DEPTH;
+use crate::scan::{self as scanner, JsonId, Kind, Span};
+use crate::splitter::{self, Frame, DEFAULT_MAX_LINE_BYTES};
+use crate::stamp;
+
+create_exception!(
+    trunkline._codec,
+    CodecError,
+    PyValueError,
+    "Raised for invalid arguments (params that are not a JSON object, bad ids, ...)."
+);
+
+/// Buffers at least this large are split and scanned with the thread detached, so other
+/// Python threads run meanwhile; below it the detach/attach round trip costs more than it
+/// frees.
+const DETACH_THRESHOLD: usize = 64 * 1024;
+
+fn codec_err(e: stamp::CodecError) -> PyErr {
+    CodecError::new_err(e.0)
+}
+
+/// A Python `int | str` as a JSON-RPC id. `bool` is refused even though it subclasses
+/// `int`: `True` is not the id `1`.
+fn id_from_py(obj: &Bound<'_, PyAny>) -> PyResult<JsonId> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(CodecError::new_err("a JSON-RPC id must be an int or a str, not bool"));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj
+            .extract::<i64>()
+            .map(JsonId::Int)
+            .map_err(|_| CodecError::new_err("an integer JSON-RPC id must fit in 64 bits"));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(JsonId::Str(s.to_str()?.to_owned()));
+    }
+    Err(CodecError::new_err(format!("a JSON-RPC id must be an int or a str, not {}", obj.get_type().name()?)))
+}
+
+fn id_to_py(py: Python<'_>, id: &Option<JsonId>) -> PyResult<Py<PyAny>> {
+    Ok(match id {
+        None => py.None(),
+        Some(JsonId::Int(n)) => n.into_pyobject(py)?.into_any().unbind(),
+        Some(JsonId::Str(s)) => PyString::new(py, s).into_any().unbind(),
+    })
+}
+
+/// Python-looking text for reprs: `None`, `7`, `"abc"`.
+fn show_id(id: &Option<JsonId>) -> String {
+    match id {
+        None => "None".into(),
+        Some(JsonId::Int(n)) => n.to_string(),
+        Some(JsonId::Str(s)) => format!("{s:?}"),
+    }
+}
+
+fn show_str(s: &Option<String>) -> String {
+    s.as_ref().map_or_else(|| "None".into(), |s| format!("{s:?}"))
+}
+
+fn slice<'py>(py: Python<'py>, src: &Py<PyBytes>, span: Option<Span>) -> Option<Bound<'py, PyBytes>> {
+    span.map(|(a, b)| PyBytes::new(py, &src.bind(py).as_bytes()[a..b]))
+}
+
+// ---------------------------------------------------------------------------- scan
+
+/// What `scan` learns about one line without decoding its payload.
+#[pyclass(frozen, module = "trunkline._codec", name = "Envelope")]
+pub struct PyEnvelope {
+    env: scanner::Envelope,
+    line: Py<PyBytes>,
+}
+
+#[pymethods]
+impl PyEnvelope {
+    #[getter]
+    fn kind(&self) -> u8 {
+        self.env.kind as u8
+    }
+    #[getter]
+    fn id(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        id_to_py(py, &self.env.id)
+    }
+    #[getter]
+    fn method(&self) -> Option<&str> {
+        self.env.method.as_deref()
+    }
+    #[getter]
+    fn error_code(&self) -> Option<i64> {
+        self.env.error_code
+    }
+    #[getter]
+    fn error_message(&self) -> Option<&str> {
+        self.env.error_message.as_deref()
+    }
+    #[getter]
+    fn error_data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        slice(py, &self.line, self.env.error_data)
+    }
+    #[getter]
+    fn result_type(&self) -> Option<&str> {
+        self.env.result_type.as_deref()
+    }
+    #[getter]
+    fn result_span(&self) -> Option<(usize, usize)> {
+        self.env.result_span
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.env.reason.as_deref()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Envelope(kind={}, id={}, method={}, reason={})",
+            self.env.kind as u8,
+            show_id(&self.env.id),
+            show_str(&self.env.method),
+            show_str(&self.env.reason)
+        )
+    }
+}
+
+/// Classify one line (no trailing newline). Never raises for any input bytes.
+#[pyfunction]
+fn scan(py: Python<'_>, line: Bound<'_, PyBytes>) -> PyEnvelope {
+    let bytes = line.as_bytes();
+    let env = if bytes.len() >= DETACH_THRESHOLD { py.detach(|| scanner::scan(bytes)) } else { scanner::scan(bytes) };
+    PyEnvelope { env, line: line.unbind() }
+}
+
+// ---------------------------------------------------------------------------- splitter
+
+/// A line longer than the limit; skipped, never buffered whole.
+#[pyclass(frozen, module = "trunkline._codec", name = "OversizedLine")]
+pub struct PyOversizedLine {
+    #[pyo3(get)]
+    size: usize,
+}
+
+#[pymethods]
+impl PyOversizedLine {
+    #[new]
+    fn new(size: usize) -> Self {
+        PyOversizedLine { size }
+    }
+    fn __repr__(&self) -> String {
+        format!("OversizedLine(size={})", self.size)
+    }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<PyOversizedLine>().is_ok_and(|o| o.get().size == self.size)
+    }
+    fn __hash__(&self) -> u64 {
+        self.size as u64
+    }
+}
+
+fn check_max(max_line_bytes: usize) -> PyResult<usize> {
+    if max_line_bytes == 0 {
+        return Err(CodecError::new_err("max_line_bytes must be positive"));
+    }
+    Ok(max_line_bytes)
+}
+
+#[pyclass(module = "trunkline._codec", name = "LineSplitter")]
+pub struct PyLineSplitter {
+    inner: splitter::LineSplitter,
+}
+
+impl PyLineSplitter {
+    fn frames_to_list<'py>(py: Python<'py>, frames: Vec<Frame>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for f in frames {
+            match f {
+                Frame::Oversized(size) => list.append(Bound::new(py, PyOversizedLine { size })?)?,
+                f => list.append(PyBytes::new(py, f.bytes(chunk)))?,
+            }
+        }
+        Ok(list)
+    }
+}
+
+#[pymethods]
+impl PyLineSplitter {
+    #[new]
+    #[pyo3(signature = (max_line_bytes = DEFAULT_MAX_LINE_BYTES))]
+    fn new(max_line_bytes: usize) -> PyResult<Self> {
+        Ok(PyLineSplitter { inner: splitter::LineSplitter::new(check_max(max_line_bytes)?) })
+    }
+
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyList>> {
+        let bytes = chunk.as_bytes();
+        let mut frames = Vec::new();
+        if bytes.len() >= DETACH_THRESHOLD {
+            let inner = &mut self.inner;
+            py.detach(|| inner.feed(bytes, &mut frames));
+        } else {
+            self.inner.feed(bytes, &mut frames);
+        }
+        Self::frames_to_list(py, frames, bytes)
+    }
+
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut frames = Vec::new();
+        self.inner.finish(&mut frames);
+        Self::frames_to_list(py, frames, &[])
+    }
+
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.inner.buffered()
+    }
+}
+
+// ---------------------------------------------------------------------------- correlator
+
+/// Pending request ids -> opaque tokens, for one transport lifetime.
+#[pyclass(generic, module = "trunkline._codec", name = "Correlator")]
+pub struct PyCorrelator {
+    inner: correlate::Correlator<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyCorrelator {
+    #[new]
+    #[pyo3(signature = (first_id = 1))]
+    fn new(first_id: i64) -> Self {
+        PyCorrelator { inner: correlate::Correlator::new(first_id) }
+    }
+
+    fn allocate(&mut self, token: Py<PyAny>) -> PyResult<i64> {
+        self.inner.allocate(token).map_err(codec_err)
+    }
+
+    fn register(&mut self, id: &Bound<'_, PyAny>, token: Py<PyAny>) -> PyResult<()> {
+        self.inner.register(id_from_py(id)?, token).map_err(codec_err)
+    }
+
+    fn resolve(&mut self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<(u8, Py<PyAny>)> {
+        let id = if id.is_none() { None } else { Some(id_from_py(id)?) };
+        let (c, token) = self.inner.resolve(id.as_ref());
+        Ok((c as u8, token.unwrap_or_else(|| py.None())))
+    }
+
+    fn discard(&mut self, id: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        Ok(self.inner.discard(&id_from_py(id)?))
+    }
+
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (id, token) in self.inner.drain() {
+            let id = id_to_py(py, &Some(id))?;
+            list.append(PyTuple::new(py, [id, token])?)?;
+        }
+        Ok(list)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __contains__(&self, id: &Bound<'_, PyAny>) -> bool {
+        // Anything that is not a valid id is simply not pending.
+        id_from_py(id).is_ok_and(|id| self.inner.contains(&id))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Correlator(pending={})", self.inner.len())
+    }
+}
+
+// ---------------------------------------------------------------------------- stream decoder
+
+/// One line of a read buffer, split, scanned and correlated.
+#[pyclass(frozen, generic, module = "trunkline._codec", name = "Event")]
+pub struct PyEvent {
+    env: scanner::Envelope,
+    /// The buffer the line lives in (the read chunk, or a line assembled across chunks).
+    source: Option<Py<PyBytes>>,
+    span: Span,
+    size: usize,
+    correlation: u8,
+    token: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyEvent {
+    #[getter]
+    fn kind(&self) -> u8 {
+        self.env.kind as u8
+    }
+    #[getter]
+    fn id(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        id_to_py(py, &self.env.id)
+    }
+    #[getter]
+    fn method(&self) -> Option<&str> {
+        self.env.method.as_deref()
+    }
+    #[getter]
+    fn error_code(&self) -> Option<i64> {
+        self.env.error_code
+    }
+    #[getter]
+    fn error_message(&self) -> Option<&str> {
+        self.env.error_message.as_deref()
+    }
+    #[getter]
+    fn error_data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        let src = self.source.as_ref()?;
+        slice(py, src, self.env.error_data.map(|(a, b)| (self.span.0 + a, self.span.0 + b)))
+    }
+    #[getter]
+    fn result_type(&self) -> Option<&str> {
+        self.env.result_type.as_deref()
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.env.reason.as_deref()
+    }
+    /// The whole line; the very buffer object when the line filled it, else a copy.
+    #[getter]
+    fn line<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        match &self.source {
+            None => PyBytes::new(py, b""),
+            Some(src) => {
+                let src = src.bind(py);
+                if self.span == (0, src.as_bytes().len()) {
+                    src.clone()
+                } else {
+                    PyBytes::new(py, &src.as_bytes()[self.span.0..self.span.1])
+                }
+            }
+        }
+    }
+    #[getter]
+    fn size(&self) -> usize {
+        self.size
+    }
+    #[getter]
+    fn correlation(&self) -> u8 {
+        self.correlation
+    }
+    #[getter]
+    fn token(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.token.as_ref().map(|t| t.clone_ref(py))
+    }
+    /// Raw bytes of the `result` value (KIND_RESULT only), sliced on demand.
+    #[getter]
+    fn result<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        let src = self.source.as_ref()?;
+        slice(py, src, self.env.result_span.map(|(a, b)| (self.span.0 + a, self.span.0 + b)))
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Event(kind={}, id={}, method={}, size={}, correlation={}, reason={})",
+            self.env.kind as u8,
+            show_id(&self.env.id),
+            show_str(&self.env.method),
+            self.size,
+            self.correlation,
+            show_str(&self.env.reason)
+        )
+    }
+}
+
+/// The batch API: one call per read buffer splits, scans and correlates every line.
+#[pyclass(generic, module = "trunkline._codec", name = "StreamDecoder")]
+pub struct PyStreamDecoder {
+    splitter: splitter::LineSplitter,
+    correlator: Option<Py<PyCorrelator>>,
+}
+
+impl PyStreamDecoder {
+    /// Build the events (GIL held): wrap carried lines in bytes, resolve responses.
+    fn events<'py>(
+        &self,
+        py: Python<'py>,
+        scanned: Vec<Scanned>,
+        chunk: Option<&Bound<'py, PyBytes>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut corr = match &self.correlator {
+            Some(c) => Some(c.bind(py).try_borrow_mut()?),
+            None => None,
+        };
+        let list = PyList::empty(py);
+        for Scanned { frame, env } in scanned {
+            let (source, span, size, env) = match (frame, env) {
+                (frame, None) => {
+                    // Only oversized lines go unscanned.
+                    let size = if let Frame::Oversized(s) = frame { s } else { 0 };
+                    let mut env = scanner::Envelope::invalid("");
+                    env.kind = Kind::Oversized;
+                    env.reason = None;
+                    (None, (0, 0), size, env)
+                }
+                (Frame::Chunk(r), Some(env)) => {
+                    let chunk = chunk.expect("chunk frames come from a chunk");
+                    (Some(chunk.clone().unbind()), (r.start, r.end), r.len(), env)
+                }
+                (Frame::Oversized(size), Some(env)) => (None, (0, 0), size, env),
+                (Frame::Owned(v), Some(env)) => (Some(PyBytes::new(py, &v).unbind()), (0, v.len()), v.len(), env),
+            };
+            let (correlation, token) = match (&mut corr, env.kind) {
+                (Some(c), Kind::Result | Kind::Error) => {
+                    let (c, t) = c.inner.resolve(env.id.as_ref());
+                    (c as u8, t)
+                }
+                _ => (Correlation::None as u8, None),
+            };
+            list.append(Bound::new(py, PyEvent { env, source, span, size, correlation, token })?)?;
+        }
+        Ok(list)
+    }
+}
+
+#[pymethods]
+impl PyStreamDecoder {
+    #[new]
+    #[pyo3(signature = (correlator = None, max_line_bytes = DEFAULT_MAX_LINE_BYTES))]
+    fn new(correlator: Option<Py<PyCorrelator>>, max_line_bytes: usize) -> PyResult<Self> {
+        Ok(PyStreamDecoder { splitter: splitter::LineSplitter::new(check_max(max_line_bytes)?), correlator })
+    }
+
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyList>> {
+        let bytes = chunk.as_bytes();
+        let scanned = if bytes.len() >= DETACH_THRESHOLD {
+            let splitter = &mut self.splitter;
+            py.detach(|| decoder::feed(splitter, bytes))
+        } else {
+            decoder::feed(&mut self.splitter, bytes)
+        };
+        self.events(py, scanned, Some(&chunk))
+    }
+
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let scanned = decoder::finish(&mut self.splitter);
+        self.events(py, scanned, None)
+    }
+
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.splitter.buffered()
+    }
+
+    #[getter]
+    fn correlator(&self, py: Python<'_>) -> Option<Py<PyCorrelator>> {
+        self.correlator.as_ref().map(|c| c.clone_ref(py))
+    }
+}
+
+// ---------------------------------------------------------------------------- encoders
+
+fn bytes_out(py: Python<'_>, r: Result<Vec<u8>, stamp::CodecError>) -> PyResult<Bound<'_, PyBytes>> {
+    r.map(|v| PyBytes::new(py, &v)).map_err(codec_err)
+}
+
+/// A modern request line with `meta` spliced in as `params._meta`.
+#[pyfunction]
+#[pyo3(signature = (id, method, params, meta))]
+fn stamp_request<'py>(
+    py: Python<'py>,
+    id: &Bound<'py, PyAny>,
+    method: &str,
+    params: Option<&[u8]>,
+    meta: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let id = id_from_py(id)?;
+    bytes_out(py, stamp::stamp_request(&id, method, params, meta))
+}
+
+/// A plain (legacy) request line, no stamping.
+#[pyfunction]
+#[pyo3(signature = (id, method, params))]
+fn encode_request<'py>(
+    py: Python<'py>,
+    id: &Bound<'py, PyAny>,
+    method: &str,
+    params: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let id = id_from_py(id)?;
+    bytes_out(py, stamp::encode_request(&id, method, params))
+}
+
+/// A notification line (no id).
+#[pyfunction]
+#[pyo3(signature = (method, params))]
+fn encode_notification<'py>(py: Python<'py>, method: &str, params: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+    bytes_out(py, stamp::encode_notification(method, params))
+}
+
+/// A result response line.
+#[pyfunction]
+fn encode_result<'py>(py: Python<'py>, id: &Bound<'py, PyAny>, result: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    let id = id_from_py(id)?;
+    bytes_out(py, stamp::encode_result(&id, result))
+}
+
+/// An error response line (`id=None` is written as `null`).
+#[pyfunction]
+#[pyo3(signature = (id, code, message, data = None))]
+fn encode_error<'py>(
+    py: Python<'py>,
+    id: &Bound<'py, PyAny>,
+    code: i64,
+    message: &str,
+    data: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let id = if id.is_none() { None } else { Some(id_from_py(id)?) };
+    bytes_out(py, stamp::encode_error(id.as_ref(), code, message, data))
+}
+
+// ---------------------------------------------------------------------------- module
+
+#[pymodule]
+fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("KIND_INVALID", Kind::Invalid as u8)?;
+    m.add("KIND_REQUEST", Kind::Request as u8)?;
+    m.add("KIND_NOTIFICATION", Kind::Notification as u8)?;
+    m.add("KIND_RESULT", Kind::Result as u8)?;
+    m.add("KIND_ERROR", Kind::Error as u8)?;
+    m.add("KIND_OVERSIZED", Kind::Oversized as u8)?;
+    m.add("CORR_NONE", Correlation::None as u8)?;
+    m.add("CORR_MATCHED", Correlation::Matched as u8)?;
+    m.add("CORR_UNKNOWN", Correlation::Unknown as u8)?;
+    m.add("CORR_STALE", Correlation::Stale as u8)?;
+    m.add("DEFAULT_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES)?;
+    m.add("MAX_NESTING_DEPTH", MAX_NESTING_DEPTH)?;
+    m.add("CodecError", py.get_type::<CodecError>())?;
+    m.add_class::<PyEnvelope>()?;
+    m.add_class::<PyOversizedLine>()?;
+    m.add_class::<PyLineSplitter>()?;
+    m.add_class::<PyCorrelator>()?;
+    m.add_class::<PyEvent>()?;
+    m.add_class::<PyStreamDecoder>()?;
+    m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(stamp_request, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_request, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_notification, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_result, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_error, m)?)?;
+    Ok(())
+}
