@@ -7,12 +7,15 @@
 //! grammar, valid escapes. Skipping is iterative with an explicit depth counter and a bit
 //! stack of container kinds, so hostile nesting can never overflow the native stack.
 //!
-//! Design choice (documented in DESIGN §2): when *skipping* a string body we jump from one
-//! `"`/`\` to the next with `memchr2` (SIMD) and do not look at the bytes in between, so a
-//! raw control character inside a nested string is not detected here. Payloads the codec
+//! Design choice: when *skipping* a string body we jump from one `"`/`\` to the next
+//! (16-byte SSE2 blocks, then `memchr2`; see `strscan`) and do not look at the bytes in
+//! between. This is what makes the scan several times cheaper than a decode, and it means a
+//! raw control character inside a nested string is not detected here, and a `\u` escape
+//! is checked for its four hex digits but not for surrogate pairing. Payloads the codec
 //! only forwards are decoded exactly once, later, by the parent (orjson/msgspec), which
 //! rejects them. Strings the codec *decodes* (envelope fields) are checked fully, and
-//! [`Mode::Strict`] (used when the codec produces output) checks every string body too.
+//! [`Mode::Strict`] (used when the codec produces output) also rejects raw control
+//! characters in every string body, so a line we write can never contain a raw newline.
 
 use std::borrow::Cow;
 
