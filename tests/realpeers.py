@@ -17,7 +17,9 @@ for our own scripts that the installed copy matches the source. Tests marked
 use :func:`require`.
 
 Observed wire behaviour of each server is documented in
-``tests/peers/REAL_SERVERS.md``.
+``tests/peers/REAL_SERVERS.md``. Cold start (spawn -> first reply) is
+~0.4-0.6 s for the Node servers and ~1-2 s (up to ~3 s under load) for the
+Python ones: use probe/handshake timeouts of >= 5 s against them.
 
 Run ``python3 tests/realpeers.py`` for a status table (exit 1 if any missing).
 """
@@ -152,8 +154,9 @@ LEGACY_PY_TIME = RealServer(
     era_expected="legacy",
     notes=(
         f"mcp-server-time=={PINS['LEGACY_PY_TIME']} on mcp=={PINS['LEGACY_PY_MCP']} (Python SDK 1.x, "
-        "lowlevel Server). Probe server/discover before initialize -> -32602. Tools: "
-        "get_current_time, convert_time."
+        "lowlevel Server). Probe server/discover -> -32602 'Invalid request parameters' data ''; "
+        "initialize still works after it. tools/call before initialize -> -32602. "
+        "Tools: get_current_time, convert_time."
     ),
     checks=(
         (PY_LEGACY_VENV / "bin" / "mcp-server-time", "exists", ""),
@@ -169,8 +172,8 @@ MODERN_PY_TIME = RealServer(
     era_expected="dual",
     notes=(
         f"mcp-server-time=={PINS['MODERN_PY_TIME']} on mcp=={PINS['MODERN_PY_MCP']} (Python SDK 2.x "
-        "MCPServer, dual-era stdio loop: first request decides the era). "
-        "Tools: get_current_time, convert_time."
+        "MCPServer, dual-era stdio loop: first request pins the era; after server/discover an "
+        "initialize gets -32022). Tools: get_current_time, convert_time."
     ),
     checks=(
         (PY_MODERN_VENV / "bin" / "mcp-server-time", "exists", ""),
@@ -203,7 +206,8 @@ LEGACY_TS_EVERYTHING = RealServer(
     era_expected="legacy",
     notes=(
         f"@modelcontextprotocol/server-everything@{PINS['LEGACY_TS_EVERYTHING']} (TS SDK 1.x) "
-        "in stdio mode. Probe server/discover -> -32601. Executes tools/call before initialize."
+        "in stdio mode. Probe server/discover -> -32601. Executes tools/call before initialize; "
+        "sends notifications/tools/list_changed right after notifications/initialized."
     ),
     checks=(
         (_EVERYTHING_PKG / "dist" / "index.js", "exists", ""),
@@ -223,7 +227,9 @@ MODERN_TS = RealServer(
     era_expected="dual",
     notes=(
         f"our tests/peers/ts-modern/server.mjs on @modelcontextprotocol/server@{PINS['MODERN_TS_SERVER']} "
-        "serveStdio(legacy:'serve'); tools echo{text}, search{query,limit?}, sleep{ms}."
+        "serveStdio(legacy:'serve'); tools echo{text}, search{query,limit?}, sleep{ms}. "
+        "server/discover does not pin the era (a later initialize is served as legacy); a "
+        "claim-less tools/call is executed without initialize."
     ),
     checks=_TS_CHECKS,
 )
@@ -233,7 +239,10 @@ MODERN_TS_STRICT = RealServer(
     argv=[NODE, str(TS_MODERN_DIR / "server.mjs"), "--legacy=reject"],
     env={},
     era_expected="modern",
-    notes="same as modern-ts with serveStdio(legacy:'reject'): initialize -> -32022.",
+    notes=(
+        "same as modern-ts with serveStdio(legacy:'reject'): initialize and any claim-less "
+        "request -> -32022 (claim-less ones without data.requested)."
+    ),
     checks=_TS_CHECKS,
 )
 

@@ -17,8 +17,12 @@ Scenarios (each on a fresh process):
   modern          server/discover, tools/list, tools/call (all with _meta)
   call_first_bare tools/call with no _meta and no initialize
   call_first_meta tools/call with _meta as the very first message (no probe)
-  eof_idle        close stdin right after spawn; time to exit, exit code
+  initialize_after_modern  discover, modern tools/list, then initialize
+  ping_first      claim-less ping as the first message
+  discover_no_meta / discover_no_caps  malformed probes (no _meta; no clientCapabilities)
+  eof_idle        close stdin after --settle s idle; time to exit, exit code
   eof_after       one exchange, then close stdin; time to exit, exit code
+  eof_inflight    close stdin while a ~3 s tools/call is running; what else is written
 """
 
 from __future__ import annotations
@@ -78,19 +82,32 @@ def tools_list(id_: int, with_meta: bool) -> bytes:
 
 
 def call_for(server: realpeers.RealServer) -> tuple[str, dict]:
+    """A cheap, always-valid tools/call for each server."""
     if "time" in server.name:
         return "get_current_time", {"timezone": "UTC"}
-    return "echo", {"text": "hello" if "everything" not in server.name else "hello"}
+    if "everything" in server.name:
+        return "echo", {"message": "hello"}
+    return "echo", {"text": "hello"}
 
 
 def tools_call(server: realpeers.RealServer, id_: int, with_meta: bool) -> bytes:
     name, args = call_for(server)
-    if "everything" in server.name:
-        args = {"message": "hello"}
     params: dict = {"name": name, "arguments": args}
     if with_meta:
         params["_meta"] = meta()
     return line({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params})
+
+
+def slow_call(server: realpeers.RealServer) -> bytes | None:
+    """tools/call id 2 that takes ~3 s, or None if the server has no such tool."""
+    if "everything" in server.name:
+        name, args = "trigger-long-running-operation", {"duration": 3, "steps": 1}
+    elif "time" in server.name:
+        return None
+    else:
+        name, args = "sleep", {"ms": 3000}
+    params = {"name": name, "arguments": args, "_meta": meta()}
+    return line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
 
 
 class Peer:
@@ -230,6 +247,23 @@ def scenario(server: realpeers.RealServer, name: str, a: argparse.Namespace) -> 
             steps.append(exchange(p, discover(1), 1, T))
             steps.append(exchange(p, tools_list(2, True), 2, T))
             steps.append(exchange(p, initialize(3), 3, T))
+        elif name == "ping_first":
+            steps.append(exchange(p, line({"jsonrpc": "2.0", "id": 1, "method": "ping"}), 1, T))
+        elif name == "discover_no_meta":
+            steps.append(exchange(p, line({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}), 1, T))
+        elif name == "discover_no_caps":
+            m = meta()
+            del m["io.modelcontextprotocol/clientCapabilities"]
+            msg = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": m}}
+            steps.append(exchange(p, line(msg), 1, T))
+        elif name == "eof_inflight":
+            slow = slow_call(server)
+            if slow is None:
+                res["skipped"] = "no slow tool"
+                return res
+            steps.append(exchange(p, discover(1), 1, T))
+            steps.append(exchange(p, slow, None, T))
+            time.sleep(0.3)
         elif name == "eof_idle":
             time.sleep(a.settle)
         elif name == "eof_after":
@@ -259,8 +293,12 @@ SCENARIOS = [
     "call_first_bare",
     "call_first_meta",
     "initialize_after_modern",
+    "ping_first",
+    "discover_no_meta",
+    "discover_no_caps",
     "eof_idle",
     "eof_after",
+    "eof_inflight",
 ]
 
 
