@@ -1,0 +1,174 @@
+"""Codec benchmarks: the Rust batch path against the obvious pure-Python path.
+
+Run: ``.venv/bin/pytest benches/bench_codec.py --benchmark-group-by=group``.
+Every benchmark records ``lines`` in ``extra_info`` so per-line cost is mean / lines.
+
+Groups:
+- ``read-small`` / ``read-large``: one read buffer of many ~200 B / 64 KiB response lines,
+  split + classified + correlated. Codec: ``StreamDecoder.feed`` (one call per buffer).
+  Python: ``bytes.split``, ``orjson.loads`` per line, kind checks and a pending-dict pop.
+- ``scan-64k-*``: one 64 KiB response line, ``scan`` vs ``orjson.loads`` (prose text with
+  an escape every ~100 bytes; JSON carried as text, an escape every ~6 bytes).
+- ``stamp-small`` / ``stamp-large``: one modern ``tools/call`` line with ``_meta``:
+  ``stamp_request`` on pre-serialized params vs ``orjson.dumps`` of the full request dict.
+"""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+
+from trunkline._codec import Correlator, StreamDecoder, scan, stamp_request
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "trunkline", "version": "0.1.0"},
+}
+META_BYTES = orjson.dumps(META)
+
+
+def _prose(n: int, seed: int = 7) -> str:
+    rnd = random.Random(seed)
+    words = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9))) for _ in range(400)]
+    out: list[str] = []
+    size = 0
+    while size < n:
+        w = rnd.choice(words)
+        w += '.\n' if rnd.random() < 0.05 else (' "quoted"' if rnd.random() < 0.01 else "")
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
+
+
+def _jsontext(n: int) -> str:
+    rows = [{"id": i, "name": f"item-{i}", "tags": ["a", "b"], "score": i / 7} for i in range(n // 40)]
+    return orjson.dumps(rows).decode()[:n]
+
+
+def _response(i: int, text: str) -> bytes:
+    result = {"content": [{"type": "text", "text": text}], "isError": False, "resultType": "complete"}
+    return orjson.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + b"\n"
+
+
+SMALL_TEXT = _prose(110)
+LARGE_TEXT = _prose(64 * 1024 - 120)
+SMALL_N, LARGE_N = 2000, 32
+SMALL_BUF = b"".join(_response(i, SMALL_TEXT) for i in range(1, SMALL_N + 1))
+LARGE_BUF = b"".join(_response(i, LARGE_TEXT) for i in range(1, LARGE_N + 1))
+
+
+def _pending(n: int):
+    c = Correlator()
+    for i in range(n):
+        c.allocate(i)
+    return c
+
+
+def _codec_read(benchmark, buf: bytes, n: int) -> None:
+    def setup():
+        return (StreamDecoder(_pending(n)),), {}
+
+    def run(decoder):
+        return decoder.feed(buf)
+
+    events = benchmark.pedantic(run, setup=setup, rounds=60 if n == LARGE_N else 200, warmup_rounds=2)
+    assert len(events) == n and all(e.token is not None for e in events)
+    benchmark.extra_info["lines"] = n
+
+
+def _python_read(benchmark, buf: bytes, n: int) -> None:
+    def setup():
+        return ({i + 1: i for i in range(n)},), {}
+
+    def run(pending):
+        out = []
+        for line in buf.split(b"\n"):
+            if not line:
+                continue
+            msg = orjson.loads(line)
+            if "result" in msg or "error" in msg:
+                out.append((msg, pending.pop(msg.get("id"), None)))
+            else:
+                out.append((msg, None))
+        return out
+
+    out = benchmark.pedantic(run, setup=setup, rounds=60 if n == LARGE_N else 200, warmup_rounds=2)
+    assert len(out) == n and all(t is not None for _, t in out)
+    benchmark.extra_info["lines"] = n
+
+
+@pytest.mark.benchmark(group="read-small")
+def test_read_small_codec(benchmark):
+    _codec_read(benchmark, SMALL_BUF, SMALL_N)
+
+
+@pytest.mark.benchmark(group="read-small")
+def test_read_small_python(benchmark):
+    _python_read(benchmark, SMALL_BUF, SMALL_N)
+
+
+@pytest.mark.benchmark(group="read-large")
+def test_read_large_codec(benchmark):
+    _codec_read(benchmark, LARGE_BUF, LARGE_N)
+
+
+@pytest.mark.benchmark(group="read-large")
+def test_read_large_python(benchmark):
+    _python_read(benchmark, LARGE_BUF, LARGE_N)
+
+
+SCAN_LINES = {
+    "prose": _response(1, LARGE_TEXT)[:-1],
+    "jsontext": _response(1, _jsontext(64 * 1024 - 120))[:-1],
+}
+
+
+@pytest.mark.parametrize("text", SCAN_LINES)
+def test_scan_64k_codec(benchmark, text):
+    benchmark.group = f"scan-64k-{text}"
+    line = SCAN_LINES[text]
+    env = benchmark(scan, line)
+    assert env.result_type == "complete"
+    benchmark.extra_info["lines"] = 1
+
+
+@pytest.mark.parametrize("text", SCAN_LINES)
+def test_scan_64k_orjson(benchmark, text):
+    benchmark.group = f"scan-64k-{text}"
+    line = SCAN_LINES[text]
+    msg = benchmark(orjson.loads, line)
+    assert msg["result"]["resultType"] == "complete"
+    benchmark.extra_info["lines"] = 1
+
+
+STAMP_PARAMS = {
+    "small": {"name": "search", "arguments": {"query": "rust simd json", "limit": 10}},
+    "large": {"name": "write_file", "arguments": {"path": "/tmp/x", "content": LARGE_TEXT}},
+}
+
+
+@pytest.mark.parametrize("size", STAMP_PARAMS)
+def test_stamp_codec(benchmark, size):
+    benchmark.group = f"stamp-{size}"
+    params = orjson.dumps(STAMP_PARAMS[size])  # the parent serialized the arguments once
+    line = benchmark(stamp_request, 12345, "tools/call", params, META_BYTES)
+    assert orjson.loads(line)["params"]["_meta"] == META
+    benchmark.extra_info["lines"] = 1
+
+
+@pytest.mark.parametrize("size", STAMP_PARAMS)
+def test_stamp_orjson(benchmark, size):
+    benchmark.group = f"stamp-{size}"
+    params = STAMP_PARAMS[size]
+
+    def build():
+        return orjson.dumps(
+            {"jsonrpc": "2.0", "id": 12345, "method": "tools/call", "params": {**params, "_meta": META}}
+        ) + b"\n"
+
+    line = benchmark(build)
+    assert orjson.loads(line)["params"]["_meta"] == META
+    benchmark.extra_info["lines"] = 1
