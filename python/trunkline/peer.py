@@ -61,14 +61,14 @@ class PeerState(enum.Enum):
 
 @dataclass(slots=True)
 class Reply:
-    """A server's answer to one request, still undecoded: the payload is decoded once,
-    by whoever finally needs it."""
+    """A server's answer to one request. A result stays undecoded bytes: the payload is
+    decoded once, by whoever finally needs it. Errors are rare and arrive decoded."""
 
     result: bytes | None
     result_type: str | None
-    error_code: int | None
-    error_message: str | None
-    error_data: bytes | None
+    error_code: int | None = None
+    error_message: str | None = None
+    error_data: Any = None
 
     @property
     def is_error(self) -> bool:
@@ -77,14 +77,8 @@ class Reply:
     def decode(self, *, server: str | None = None, method: str | None = None) -> Any:
         """The decoded result, or ``ServerError`` for a JSON-RPC error."""
         if self.error_code is not None:
-            data = None
-            if self.error_data is not None:
-                try:
-                    data = orjson.loads(self.error_data)
-                except orjson.JSONDecodeError:
-                    data = self.error_data.decode("utf-8", "replace")
             raise ServerError(
-                self.error_message or "error", code=self.error_code, data=data,
+                self.error_message or "error", code=self.error_code, data=self.error_data,
                 server=server, method=method,
             )
         assert self.result is not None
@@ -94,6 +88,17 @@ class Reply:
             raise MalformedMessage(
                 f"result is not valid JSON: {exc}", server=server, method=method
             ) from exc
+
+
+def decode_error_data(raw: bytes | None) -> Any:
+    """``error.data`` as JSON, or its text when it does not decode (the scan validated the
+    envelope, not every byte of nested values)."""
+    if raw is None:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", "replace")
 
 
 class _ProbeToken:
@@ -106,9 +111,10 @@ class _ProbeToken:
 
 
 def _reply_from(event: _codec.Event) -> Reply:
-    return Reply(
-        event.result, event.result_type, event.error_code, event.error_message, event.error_data
-    )
+    if event.kind == _codec.KIND_ERROR:
+        return Reply(None, None, event.error_code, event.error_message,
+                     decode_error_data(event.error_data))
+    return Reply(event.result, event.result_type)
 
 
 class Peer:
@@ -160,6 +166,11 @@ class Peer:
         self._meta: bytes = b""
         self._modern = False
         self._tasks: set[asyncio.Task[None]] = set()
+        # Worker hot path (set up by forward_results_to): SUBMIT frames from the parent
+        # become stamped requests, and replies to them go back as RESULT frames, neither
+        # ever decoded here.
+        self._stamper: _codec.SubmitStamper | None = None
+        self._forward_sink: Callable[[bytes], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -222,6 +233,10 @@ class Peer:
     def pid(self) -> int | None:
         return self._transport.pid
 
+    @property
+    def returncode(self) -> int | None:
+        return self._transport.returncode
+
     def stderr_tail(self, max_lines: int = 20) -> str:
         return self._transport.stderr_tail(max_lines)
 
@@ -265,6 +280,35 @@ class Peer:
         raw = None if params is None else orjson.dumps(params)
         reply = await self.request(method, raw, timeout=timeout)
         return reply.decode(server=self.name, method=method)
+
+    # -- forwarding (the worker's hot path) ------------------------------------------------
+
+    def forward_results_to(self, sink: Callable[[bytes], None]) -> None:
+        """Send replies to forwarded calls to ``sink`` as ready-made RESULT frames, and
+        accept SUBMIT frames through ``accept_frames``."""
+        self._forward_sink = sink
+        self._stamper = _codec.SubmitStamper(self._correlator)
+        if self.state is PeerState.READY:
+            self._stamper.start_stamping(self._meta if self._modern else None)
+
+    def accept_frames(self, chunk: bytes) -> list[tuple[int, bytes]]:
+        """Feed bytes from the parent's channel. Once the peer is ready, every SUBMIT
+        frame is stamped and written to the server in one batch; all other frames (and
+        SUBMITs that arrive before the verdict) are returned for the caller to handle."""
+        if self._stamper is None:
+            raise RuntimeError("accept_frames() before forward_results_to()")
+        stdin_bytes, others = self._stamper.feed(chunk)
+        if stdin_bytes:
+            self._transport.write(stdin_bytes)
+        return others
+
+    def cancel_forwarded(self, call_id: int, reason: str) -> bool:
+        """Forget a forwarded call; tell the server if it was still pending."""
+        request_id = self._correlator.discard_call(call_id)
+        if request_id is None:
+            return False
+        self._send_cancelled(request_id, reason)
+        return True
 
     def _send_cancelled(self, request_id: Any, reason: str) -> None:
         if self.state is not PeerState.READY:
@@ -331,6 +375,8 @@ class Peer:
         if self._modern:
             # Serialized once per transport lifetime and spliced into every request.
             self._meta = self.identity.modern_meta(verdict.version)
+        if self._stamper is not None:
+            self._stamper.start_stamping(self._meta if self._modern else None)
         self._finish_negotiation()
         self.state = PeerState.READY
 
@@ -347,7 +393,13 @@ class Peer:
     # -- reading -----------------------------------------------------------------------
 
     def _on_data(self, chunk: bytes) -> None:
-        for event in self._decoder.feed(chunk):
+        if self._forward_sink is not None:
+            frames, events = self._decoder.feed_forward(chunk)
+            if frames:
+                self._forward_sink(frames)
+        else:
+            events = self._decoder.feed(chunk)
+        for event in events:
             self._dispatch(event)
 
     def _dispatch(self, event: _codec.Event) -> None:
@@ -388,14 +440,9 @@ class Peer:
             timer.cancel()
         self._probe_ids.pop(probe, None)
         if event.kind == _codec.KIND_ERROR:
-            data = None
-            if event.error_data is not None:
-                try:
-                    data = orjson.loads(event.error_data)
-                except orjson.JSONDecodeError:
-                    data = None
             self._feed(era_mod.ErrorReplied(
-                probe, event.error_code or 0, event.error_message or "", data))
+                probe, event.error_code or 0, event.error_message or "",
+                decode_error_data(event.error_data)))
             return
         try:
             result = orjson.loads(event.result or b"")
@@ -466,7 +513,13 @@ class Peer:
 
     def _on_closed(self, detail: str) -> None:
         # A reply may have been the last bytes without a newline.
-        for event in self._decoder.finish():
+        if self._forward_sink is not None:
+            frames, events = self._decoder.finish_forward()
+            if frames:
+                self._forward_sink(frames)
+        else:
+            events = self._decoder.finish()
+        for event in events:
             self._dispatch(event)
         self.closed_detail = detail
         if self.state is PeerState.NEGOTIATING:
