@@ -1,0 +1,586 @@
+"""Fan-out benchmark harness: N echo servers x K calls in flight per server.
+
+One scenario = ``servers`` copies of the C echo server (``echo_server/echo.c``),
+``inflight`` calls kept in flight *per server* (so ``8 x 1024`` is 8,192 calls in
+flight in total), ``calls`` calls in total, and a result size (``None``: the
+small ~100 B CallToolResult; ``65536``: the text is padded to 64 KiB).
+
+A client is an adapter class (see ``FanoutClient``) registered in ``ADAPTERS``:
+
+* ``sdk``       the official ``mcp`` 2.3.x ``Client``, one per server (stdio).
+* ``raw``       one process, uvloop + orjson, a dict of futures, one pipe write
+                per server per loop tick: the practical ceiling for Python.
+* ``trunkline`` ``TrunklineClient`` from ``benches/fanout_trunkline.py``, when
+                that file exists (written separately; see the slot below).
+
+The load generator: ``inflight`` worker coroutines per server, each doing calls
+back to back until that server's share of ``calls`` is used up. Latency is the
+time from just before ``await client.call(...)`` to its return; throughput is
+``calls / wall time`` of that phase. Spawning, the handshake, one verified
+warm-up call per server and shutdown are outside the timed phase. Every echoed
+text is verified against its (unique) token.
+
+Command line (handy while developing an adapter):
+
+    python benches/fanout.py list
+    python benches/fanout.py run raw 8x1024-small [--calls N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+BENCHES = Path(__file__).resolve().parent
+REPO = BENCHES.parent
+ECHO_SRC = BENCHES / "echo_server" / "echo.c"
+BUILD_DIR = Path(os.environ.get("TRUNKLINE_BENCH_BUILD", REPO / ".peers" / "bench"))
+SDK_PYTHON = Path(os.environ.get("TRUNKLINE_BENCH_SDK_PYTHON", REPO / ".peers" / "py-modern" / "bin" / "python"))
+MODERN = "2026-07-28"
+PAD = "."  # echo.c pads the token with this byte; tokens never contain it
+
+
+# ---------------------------------------------------------------- echo server
+
+
+def build_echo_server() -> Path:
+    """Compile echo.c with ``cc -O2`` into BUILD_DIR, once per source content."""
+    src = ECHO_SRC.read_bytes()
+    digest = hashlib.sha256(src).hexdigest()[:16]
+    exe = BUILD_DIR / f"echo-{digest}"
+    if exe.exists():
+        return exe
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = BUILD_DIR / f".echo-{digest}.{os.getpid()}"
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-O2", "-o", str(tmp), str(ECHO_SRC)], check=True)
+    os.replace(tmp, exe)  # atomic: concurrent builders race harmlessly
+    for old in BUILD_DIR.glob("echo-*"):
+        if old != exe:
+            old.unlink(missing_ok=True)
+    return exe
+
+
+# ------------------------------------------------------------------ scenarios
+
+
+@dataclass(frozen=True)
+class Scenario:
+    servers: int
+    inflight: int  # per server
+    size: int | None  # None: small result (token only); else pad the text to this many bytes
+    calls: int  # total calls in one full round
+    slow_calls: int | None = None  # the cap for clients marked `slow` (the SDK); None: same as calls
+
+    @property
+    def name(self) -> str:
+        return f"{self.servers}x{self.inflight}-{'small' if self.size is None else f'{self.size // 1024}k'}"
+
+    @property
+    def total_inflight(self) -> int:
+        return self.servers * self.inflight
+
+    def calls_for(self, slow: bool, smoke: bool = False) -> int:
+        """Total calls in one round. Smoke: two calls per in-flight slot on one server
+        (at least 2 per server, at most 64): every server, every path, and concurrency
+        are still exercised and verified, in well under a second per case."""
+        if smoke:
+            return max(2 * self.servers, min(64, 2 * self.inflight))
+        if slow and self.slow_calls is not None:
+            return self.slow_calls
+        return self.calls
+
+
+# Full rounds: for fast clients (raw, trunkline) each round takes ~0.5-8 s and
+# does at least 2 full windows of in-flight calls, so the timed phase is mostly
+# steady state. The SDK (~1-2k calls/s here) is capped to keep the suite in a
+# few minutes: 2 windows at 8x1024 and one window at 32x1024 (a burst: every
+# call is submitted at the start, so its p50 is about half the drain time).
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(1, 1, None, 10_000, 2_000),
+    Scenario(1, 256, None, 100_000, 5_000),
+    Scenario(8, 1024, None, 200_000, 16_384),
+    Scenario(32, 1024, None, 200_000, 32_768),
+    Scenario(1, 1, 65536, 5_000, 1_000),
+    Scenario(1, 256, 65536, 20_000, 5_000),
+    Scenario(8, 1024, 65536, 24_576, 16_384),
+    Scenario(32, 1024, 65536, 65_536, 32_768),
+)
+SCENARIOS_BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def parse_scenario(name: str, calls: int | None = None) -> Scenario:
+    """A named scenario, or an ad-hoc one spelled the same way ("4x64-small", "2x8-16k")."""
+    if name in SCENARIOS_BY_NAME:
+        sc = SCENARIOS_BY_NAME[name]
+        return sc if calls is None else Scenario(sc.servers, sc.inflight, sc.size, calls)
+    shape, _, payload = name.partition("-")
+    servers, _, inflight = shape.partition("x")
+    size = None if payload == "small" else int(payload.rstrip("k")) * 1024
+    n, k = int(servers), int(inflight)
+    return Scenario(n, k, size, calls if calls is not None else max(20 * n * k, 10_000))
+
+
+# ----------------------------------------------------------- adapter contract
+
+
+@runtime_checkable
+class FanoutClient(Protocol):
+    """What the harness needs from a client under test.
+
+    ``start`` and ``close`` are awaited from the same task (anyio-based clients
+    need that); ``call`` is awaited concurrently from many tasks. ``call``
+    sends ``tools/call`` ``echo`` with arguments ``{"token": token}`` (plus
+    ``"size": size`` unless size is None) to server ``server_index`` (an index
+    into ``server_argvs``) and returns the text of the result's first content
+    block; it raises on an error response or ``isError: true``.
+    """
+
+    name: ClassVar[str]
+    event_loop: ClassVar[str]  # "uvloop" or "asyncio": the loop the harness runs it on
+    slow: ClassVar[bool]  # True: full rounds use Scenario.slow_calls (a cap) instead of calls
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None: ...
+    async def call(self, server_index: int, token: str, size: int | None) -> str: ...
+    async def close(self) -> None: ...
+
+
+# ------------------------------------------------------- (a) the official SDK
+
+
+class SdkClient:
+    """The official ``mcp`` 2.3.x ``Client``: one per server over stdio, default settings
+    (``mode="auto"``: it sends ``server/discover`` first; its first ``call_tool`` also
+    does one ``tools/list`` to learn output schemas). Runs on the stock asyncio loop,
+    as a typical SDK user would."""
+
+    name: ClassVar[str] = "sdk"
+    event_loop: ClassVar[str] = "asyncio"
+    slow: ClassVar[bool] = True
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
+        from mcp import Client, StdioServerParameters
+
+        self._stack = AsyncExitStack()
+        self._clients: list[Any] = []
+        # Entered one by one in this task: anyio cancel scopes must exit where they entered.
+        for argv in server_argvs:
+            params = StdioServerParameters(command=argv[0], args=list(argv[1:]))
+            self._clients.append(await self._stack.enter_async_context(Client(params)))
+
+    async def call(self, server_index: int, token: str, size: int | None) -> str:
+        args: dict[str, Any] = {"token": token} if size is None else {"token": token, "size": size}
+        result = await self._clients[server_index].call_tool("echo", args)
+        if result.is_error:
+            raise RuntimeError(f"isError result: {result!r}")
+        return result.content[0].text  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+
+# ------------------------------------------- (b) raw single-process ceiling
+
+
+class _RawServer(asyncio.SubprocessProtocol):
+    """One echo server: id -> future table, newline splitting, per-tick write coalescing."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, loads: Callable[[bytes], Any]) -> None:
+        self.loop = loop
+        self.loads = loads
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.next_id = 1
+        self.queue: list[bytes] = []
+        self.flush_scheduled = False
+        self.parts: list[bytes] = []  # the unfinished last line, in pieces
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.transport: asyncio.SubprocessTransport | None = None
+        self.stdin: Any = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[union-attr]
+
+    def send(self, line: bytes) -> None:
+        self.queue.append(line)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        data = b"".join(self.queue)
+        self.queue.clear()
+        self.stdin.write(data)
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        if fd != 1:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            self.parts.append(data)  # a line longer than this read: keep the pieces
+            return
+        if self.parts:
+            self.parts.append(data)
+            data = b"".join(self.parts)
+            end = data.rfind(b"\n")
+            self.parts = []
+        if end + 1 < len(data):
+            self.parts.append(data[end + 1 :])
+        loads, pop = self.loads, self.pending.pop
+        find = data.find
+        nl = find(b"\n")
+        if nl > 4096:
+            # Long lines (64 KiB results): decode memoryview slices, copy nothing.
+            mv = memoryview(data)
+            start = 0
+            while True:
+                msg = loads(mv[start:nl])
+                fut = pop(msg.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+                if nl >= end:
+                    break
+                start = nl + 1
+                nl = find(b"\n", start)
+            return
+        for line in (data if end + 1 == len(data) else data[: end + 1]).split(b"\n"):
+            if line:
+                msg = loads(line)
+                fut = pop(msg.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+
+    def _fail_all(self, why: str) -> None:
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(why))
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self._fail_all("echo server closed stdout")
+
+    def process_exited(self) -> None:
+        self._fail_all("echo server exited")
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+class RawClient:
+    """Single process, uvloop + orjson, a dict of futures per server, writes coalesced
+    per loop tick; every request is stamped with the 2026-07-28 ``_meta`` keys and
+    ``server/discover`` goes first. Requests are built by splicing the id and the
+    orjson-encoded arguments between precomputed bytes."""
+
+    name: ClassVar[str] = "raw"
+    event_loop: ClassVar[str] = "uvloop"
+    slow: ClassVar[bool] = False
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
+        import orjson
+
+        self._loads = orjson.loads
+        self._dumps = orjson.dumps
+        meta = orjson.dumps(
+            {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "trunkline-bench-raw", "version": "0.1.0"},
+            }
+        )
+        self._call_head = b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","_meta":' + meta
+        self._call_args = b',"arguments":'
+        self._call_id = b'},"id":'
+        self._discover = (
+            b'{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":' + meta + b"}}\n"
+        )
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._servers: list[_RawServer] = []
+        for argv in server_argvs:
+            _, proto = await loop.subprocess_exec(
+                lambda: _RawServer(loop, self._loads),
+                *argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,
+            )
+            self._servers.append(proto)
+        await asyncio.gather(*(self._handshake(s) for s in self._servers))
+
+    async def _handshake(self, srv: _RawServer) -> None:
+        fut = self._loop.create_future()
+        srv.pending[0] = fut
+        srv.send(self._discover)
+        msg = await asyncio.wait_for(fut, 10)
+        if MODERN not in msg.get("result", {}).get("supportedVersions", ()):
+            raise RuntimeError(f"echo server is not modern: {msg!r}")
+
+    async def call(self, server_index: int, token: str, size: int | None) -> str:
+        srv = self._servers[server_index]
+        rid = srv.next_id
+        srv.next_id = rid + 1
+        args = {"token": token} if size is None else {"token": token, "size": size}
+        fut = self._loop.create_future()
+        srv.pending[rid] = fut
+        srv.send(b"".join((self._call_head, self._call_args, self._dumps(args), self._call_id, b"%d}\n" % rid)))
+        msg = await fut
+        result = msg.get("result")
+        if result is None or result.get("isError"):
+            raise RuntimeError(f"error answer: {msg!r}")
+        return result["content"][0]["text"]  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        for srv in self._servers:
+            if srv.stdin is not None:
+                srv.stdin.close()  # EOF: echo exits
+        waits = [s.exited for s in self._servers]
+        if waits:
+            await asyncio.wait(waits, timeout=5)
+        for srv in self._servers:
+            if srv.transport is not None:
+                srv.transport.close()  # kills a straggler, reaps
+
+
+# -------------------------------------------------------- adapter registry
+
+ADAPTERS: dict[str, type[FanoutClient]] = {"sdk": SdkClient, "raw": RawClient}
+
+# ===== TRUNKLINE SLOT =====================================================
+# trunkline's adapter lives in benches/fanout_trunkline.py (owned by the
+# supervisor work) and exposes `TrunklineClient`, implementing FanoutClient
+# above with `name = "trunkline"`. If the file exists, the "trunkline" column
+# exists and the module must import cleanly (a broken adapter fails loudly);
+# if the file is absent, the column is simply absent. It is imported lazily,
+# so an interpreter without trunkline (the SDK fallback) never touches it.
+TRUNKLINE_ADAPTER = BENCHES / "fanout_trunkline.py"
+
+
+def _load_trunkline() -> type[FanoutClient]:
+    if str(BENCHES) not in sys.path:
+        sys.path.insert(0, str(BENCHES))
+    return importlib.import_module("fanout_trunkline").TrunklineClient  # type: ignore[no-any-return]
+
+
+# ==========================================================================
+
+
+def client_names() -> list[str]:
+    """Clients that have an adapter here (whether they can run is another matter: see sdk_mode)."""
+    names = list(ADAPTERS)
+    if TRUNKLINE_ADAPTER.exists():
+        names.insert(0, "trunkline")
+    return names
+
+
+def get_adapter(name: str) -> type[FanoutClient]:
+    if name == "trunkline" and TRUNKLINE_ADAPTER.exists():
+        return _load_trunkline()
+    return ADAPTERS[name]
+
+
+# Column order in reports: the baselines frame trunkline.
+CLIENT_ORDER = ("trunkline", "sdk", "raw")
+
+
+def sdk_mode() -> str | None:
+    """How the SDK column can run here: "inproc" when `mcp` imports in this
+    interpreter, "subprocess" when only the .peers/py-modern venv has it, else None."""
+    if importlib.util.find_spec("mcp") is not None:
+        return "inproc"
+    if SDK_PYTHON.exists():
+        return "subprocess"
+    return None
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclass
+class RunResult:
+    client: str
+    scenario: str
+    calls: int
+    seconds: float
+    calls_per_s: float
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+
+
+class EchoMismatch(AssertionError):
+    pass
+
+
+def _checker(size: int | None) -> Callable[[str, str], None]:
+    if size is None:
+
+        def check(token: str, text: str) -> None:
+            if text != token:
+                raise EchoMismatch(f"sent {token!r}, got {text[:80]!r}")
+
+        return check
+    tails: dict[int, str] = {}
+
+    def check_padded(token: str, text: str) -> None:
+        n = len(token)
+        tail = tails.get(n)
+        if tail is None:
+            tail = tails[n] = PAD * max(0, size - n)
+        if len(text) != max(size, n) or not text.startswith(token) or not text.endswith(tail):
+            raise EchoMismatch(f"sent {token!r} size {size}, got {len(text)} chars starting {text[:40]!r}")
+
+    return check_padded
+
+
+def _quantile(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return float("nan")
+    i = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
+    return sorted_vals[i]
+
+
+async def drive(client: FanoutClient, scenario: Scenario, calls: int) -> RunResult:
+    """Start the client on fresh echo servers, run the timed phase, close."""
+    exe = str(build_echo_server())
+    argvs = [[exe] for _ in range(scenario.servers)]
+    size = scenario.size
+    check = _checker(size)
+    await client.start(argvs)
+    try:
+        warm = [f"warm-s{i}" for i in range(scenario.servers)]
+        for i, text in enumerate(await asyncio.gather(*(client.call(i, warm[i], size) for i in range(scenario.servers)))):
+            check(warm[i], text)
+
+        share, extra = divmod(calls, scenario.servers)
+        budget = [share + (1 if i < extra else 0) for i in range(scenario.servers)]
+        latencies: list[float] = []
+        lat = latencies.append
+        call = client.call
+        pc = time.perf_counter
+
+        async def worker(i: int, w: int) -> None:
+            n = 0
+            prefix = f"s{i}-w{w}-n"
+            while budget[i] > 0:
+                budget[i] -= 1
+                n += 1
+                token = prefix + str(n)
+                t0 = pc()
+                text = await call(i, token, size)
+                lat(pc() - t0)
+                check(token, text)
+                del text  # else each idle worker pins its last (64 KiB) result
+
+        workers = [
+            worker(i, w) for i in range(scenario.servers) for w in range(min(scenario.inflight, budget[i]))
+        ]
+        gc.collect()
+        t0 = pc()
+        await asyncio.gather(*workers)
+        seconds = pc() - t0
+    finally:
+        await client.close()
+    if len(latencies) != calls:
+        raise AssertionError(f"{len(latencies)} calls completed, {calls} expected")
+    latencies.sort()
+    return RunResult(
+        client=client.name,
+        scenario=scenario.name,
+        calls=calls,
+        seconds=seconds,
+        calls_per_s=calls / seconds,
+        p50_ms=_quantile(latencies, 0.50) * 1e3,
+        p99_ms=_quantile(latencies, 0.99) * 1e3,
+        mean_ms=statistics.fmean(latencies) * 1e3,
+    )
+
+
+def _run_on_loop(kind: str, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
+    if kind == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro)
+    with asyncio.Runner() as runner:
+        return runner.run(coro)
+
+
+def run_scenario(client_name: str, scenario: Scenario, calls: int | None = None) -> RunResult:
+    """Run one round of `scenario` with a fresh client and fresh servers (blocking).
+    `calls` defaults to the scenario's full-round count for that client."""
+    cls = get_adapter(client_name)
+    if calls is None:
+        calls = scenario.calls_for(getattr(cls, "slow", False))
+    if client_name == "sdk" and sdk_mode() == "subprocess":
+        return _run_in_subprocess(SDK_PYTHON, client_name, scenario, calls)
+    return _run_on_loop(cls.event_loop, drive(cls(), scenario, calls))
+
+
+def _run_in_subprocess(python: Path, client_name: str, scenario: Scenario, calls: int) -> RunResult:
+    """Fallback for a venv without `mcp`: run the round under another interpreter."""
+    proc = subprocess.run(
+        [str(python), str(Path(__file__).resolve()), "run", client_name, scenario.name, "--calls", str(calls), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{client_name} round under {python} failed:\n{proc.stderr[-4000:]}")
+    return RunResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fanout.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list clients and scenarios")
+    sub.add_parser("build", help="compile the echo server, print its path")
+    run = sub.add_parser("run", help="run one round of one scenario")
+    run.add_argument("client", choices=client_names())
+    run.add_argument("scenario", help="e.g. " + ", ".join(SCENARIOS_BY_NAME) + ", or any NxK-small / NxK-<n>k")
+    run.add_argument("--calls", type=int, default=None)
+    run.add_argument("--json", action="store_true")
+    ns = ap.parse_args(argv)
+    if ns.cmd == "list":
+        print("clients:", ", ".join(client_names()), f"(sdk: {sdk_mode()})")
+        for s in SCENARIOS:
+            print(
+                f"  {s.name:16} {s.servers:>3} servers x {s.inflight:>5} in flight per server, "
+                f"{s.calls} calls per round ({s.calls_for(True)} for slow clients)"
+            )
+        return 0
+    if ns.cmd == "build":
+        print(build_echo_server())
+        return 0
+    scenario = parse_scenario(ns.scenario)
+    cls = get_adapter(ns.client)
+    calls = scenario.calls_for(getattr(cls, "slow", False)) if ns.calls is None else ns.calls
+    res = _run_on_loop(cls.event_loop, drive(cls(), scenario, calls))
+    if ns.json:
+        print(json.dumps(asdict(res)))
+    else:
+        print(
+            f"{res.client:10} {res.scenario:16} {res.calls:>8} calls {res.seconds:8.3f} s "
+            f"{res.calls_per_s:>10.0f} calls/s  p50 {res.p50_ms:.3f} ms  p99 {res.p99_ms:.3f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
