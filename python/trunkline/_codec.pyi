@@ -59,7 +59,8 @@ class LineSplitter:
         """Bytes held for an incomplete line (bounded by max_line_bytes)."""
 
 class OversizedLine:
-    size: int  # full length of the skipped line in bytes
+    size: int  # full length of the skipped line in bytes (without its ``\r\n``)
+    def __init__(self, size: int) -> None: ...
 
 class Correlator(Generic[_T]):
     """Pending request ids -> opaque tokens, for one transport lifetime.
@@ -111,6 +112,8 @@ class StreamDecoder(Generic[_T]):
     def finish(self) -> list[Event[_T]]: ...
     @property
     def buffered(self) -> int: ...
+    @property
+    def correlator(self) -> Correlator[_T] | None: ...
 
 def stamp_request(id: JsonId, method: str, params: bytes | None, meta: bytes) -> bytes:
     """A modern request line (ending in ``\\n``): ``meta`` (a JSON object) becomes

@@ -142,45 +142,110 @@ impl<'a> Cursor<'a> {
     /// Skip the body of a string whose opening quote is at `self.pos - 1`; leaves the
     /// cursor after the closing quote. Returns whether the body contained an escape.
     ///
-    /// Finds the next special byte 16 bytes at a time ([`crate::strscan`]); after a few
-    /// quiet blocks in a row the rest of the stretch goes to `memchr2`'s wider loop.
+    /// One 16-byte compare gives a mask of every special byte in a block
+    /// ([`crate::strscan::mask16`]); escape-dense text (JSON or code carried as a string)
+    /// then costs a few instructions per escape, not a search call each. After a few quiet
+    /// blocks in a row the rest of a long plain stretch goes to `memchr2`'s wider loop.
     #[inline]
     fn skip_string_body(&mut self) -> JResult<bool> {
-        use crate::strscan::find_special;
-        let ctl = self.mode == Mode::Strict;
+        if self.mode == Mode::Strict {
+            self.skip_string_body_with::<true>()
+        } else {
+            self.skip_string_body_with::<false>()
+        }
+    }
+
+    fn skip_string_body_with<const CTL: bool>(&mut self) -> JResult<bool> {
+        use crate::strscan::{is_special, mask16};
         let buf = self.buf;
         let mut escaped = false;
+        // Every byte before `p` has been consumed.
         let mut p = self.pos;
+        let mut quiet = 0usize;
         loop {
-            // Move `p` to the next special byte (or the end).
-            let rest = &buf[p..];
-            let found =
-                if ctl { find_special::<true, QUIET_BLOCKS>(rest) } else { find_special::<false, QUIET_BLOCKS>(rest) };
-            p += found.unwrap_or(rest.len());
-            match buf.get(p) {
-                Some(b'"') => {
-                    self.pos = p + 1;
-                    return Ok(escaped);
-                }
-                Some(b'\\') => {
-                    escaped = true;
-                    p += match buf.get(p + 1) {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => 2,
-                        Some(b'u') if self.hex4(p + 2).is_ok() => 6,
-                        _ => {
-                            self.pos = p;
-                            return Err(self.err("invalid escape in string"));
+            let Some(block) = buf.get(p..p + 16) else {
+                // Fewer than 16 bytes left: byte by byte.
+                match buf[p..].iter().position(|&b| is_special(b, CTL)) {
+                    None => {
+                        self.pos = buf.len();
+                        return Err(self.err("unterminated string"));
+                    }
+                    Some(i) => {
+                        let at = p + i;
+                        match self.special_at(at)? {
+                            None => {
+                                self.pos = at + 1;
+                                return Ok(escaped);
+                            }
+                            Some(next) => {
+                                escaped = true;
+                                p = next;
+                                continue;
+                            }
                         }
-                    };
+                    }
                 }
-                Some(_) => {
-                    self.pos = p;
-                    return Err(self.err("raw control character in string"));
+            };
+            let mut m = mask16::<CTL>(block.try_into().expect("16 bytes"));
+            if m == 0 {
+                p += 16;
+                quiet += 1;
+                if !CTL && quiet == QUIET_BLOCKS {
+                    quiet = 0;
+                    // A long plain stretch: let the wide memchr2 loop find its end.
+                    p = memchr::memchr2(b'"', b'\\', &buf[p..]).map_or(buf.len(), |i| p + i);
                 }
+                continue;
+            }
+            quiet = 0;
+            // Walk the special bytes of this block without reloading it.
+            loop {
+                let at = p + m.trailing_zeros() as usize;
+                match self.special_at(at)? {
+                    None => {
+                        self.pos = at + 1;
+                        return Ok(escaped);
+                    }
+                    Some(next) => {
+                        escaped = true;
+                        let shift = next - p;
+                        if shift >= 16 {
+                            p = next;
+                            break;
+                        }
+                        m &= !0u32 << shift; // drop bits inside the escape just stepped over
+                        if m == 0 {
+                            p += 16;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// At a special byte inside a string: `None` for the closing quote, `Some(next)` after
+    /// a valid escape, an error for a bad escape or a raw control character.
+    #[inline(always)]
+    fn special_at(&mut self, at: usize) -> JResult<Option<usize>> {
+        let buf = self.buf;
+        match buf[at] {
+            b'"' => Ok(None),
+            b'\\' => match buf.get(at + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(Some(at + 2)),
+                Some(b'u') if self.hex4(at + 2).is_ok() => Ok(Some(at + 6)),
                 None => {
                     self.pos = buf.len();
-                    return Err(self.err("unterminated string"));
+                    Err(self.err("unterminated string"))
                 }
+                _ => {
+                    self.pos = at;
+                    Err(self.err("invalid escape in string"))
+                }
+            },
+            _ => {
+                self.pos = at;
+                Err(self.err("raw control character in string"))
             }
         }
     }
@@ -457,12 +522,11 @@ impl<'a> Cursor<'a> {
     }
 
     /// Iterate the members of an object whose `{` is at the cursor (after whitespace):
-    /// calls `member(cursor, key)` with the cursor before each value; the callback must
-    /// consume exactly that value. `depth` is the depth of the object itself (1 for a
-    /// top-level object).
+    /// calls `member(cursor, decoded_key, raw_key_span)` with the cursor before each value
+    /// (the raw span includes the quotes); the callback must consume exactly that value.
     pub fn object<F>(&mut self, mut member: F) -> JResult<()>
     where
-        F: FnMut(&mut Cursor<'a>, Cow<'a, str>, usize) -> JResult<()>,
+        F: FnMut(&mut Cursor<'a>, Cow<'a, str>, (usize, usize)) -> JResult<()>,
     {
         self.expect(b'{', "'{'")?;
         self.skip_ws();
@@ -471,13 +535,12 @@ impl<'a> Cursor<'a> {
             return Ok(());
         }
         loop {
-            let key_at = {
-                self.skip_ws();
-                self.pos
-            };
+            self.skip_ws();
+            let key_at = self.pos;
             let key = self.parse_string()?;
+            let key_span = (key_at, self.pos);
             self.expect(b':', "':'")?;
-            member(self, key, key_at)?;
+            member(self, key, key_span)?;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -506,6 +569,12 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Common case first: nothing to escape (a branch-free test the compiler vectorizes).
+    if !bytes.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b'"') | (b == b'\\')) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut last = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: &[u8] = match b {

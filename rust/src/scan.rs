@@ -140,7 +140,7 @@ fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
     let mut seen = SeenKeys::new();
     let mut semantic: Option<String> = None; // first semantic problem, reported if JSON is fine
 
-    cur.object(|cur, key, key_at| {
+    cur.object(|cur, key, (key_at, _)| {
         if !seen.insert(key.clone()) {
             semantic.get_or_insert_with(|| format!("duplicate top-level key {key:?} at byte {key_at}"));
         }
@@ -269,7 +269,7 @@ fn scan_result(cur: &mut Cursor<'_>) -> Result<(Span, Result<Option<String>, Str
     let start = cur.pos;
     let mut result_type: Option<String> = None;
     let mut problem: Option<String> = None;
-    cur.object(|cur, key, key_at| {
+    cur.object(|cur, key, (key_at, _)| {
         if key == "resultType" {
             cur.skip_ws();
             if cur.peek() != Some(b'"') {
@@ -326,7 +326,7 @@ fn scan_error(cur: &mut Cursor<'_>) -> Result<ErrorFields, JsonError> {
         f.problem = Some(format!("error is {}, not an object", k.name()));
         return Ok(f);
     }
-    cur.object(|cur, key, key_at| {
+    cur.object(|cur, key, (key_at, _)| {
         let fresh = match key.as_ref() {
             "code" => {
                 let (k, s, e) = cur.skip_value(2)?;

@@ -39,24 +39,77 @@ fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize
     Ok(v)
 }
 
-/// Members of a JSON object, as (decoded key, value span).
-type Members<'a> = Vec<(Cow<'a, str>, (usize, usize))>;
+/// Members of a JSON object: (decoded key, raw key span, value span), in one pass that
+/// also checks the whole value.
+type Members<'a> = Vec<(Cow<'a, str>, (usize, usize), (usize, usize))>;
 
 fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Members<'a>, CodecError> {
-    let (kind, start, _) = check_value(src, depth, what)?;
-    if kind != ValueKind::Object {
-        return Err(CodecError(format!("{what} must be a JSON object, not {}", kind.name())));
+    if let Err(e) = std::str::from_utf8(src) {
+        return Err(CodecError(format!("{what}: invalid UTF-8 at byte {}", e.valid_up_to())));
     }
     let mut cur = Cursor::new(src, Mode::Strict);
-    cur.pos = start;
+    cur.skip_ws();
+    if cur.peek() != Some(b'{') {
+        let kind = cur.skip_value(depth).map(|(k, _, _)| k.name()).unwrap_or("invalid JSON");
+        return Err(CodecError(format!("{what} must be a JSON object, not {kind}")));
+    }
+    if depth + 1 > crate::json::MAX_NESTING_DEPTH {
+        return Err(CodecError(format!("{what}: nesting too deep")));
+    }
     let mut out = Vec::new();
-    cur.object(|cur, key, _| {
+    cur.object(|cur, key, key_span| {
         let (_, s, e) = cur.skip_value(depth + 1)?;
-        out.push((key, (s, e)));
+        out.push((key, key_span, (s, e)));
         Ok(())
     })
     .map_err(|e| bad(what, e))?;
+    cur.end().map_err(|e| bad(what, e))?;
     Ok(out)
+}
+
+/// The stamp, prepared once per distinct `meta` input: its decoded keys (to drop the
+/// caller's duplicates) and its compact members `"k":v` (to splice).
+struct PreparedMeta {
+    source: Vec<u8>,
+    keys: Vec<String>,
+    /// `"k1":v1,"k2":v2` without braces.
+    body: Vec<u8>,
+}
+
+impl PreparedMeta {
+    fn new(meta: &[u8]) -> Result<Self, CodecError> {
+        let mut keys = Vec::new();
+        let mut body = Vec::with_capacity(meta.len());
+        for (k, (ks, ke), (vs, ve)) in members(meta, 2, "meta")? {
+            if !body.is_empty() {
+                body.push(b',');
+            }
+            body.extend_from_slice(&meta[ks..ke]);
+            body.push(b':');
+            write_compact(&mut body, &meta[vs..ve]);
+            keys.push(k.into_owned());
+        }
+        Ok(PreparedMeta { source: meta.to_vec(), keys, body })
+    }
+}
+
+thread_local! {
+    /// The `_meta` bytes change only when the negotiated version or capabilities do, so
+    /// the last prepared stamp is kept (per thread) and reused while the bytes are equal.
+    static LAST_META: std::cell::RefCell<Option<std::rc::Rc<PreparedMeta>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn prepared_meta(meta: &[u8]) -> Result<std::rc::Rc<PreparedMeta>, CodecError> {
+    LAST_META.with(|cell| {
+        if let Some(p) = cell.borrow().as_ref() {
+            if p.source == meta {
+                return Ok(p.clone());
+            }
+        }
+        let p = std::rc::Rc::new(PreparedMeta::new(meta)?);
+        *cell.borrow_mut() = Some(p.clone());
+        Ok(p)
+    })
 }
 
 fn write_id(out: &mut Vec<u8>, id: &JsonId) {
@@ -76,67 +129,61 @@ fn head(out: &mut Vec<u8>, id: Option<&JsonId>) {
 
 /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":{...,"_meta":{...}}}\n`.
 ///
-/// `meta` must be a JSON object. If `params` already has `_meta`, the two are merged: the
-/// stamp's members come first, then the caller's members whose keys the stamp does not
-/// have (the stamp wins every conflict, and all of the caller's duplicates of a stamped key
-/// are dropped).
+/// `meta` must be a JSON object. If `params` already has `_meta`, the two are merged in
+/// place of the caller's `_meta`: the stamp's members come first, then the caller's members
+/// whose keys the stamp does not have (the stamp wins every conflict, and all of the
+/// caller's duplicates of a stamped key are dropped). Without a caller `_meta`, the stamp
+/// is appended as the last member of params.
 pub fn stamp_request(id: &JsonId, method: &str, params: Option<&[u8]>, meta: &[u8]) -> Result<Vec<u8>, CodecError> {
     // `_meta` sits at depth 3 of the message (message, params, _meta).
-    let stamp = members(meta, 2, "meta")?;
-    let mut out = Vec::with_capacity(64 + method.len() + meta.len() + params.map_or(0, <[u8]>::len));
+    let stamp = prepared_meta(meta)?;
+    let mut out = Vec::with_capacity(64 + method.len() + stamp.body.len() + params.map_or(0, <[u8]>::len));
     head(&mut out, Some(id));
     out.extend_from_slice(b",\"method\":");
     write_str(&mut out, method);
     out.extend_from_slice(b",\"params\":{");
 
-    let write_stamp = |out: &mut Vec<u8>, callers: &[(Cow<'_, str>, (usize, usize))], caller_src: &[u8]| {
-        out.extend_from_slice(b"\"_meta\":{");
-        let mut first = true;
-        let mut member = |out: &mut Vec<u8>, k: &str, v: &[u8]| {
-            if !std::mem::replace(&mut first, false) {
-                out.push(b',');
-            }
-            write_str(out, k);
-            out.push(b':');
-            write_compact(out, v);
-        };
-        for (k, (s, e)) in &stamp {
-            member(out, k, &meta[*s..*e]);
-        }
-        for (k, (s, e)) in callers {
-            if !stamp.iter().any(|(sk, _)| sk == k) {
-                member(out, k, &caller_src[*s..*e]);
-            }
-        }
-        out.push(b'}');
-    };
-
     let mut wrote_meta = false;
-    let mut first = true;
     if let Some(params) = params {
-        for (k, (s, e)) in members(params, 1, "params")? {
-            if !std::mem::replace(&mut first, false) {
+        for (i, (k, (ks, ke), (s, e))) in members(params, 1, "params")?.into_iter().enumerate() {
+            if i > 0 {
                 out.push(b',');
             }
             if k == "_meta" {
                 if wrote_meta {
                     return Err(CodecError("params carry \"_meta\" twice".into()));
                 }
-                let callers = members(&params[s..e], 2, "params._meta")?;
-                write_stamp(&mut out, &callers, &params[s..e]);
                 wrote_meta = true;
+                let value = &params[s..e];
+                out.extend_from_slice(b"\"_meta\":{");
+                out.extend_from_slice(&stamp.body);
+                let mut empty = stamp.body.is_empty();
+                for (ck, (cks, cke), (cs, ce)) in members(value, 2, "params._meta")? {
+                    if stamp.keys.iter().any(|sk| *sk == ck) {
+                        continue;
+                    }
+                    if !std::mem::replace(&mut empty, false) {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&value[cks..cke]);
+                    out.push(b':');
+                    write_compact(&mut out, &value[cs..ce]);
+                }
+                out.push(b'}');
             } else {
-                write_str(&mut out, &k);
+                out.extend_from_slice(&params[ks..ke]);
                 out.push(b':');
                 write_compact(&mut out, &params[s..e]);
             }
         }
-    }
-    if !wrote_meta {
-        if !first {
+        if !wrote_meta && out.last() != Some(&b'{') {
             out.push(b',');
         }
-        write_stamp(&mut out, &[], &[]);
+    }
+    if !wrote_meta {
+        out.extend_from_slice(b"\"_meta\":{");
+        out.extend_from_slice(&stamp.body);
+        out.push(b'}');
     }
     out.extend_from_slice(b"}}\n");
     Ok(out)

@@ -8,28 +8,6 @@
 //! quiet blocks in a row the scan hands the stretch to `memchr2`, whose wide loop is the
 //! fastest on long escape-free runs.
 
-/// Offset in `hay` of the first `"` or `\\` (or, if `CTL`, byte < 0x20).
-///
-/// Blocks of 16 first; when `QUIET` blocks in a row hold nothing special (and control
-/// bytes need not be found), the rest goes to `memchr2`.
-#[inline]
-pub fn find_special<const CTL: bool, const QUIET: usize>(hay: &[u8]) -> Option<usize> {
-    let mut blocks = hay.chunks_exact(16);
-    for (n, block) in (&mut blocks).enumerate() {
-        let m = mask16::<CTL>(block.try_into().expect("16 bytes"));
-        if m != 0 {
-            return Some(n * 16 + m.trailing_zeros() as usize);
-        }
-        if !CTL && n + 1 == QUIET {
-            let off = (n + 1) * 16;
-            return memchr::memchr2(b'"', b'\\', &hay[off..]).map(|i| off + i);
-        }
-    }
-    let tail = blocks.remainder();
-    let off = hay.len() - tail.len();
-    tail.iter().position(|&b| is_special(b, CTL)).map(|i| off + i)
-}
-
 /// Bit `i` set when `block[i]` is `"`, `\\`, or (if `CTL`) below 0x20.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -77,27 +55,5 @@ mod tests {
         block[15] = b'\n';
         assert_eq!(mask16::<false>(&block), 0b11);
         assert_eq!(mask16::<true>(&block), 0b1000_0000_0000_1111);
-    }
-
-    fn naive(hay: &[u8], ctl: bool) -> Option<usize> {
-        hay.iter().position(|&b| is_special(b, ctl))
-    }
-
-    #[test]
-    fn find_agrees_with_a_plain_loop() {
-        let mut hay = vec![b'a'; 150];
-        hay.extend_from_slice(&[0xc3, 0xa9, 0xff, 0x80, 0x7f]);
-        for special in [b'"', b'\\', b'\n', 0u8, 0x1f, 0x20] {
-            for at in 0..hay.len() {
-                let mut h = hay.clone();
-                h[at] = special;
-                for len in [at, at + 1, h.len()] {
-                    let h = &h[..len];
-                    assert_eq!(find_special::<false, 2>(h), naive(h, false), "{special} at {at} len {len}");
-                    assert_eq!(find_special::<false, 100>(h), naive(h, false), "{special} at {at} len {len}");
-                    assert_eq!(find_special::<true, 2>(h), naive(h, true), "{special} at {at} len {len}");
-                }
-            }
-        }
     }
 }
