@@ -8,6 +8,10 @@
 //!
 //! String ids: a bounded FIFO record of the last [`SEEN_STRING_IDS`] string ids ever used,
 //! so late replies to them are told apart from replies to ids we never sent.
+//!
+//! [`CallCorrelator`] layers the worker's forwarded calls on top: a pending id's token is
+//! either a caller object or the parent's call id, kept natively so a reply to a forwarded
+//! call can be routed back without touching Python.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -69,6 +73,11 @@ impl<T> Correlator<T> {
             JsonId::Int(n) => self.ints.contains_key(n),
             JsonId::Str(s) => self.strs.contains_key(s),
         }
+    }
+
+    /// The id the next `allocate` will return (if ids are not exhausted).
+    pub fn next_id(&self) -> i64 {
+        self.hi
     }
 
     fn int_used(&self, n: i64) -> bool {
@@ -161,6 +170,107 @@ impl<T> Correlator<T> {
     }
 }
 
+/// What a [`CallCorrelator`] entry stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Token<T> {
+    /// A caller's object (a future, a probe marker, ...).
+    Object(T),
+    /// A call forwarded on behalf of the parent, known there by this call id.
+    Call(u64),
+}
+
+/// A [`Correlator`] whose entries may be forwarded calls, plus the reverse map
+/// call id -> JSON-RPC id that cancelling one needs. The map holds exactly the pending
+/// `Token::Call` entries: every path that removes an entry (resolve, discard, drain)
+/// removes its map entry too.
+#[derive(Debug)]
+pub struct CallCorrelator<T> {
+    ids: Correlator<Token<T>>,
+    calls: HashMap<u64, i64>,
+}
+
+impl<T> CallCorrelator<T> {
+    pub fn new(first_id: i64) -> Self {
+        CallCorrelator { ids: Correlator::new(first_id), calls: HashMap::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn contains(&self, id: &JsonId) -> bool {
+        self.ids.contains(id)
+    }
+
+    pub fn next_id(&self) -> i64 {
+        self.ids.next_id()
+    }
+
+    /// Forwarded calls still pending.
+    pub fn calls_pending(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn call_pending(&self, call_id: u64) -> bool {
+        self.calls.contains_key(&call_id)
+    }
+
+    pub fn allocate(&mut self, token: T) -> Result<i64, CodecError> {
+        self.ids.allocate(Token::Object(token))
+    }
+
+    pub fn register(&mut self, id: JsonId, token: T) -> Result<(), CodecError> {
+        self.ids.register(id, Token::Object(token))
+    }
+
+    /// Allocate the next JSON-RPC id for the parent's call `call_id`. Refused while that
+    /// call id is pending: the reverse map must stay one-to-one.
+    pub fn allocate_call(&mut self, call_id: u64) -> Result<i64, CodecError> {
+        if self.calls.contains_key(&call_id) {
+            return Err(CodecError(format!("call id {call_id} is already pending")));
+        }
+        let id = self.ids.allocate(Token::Call(call_id))?;
+        self.calls.insert(call_id, id);
+        Ok(id)
+    }
+
+    fn forget_call(&mut self, token: &Option<Token<T>>) {
+        if let Some(Token::Call(c)) = token {
+            self.calls.remove(c);
+        }
+    }
+
+    pub fn resolve(&mut self, id: Option<&JsonId>) -> (Correlation, Option<Token<T>>) {
+        let out = self.ids.resolve(id);
+        self.forget_call(&out.1);
+        out
+    }
+
+    pub fn discard(&mut self, id: &JsonId) -> Option<Token<T>> {
+        let out = self.ids.discard(id);
+        self.forget_call(&out);
+        out
+    }
+
+    /// Forget a forwarded call (cancelled or timed out in the parent); its JSON-RPC id,
+    /// if it was pending, so the server can be told. A later reply is stale.
+    pub fn discard_call(&mut self, call_id: u64) -> Option<i64> {
+        let id = self.calls.remove(&call_id)?;
+        let gone = self.ids.discard(&JsonId::Int(id));
+        debug_assert!(matches!(gone, Some(Token::Call(c)) if c == call_id));
+        Some(id)
+    }
+
+    pub fn drain(&mut self) -> Vec<(JsonId, Token<T>)> {
+        self.calls.clear();
+        self.ids.drain()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +340,55 @@ mod tests {
         assert_eq!(c.seen_strs.len(), 3);
         assert_eq!(c.resolve(Some(&s("4"))), (Correlation::Stale, None));
         assert_eq!(c.resolve(Some(&s("0"))), (Correlation::Unknown, None), "forgotten after eviction");
+    }
+
+    #[test]
+    fn forwarded_calls_share_the_id_space() {
+        let mut c = CallCorrelator::new(1);
+        assert_eq!(c.allocate("probe").unwrap(), 1);
+        assert_eq!(c.next_id(), 2);
+        assert_eq!(c.allocate_call(900).unwrap(), 2);
+        assert_eq!(c.allocate_call(901).unwrap(), 3);
+        assert!(c.allocate_call(900).is_err(), "a pending call id is refused");
+        assert_eq!(c.next_id(), 4, "a refused call consumes no id");
+        assert_eq!((c.len(), c.calls_pending()), (3, 2));
+        assert_eq!(c.resolve(Some(&JsonId::Int(2))), (Correlation::Matched, Some(Token::Call(900))));
+        assert!(!c.call_pending(900));
+        assert_eq!(c.resolve(Some(&JsonId::Int(2))), (Correlation::Stale, None));
+        assert_eq!(c.resolve(Some(&JsonId::Int(1))), (Correlation::Matched, Some(Token::Object("probe"))));
+        // Once resolved, the call id may be used again (the parent never does, but the map
+        // must not remember it).
+        assert_eq!(c.allocate_call(900).unwrap(), 4);
+    }
+
+    #[test]
+    fn discard_call_makes_the_reply_stale() {
+        let mut c: CallCorrelator<()> = CallCorrelator::new(10);
+        let id = c.allocate_call(7).unwrap();
+        assert_eq!(c.discard_call(7), Some(id));
+        assert_eq!(c.discard_call(7), None);
+        assert!(c.is_empty());
+        assert_eq!(c.resolve(Some(&JsonId::Int(id))), (Correlation::Stale, None));
+        // Discarding by JSON-RPC id keeps the map in sync too.
+        let id = c.allocate_call(8).unwrap();
+        assert_eq!(c.discard(&JsonId::Int(id)), Some(Token::Call(8)));
+        assert_eq!(c.calls_pending(), 0);
+        assert_eq!(c.discard_call(8), None);
+    }
+
+    #[test]
+    fn drain_and_bulk_resolve_leave_no_map_entries() {
+        let mut c = CallCorrelator::new(1);
+        let ids: Vec<i64> = (0..1000u64).map(|k| c.allocate_call(k).unwrap()).collect();
+        for id in &ids[..500] {
+            assert_eq!(c.resolve(Some(&JsonId::Int(*id))).0, Correlation::Matched);
+        }
+        assert_eq!(c.calls_pending(), 500);
+        c.allocate("obj").unwrap();
+        let drained = c.drain();
+        assert_eq!(drained.len(), 501);
+        assert_eq!(drained[0], (JsonId::Int(ids[500]), Token::Call(500)));
+        assert_eq!(drained[500].1, Token::Object("obj"));
+        assert_eq!((c.len(), c.calls_pending()), (0, 0));
     }
 }

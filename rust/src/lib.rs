@@ -8,11 +8,15 @@
 //! - [`scan`]: JSON-RPC envelope classification without decoding the payload;
 //! - [`stamp`]: request stamping (`_meta` splicing) and the other line encoders;
 //! - [`correlate`]: pending ids -> tokens, with stale-reply detection;
-//! - [`decoder`]: split + scan of one read buffer, the batch API's pure half;
+//! - [`decoder`]: split + scan of one read buffer, the batch API's pure half, and the
+//!   routing of replies to forwarded calls into RESULT frames;
+//! - [`frames`]: the parent <-> worker channel (frame splitting, SUBMIT stamping, RESULT
+//!   demultiplexing);
 //! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`.
 
 pub mod correlate;
 pub mod decoder;
+pub mod frames;
 pub mod json;
 pub mod scan;
 pub mod splitter;

@@ -135,12 +135,51 @@ fn head(out: &mut Vec<u8>, id: Option<&JsonId>) {
 /// caller's duplicates of a stamped key are dropped). Without a caller `_meta`, the stamp
 /// is appended as the last member of params.
 pub fn stamp_request(id: &JsonId, method: &str, params: Option<&[u8]>, meta: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::new();
+    stamp_request_into(&mut out, id, method, params, meta)?;
+    Ok(out)
+}
+
+/// Check that `meta` can stamp requests (a JSON object), and prepare it for the next ones.
+pub fn check_meta(meta: &[u8]) -> Result<(), CodecError> {
+    prepared_meta(meta).map(drop)
+}
+
+/// Run `write` against the end of `out`; on error, `out` is left as it was, so a batch of
+/// lines in one buffer never holds half a line.
+fn append(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>) -> Result<(), CodecError>) -> Result<(), CodecError> {
+    let start = out.len();
+    let r = write(out);
+    if r.is_err() {
+        out.truncate(start);
+    }
+    r
+}
+
+/// [`stamp_request`] appending to `out` (untouched on error).
+pub fn stamp_request_into(
+    out: &mut Vec<u8>,
+    id: &JsonId,
+    method: &str,
+    params: Option<&[u8]>,
+    meta: &[u8],
+) -> Result<(), CodecError> {
     // `_meta` sits at depth 3 of the message (message, params, _meta).
     let stamp = prepared_meta(meta)?;
-    let mut out = Vec::with_capacity(64 + method.len() + stamp.body.len() + params.map_or(0, <[u8]>::len));
-    head(&mut out, Some(id));
+    out.reserve(64 + method.len() + stamp.body.len() + params.map_or(0, <[u8]>::len));
+    append(out, |out| write_stamped(out, &stamp, id, method, params))
+}
+
+fn write_stamped(
+    out: &mut Vec<u8>,
+    stamp: &PreparedMeta,
+    id: &JsonId,
+    method: &str,
+    params: Option<&[u8]>,
+) -> Result<(), CodecError> {
+    head(out, Some(id));
     out.extend_from_slice(b",\"method\":");
-    write_str(&mut out, method);
+    write_str(out, method);
     out.extend_from_slice(b",\"params\":{");
 
     let mut wrote_meta = false;
@@ -167,13 +206,13 @@ pub fn stamp_request(id: &JsonId, method: &str, params: Option<&[u8]>, meta: &[u
                     }
                     out.extend_from_slice(&value[cks..cke]);
                     out.push(b':');
-                    write_compact(&mut out, &value[cs..ce]);
+                    write_compact(out, &value[cs..ce]);
                 }
                 out.push(b'}');
             } else {
                 out.extend_from_slice(&params[ks..ke]);
                 out.push(b':');
-                write_compact(&mut out, &params[s..e]);
+                write_compact(out, &params[s..e]);
             }
         }
         if !wrote_meta && out.last() != Some(&b'{') {
@@ -186,7 +225,7 @@ pub fn stamp_request(id: &JsonId, method: &str, params: Option<&[u8]>, meta: &[u
         out.push(b'}');
     }
     out.extend_from_slice(b"}}\n");
-    Ok(out)
+    Ok(())
 }
 
 /// Append `,"params":<params>` for a plain request or notification.
@@ -204,13 +243,27 @@ fn plain_params(out: &mut Vec<u8>, params: Option<&[u8]>) -> Result<(), CodecErr
 
 /// A plain (legacy) request line: no stamping.
 pub fn encode_request(id: &JsonId, method: &str, params: Option<&[u8]>) -> Result<Vec<u8>, CodecError> {
-    let mut out = Vec::with_capacity(48 + method.len() + params.map_or(0, <[u8]>::len));
-    head(&mut out, Some(id));
-    out.extend_from_slice(b",\"method\":");
-    write_str(&mut out, method);
-    plain_params(&mut out, params)?;
-    out.extend_from_slice(b"}\n");
+    let mut out = Vec::new();
+    encode_request_into(&mut out, id, method, params)?;
     Ok(out)
+}
+
+/// [`encode_request`] appending to `out` (untouched on error).
+pub fn encode_request_into(
+    out: &mut Vec<u8>,
+    id: &JsonId,
+    method: &str,
+    params: Option<&[u8]>,
+) -> Result<(), CodecError> {
+    out.reserve(48 + method.len() + params.map_or(0, <[u8]>::len));
+    append(out, |out| {
+        head(out, Some(id));
+        out.extend_from_slice(b",\"method\":");
+        write_str(out, method);
+        plain_params(out, params)?;
+        out.extend_from_slice(b"}\n");
+        Ok(())
+    })
 }
 
 /// A notification line (no id).
@@ -351,5 +404,19 @@ mod tests {
         ] {
             assert_ne!(scan(&line[..line.len() - 1]).kind, Kind::Invalid);
         }
+    }
+
+    #[test]
+    fn into_variants_leave_the_buffer_whole_on_error() {
+        let mut out = b"prefix\n".to_vec();
+        stamp_request_into(&mut out, &JsonId::Int(1), "m", Some(b"{\"a\":1}"), b"{}").unwrap();
+        let good = out.len();
+        assert!(stamp_request_into(&mut out, &JsonId::Int(2), "m", Some(b"{\"a\":1, \"b\": nope}"), b"{}").is_err());
+        assert!(encode_request_into(&mut out, &JsonId::Int(3), "m", Some(b"7")).is_err());
+        assert_eq!(out.len(), good);
+        encode_request_into(&mut out, &JsonId::Int(4), "m", None).unwrap();
+        assert!(text(out).ends_with("\"params\":{\"a\":1,\"_meta\":{}}}\n{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\"}\n"));
+        assert!(check_meta(b"{\"k\":[1]}").is_ok());
+        assert!(check_meta(b"[1]").is_err());
     }
 }

@@ -1,0 +1,708 @@
+//! The parent <-> worker channel: length-prefixed binary frames and the two hot-path
+//! frame kinds, handled without Python objects.
+//!
+//! A frame is `u32 LE length | u8 type | body`, the length counting the type byte and the
+//! body. Only two types have a layout known here (the rest is opaque, returned as
+//! `(type, body)`):
+//!
+//! - `SUBMIT` (parent -> worker): `u64 call_id | u32 timeout_ms | u16 method_len | method |
+//!   params` (all LE; empty params = none). The worker's [`SubmitStamper`] turns it into a
+//!   stamped JSON-RPC request line for the server's stdin.
+//! - `RESULT` (worker -> parent): `u64 call_id | u8 kind | u8 result_type | payload`; the
+//!   payload is the raw `result` value for a result and the whole response line for an
+//!   error. Built by [`crate::decoder::route`], read by the parent's [`ResultDemux`].
+//!
+//! Both ends come from one install and trust each other, so a malformed length (or a
+//! hot-path frame too short for its fixed head) means the channel is corrupt: it is
+//! reported as [`CorruptFrame`], sticky, and the caller tears the worker down. A SUBMIT
+//! whose *contents* cannot become a request (bad params, bad method) is not corruption:
+//! it is handed back as a `SUBMIT_REJECTED` pseudo-frame so just that one call fails.
+
+use std::ops::Range;
+
+use crate::correlate::{CallCorrelator, Correlation, Token};
+use crate::scan::JsonId;
+use crate::stamp::{self, CodecError};
+
+pub const FRAME_SUBMIT: u8 = 1;
+pub const FRAME_RESULT: u8 = 16;
+/// Never sent on the channel: the stamper's report of a SUBMIT it could not stamp.
+/// Body: `u64 LE call_id | reason (UTF-8)`.
+pub const FRAME_SUBMIT_REJECTED: u8 = 255;
+
+/// `RESULT` frame `result_type` codes.
+pub const RT_ABSENT: u8 = 0;
+pub const RT_COMPLETE: u8 = 1;
+pub const RT_INPUT_REQUIRED: u8 = 2;
+pub const RT_OTHER: u8 = 3;
+
+/// The largest frame length accepted by default: a maximal JSON-RPC line (the 16 MiB
+/// line limit) fits with a wide margin; anything bigger is a broken channel.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 * 1024 * 1024 + 64;
+
+/// Bytes before the body: the length and the type.
+pub const HEADER_LEN: usize = 5;
+/// `call_id | timeout_ms | method_len`.
+pub const SUBMIT_HEAD_LEN: usize = 8 + 4 + 2;
+/// `call_id | kind | result_type`.
+pub const RESULT_HEAD_LEN: usize = 8 + 1 + 1;
+
+/// The channel can no longer be framed; the worker on the other side must go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptFrame(pub String);
+
+impl std::fmt::Display for CorruptFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "corrupt channel: {}", self.0)
+    }
+}
+
+impl std::error::Error for CorruptFrame {}
+
+// ---------------------------------------------------------------------------- splitting
+
+/// Where a frame's body lives.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Body {
+    /// Inside the chunk just fed: `chunk[range]`, not copied.
+    Chunk(Range<usize>),
+    /// A frame that straddled feeds, assembled in the carry buffer and moved out whole
+    /// (header included; the body starts at [`HEADER_LEN`]).
+    Carried(Vec<u8>),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct RawFrame {
+    pub kind: u8,
+    pub body: Body,
+}
+
+impl RawFrame {
+    /// The body bytes, given the chunk the frame was split from.
+    pub fn body<'a>(&'a self, chunk: &'a [u8]) -> &'a [u8] {
+        match &self.body {
+            Body::Chunk(r) => &chunk[r.clone()],
+            Body::Carried(v) => &v[HEADER_LEN..],
+        }
+    }
+}
+
+/// Chunks of channel bytes in, complete frames out.
+///
+/// Frames lying wholly inside a chunk are reported as ranges into it. Only the one frame
+/// that straddles chunks is copied, once, into the carry buffer (sized for the whole
+/// frame as soon as its length is known, so it never regrows), and is moved out when it
+/// completes. Nothing is ever shifted or re-copied.
+#[derive(Debug)]
+pub struct FrameSplitter {
+    max_frame: usize,
+    carry: Vec<u8>,
+    corrupt: Option<CorruptFrame>,
+}
+
+impl FrameSplitter {
+    pub fn new(max_frame_bytes: usize) -> Self {
+        FrameSplitter { max_frame: max_frame_bytes, carry: Vec::new(), corrupt: None }
+    }
+
+    pub fn max_frame_bytes(&self) -> usize {
+        self.max_frame
+    }
+
+    /// Bytes held for an incomplete frame.
+    pub fn buffered(&self) -> usize {
+        self.carry.len()
+    }
+
+    /// Mark the channel corrupt (also for callers that find a bad frame body); every later
+    /// feed fails the same way, so no frame after the damage is ever trusted.
+    pub fn poison(&mut self, reason: String) -> CorruptFrame {
+        let e = CorruptFrame(reason);
+        self.carry = Vec::new();
+        self.corrupt = Some(e.clone());
+        e
+    }
+
+    /// Total frame size (header included) from a length prefix.
+    fn frame_size(&mut self, prefix: &[u8]) -> Result<usize, CorruptFrame> {
+        let prefix: [u8; 4] = prefix[..4].try_into().expect("4 bytes");
+        let len = u32::from_le_bytes(prefix) as usize;
+        if len == 0 {
+            return Err(self.poison("frame length 0 (a frame holds at least its type byte)".into()));
+        }
+        if len > self.max_frame {
+            return Err(self.poison(format!("frame length {len} exceeds the limit of {} bytes", self.max_frame)));
+        }
+        Ok(4 + len)
+    }
+
+    /// Split `chunk`, appending complete frames to `out`. On error `out` may hold frames
+    /// from before the damage; callers that act on frames should check first (see
+    /// [`SubmitStamper::feed`]).
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<RawFrame>) -> Result<(), CorruptFrame> {
+        if let Some(e) = &self.corrupt {
+            return Err(e.clone());
+        }
+        let mut pos = 0;
+        if !self.carry.is_empty() {
+            if self.carry.len() < 4 {
+                let take = (4 - self.carry.len()).min(chunk.len());
+                self.carry.extend_from_slice(&chunk[..take]);
+                pos = take;
+                if self.carry.len() < 4 {
+                    return Ok(());
+                }
+            }
+            let prefix: [u8; 4] = self.carry[..4].try_into().expect("4 bytes");
+            let size = self.frame_size(&prefix)?;
+            self.carry.reserve_exact(size - self.carry.len());
+            let take = (size - self.carry.len()).min(chunk.len() - pos);
+            self.carry.extend_from_slice(&chunk[pos..pos + take]);
+            pos += take;
+            if self.carry.len() < size {
+                return Ok(());
+            }
+            let whole = std::mem::take(&mut self.carry);
+            out.push(RawFrame { kind: whole[4], body: Body::Carried(whole) });
+        }
+        while chunk.len() - pos >= 4 {
+            let size = self.frame_size(&chunk[pos..pos + 4])?;
+            if chunk.len() - pos < size {
+                break;
+            }
+            out.push(RawFrame { kind: chunk[pos + 4], body: Body::Chunk(pos + HEADER_LEN..pos + size) });
+            pos += size;
+        }
+        if pos < chunk.len() {
+            let rest = &chunk[pos..];
+            if rest.len() >= 4 {
+                // Size known (and checked above): allocate for the whole frame at once.
+                let size = self.frame_size(rest)?;
+                self.carry.reserve_exact(size);
+            }
+            self.carry.extend_from_slice(rest);
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------- encoding
+
+/// Append `len | kind` for a body of `body_len` bytes; false if no u32 length can say it.
+fn put_header(out: &mut Vec<u8>, kind: u8, body_len: usize) -> bool {
+    let Ok(len) = u32::try_from(body_len + 1) else { return false };
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(kind);
+    true
+}
+
+/// One whole SUBMIT frame. Params are not checked here: the worker's stamper checks them
+/// when it stamps, and rejects just that call. `max_frame_bytes` is the receiver's limit;
+/// a bigger frame is refused here because there it would read as a corrupt channel.
+pub fn encode_submit(
+    call_id: u64,
+    timeout_ms: u32,
+    method: &str,
+    params: Option<&[u8]>,
+    max_frame_bytes: usize,
+) -> Result<Vec<u8>, CodecError> {
+    let method_len = u16::try_from(method.len())
+        .map_err(|_| CodecError(format!("method name of {} bytes is too long for a SUBMIT frame", method.len())))?;
+    let params = params.unwrap_or_default();
+    let body_len = SUBMIT_HEAD_LEN + method.len() + params.len();
+    if body_len + 1 > max_frame_bytes {
+        return Err(CodecError(format!(
+            "a SUBMIT frame of {} bytes exceeds the channel limit of {max_frame_bytes} bytes",
+            body_len + 1
+        )));
+    }
+    let mut out = Vec::with_capacity(HEADER_LEN + body_len);
+    if !put_header(&mut out, FRAME_SUBMIT, body_len) {
+        return Err(CodecError("SUBMIT frame too large".into()));
+    }
+    out.extend_from_slice(&call_id.to_le_bytes());
+    out.extend_from_slice(&timeout_ms.to_le_bytes());
+    out.extend_from_slice(&method_len.to_le_bytes());
+    out.extend_from_slice(method.as_bytes());
+    out.extend_from_slice(params);
+    Ok(out)
+}
+
+/// A SUBMIT body, parsed (borrowing from it).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Submit<'a> {
+    pub call_id: u64,
+    pub timeout_ms: u32,
+    pub method: &'a str,
+    pub params: Option<&'a [u8]>,
+}
+
+/// The call id of a SUBMIT body, if it is long enough to carry one.
+pub fn submit_call_id(body: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(body.get(..8)?.try_into().ok()?))
+}
+
+/// Parse a SUBMIT body; the error is why the call cannot be sent.
+pub fn parse_submit(body: &[u8]) -> Result<Submit<'_>, String> {
+    if body.len() < SUBMIT_HEAD_LEN {
+        return Err(format!("SUBMIT body of {} bytes is shorter than its {SUBMIT_HEAD_LEN}-byte head", body.len()));
+    }
+    let call_id = submit_call_id(body).expect("length checked");
+    let timeout_ms = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
+    let method_len = u16::from_le_bytes(body[12..14].try_into().expect("2 bytes")) as usize;
+    let rest = &body[SUBMIT_HEAD_LEN..];
+    if method_len > rest.len() {
+        return Err(format!("SUBMIT method length {method_len} runs past the frame ({} bytes left)", rest.len()));
+    }
+    let method = std::str::from_utf8(&rest[..method_len]).map_err(|_| "SUBMIT method is not UTF-8".to_string())?;
+    let params = &rest[method_len..];
+    Ok(Submit { call_id, timeout_ms, method, params: (!params.is_empty()).then_some(params) })
+}
+
+/// The `result_type` code for a response's `result.resultType`.
+pub fn result_type_code(result_type: Option<&str>) -> u8 {
+    match result_type {
+        None => RT_ABSENT,
+        Some("complete") => RT_COMPLETE,
+        Some("input_required") => RT_INPUT_REQUIRED,
+        Some(_) => RT_OTHER,
+    }
+}
+
+/// Append one RESULT frame to `out`; false (and `out` untouched) if the payload is too big
+/// for a frame length.
+pub fn put_result_frame(out: &mut Vec<u8>, call_id: u64, kind: u8, result_type: u8, payload: &[u8]) -> bool {
+    let body_len = RESULT_HEAD_LEN + payload.len();
+    if u32::try_from(body_len + 1).is_err() {
+        return false;
+    }
+    out.reserve(HEADER_LEN + body_len);
+    put_header(out, FRAME_RESULT, body_len);
+    out.extend_from_slice(&call_id.to_le_bytes());
+    out.push(kind);
+    out.push(result_type);
+    out.extend_from_slice(payload);
+    true
+}
+
+/// A RESULT body, parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ResultFrame<'a> {
+    pub call_id: u64,
+    pub kind: u8,
+    pub result_type: u8,
+    pub payload: &'a [u8],
+}
+
+pub fn parse_result(body: &[u8]) -> Option<ResultFrame<'_>> {
+    let (head, payload) = body.split_at_checked(RESULT_HEAD_LEN)?;
+    Some(ResultFrame {
+        call_id: u64::from_le_bytes(head[..8].try_into().ok()?),
+        kind: head[8],
+        result_type: head[9],
+        payload,
+    })
+}
+
+// ---------------------------------------------------------------------------- worker inbound
+
+/// How SUBMIT frames are turned into request lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stamping {
+    /// Not yet: the era is undecided, SUBMITs are handed back untouched.
+    Off,
+    /// Legacy era: plain requests.
+    Legacy,
+    /// Modern era: requests stamped with this `_meta` object.
+    Modern(Vec<u8>),
+}
+
+/// A frame the stamper did not turn into a request line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Passed {
+    Frame(RawFrame),
+    /// A SUBMIT whose contents cannot become a request; nothing was registered for it.
+    Rejected { call_id: u64, reason: String },
+}
+
+impl Passed {
+    /// The Python-visible `(type, body)` of a rejection: `u64 LE call_id | reason`.
+    pub fn rejected_body(call_id: u64, reason: &str) -> Vec<u8> {
+        let mut body = Vec::with_capacity(8 + reason.len());
+        body.extend_from_slice(&call_id.to_le_bytes());
+        body.extend_from_slice(reason.as_bytes());
+        body
+    }
+}
+
+/// The worker's inbound side: channel bytes in, stamped request lines (for the server's
+/// stdin) and the remaining frames out.
+#[derive(Debug)]
+pub struct SubmitStamper {
+    splitter: FrameSplitter,
+    mode: Stamping,
+}
+
+impl SubmitStamper {
+    pub fn new(max_frame_bytes: usize) -> Self {
+        SubmitStamper { splitter: FrameSplitter::new(max_frame_bytes), mode: Stamping::Off }
+    }
+
+    pub fn splitter(&self) -> &FrameSplitter {
+        &self.splitter
+    }
+
+    pub fn mode(&self) -> &Stamping {
+        &self.mode
+    }
+
+    /// Stamp every later SUBMIT: with `meta` as `_meta` (modern), or plainly (`None`,
+    /// legacy). A `meta` that is not a JSON object is refused here, once, rather than
+    /// failing every call.
+    pub fn start_stamping(&mut self, meta: Option<&[u8]>) -> Result<(), CodecError> {
+        self.mode = match meta {
+            Some(m) => {
+                stamp::check_meta(m)?;
+                Stamping::Modern(m.to_vec())
+            }
+            None => Stamping::Legacy,
+        };
+        Ok(())
+    }
+
+    /// Split `chunk`; stamp each SUBMIT into `stdin` (registering its call in `corr`), and
+    /// return everything else. Corruption is detected before anything is registered or
+    /// written, so on error `corr` and `stdin` are as they were.
+    pub fn feed<T>(
+        &mut self,
+        chunk: &[u8],
+        corr: &mut CallCorrelator<T>,
+        stdin: &mut Vec<u8>,
+    ) -> Result<Vec<Passed>, CorruptFrame> {
+        let mut frames = Vec::new();
+        self.splitter.feed(chunk, &mut frames)?;
+        // The parent always writes a whole head; a SUBMIT without even a call id cannot be
+        // failed individually, so it counts as corruption (checked before any side effect).
+        if let Some(f) = frames.iter().find(|f| f.kind == FRAME_SUBMIT && f.body(chunk).len() < 8) {
+            let n = f.body(chunk).len();
+            return Err(self.splitter.poison(format!("SUBMIT body of {n} bytes has no call id")));
+        }
+        let mut passed = Vec::with_capacity(if self.mode == Stamping::Off { frames.len() } else { 0 });
+        for frame in frames {
+            if frame.kind != FRAME_SUBMIT || self.mode == Stamping::Off {
+                passed.push(Passed::Frame(frame));
+                continue;
+            }
+            let body = frame.body(chunk);
+            if let Err(reason) = self.stamp_one(body, corr, stdin) {
+                let call_id = submit_call_id(body).expect("checked above");
+                passed.push(Passed::Rejected { call_id, reason });
+            }
+        }
+        Ok(passed)
+    }
+
+    /// Stamp one SUBMIT body; on error nothing is registered and `stdin` is unchanged.
+    fn stamp_one<T>(&self, body: &[u8], corr: &mut CallCorrelator<T>, stdin: &mut Vec<u8>) -> Result<(), String> {
+        let sub = parse_submit(body)?;
+        if corr.call_pending(sub.call_id) {
+            return Err(format!("call id {} is already pending", sub.call_id));
+        }
+        // The line is written with the id `allocate_call` is about to hand out, and the
+        // call registered only once the line is good: a rejected call leaves no entry and
+        // consumes no id.
+        let before = stdin.len();
+        let id = JsonId::Int(corr.next_id());
+        match &self.mode {
+            Stamping::Modern(meta) => stamp::stamp_request_into(stdin, &id, sub.method, sub.params, meta),
+            Stamping::Legacy => stamp::encode_request_into(stdin, &id, sub.method, sub.params),
+            Stamping::Off => unreachable!("only called while stamping"),
+        }
+        .map_err(|e| e.0)?;
+        match corr.allocate_call(sub.call_id) {
+            Ok(got) => {
+                debug_assert_eq!(JsonId::Int(got), id);
+                Ok(())
+            }
+            Err(e) => {
+                stdin.truncate(before);
+                Err(e.0)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------- parent inbound
+
+/// What the parent's demux makes of one frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Demuxed<T> {
+    /// A RESULT for a pending call: its token, and the frame (payload at
+    /// `body[RESULT_HEAD_LEN..]`).
+    Resolved { token: Token<T>, kind: u8, result_type: u8, frame: RawFrame },
+    /// Any other frame type.
+    Other(RawFrame),
+}
+
+/// The parent's inbound side: RESULT frames resolve the calls' tokens; other frames pass.
+#[derive(Debug)]
+pub struct ResultDemux {
+    splitter: FrameSplitter,
+    /// RESULTs for calls already resolved or discarded (a reply after the caller gave up).
+    pub stale: u64,
+    /// RESULTs for call ids never allocated.
+    pub unknown: u64,
+}
+
+impl ResultDemux {
+    pub fn new(max_frame_bytes: usize) -> Self {
+        ResultDemux { splitter: FrameSplitter::new(max_frame_bytes), stale: 0, unknown: 0 }
+    }
+
+    pub fn splitter(&self) -> &FrameSplitter {
+        &self.splitter
+    }
+
+    /// Split `chunk` and resolve its RESULT frames. A RESULT too short for its head is
+    /// corruption, detected before any token is taken out of `corr` (so a caller that
+    /// drains `corr` after killing the worker fails every call).
+    pub fn feed<T>(&mut self, chunk: &[u8], corr: &mut CallCorrelator<T>) -> Result<Vec<Demuxed<T>>, CorruptFrame> {
+        let mut frames = Vec::new();
+        self.splitter.feed(chunk, &mut frames)?;
+        if let Some(f) = frames.iter().find(|f| f.kind == FRAME_RESULT && f.body(chunk).len() < RESULT_HEAD_LEN) {
+            let n = f.body(chunk).len();
+            return Err(self.splitter.poison(format!("RESULT body of {n} bytes is shorter than its head")));
+        }
+        let mut out = Vec::with_capacity(frames.len());
+        for frame in frames {
+            if frame.kind != FRAME_RESULT {
+                out.push(Demuxed::Other(frame));
+                continue;
+            }
+            let r = parse_result(frame.body(chunk)).expect("length checked");
+            // Call ids are the correlator's own (positive i64) ids; anything above i64::MAX
+            // was never handed out.
+            let id = i64::try_from(r.call_id).ok().map(JsonId::Int);
+            match corr.resolve(id.as_ref()) {
+                (Correlation::Matched, Some(token)) => {
+                    let (kind, result_type) = (r.kind, r.result_type);
+                    out.push(Demuxed::Resolved { token, kind, result_type, frame });
+                }
+                (Correlation::Stale, _) => self.stale += 1,
+                _ => self.unknown += 1,
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        assert!(put_header(&mut out, kind, body.len()));
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// Split `stream` fed in pieces of `step` bytes; (type, body) pairs.
+    fn split_in(stream: &[u8], step: usize) -> Vec<(u8, Vec<u8>)> {
+        let mut s = FrameSplitter::new(1024);
+        let mut got = Vec::new();
+        for chunk in stream.chunks(step) {
+            let mut out = Vec::new();
+            s.feed(chunk, &mut out).unwrap();
+            got.extend(out.iter().map(|f| (f.kind, f.body(chunk).to_vec())));
+        }
+        assert_eq!(s.buffered(), 0);
+        got
+    }
+
+    #[test]
+    fn every_chunking_yields_the_same_frames() {
+        let want: Vec<(u8, Vec<u8>)> =
+            vec![(1, b"hello".to_vec()), (16, vec![]), (3, vec![7; 300]), (200, b"x".to_vec()), (2, vec![0; 9])];
+        let stream: Vec<u8> = want.iter().flat_map(|(k, b)| frame(*k, b)).collect();
+        for step in 1..=stream.len() {
+            assert_eq!(split_in(&stream, step), want, "step {step}");
+        }
+    }
+
+    #[test]
+    fn whole_frames_are_not_copied_and_partials_are_carried() {
+        let mut s = FrameSplitter::new(64);
+        let stream = [frame(4, b"abc"), frame(5, b"defgh")].concat();
+        let mut out = Vec::new();
+        s.feed(&stream[..12], &mut out).unwrap();
+        assert_eq!(out, vec![RawFrame { kind: 4, body: Body::Chunk(5..8) }]);
+        assert_eq!(s.buffered(), 4);
+        assert!(s.carry.capacity() >= 10, "reserved for the whole frame once its length was seen");
+        out.clear();
+        s.feed(&stream[12..], &mut out).unwrap();
+        assert!(matches!(&out[..], [RawFrame { kind: 5, body: Body::Carried(_) }]));
+        assert_eq!(out[0].body(&stream[12..]), b"defgh");
+        assert_eq!(s.buffered(), 0);
+    }
+
+    #[test]
+    fn bad_lengths_are_corruption_and_sticky() {
+        let mut s = FrameSplitter::new(8);
+        let mut out = Vec::new();
+        assert!(s.feed(&frame(1, b"1234567"), &mut out).is_ok());
+        let e = s.feed(&frame(1, b"12345678"), &mut out).unwrap_err();
+        assert!(e.0.contains("exceeds"), "{e}");
+        assert!(s.feed(&frame(1, b""), &mut out).is_err(), "sticky");
+
+        let mut s = FrameSplitter::new(8);
+        assert!(s.feed(&[0, 0], &mut out).is_ok());
+        assert!(s.feed(&[0, 0, 1], &mut out).unwrap_err().0.contains("length 0"));
+    }
+
+    #[test]
+    fn submit_round_trip() {
+        let f = encode_submit(u64::MAX - 1, 1500, "tools/call", Some(b"{\"a\":1}"), DEFAULT_MAX_FRAME_BYTES).unwrap();
+        assert_eq!(u32::from_le_bytes(f[..4].try_into().unwrap()) as usize, f.len() - 4);
+        assert_eq!(f[4], FRAME_SUBMIT);
+        let sub = parse_submit(&f[HEADER_LEN..]).unwrap();
+        assert_eq!(
+            sub,
+            Submit { call_id: u64::MAX - 1, timeout_ms: 1500, method: "tools/call", params: Some(b"{\"a\":1}") }
+        );
+        let f = encode_submit(1, 0, "", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        assert_eq!(f.len(), HEADER_LEN + SUBMIT_HEAD_LEN);
+        assert_eq!(parse_submit(&f[HEADER_LEN..]).unwrap().params, None);
+
+        assert!(encode_submit(1, 0, &"m".repeat(70_000), None, DEFAULT_MAX_FRAME_BYTES).is_err());
+        assert!(encode_submit(1, 0, "m", Some(&[b' '; 100]), 64).is_err());
+        assert!(parse_submit(&f[HEADER_LEN..f.len() - 1]).is_err());
+        let mut bad = f[HEADER_LEN..].to_vec();
+        bad[12] = 5; // method length past the end
+        assert!(parse_submit(&bad).unwrap_err().contains("past"));
+    }
+
+    const META: &[u8] = br#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+
+    #[test]
+    fn stamper_passes_everything_until_stamping_starts() {
+        let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let mut stdin = Vec::new();
+        let sub = encode_submit(9, 100, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        let passed = st.feed(&sub, &mut corr, &mut stdin).unwrap();
+        assert!(matches!(&passed[..], [Passed::Frame(RawFrame { kind: FRAME_SUBMIT, .. })]));
+        assert!(stdin.is_empty() && corr.is_empty());
+        assert!(st.start_stamping(Some(b"[]")).is_err(), "meta must be an object");
+        assert_eq!(st.mode(), &Stamping::Off);
+    }
+
+    #[test]
+    fn stamper_stamps_registers_and_rejects() {
+        let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        corr.allocate(()).unwrap(); // a probe took id 1
+        st.start_stamping(Some(META)).unwrap();
+        let stream = [
+            encode_submit(70, 100, "tools/call", Some(b"{\"name\":\"x\"}"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            frame(2, &70u64.to_le_bytes()),
+            encode_submit(71, 100, "tools/call", Some(b"[1]"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(72, 100, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(70, 100, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+        ]
+        .concat();
+        let mut stdin = Vec::new();
+        let passed = st.feed(&stream, &mut corr, &mut stdin).unwrap();
+        let text = String::from_utf8(stdin).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+                "\n",
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+                "\n"
+            )
+        );
+        assert_eq!(passed.len(), 3);
+        assert!(matches!(&passed[0], Passed::Frame(RawFrame { kind: 2, .. })));
+        assert!(matches!(&passed[1], Passed::Rejected { call_id: 71, reason } if reason.contains("object")));
+        assert!(matches!(&passed[2], Passed::Rejected { call_id: 70, reason } if reason.contains("pending")));
+        assert_eq!((corr.len(), corr.calls_pending(), corr.next_id()), (3, 2, 4));
+        assert_eq!(corr.discard_call(72), Some(3));
+
+        st.start_stamping(None).unwrap();
+        let mut stdin = Vec::new();
+        let sub = encode_submit(80, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        assert!(st.feed(&sub, &mut corr, &mut stdin).unwrap().is_empty());
+        assert_eq!(stdin, b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
+    }
+
+    #[test]
+    fn stamper_corruption_has_no_side_effects() {
+        let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
+        st.start_stamping(None).unwrap();
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let mut stdin = Vec::new();
+        let stream = [encode_submit(1, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame(FRAME_SUBMIT, b"short")]
+            .concat();
+        assert!(st.feed(&stream, &mut corr, &mut stdin).is_err());
+        assert!(corr.is_empty() && stdin.is_empty());
+        assert!(st.feed(b"", &mut corr, &mut stdin).is_err(), "sticky");
+    }
+
+    #[test]
+    fn demux_resolves_counts_and_passes() {
+        let mut corr = CallCorrelator::new(1);
+        let a = corr.allocate("a").unwrap() as u64;
+        let b = corr.allocate("b").unwrap() as u64;
+        assert!(corr.discard(&JsonId::Int(b as i64)).is_some());
+        let mut stream = Vec::new();
+        assert!(put_result_frame(&mut stream, a, 3, RT_COMPLETE, b"{\"x\":1}"));
+        assert!(put_result_frame(&mut stream, b, 3, RT_ABSENT, b"{}"));
+        assert!(put_result_frame(&mut stream, 99, 4, RT_ABSENT, b"{}"));
+        assert!(put_result_frame(&mut stream, u64::MAX, 4, RT_ABSENT, b"{}"));
+        stream.extend(frame(18, b"{\"state\":\"ready\"}"));
+        let mut d = ResultDemux::new(DEFAULT_MAX_FRAME_BYTES);
+        // Byte by byte: the RESULT frames straddle every feed.
+        let mut got = Vec::new();
+        for i in 0..stream.len() {
+            let chunk = &stream[i..=i];
+            for x in d.feed(chunk, &mut corr).unwrap() {
+                got.push(match x {
+                    Demuxed::Resolved { token, kind, result_type, frame } => {
+                        (Some(token), kind, result_type, frame.body(chunk)[RESULT_HEAD_LEN..].to_vec())
+                    }
+                    Demuxed::Other(f) => (None, f.kind, 0, f.body(chunk).to_vec()),
+                });
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                (Some(Token::Object("a")), 3, RT_COMPLETE, b"{\"x\":1}".to_vec()),
+                (None, 18, 0, b"{\"state\":\"ready\"}".to_vec()),
+            ]
+        );
+        assert_eq!((d.stale, d.unknown), (1, 2));
+    }
+
+    #[test]
+    fn demux_short_result_is_corruption_before_resolving() {
+        let mut corr = CallCorrelator::new(1);
+        let a = corr.allocate("a").unwrap() as u64;
+        let mut stream = Vec::new();
+        put_result_frame(&mut stream, a, 3, RT_ABSENT, b"1");
+        stream.extend(frame(FRAME_RESULT, b"tiny"));
+        let mut d = ResultDemux::new(DEFAULT_MAX_FRAME_BYTES);
+        assert!(d.feed(&stream, &mut corr).is_err());
+        assert_eq!(corr.len(), 1, "nothing resolved from a corrupt chunk");
+    }
+
+    #[test]
+    fn result_type_codes() {
+        assert_eq!(result_type_code(None), RT_ABSENT);
+        assert_eq!(result_type_code(Some("complete")), RT_COMPLETE);
+        assert_eq!(result_type_code(Some("input_required")), RT_INPUT_REQUIRED);
+        assert_eq!(result_type_code(Some("Complete")), RT_OTHER);
+    }
+}
