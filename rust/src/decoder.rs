@@ -1,8 +1,14 @@
 //! The pure half of the batch API: one read buffer in, every complete line split and
-//! scanned. Correlation needs the (Python-owned) tokens, so it happens afterwards, in
-//! [`crate::py`], once the GIL is held again.
+//! scanned ([`feed`], [`finish`]), then correlated ([`route`]). Tokens are only moved, never
+//! created or dropped, so all of it may run with the interpreter detached; Python objects
+//! are built afterwards, in [`crate::py`].
+//!
+//! [`route`] is also the worker's reply path: a response to a forwarded call becomes a
+//! RESULT frame in one output buffer instead of an event.
 
-use crate::scan::{scan, Envelope};
+use crate::correlate::{CallCorrelator, Correlation, Token};
+use crate::frames::{put_result_frame, result_type_code};
+use crate::scan::{scan, Envelope, Kind};
 use crate::splitter::{Frame, LineSplitter};
 
 /// One line of a read buffer and what the scan found (`None` for an oversized line).
@@ -39,10 +45,53 @@ pub fn finish(splitter: &mut LineSplitter) -> Vec<Scanned> {
     scan_frames(frames, &[])
 }
 
+/// A line that stays an event, with what correlation found.
+#[derive(Debug)]
+pub struct Routed<T> {
+    pub scanned: Scanned,
+    pub correlation: Correlation,
+    pub token: Option<Token<T>>,
+}
+
+/// Correlate every response in `scanned` (lines of `chunk`, or owned).
+///
+/// With `forward`, a response whose id was pending for a forwarded call is not returned:
+/// it is appended to `forward` as a RESULT frame (payload: the `result` value's bytes, or
+/// the whole line for an error). Everything else is returned in order, exactly as without
+/// `forward`. (A payload too big for a frame length, over 4 GiB, cannot happen under any
+/// sane line limit; it would stay an event carrying the call id as its token.)
+pub fn route<T>(
+    scanned: Vec<Scanned>,
+    chunk: &[u8],
+    mut corr: Option<&mut CallCorrelator<T>>,
+    mut forward: Option<&mut Vec<u8>>,
+) -> Vec<Routed<T>> {
+    let mut out = Vec::with_capacity(scanned.len());
+    for s in scanned {
+        let (correlation, token) = match (&mut corr, s.env.as_ref().map(|e| e.kind)) {
+            (Some(c), Some(Kind::Result | Kind::Error)) => c.resolve(s.env.as_ref().and_then(|e| e.id.as_ref())),
+            _ => (Correlation::None, None),
+        };
+        if let (Some(Token::Call(call_id)), Some(frames), Some(env)) = (&token, &mut forward, &s.env) {
+            let line = s.frame.bytes(chunk);
+            let payload = match (env.kind, env.result_span) {
+                (Kind::Result, Some((a, b))) => &line[a..b],
+                _ => line,
+            };
+            if put_result_frame(frames, *call_id, env.kind as u8, result_type_code(env.result_type.as_deref()), payload) {
+                continue;
+            }
+        }
+        out.push(Routed { scanned: s, correlation, token });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::{JsonId, Kind};
+    use crate::frames::{parse_result, FrameSplitter, DEFAULT_MAX_FRAME_BYTES, RT_ABSENT, RT_INPUT_REQUIRED};
+    use crate::scan::JsonId;
 
     #[test]
     fn a_buffer_of_mixed_lines() {
@@ -63,5 +112,75 @@ mod tests {
         assert_eq!(tail.len(), 1);
         let env = tail[0].env.as_ref().unwrap();
         assert_eq!((env.kind, env.id.clone()), (Kind::Error, Some(JsonId::Str("t".into()))));
+    }
+
+    #[test]
+    fn forwarded_replies_become_result_frames() {
+        let mut corr = CallCorrelator::new(1);
+        let obj = corr.allocate("future").unwrap();
+        let fwd = corr.allocate_call(500).unwrap();
+        let err = corr.allocate_call(501).unwrap();
+        let gone = corr.allocate_call(502).unwrap();
+        corr.discard_call(502);
+        let result = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{fwd},\"result\":{{\"resultType\":\"input_required\",\"x\":[1, 2]}}}}"
+        );
+        let error = format!("{{\"jsonrpc\":\"2.0\",\"id\":{err},\"error\":{{\"code\":-1,\"message\":\"no\"}}}}");
+        let text = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{obj},\"result\":{{}}}}\n{result}\r\n{{\"jsonrpc\":\"2.0\",\"method\":\"n\"}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{gone},\"result\":{{}}}}\n{error}"
+        );
+        let stream = text.as_bytes();
+        // Split in two so the error reply straddles the feeds and comes out of `finish`.
+        let mut s = LineSplitter::new(1 << 20);
+        let mut frames = Vec::new();
+        let mut events = Vec::new();
+        for (piece, done) in [(&stream[..stream.len() - 10], false), (&stream[stream.len() - 10..], true)] {
+            let mut scanned = feed(&mut s, piece);
+            if done {
+                scanned.extend(finish(&mut s));
+            }
+            events.extend(route(scanned, piece, Some(&mut corr), Some(&mut frames)).into_iter().map(|r| {
+                (r.scanned.env.unwrap().kind, r.correlation, r.token)
+            }));
+        }
+        assert_eq!(
+            events,
+            vec![
+                (Kind::Result, Correlation::Matched, Some(Token::Object("future"))),
+                (Kind::Notification, Correlation::None, None),
+                (Kind::Result, Correlation::Stale, None),
+            ]
+        );
+        let mut fs = FrameSplitter::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut raw = Vec::new();
+        fs.feed(&frames, &mut raw).unwrap();
+        let got: Vec<_> = raw
+            .iter()
+            .map(|f| {
+                let r = parse_result(f.body(&frames)).unwrap();
+                (f.kind, r.call_id, r.kind, r.result_type, r.payload.to_vec())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (16, 500, Kind::Result as u8, RT_INPUT_REQUIRED, b"{\"resultType\":\"input_required\",\"x\":[1, 2]}".to_vec()),
+                (16, 501, Kind::Error as u8, RT_ABSENT, error.into_bytes()),
+            ]
+        );
+        assert!(corr.is_empty() && corr.calls_pending() == 0);
+    }
+
+    #[test]
+    fn without_forward_calls_stay_events() {
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let id = corr.allocate_call(9).unwrap();
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":1}}\n");
+        let mut s = LineSplitter::new(1024);
+        let routed = route(feed(&mut s, line.as_bytes()), line.as_bytes(), Some(&mut corr), None);
+        assert_eq!(routed.len(), 1);
+        assert_eq!((routed[0].correlation, &routed[0].token), (Correlation::Matched, &Some(Token::Call(9))));
+        assert_eq!(routed[0].scanned.env.as_ref().unwrap().id, Some(JsonId::Int(id)));
     }
 }

@@ -14,8 +14,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 
-use crate::correlate::{self, Correlation};
-use crate::decoder::{self, Scanned};
+use crate::correlate::{CallCorrelator, Correlation, Token};
+use crate::decoder::{self, Routed, Scanned};
+use crate::frames::{self, CorruptFrame, Demuxed, Passed, DEFAULT_MAX_FRAME_BYTES, RESULT_HEAD_LEN};
 use crate::json::MAX_NESTING_DEPTH;
 use crate::scan::{self as scanner, JsonId, Kind, Span};
 use crate::splitter::{self, Frame, DEFAULT_MAX_LINE_BYTES};
@@ -35,6 +36,23 @@ const DETACH_THRESHOLD: usize = 64 * 1024;
 
 fn codec_err(e: stamp::CodecError) -> PyErr {
     CodecError::new_err(e.0)
+}
+
+fn corrupt_err(e: CorruptFrame) -> PyErr {
+    CodecError::new_err(e.to_string())
+}
+
+/// What Python sees of a correlator token: the object itself, or a forwarded call's id.
+fn token_to_py(py: Python<'_>, token: Token<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    Ok(match token {
+        Token::Object(obj) => obj,
+        Token::Call(call_id) => call_id.into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+/// A `(type, body)` tuple for a channel frame.
+fn frame_tuple<'py>(py: Python<'py>, kind: u8, body: &[u8]) -> PyResult<Bound<'py, PyTuple>> {
+    (kind, PyBytes::new(py, body)).into_pyobject(py)
 }
 
 /// A Python `int | str` as a JSON-RPC id. `bool` is refused even though it subclasses
@@ -231,10 +249,11 @@ impl PyLineSplitter {
 
 // ---------------------------------------------------------------------------- correlator
 
-/// Pending request ids -> opaque tokens, for one transport lifetime.
+/// Pending request ids -> opaque tokens, for one transport lifetime. Forwarded calls
+/// (`allocate_call`) are kept natively, so routing their replies needs no Python object.
 #[pyclass(generic, module = "trunkline._codec", name = "Correlator")]
 pub struct PyCorrelator {
-    inner: correlate::Correlator<Py<PyAny>>,
+    inner: CallCorrelator<Py<PyAny>>,
 }
 
 #[pymethods]
@@ -242,7 +261,7 @@ impl PyCorrelator {
     #[new]
     #[pyo3(signature = (first_id = 1))]
     fn new(first_id: i64) -> Self {
-        PyCorrelator { inner: correlate::Correlator::new(first_id) }
+        PyCorrelator { inner: CallCorrelator::new(first_id) }
     }
 
     fn allocate(&mut self, token: Py<PyAny>) -> PyResult<i64> {
@@ -253,21 +272,33 @@ impl PyCorrelator {
         self.inner.register(id_from_py(id)?, token).map_err(codec_err)
     }
 
+    fn allocate_call(&mut self, call_id: u64) -> PyResult<i64> {
+        self.inner.allocate_call(call_id).map_err(codec_err)
+    }
+
+    fn discard_call(&mut self, call_id: u64) -> Option<i64> {
+        self.inner.discard_call(call_id)
+    }
+
     fn resolve(&mut self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<(u8, Py<PyAny>)> {
         let id = if id.is_none() { None } else { Some(id_from_py(id)?) };
         let (c, token) = self.inner.resolve(id.as_ref());
-        Ok((c as u8, token.unwrap_or_else(|| py.None())))
+        let token = match token {
+            Some(t) => token_to_py(py, t)?,
+            None => py.None(),
+        };
+        Ok((c as u8, token))
     }
 
-    fn discard(&mut self, id: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        Ok(self.inner.discard(&id_from_py(id)?))
+    fn discard(&mut self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        self.inner.discard(&id_from_py(id)?).map(|t| token_to_py(py, t)).transpose()
     }
 
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for (id, token) in self.inner.drain() {
             let id = id_to_py(py, &Some(id))?;
-            list.append(PyTuple::new(py, [id, token])?)?;
+            list.append(PyTuple::new(py, [id, token_to_py(py, token)?])?)?;
         }
         Ok(list)
     }
@@ -389,19 +420,43 @@ pub struct PyStreamDecoder {
 }
 
 impl PyStreamDecoder {
-    /// Build the events (GIL held): wrap carried lines in bytes, resolve responses.
-    fn events<'py>(
-        &self,
+    /// Split, scan and correlate one read buffer (`None`: the end-of-stream tail), with
+    /// the thread detached for big buffers. With `forward`, replies to forwarded calls are
+    /// appended there as RESULT frames instead of becoming events.
+    fn decode<'py>(
+        &mut self,
         py: Python<'py>,
-        scanned: Vec<Scanned>,
         chunk: Option<&Bound<'py, PyBytes>>,
+        forward: Option<&mut Vec<u8>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut corr = match &self.correlator {
+        // The correlator stays borrowed while detached: routing only moves tokens, and
+        // another thread touching it meanwhile gets the usual "already borrowed" error
+        // instead of a race.
+        let mut guard = match &self.correlator {
             Some(c) => Some(c.bind(py).try_borrow_mut()?),
             None => None,
         };
+        let corr = guard.as_deref_mut().map(|c| &mut c.inner);
+        let at_end = chunk.is_none();
+        let bytes: &[u8] = chunk.map_or(&[], |c| c.as_bytes());
+        let splitter = &mut self.splitter;
+        let work = move || {
+            let scanned = if at_end { decoder::finish(splitter) } else { decoder::feed(splitter, bytes) };
+            decoder::route(scanned, bytes, corr, forward)
+        };
+        let routed = if bytes.len() >= DETACH_THRESHOLD { py.detach(work) } else { work() };
+        drop(guard);
+        Self::events(py, routed, chunk)
+    }
+
+    /// Build the events (GIL held): wrap carried lines in bytes, hand tokens to Python.
+    fn events<'py>(
+        py: Python<'py>,
+        routed: Vec<Routed<Py<PyAny>>>,
+        chunk: Option<&Bound<'py, PyBytes>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for Scanned { frame, env } in scanned {
+        for Routed { scanned: Scanned { frame, env }, correlation, token } in routed {
             let (source, span, size, env) = match (frame, env) {
                 (frame, None) => {
                     // Only oversized lines go unscanned.
@@ -418,13 +473,8 @@ impl PyStreamDecoder {
                 (Frame::Oversized(size), Some(env)) => (None, (0, 0), size, env),
                 (Frame::Owned(v), Some(env)) => (Some(PyBytes::new(py, &v).unbind()), (0, v.len()), v.len(), env),
             };
-            let (correlation, token) = match (&mut corr, env.kind) {
-                (Some(c), Kind::Result | Kind::Error) => {
-                    let (c, t) = c.inner.resolve(env.id.as_ref());
-                    (c as u8, t)
-                }
-                _ => (Correlation::None as u8, None),
-            };
+            let token = token.map(|t| token_to_py(py, t)).transpose()?;
+            let correlation = correlation as u8;
             list.append(Bound::new(py, PyEvent { env, source, span, size, correlation, token })?)?;
         }
         Ok(list)
@@ -440,19 +490,29 @@ impl PyStreamDecoder {
     }
 
     fn feed<'py>(&mut self, py: Python<'py>, chunk: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyList>> {
-        let bytes = chunk.as_bytes();
-        let scanned = if bytes.len() >= DETACH_THRESHOLD {
-            let splitter = &mut self.splitter;
-            py.detach(|| decoder::feed(splitter, bytes))
-        } else {
-            decoder::feed(&mut self.splitter, bytes)
-        };
-        self.events(py, scanned, Some(&chunk))
+        self.decode(py, Some(&chunk), None)
     }
 
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let scanned = decoder::finish(&mut self.splitter);
-        self.events(py, scanned, None)
+        self.decode(py, None, None)
+    }
+
+    /// `feed`, with replies to forwarded calls returned as RESULT frames (one bytes object).
+    fn feed_forward<'py>(
+        &mut self,
+        py: Python<'py>,
+        chunk: Bound<'py, PyBytes>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
+        let mut frames = Vec::new();
+        let events = self.decode(py, Some(&chunk), Some(&mut frames))?;
+        Ok((PyBytes::new(py, &frames), events))
+    }
+
+    /// `finish`, with replies to forwarded calls returned as RESULT frames.
+    fn finish_forward<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
+        let mut frames = Vec::new();
+        let events = self.decode(py, None, Some(&mut frames))?;
+        Ok((PyBytes::new(py, &frames), events))
     }
 
     #[getter]
@@ -463,6 +523,194 @@ impl PyStreamDecoder {
     #[getter]
     fn correlator(&self, py: Python<'_>) -> Option<Py<PyCorrelator>> {
         self.correlator.as_ref().map(|c| c.clone_ref(py))
+    }
+}
+
+// ---------------------------------------------------------------------------- channel frames
+
+fn check_max_frame(max_frame_bytes: usize) -> PyResult<usize> {
+    if max_frame_bytes == 0 {
+        return Err(CodecError::new_err("max_frame_bytes must be positive"));
+    }
+    Ok(max_frame_bytes)
+}
+
+/// Channel bytes in, complete `(type, body)` frames out.
+#[pyclass(module = "trunkline._codec", name = "FrameSplitter")]
+pub struct PyFrameSplitter {
+    inner: frames::FrameSplitter,
+}
+
+#[pymethods]
+impl PyFrameSplitter {
+    #[new]
+    #[pyo3(signature = (max_frame_bytes = DEFAULT_MAX_FRAME_BYTES))]
+    fn new(max_frame_bytes: usize) -> PyResult<Self> {
+        Ok(PyFrameSplitter { inner: frames::FrameSplitter::new(check_max_frame(max_frame_bytes)?) })
+    }
+
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Vec::new();
+        self.inner.feed(chunk, &mut out).map_err(corrupt_err)?;
+        let list = PyList::empty(py);
+        for f in &out {
+            list.append(frame_tuple(py, f.kind, f.body(chunk))?)?;
+        }
+        Ok(list)
+    }
+
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.inner.buffered()
+    }
+}
+
+/// One whole SUBMIT frame.
+#[pyfunction]
+#[pyo3(signature = (call_id, timeout_ms, method, params, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES))]
+fn encode_submit<'py>(
+    py: Python<'py>,
+    call_id: u64,
+    timeout_ms: i64,
+    method: &str,
+    params: Option<&[u8]>,
+    max_frame_bytes: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if timeout_ms < 0 {
+        return Err(CodecError::new_err(format!("timeout_ms must not be negative, not {timeout_ms}")));
+    }
+    // Beyond ~49 days a deadline is "never" in practice; saturate rather than refuse.
+    let timeout_ms = u32::try_from(timeout_ms).unwrap_or(u32::MAX);
+    bytes_out(py, frames::encode_submit(call_id, timeout_ms, method, params, max_frame_bytes))
+}
+
+/// The worker's inbound side: SUBMIT frames -> stamped request lines.
+#[pyclass(module = "trunkline._codec", name = "SubmitStamper")]
+pub struct PySubmitStamper {
+    inner: frames::SubmitStamper,
+    correlator: Py<PyCorrelator>,
+}
+
+#[pymethods]
+impl PySubmitStamper {
+    #[new]
+    #[pyo3(signature = (correlator, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES))]
+    fn new(correlator: Py<PyCorrelator>, max_frame_bytes: usize) -> PyResult<Self> {
+        Ok(PySubmitStamper { inner: frames::SubmitStamper::new(check_max_frame(max_frame_bytes)?), correlator })
+    }
+
+    fn start_stamping(&mut self, meta: Option<&[u8]>) -> PyResult<()> {
+        self.inner.start_stamping(meta).map_err(codec_err)
+    }
+
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        chunk: Bound<'py, PyBytes>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
+        let bytes = chunk.as_bytes();
+        let mut stdin = Vec::new();
+        let passed = {
+            // Held across the detach, as in `StreamDecoder`: stamping only inserts ids.
+            let mut guard = self.correlator.bind(py).try_borrow_mut()?;
+            let corr = &mut guard.inner;
+            let inner = &mut self.inner;
+            let stdin = &mut stdin;
+            let mut work = move || inner.feed(bytes, corr, stdin);
+            if bytes.len() >= DETACH_THRESHOLD { py.detach(work) } else { work() }
+        }
+        .map_err(corrupt_err)?;
+        let others = PyList::empty(py);
+        for p in passed {
+            match p {
+                Passed::Frame(f) => others.append(frame_tuple(py, f.kind, f.body(bytes))?)?,
+                Passed::Rejected { call_id, reason } => others.append(frame_tuple(
+                    py,
+                    frames::FRAME_SUBMIT_REJECTED,
+                    &Passed::rejected_body(call_id, &reason),
+                )?)?,
+            }
+        }
+        Ok((PyBytes::new(py, &stdin), others))
+    }
+
+    /// Whether SUBMIT frames are being stamped (`start_stamping` was called).
+    #[getter]
+    fn stamping(&self) -> bool {
+        *self.inner.mode() != frames::Stamping::Off
+    }
+
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.inner.splitter().buffered()
+    }
+
+    #[getter]
+    fn correlator(&self, py: Python<'_>) -> Py<PyCorrelator> {
+        self.correlator.clone_ref(py)
+    }
+}
+
+/// The parent's inbound side: RESULT frames resolve the calls' tokens.
+#[pyclass(module = "trunkline._codec", name = "ResultDemux")]
+pub struct PyResultDemux {
+    inner: frames::ResultDemux,
+    correlator: Py<PyCorrelator>,
+}
+
+#[pymethods]
+impl PyResultDemux {
+    #[new]
+    #[pyo3(signature = (correlator, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES))]
+    fn new(correlator: Py<PyCorrelator>, max_frame_bytes: usize) -> PyResult<Self> {
+        Ok(PyResultDemux { inner: frames::ResultDemux::new(check_max_frame(max_frame_bytes)?), correlator })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        chunk: &[u8],
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let demuxed = {
+            let mut guard = self.correlator.bind(py).try_borrow_mut()?;
+            self.inner.feed(chunk, &mut guard.inner)
+        }
+        .map_err(corrupt_err)?;
+        let resolved = PyList::empty(py);
+        let others = PyList::empty(py);
+        for d in demuxed {
+            match d {
+                Demuxed::Resolved { token, kind, result_type, frame } => {
+                    let payload = PyBytes::new(py, &frame.body(chunk)[RESULT_HEAD_LEN..]);
+                    resolved.append((token_to_py(py, token)?, kind, result_type, payload))?;
+                }
+                Demuxed::Other(f) => others.append(frame_tuple(py, f.kind, f.body(chunk))?)?,
+            }
+        }
+        Ok((resolved, others))
+    }
+
+    /// RESULT frames for calls already resolved or discarded, dropped.
+    #[getter]
+    fn stale(&self) -> u64 {
+        self.inner.stale
+    }
+
+    /// RESULT frames for call ids never allocated, dropped.
+    #[getter]
+    fn unknown(&self) -> u64 {
+        self.inner.unknown
+    }
+
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.inner.splitter().buffered()
+    }
+
+    #[getter]
+    fn correlator(&self, py: Python<'_>) -> Py<PyCorrelator> {
+        self.correlator.clone_ref(py)
     }
 }
 
@@ -543,6 +791,14 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CORR_UNKNOWN", Correlation::Unknown as u8)?;
     m.add("CORR_STALE", Correlation::Stale as u8)?;
     m.add("DEFAULT_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES)?;
+    m.add("FRAME_SUBMIT", frames::FRAME_SUBMIT)?;
+    m.add("FRAME_RESULT", frames::FRAME_RESULT)?;
+    m.add("FRAME_SUBMIT_REJECTED", frames::FRAME_SUBMIT_REJECTED)?;
+    m.add("RT_ABSENT", frames::RT_ABSENT)?;
+    m.add("RT_COMPLETE", frames::RT_COMPLETE)?;
+    m.add("RT_INPUT_REQUIRED", frames::RT_INPUT_REQUIRED)?;
+    m.add("RT_OTHER", frames::RT_OTHER)?;
+    m.add("DEFAULT_MAX_FRAME_BYTES", DEFAULT_MAX_FRAME_BYTES)?;
     m.add("MAX_NESTING_DEPTH", MAX_NESTING_DEPTH)?;
     m.add("CodecError", py.get_type::<CodecError>())?;
     m.add_class::<PyEnvelope>()?;
@@ -551,11 +807,15 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCorrelator>()?;
     m.add_class::<PyEvent>()?;
     m.add_class::<PyStreamDecoder>()?;
+    m.add_class::<PyFrameSplitter>()?;
+    m.add_class::<PySubmitStamper>()?;
+    m.add_class::<PyResultDemux>()?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
     m.add_function(wrap_pyfunction!(stamp_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_notification, m)?)?;
     m.add_function(wrap_pyfunction!(encode_result, m)?)?;
     m.add_function(wrap_pyfunction!(encode_error, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_submit, m)?)?;
     Ok(())
 }
