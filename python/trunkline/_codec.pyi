@@ -4,7 +4,7 @@ Bytes in, bytes and small tuples out: the codec never builds Python objects for 
 only forwards. Work on large buffers runs with the GIL released.
 """
 
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 JsonId = int | str
 _T = TypeVar("_T")
@@ -25,6 +25,24 @@ CORR_STALE: Final[int]  # allocated earlier but already resolved or discarded (a
 
 DEFAULT_MAX_LINE_BYTES: Final[int]  # 16 MiB
 MAX_NESTING_DEPTH: Final[int]  # deeper JSON is classified invalid, never recursed into
+
+# Parent <-> worker channel frames: ``u32 LE length | u8 type | body``, the length counting
+# the type byte and the body. Other frame types are opaque here: returned as (type, body).
+FRAME_SUBMIT: Final[int]  # 1, parent -> worker: ``u64 call_id | u32 timeout_ms | u16 method_len | method | params``
+FRAME_RESULT: Final[int]  # 16, worker -> parent: ``u64 call_id | u8 kind | u8 result_type | payload``
+# 255: never on the wire. ``SubmitStamper.feed`` reports a SUBMIT it could not stamp (params
+# not a JSON object, truncated head, method not UTF-8, call id already pending) as this
+# pseudo-frame, body ``u64 LE call_id | reason (UTF-8)``, so the worker fails just that call.
+# Nothing was registered or written for it.
+FRAME_SUBMIT_REJECTED: Final[int]
+
+# RESULT frame ``result_type`` codes, from the response's ``result.resultType``.
+RT_ABSENT: Final[int]  # no resultType (and every error)
+RT_COMPLETE: Final[int]  # "complete"
+RT_INPUT_REQUIRED: Final[int]  # "input_required"
+RT_OTHER: Final[int]  # any other value
+
+DEFAULT_MAX_FRAME_BYTES: Final[int]  # 64 MiB + 64: largest frame length accepted by default
 
 class CodecError(ValueError):
     """Raised for invalid arguments (params that are not a JSON object, bad ids, ...)."""
@@ -74,12 +92,23 @@ class Correlator(Generic[_T]):
         """Register ``token`` under the next unused integer id and return the id."""
     def register(self, id: JsonId, token: _T) -> None:
         """Register a caller-chosen id. Raises CodecError if it is pending or was used before."""
-    def resolve(self, id: JsonId | None) -> tuple[int, _T | None]:
-        """(CORR_MATCHED, token) once; then (CORR_STALE, None); (CORR_UNKNOWN, None) otherwise."""
-    def discard(self, id: JsonId) -> _T | None:
+    def resolve(self, id: JsonId | None) -> tuple[int, _T | int | None]:
+        """(CORR_MATCHED, token) once; then (CORR_STALE, None); (CORR_UNKNOWN, None) otherwise.
+        The token of a forwarded call (``allocate_call``) is its call id."""
+    def discard(self, id: JsonId) -> _T | int | None:
         """Forget a pending id without a response (timeout, cancel); a later reply is STALE."""
-    def drain(self) -> list[tuple[JsonId, _T]]:
-        """Hand back every pending (id, token) at once, e.g. on transport loss."""
+    def drain(self) -> list[tuple[JsonId, _T | int]]:
+        """Hand back every pending (id, token) at once, e.g. on transport loss. For a
+        forwarded call the token is its call id (an int)."""
+    def allocate_call(self, call_id: int) -> int:
+        """Register a call forwarded for the parent under the next integer id (the same
+        sequence as ``allocate``) and return that id. The call id is kept natively (no Python
+        object): when its reply is routed by ``StreamDecoder.feed_forward`` it becomes a
+        RESULT frame; anywhere else (``resolve``, ``discard``, ``drain``, ``Event.token``) the
+        token reads as the int call id. Raises CodecError while ``call_id`` is pending."""
+    def discard_call(self, call_id: int) -> int | None:
+        """Forget a pending forwarded call (cancel, timeout) and return its JSON-RPC id, or
+        None if it was not pending. A later reply to that id is CORR_STALE."""
     def __len__(self) -> int: ...
     def __contains__(self, id: object) -> bool: ...
 
@@ -97,7 +126,7 @@ class Event(Generic[_T]):
     line: bytes  # the whole line (empty for KIND_OVERSIZED)
     size: int  # length of the line in bytes (the skipped size for KIND_OVERSIZED)
     correlation: int
-    token: _T | None
+    token: _T | None  # a forwarded call's int call id when plain ``feed`` resolves its reply
     @property
     def result(self) -> bytes | None:
         """Raw bytes of the ``result`` value (KIND_RESULT only)."""
@@ -110,10 +139,93 @@ class StreamDecoder(Generic[_T]):
     ) -> None: ...
     def feed(self, chunk: bytes) -> list[Event[_T]]: ...
     def finish(self) -> list[Event[_T]]: ...
+    def feed_forward(self, chunk: bytes) -> tuple[bytes, list[Event[_T]]]:
+        """``feed`` for a worker: every response (KIND_RESULT or KIND_ERROR) that resolves
+        CORR_MATCHED to a forwarded call (``Correlator.allocate_call``) is appended to the
+        returned bytes as a whole RESULT frame, ``u64 call_id | u8 kind | u8 result_type |
+        payload``, where payload is the raw ``result`` value for a result and the whole line
+        (without its newline) for an error; no Python object is made for it. Every other line
+        comes back as an Event exactly as ``feed`` returns it, in order. The bytes are empty
+        when no forwarded call was answered."""
+    def finish_forward(self) -> tuple[bytes, list[Event[_T]]]:
+        """``finish`` with the routing of ``feed_forward``."""
     @property
     def buffered(self) -> int: ...
     @property
     def correlator(self) -> Correlator[_T] | None: ...
+
+class FrameSplitter:
+    """Channel bytes in, complete ``(type, body)`` frames out; partial frames are carried
+    across feeds (a frame is copied at most once, only when it straddles chunks)."""
+
+    def __init__(self, max_frame_bytes: int = ...) -> None: ...
+    def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
+        """Every frame completed by ``chunk``. A length of 0 or over ``max_frame_bytes``
+        raises CodecError: the channel is corrupt (the caller kills the worker), and every
+        later ``feed`` raises too."""
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+
+def encode_submit(
+    call_id: int, timeout_ms: int, method: str, params: bytes | None, max_frame_bytes: int = ...
+) -> bytes:
+    """One whole SUBMIT frame (header included). ``params`` (serialized JSON, None = none) is
+    not checked here: the worker's stamper checks it and rejects just that call. Raises
+    CodecError for a method name over 65535 bytes, a negative ``timeout_ms``, or a frame
+    larger than ``max_frame_bytes`` (the receiver would take it for corruption).
+    ``timeout_ms`` above 2**32-1 saturates."""
+
+class SubmitStamper:
+    """The worker's inbound side: channel bytes -> request lines for the server's stdin.
+
+    Shares ``correlator`` with the worker's StreamDecoder: each stamped SUBMIT is registered
+    with ``correlator.allocate_call(call_id)``, so its reply is routed by ``feed_forward``."""
+
+    def __init__(self, correlator: Correlator[Any], max_frame_bytes: int = ...) -> None: ...
+    def start_stamping(self, meta: bytes | None) -> None:
+        """From now on SUBMIT frames become requests: stamped with ``meta`` (a JSON object)
+        as ``params._meta`` (modern), or plain when ``meta`` is None (legacy). Until the first
+        call, SUBMIT frames are returned untouched among the other frames. Raises CodecError
+        if ``meta`` is not a JSON object. May be called again (a new verdict)."""
+    def feed(self, chunk: bytes) -> tuple[bytes, list[tuple[int, bytes]]]:
+        """(request lines to write to the server's stdin, every other frame as (type, body)).
+
+        A SUBMIT that cannot be stamped comes back as ``(FRAME_SUBMIT_REJECTED, u64 call_id |
+        reason)``, nothing registered for it. A corrupt channel (bad frame length, a SUBMIT
+        too short to hold its call id) raises CodecError before anything is registered or
+        written; every later ``feed`` raises too."""
+    @property
+    def stamping(self) -> bool:
+        """Whether ``start_stamping`` was called."""
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def correlator(self) -> Correlator[Any]: ...
+
+class ResultDemux(Generic[_T]):
+    """The parent's inbound side: RESULT frames resolve the futures of their calls.
+
+    The parent allocates call ids with ``correlator.allocate(token)``, so a RESULT's call id
+    is the correlator's id."""
+
+    def __init__(self, correlator: Correlator[_T], max_frame_bytes: int = ...) -> None: ...
+    def feed(
+        self, chunk: bytes
+    ) -> tuple[list[tuple[_T, int, int, bytes]], list[tuple[int, bytes]]]:
+        """([(token, kind, result_type, payload)] for RESULTs of pending calls, [(type, body)]
+        for every other frame). A RESULT for a call already resolved or discarded counts in
+        ``stale``, for an id never allocated in ``unknown``; both are dropped. A corrupt chunk
+        (bad frame length, a RESULT shorter than its head) raises CodecError before any token
+        is resolved, so draining the correlator afterwards fails every call."""
+    @property
+    def stale(self) -> int: ...
+    @property
+    def unknown(self) -> int: ...
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def correlator(self) -> Correlator[_T]: ...
 
 def stamp_request(id: JsonId, method: str, params: bytes | None, meta: bytes) -> bytes:
     """A modern request line (ending in ``\\n``): ``meta`` (a JSON object) becomes
