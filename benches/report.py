@@ -1,0 +1,133 @@
+"""Turn a pytest-benchmark JSON from bench_fanout.py into markdown tables.
+
+    python benches/report.py BENCH.json > table.md
+
+Reads ``extra_info`` (median calls/s, p50 and p99 over rounds, timed call phase
+only) of every ``test_fanout`` case and prints, per scenario, calls/s and
+p50/p99 for each client, with the ratios trunkline/SDK and trunkline/raw when a
+trunkline column exists, and raw/SDK (the headroom the SDK leaves) always.
+Other benchmarks in the same file are ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+CLIENT_ORDER = ("trunkline", "sdk", "raw")
+LABEL = {"trunkline": "trunkline", "sdk": "SDK", "raw": "raw uvloop"}
+
+
+def load(path: Path) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
+    doc = json.loads(path.read_text())
+    scenarios: list[str] = []
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for bench in doc.get("benchmarks", []):
+        info = bench.get("extra_info") or {}
+        if "calls_per_s" not in info or "scenario" not in info or "client" not in info:
+            continue
+        if info["scenario"] not in scenarios:
+            scenarios.append(info["scenario"])
+        cells[(info["scenario"], info["client"])] = info
+    return scenarios, cells, doc.get("machine_info", {})
+
+
+def _rate(v: float) -> str:
+    if v >= 100_000:
+        return f"{v / 1000:.0f}k"
+    if v >= 10_000:
+        return f"{v / 1000:.1f}k"
+    return f"{v:,.0f}"
+
+
+def _ms(v: float) -> str:
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    if not a or not b or not b["calls_per_s"]:
+        return "–"
+    return f"{a['calls_per_s'] / b['calls_per_s']:.2f}x"
+
+
+def _shape(name: str) -> str:
+    shape, _, payload = name.partition("-")
+    n, _, k = shape.partition("x")
+    return f"{int(n)} × {int(k):,} | {'~100 B' if payload == 'small' else payload.replace('k', ' KiB')}"
+
+
+def render(path: Path) -> str:
+    scenarios, cells, machine = load(path)
+    if not scenarios:
+        return f"No fan-out results in {path} (run benches/bench_fanout.py with --benchmark-json).\n"
+    clients = [c for c in CLIENT_ORDER if any((s, c) in cells for s in scenarios)]
+    clients += sorted({c for (_, c) in cells} - set(clients))
+    ratios: list[tuple[str, str, str]] = []
+    if "trunkline" in clients:
+        ratios += [("trunkline/SDK", "trunkline", "sdk"), ("trunkline/raw", "trunkline", "raw")]
+    ratios.append(("raw/SDK", "raw", "sdk"))
+
+    out: list[str] = []
+    if any(info.get("smoke") for info in cells.values()):
+        out.append("> **Smoke run** (`--benchmark-disable`, tiny call counts): these numbers mean nothing.\n")
+    cpu = machine.get("cpu", {}).get("brand_raw") or machine.get("processor") or ""
+    if cpu or machine.get("python_version"):
+        out.append(f"Machine: {cpu} · Python {machine.get('python_version', '?')}\n")
+
+    out.append("Throughput, calls/s (median of rounds; servers × calls in flight **per server**):\n")
+    head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients] + [r[0] for r in ratios]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * 2 + "---:|" * (len(clients) + len(ratios)))
+    for s in scenarios:
+        row = [_shape(s)]
+        for c in clients:
+            info = cells.get((s, c))
+            row.append(_rate(info["calls_per_s"]) if info else "–")
+        for _, a, b in ratios:
+            row.append(_ratio(cells.get((s, a)), cells.get((s, b))))
+        out.append("| " + " | ".join(row) + " |")
+
+    out.append("\nLatency per call, p50 / p99 in ms (submit to verified result):\n")
+    head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * 2 + "---:|" * len(clients))
+    for s in scenarios:
+        row = [_shape(s)]
+        for c in clients:
+            info = cells.get((s, c))
+            row.append(f"{_ms(info['p50_ms'])} / {_ms(info['p99_ms'])}" if info else "–")
+        out.append("| " + " | ".join(row) + " |")
+
+    out.append("\nCalls per round × rounds:\n")
+    head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * 2 + "---:|" * len(clients))
+    for s in scenarios:
+        row = [_shape(s)]
+        for c in clients:
+            info = cells.get((s, c))
+            row.append(f"{info['calls']:,} × {info['rounds']}" if info else "–")
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("json", type=Path, help="pytest-benchmark --benchmark-json output")
+    ns = ap.parse_args(argv)
+    sys.stdout.write(render(ns.json))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
