@@ -522,27 +522,39 @@ def _run_on_loop(kind: str, coro: Coroutine[Any, Any, RunResult]) -> RunResult:
         return runner.run(coro)
 
 
-def run_scenario(client_name: str, scenario: Scenario, calls: int | None = None) -> RunResult:
+def run_scenario(
+    client_name: str, scenario: Scenario, calls: int | None = None, *, isolate: bool = True
+) -> RunResult:
     """Run one round of `scenario` with a fresh client and fresh servers (blocking).
-    `calls` defaults to the scenario's full-round count for that client."""
+
+    `calls` defaults to the scenario's full-round count for that client. With
+    `isolate` (the default, and what the suite uses) the round runs in a fresh
+    interpreter (`fanout.py run ... --json`), so no client's leftovers (heap
+    layout, imported frameworks, garbage, threads) can slow the next one down:
+    measured here, the raw client ran 1x1-64k at a half to a third of its speed
+    right after an in-process SDK round.
+    """
     cls = get_adapter(client_name)
     if calls is None:
         calls = scenario.calls_for(getattr(cls, "slow", False))
+    python = Path(sys.executable)
     if client_name == "sdk" and sdk_mode() == "subprocess":
-        return _run_in_subprocess(SDK_PYTHON, client_name, scenario, calls)
+        python, isolate = SDK_PYTHON, True
+    if isolate:
+        return _run_in_subprocess(python, client_name, scenario, calls)
     return _run_on_loop(cls.event_loop, drive(cls(), scenario, calls))
 
 
 def _run_in_subprocess(python: Path, client_name: str, scenario: Scenario, calls: int) -> RunResult:
-    """Fallback for a venv without `mcp`: run the round under another interpreter."""
+    shape = scenario.name  # parse_scenario() turns it back into the same shape
     proc = subprocess.run(
-        [str(python), str(Path(__file__).resolve()), "run", client_name, scenario.name, "--calls", str(calls), "--json"],
+        [str(python), str(Path(__file__).resolve()), "run", client_name, shape, "--calls", str(calls), "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"{client_name} round under {python} failed:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"{client_name} {shape} round under {python} failed:\n{proc.stderr[-4000:]}")
     return RunResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
