@@ -78,7 +78,8 @@ pub fn route<T>(
                 (Kind::Result, Some((a, b))) => &line[a..b],
                 _ => line,
             };
-            if put_result_frame(frames, *call_id, env.kind as u8, result_type_code(env.result_type.as_deref()), payload) {
+            if put_result_frame(frames, *call_id, env.kind as u8, result_type_code(env.result_type.as_deref()), payload)
+            {
                 continue;
             }
         }
@@ -140,9 +141,11 @@ mod tests {
             if done {
                 scanned.extend(finish(&mut s));
             }
-            events.extend(route(scanned, piece, Some(&mut corr), Some(&mut frames)).into_iter().map(|r| {
-                (r.scanned.env.unwrap().kind, r.correlation, r.token)
-            }));
+            events.extend(
+                route(scanned, piece, Some(&mut corr), Some(&mut frames))
+                    .into_iter()
+                    .map(|r| (r.scanned.env.unwrap().kind, r.correlation, r.token)),
+            );
         }
         assert_eq!(
             events,
@@ -165,7 +168,13 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (16, 500, Kind::Result as u8, RT_INPUT_REQUIRED, b"{\"resultType\":\"input_required\",\"x\":[1, 2]}".to_vec()),
+                (
+                    16,
+                    500,
+                    Kind::Result as u8,
+                    RT_INPUT_REQUIRED,
+                    b"{\"resultType\":\"input_required\",\"x\":[1, 2]}".to_vec()
+                ),
                 (16, 501, Kind::Error as u8, RT_ABSENT, error.into_bytes()),
             ]
         );

@@ -322,7 +322,10 @@ pub enum Stamping {
 pub enum Passed {
     Frame(RawFrame),
     /// A SUBMIT whose contents cannot become a request; nothing was registered for it.
-    Rejected { call_id: u64, reason: String },
+    Rejected {
+        call_id: u64,
+        reason: String,
+    },
 }
 
 impl Passed {
@@ -643,8 +646,9 @@ mod tests {
         st.start_stamping(None).unwrap();
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
         let mut stdin = Vec::new();
-        let stream = [encode_submit(1, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame(FRAME_SUBMIT, b"short")]
-            .concat();
+        let stream =
+            [encode_submit(1, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame(FRAME_SUBMIT, b"short")]
+                .concat();
         assert!(st.feed(&stream, &mut corr, &mut stdin).is_err());
         assert!(corr.is_empty() && stdin.is_empty());
         assert!(st.feed(b"", &mut corr, &mut stdin).is_err(), "sticky");

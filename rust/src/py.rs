@@ -617,7 +617,11 @@ impl PySubmitStamper {
             let inner = &mut self.inner;
             let stdin = &mut stdin;
             let mut work = move || inner.feed(bytes, corr, stdin);
-            if bytes.len() >= DETACH_THRESHOLD { py.detach(work) } else { work() }
+            if bytes.len() >= DETACH_THRESHOLD {
+                py.detach(work)
+            } else {
+                work()
+            }
         }
         .map_err(corrupt_err)?;
         let others = PyList::empty(py);
@@ -667,11 +671,7 @@ impl PyResultDemux {
     }
 
     #[allow(clippy::type_complexity)]
-    fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
-        chunk: &[u8],
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let demuxed = {
             let mut guard = self.correlator.bind(py).try_borrow_mut()?;
             self.inner.feed(chunk, &mut guard.inner)

@@ -415,7 +415,8 @@ mod tests {
         assert!(encode_request_into(&mut out, &JsonId::Int(3), "m", Some(b"7")).is_err());
         assert_eq!(out.len(), good);
         encode_request_into(&mut out, &JsonId::Int(4), "m", None).unwrap();
-        assert!(text(out).ends_with("\"params\":{\"a\":1,\"_meta\":{}}}\n{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\"}\n"));
+        assert!(text(out)
+            .ends_with("\"params\":{\"a\":1,\"_meta\":{}}}\n{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\"}\n"));
         assert!(check_meta(b"{\"k\":[1]}").is_ok());
         assert!(check_meta(b"[1]").is_err());
     }
