@@ -130,6 +130,7 @@ class Peer:
         on_notification: NotificationSink | None = None,
         on_closed: Callable[[str], None] | None = None,
         max_line_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES,
+        max_frame_bytes: int = _codec.DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         self.name = name
         self.params = params
@@ -170,6 +171,7 @@ class Peer:
         # become stamped requests, and replies to them go back as RESULT frames, neither
         # ever decoded here.
         self._stamper: _codec.SubmitStamper | None = None
+        self._max_frame_bytes = max_frame_bytes
         self._forward_sink: Callable[[bytes], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -287,7 +289,7 @@ class Peer:
         """Send replies to forwarded calls to ``sink`` as ready-made RESULT frames, and
         accept SUBMIT frames through ``accept_frames``."""
         self._forward_sink = sink
-        self._stamper = _codec.SubmitStamper(self._correlator)
+        self._stamper = _codec.SubmitStamper(self._correlator, self._max_frame_bytes)
         if self.state is PeerState.READY:
             self._stamper.start_stamping(self._meta if self._modern else None)
 

@@ -1,0 +1,584 @@
+"""The supervisor: one worker process per server, watched, restarted, and never leaked.
+
+Each configured server gets a ``WorkerHandle`` in the parent. The handle spawns the worker
+(``python -m trunkline.worker``, a fresh interpreter: spawn, never fork of a threaded
+parent), owns the duplex channel to it, routes calls through it, and follows the worker's
+state reports. When the worker or its server dies, every call in flight fails at once with
+``TransportLost`` (with the server's stderr tail), the server's process group is killed in
+case the worker could not do it, and the handle restarts the pair with capped exponential
+backoff and full jitter, within an intensity limit (Erlang/OTP style: at most
+``max_restarts`` in ``window_s``, then unavailable until ``retry()`` or a cool-down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from . import _codec
+from . import channel as ch
+from .channel import ServerState, StateReport
+from .errors import (
+    ConfigurationError,
+    MalformedMessage,
+    RequestTimeout,
+    ServerUnavailable,
+    TransportLost,
+    TrunklineError,
+)
+from .peer import Reply
+from .protocol.era import NegotiationConfig
+from .protocol.identity import ClientIdentity
+from .transports.stdio import StdioParams
+
+log = logging.getLogger("trunkline.supervisor")
+
+_RESULT_TYPES: dict[int, str | None] = {0: None, 1: "complete", 2: "input_required"}
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Capped exponential backoff with full jitter, and a restart intensity limit."""
+
+    base_s: float = 0.05
+    factor: float = 2.0
+    cap_s: float = 5.0
+    max_restarts: int = 5
+    window_s: float = 30.0
+    #: After the intensity limit trips, the server stays unavailable this long, then one
+    #: fresh attempt is made (``retry()`` makes it at once).
+    cool_down_s: float = 60.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Full jitter: uniform in [0, min(cap, base * factor**attempt)]."""
+        ceiling = min(self.cap_s, self.base_s * self.factor ** max(attempt, 0))
+        return rng.uniform(0.0, ceiling)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    params: StdioParams
+    allow_legacy: bool = False
+    #: Bound on calls in flight to this server; beyond it callers wait (within their
+    #: timeout) instead of growing memory without limit.
+    max_inflight: int = 1024
+    #: While the server (re)starts: wait for it within the call's timeout (True), or
+    #: fail at once with ServerUnavailable (False).
+    wait_ready: bool = True
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    name: str
+    state: ServerState
+    era: str | None = None
+    version: str | None = None
+    capabilities: dict[str, Any] | None = None
+    server_info: dict[str, Any] | None = None
+    reason: str | None = None
+    evidence: tuple[str, ...] = ()
+    stderr_tail: str | None = None
+    restarts: int = 0
+    worker_pid: int | None = None
+    server_pid: int | None = None
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """What every worker of one host shares."""
+
+    identity: ClientIdentity = field(default_factory=ClientIdentity)
+    negotiation: NegotiationConfig = field(default_factory=NegotiationConfig)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    max_line_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES
+    #: Largest channel frame: a reply of ``max_line_bytes`` plus its frame head must fit.
+    max_frame_bytes: int = _codec.DEFAULT_MAX_FRAME_BYTES
+    #: How long a stopping worker gets for its own shutdown ladder before it is killed.
+    stop_timeout_s: float = 6.0
+
+    def __post_init__(self) -> None:
+        # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
+        if self.max_frame_bytes < self.max_line_bytes + 64:
+            raise ConfigurationError(
+                f"max_frame_bytes ({self.max_frame_bytes}) must exceed max_line_bytes "
+                f"({self.max_line_bytes}) by at least 64 bytes of frame head"
+            )
+
+
+class _ChannelProtocol(asyncio.Protocol):
+    def __init__(self, handle: WorkerHandle, generation: int) -> None:
+        self._handle = handle
+        self._generation = generation
+
+    def data_received(self, data: bytes) -> None:
+        self._handle._on_channel_data(self._generation, data)
+
+    def eof_received(self) -> bool:
+        self._handle._on_worker_gone(self._generation, "worker closed its channel")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._handle._on_worker_gone(self._generation, "worker channel lost")
+
+
+class _Generation:
+    """One worker process and everything that dies with it."""
+
+    def __init__(self, number: int, max_frame_bytes: int) -> None:
+        self.number = number
+        self.calls: _codec.Correlator[asyncio.Future[Any]] = _codec.Correlator()
+        self.demux = _codec.ResultDemux(self.calls, max_frame_bytes)
+        self.process: asyncio.subprocess.Process | None = None
+        self.channel: asyncio.Transport | None = None
+        self.report: StateReport | None = None
+        self.out: list[bytes] = []
+        self.flush_scheduled = False
+        self.gone = False
+        self.watcher: asyncio.Task[None] | None = None
+
+
+class WorkerHandle:
+    """The parent's side of one server: its worker, its channel, its calls, its state."""
+
+    def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random) -> None:
+        self.config = config
+        self.settings = settings
+        self._rng = rng
+        self.state = ServerState.STARTING
+        self.report: StateReport | None = None
+        self.reason: str | None = None
+        self.restarts = 0
+        self._restart_times: collections.deque[float] = collections.deque()
+        self._gen: _Generation | None = None
+        self._generation_counter = 0
+        self._slots = asyncio.Semaphore(config.max_inflight)
+        self._changed: asyncio.Future[None] | None = None
+        self._supervise_task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._lost_detail: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> ServerStatus:
+        """Start the worker and wait until the server is ready or unavailable."""
+        await self._spawn()
+        await self.wait_settled()
+        return self.status()
+
+    async def wait_settled(self) -> None:
+        while self.state in (ServerState.STARTING, ServerState.NEGOTIATING,
+                             ServerState.RESTARTING):
+            await self._next_change()
+
+    async def retry(self) -> ServerStatus:
+        """An explicit retry of an unavailable server: fresh intensity budget."""
+        if self.state is not ServerState.UNAVAILABLE:
+            return self.status()
+        self._restart_times.clear()
+        self._cancel_supervision()
+        await self._spawn()
+        await self.wait_settled()
+        return self.status()
+
+    async def aclose(self) -> None:
+        """Stop the worker (which stops its server), bounded in time. Idempotent."""
+        self._stopping = True
+        self._cancel_supervision()
+        gen = self._gen
+        if gen is not None and not gen.gone:
+            self._send(gen, ch.frame(ch.STOP))
+            await self._reap(gen, self.settings.stop_timeout_s)
+        self._set_state(ServerState.STOPPED)
+
+    def status(self) -> ServerStatus:
+        r = self.report
+        gen = self._gen
+        return ServerStatus(
+            name=self.name,
+            state=self.state,
+            era=r.era if r else None,
+            version=r.version if r else None,
+            capabilities=r.capabilities if r else None,
+            server_info=r.server_info if r else None,
+            reason=self.reason,
+            evidence=r.evidence if r else (),
+            stderr_tail=r.stderr_tail if r else None,
+            restarts=self.restarts,
+            worker_pid=gen.process.pid if gen and gen.process else None,
+            server_pid=r.server_pid if r else None,
+        )
+
+    # -- calls -------------------------------------------------------------------------
+
+    async def request(self, method: str, params: bytes | None, *, timeout: float) -> Reply:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.state is not ServerState.READY:
+            if not self.config.wait_ready or self.state in (
+                ServerState.UNAVAILABLE, ServerState.STOPPED,
+            ):
+                raise ServerUnavailable(
+                    self._unavailable_message(), state=self.state.value,
+                    server=self.name, method=method,
+                )
+            remaining = deadline - loop.time()
+            try:
+                await asyncio.wait_for(self._next_change(), remaining)
+            except asyncio.TimeoutError:
+                raise RequestTimeout(
+                    f"server was not ready within {timeout:g} s ({self.state.value})",
+                    timeout_s=timeout, server=self.name, method=method,
+                ) from None
+        slots = self._slots
+        if slots.locked():
+            try:
+                await asyncio.wait_for(slots.acquire(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                raise RequestTimeout(
+                    f"no free in-flight slot within {timeout:g} s "
+                    f"(max_inflight={self.config.max_inflight})",
+                    timeout_s=timeout, server=self.name, method=method,
+                ) from None
+        else:
+            await slots.acquire()  # does not suspend when a slot is free
+        try:
+            gen = self._gen
+            if gen is None or gen.gone or self.state is not ServerState.READY:
+                raise ServerUnavailable(self._unavailable_message(), state=self.state.value,
+                                        server=self.name, method=method)
+            future: asyncio.Future[Any] = loop.create_future()
+            call_id = gen.calls.allocate(future)
+            remaining = deadline - loop.time()
+            try:
+                frame = _codec.encode_submit(
+                    call_id, max(int(remaining * 1000), 1), method, params,
+                    self.settings.max_frame_bytes)
+            except _codec.CodecError as exc:
+                gen.calls.discard(call_id)
+                raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
+                                       method=method) from None
+            self._send(gen, frame)
+            try:
+                kind, result_type, payload = await asyncio.wait_for(future, remaining)
+            except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+                if gen.calls.discard(call_id) is not None and not gen.gone:
+                    self._send(gen, ch.cancel_frame(call_id))
+                if isinstance(exc, asyncio.TimeoutError):
+                    raise RequestTimeout(
+                        f"no reply within {timeout:g} s", timeout_s=timeout,
+                        server=self.name, method=method,
+                    ) from None
+                raise
+        finally:
+            slots.release()
+        if kind == _codec.KIND_RESULT:
+            return Reply(payload, _RESULT_TYPES.get(result_type, "other"))
+        return _error_reply(payload, self.name, method)
+
+    def _unavailable_message(self) -> str:
+        if self.reason:
+            return f"server is {self.state.value}: {self.reason}"
+        return f"server is {self.state.value}"
+
+    # -- the worker process ------------------------------------------------------------
+
+    def _spec(self) -> bytes:
+        s, c = self.settings, self.config
+        ident, neg = s.identity, s.negotiation
+        return orjson.dumps({
+            "channel_version": ch.CHANNEL_VERSION,
+            "name": c.name,
+            "transport": {"command": c.params.command, "args": list(c.params.args),
+                          "env": dict(c.params.env), "cwd": c.params.cwd},
+            "allow_legacy": c.allow_legacy,
+            "identity": {"name": ident.name, "version": ident.version, "title": ident.title,
+                         "capabilities": dict(ident.capabilities)},
+            "negotiation": {
+                "modern_versions": list(neg.modern_versions),
+                "legacy_versions": list(neg.legacy_versions),
+                "discover_timeout_s": neg.discover_timeout_s,
+                "legacy_probe_timeout_s": neg.legacy_probe_timeout_s,
+                "max_discover_attempts": neg.max_discover_attempts,
+            },
+            "max_line_bytes": s.max_line_bytes,
+            "max_frame_bytes": s.max_frame_bytes,
+        })
+
+    async def _spawn(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._generation_counter += 1
+        gen = _Generation(self._generation_counter, self.settings.max_frame_bytes)
+        self._gen = gen
+        self.report = None
+        self._lost_detail = None
+        self._set_state(ServerState.STARTING)
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            gen.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "trunkline.worker", str(child_sock.fileno()),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+                pass_fds=(child_sock.fileno(),),
+                # Its own session: a Ctrl-C aimed at the host reaches the host only, and
+                # the host stops its workers in order.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            parent_sock.close()
+            gen.gone = True
+            self.reason = f"could not start the worker process: {exc}"
+            self._set_state(ServerState.UNAVAILABLE)
+            return
+        finally:
+            child_sock.close()  # the worker holds its own copy now
+        assert gen.process.stdin is not None
+        gen.process.stdin.write(self._spec())
+        gen.process.stdin.close()
+        gen.channel, _ = await loop.connect_accepted_socket(
+            lambda: _ChannelProtocol(self, gen.number), sock=parent_sock)
+        gen.watcher = loop.create_task(self._watch(gen))
+
+    async def _watch(self, gen: _Generation) -> None:
+        assert gen.process is not None
+        code = await gen.process.wait()
+        self._on_worker_gone(gen.number, f"worker process exited (code {code})")
+
+    async def _reap(self, gen: _Generation, timeout: float) -> None:
+        proc = gen.process
+        if proc is None:
+            return
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        if gen.watcher is not None:
+            await asyncio.gather(gen.watcher, return_exceptions=True)
+        self._on_worker_gone(gen.number, "worker stopped")
+
+    # -- channel traffic ---------------------------------------------------------------
+
+    def _send(self, gen: _Generation, data: bytes) -> None:
+        gen.out.append(data)
+        if not gen.flush_scheduled:
+            gen.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush, gen)
+
+    def _flush(self, gen: _Generation) -> None:
+        gen.flush_scheduled = False
+        out, gen.out = gen.out, []
+        if gen.channel is not None and not gen.channel.is_closing() and out:
+            gen.channel.write(b"".join(out) if len(out) > 1 else out[0])
+
+    def _on_channel_data(self, number: int, data: bytes) -> None:
+        gen = self._gen
+        if gen is None or gen.number != number:
+            return
+        try:
+            resolved, others = gen.demux.feed(data)
+        except _codec.CodecError as exc:
+            # A broken channel is a broken worker: treat it as lost.
+            log.error("server %r: corrupt worker channel: %s", self.name, exc)
+            if gen.process is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    gen.process.kill()
+            return
+        for future, kind, result_type, payload in resolved:
+            if not future.done():
+                future.set_result((kind, result_type, payload))
+        for kind, body in others:
+            if kind == ch.STATE:
+                self._on_report(gen, StateReport.from_body(body))
+            elif kind == ch.FAILURE:
+                self._on_failure(gen, body)
+            elif kind == ch.LOG:
+                log.info("server %r: %s", self.name, orjson.loads(body))
+
+    def _on_report(self, gen: _Generation, report: StateReport) -> None:
+        gen.report = report
+        self.report = report
+        if report.state is ServerState.RESTARTING:
+            # The server died; the worker is about to exit. The restart decision is made
+            # when the worker is gone, with this report as the cause.
+            self._lost_detail = report.reason
+        elif report.state is ServerState.UNAVAILABLE:
+            self.reason = report.reason
+        elif report.state is ServerState.READY:
+            self.reason = None
+        if report.state is not ServerState.STOPPED:
+            self._set_state(report.state)
+
+    def _on_failure(self, gen: _Generation, body: bytes) -> None:
+        call_id, info = ch.parse_failure(body)
+        status, future = gen.calls.resolve(call_id)
+        if status != _codec.CORR_MATCHED or future is None or future.done():
+            return
+        kind = ch.FailureKind(info["kind"])
+        exc: TrunklineError
+        if kind is ch.FailureKind.UNAVAILABLE:
+            exc = ServerUnavailable(info["message"], server=self.name)
+        elif kind is ch.FailureKind.TIMEOUT:
+            exc = RequestTimeout(info["message"], server=self.name)
+        elif kind is ch.FailureKind.MALFORMED:
+            exc = MalformedMessage(info["message"], server=self.name)
+        else:
+            exc = TransportLost(info["message"], server=self.name)
+        future.set_exception(exc)
+
+    # -- loss and restart --------------------------------------------------------------
+
+    def _on_worker_gone(self, number: int, detail: str) -> None:
+        gen = self._gen
+        if gen is None or gen.number != number or gen.gone:
+            return
+        gen.gone = True
+        if gen.channel is not None:
+            gen.channel.close()
+        report = gen.report
+        # The worker normally stops its server; if it was killed it could not.
+        if report is not None and report.server_pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(report.server_pid, signal.SIGKILL)
+        if gen.process is not None and gen.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                gen.process.kill()
+        cause = self._lost_detail or detail
+        tail = report.stderr_tail if report is not None else None
+        for _call_id, future in gen.calls.drain():
+            if not future.done():
+                future.set_exception(TransportLost(
+                    cause, server=self.name, stderr_tail=tail,
+                    exit_code=report.exit_code if report else None))
+        if self._stopping:
+            return
+        if self.state is ServerState.UNAVAILABLE:
+            return  # refused or unspawnable: a restart would decide the same
+        self._supervise_task = asyncio.get_running_loop().create_task(self._restart(cause))
+
+    async def _restart(self, cause: str) -> None:
+        loop = asyncio.get_running_loop()
+        policy = self.settings.restart
+        now = loop.time()
+        while self._restart_times and now - self._restart_times[0] > policy.window_s:
+            self._restart_times.popleft()
+        if len(self._restart_times) >= policy.max_restarts:
+            self.reason = (f"crash loop: {len(self._restart_times)} restarts within "
+                           f"{policy.window_s:g} s; last cause: {cause}")
+            self._set_state(ServerState.UNAVAILABLE)
+            await asyncio.sleep(policy.cool_down_s)
+            self._restart_times.clear()
+        else:
+            self.reason = cause
+            self._set_state(ServerState.RESTARTING)
+            await asyncio.sleep(policy.delay(len(self._restart_times), self._rng))
+        self._restart_times.append(loop.time())
+        self.restarts += 1
+        self._supervise_task = None
+        await self._spawn()
+
+    def _cancel_supervision(self) -> None:
+        if self._supervise_task is not None:
+            self._supervise_task.cancel()
+            self._supervise_task = None
+
+    # -- state changes -----------------------------------------------------------------
+
+    def _set_state(self, state: ServerState) -> None:
+        self.state = state
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    def _next_change(self) -> asyncio.Future[None]:
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        return asyncio.shield(self._changed)
+
+
+def _error_reply(line: bytes, server: str, method: str) -> Reply:
+    try:
+        error = orjson.loads(line)["error"]
+        return Reply(None, None, int(error["code"]), str(error.get("message", "")),
+                     error.get("data"))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise MalformedMessage(f"error response did not decode: {exc}",
+                               server=server, method=method) from exc
+
+
+class Supervisor:
+    """All servers of one host: start, route by name, report, stop."""
+
+    def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None) -> None:
+        self.settings = settings or HostSettings()
+        self._rng = random.Random(seed)
+        self._handles: dict[str, WorkerHandle] = {}
+
+    async def add(self, config: ServerConfig) -> ServerStatus:
+        if config.name in self._handles:
+            raise ValueError(f"server {config.name!r} is already configured")
+        handle = WorkerHandle(config, self.settings, self._rng)
+        self._handles[config.name] = handle
+        return await handle.start()
+
+    async def add_many(self, configs: Iterable[ServerConfig]) -> list[ServerStatus]:
+        configs = list(configs)
+        for c in configs:
+            if c.name in self._handles:
+                raise ValueError(f"server {c.name!r} is already configured")
+        handles = [WorkerHandle(c, self.settings, self._rng) for c in configs]
+        for h in handles:
+            self._handles[h.name] = h
+        return list(await asyncio.gather(*(h.start() for h in handles)))
+
+    def handle(self, name: str) -> WorkerHandle:
+        try:
+            return self._handles[name]
+        except KeyError:
+            raise ServerUnavailable(f"no server named {name!r}", server=name) from None
+
+    async def request(self, name: str, method: str, params: bytes | None, *,
+                      timeout: float) -> Reply:
+        return await self.handle(name).request(method, params, timeout=timeout)
+
+    def statuses(self) -> list[ServerStatus]:
+        return [h.status() for h in self._handles.values()]
+
+    async def retry(self, name: str) -> ServerStatus:
+        return await self.handle(name).retry()
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(h.aclose() for h in self._handles.values()),
+                             return_exceptions=True)
+
+    async def __aenter__(self) -> Supervisor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+__all__ = [
+    "HostSettings",
+    "RestartPolicy",
+    "ServerConfig",
+    "ServerStatus",
+    "Supervisor",
+    "WorkerHandle",
+]

@@ -1,0 +1,238 @@
+"""The worker process: one per configured server.
+
+``python -m trunkline.worker FD`` reads its configuration (JSON) from stdin, then talks
+to the parent over the socket inherited as ``FD``. It owns the server's transport, its era
+verdict and its pending ids (a ``Peer``), and nothing else. Its whole hot path is two codec
+calls per read: channel bytes -> stamped requests on the server's stdin, server stdout ->
+RESULT frames on the channel.
+
+It lives exactly as long as its server: when the server's transport ends, the worker
+reports why and exits, and the parent's supervisor decides about a restart. When the
+parent goes away (channel EOF, even after a SIGKILL of the parent), the worker stops its
+server's process group and exits, so no process outlives the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from . import _codec
+from . import channel as ch
+from .errors import EraRefused, SpawnFailed
+from .peer import Peer
+from .protocol.era import NegotiationConfig
+from .protocol.identity import ClientIdentity
+from .transports.stdio import StdioParams
+
+# Exit codes, for the parent's logs; the STATE frame sent before exiting is authoritative.
+EXIT_STOPPED = 0
+EXIT_SERVER_LOST = 10
+EXIT_REFUSED = 11
+EXIT_SPAWN_FAILED = 12
+EXIT_BAD_CONFIG = 13
+
+_PR_SET_PDEATHSIG = 1
+
+
+def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None]) -> Peer:
+    """Build the worker's Peer from the JSON configuration the parent wrote to stdin."""
+    if spec.get("channel_version") != ch.CHANNEL_VERSION:
+        raise ValueError(
+            f"channel version {spec.get('channel_version')} != {ch.CHANNEL_VERSION}"
+        )
+    t = spec["transport"]
+    params = StdioParams(t["command"], tuple(t["args"]), dict(t["env"]), t.get("cwd"))
+    ident = spec["identity"]
+    identity = ClientIdentity(
+        name=ident["name"], version=ident["version"], title=ident.get("title"),
+        capabilities=ident.get("capabilities") or {},
+    )
+    neg = spec["negotiation"]
+    negotiation = NegotiationConfig(
+        modern_versions=tuple(neg["modern_versions"]),
+        legacy_versions=tuple(neg["legacy_versions"]),
+        discover_timeout_s=neg["discover_timeout_s"],
+        legacy_probe_timeout_s=neg["legacy_probe_timeout_s"],
+        max_discover_attempts=neg["max_discover_attempts"],
+    )
+    return Peer(
+        spec["name"], params, allow_legacy=bool(spec["allow_legacy"]), identity=identity,
+        negotiation=negotiation, max_line_bytes=int(spec["max_line_bytes"]),
+        max_frame_bytes=int(spec["max_frame_bytes"]),
+        on_closed=on_closed,
+    )
+
+
+class _ChannelProtocol(asyncio.Protocol):
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def data_received(self, data: bytes) -> None:
+        self._worker.on_channel_data(data)
+
+    def eof_received(self) -> bool:
+        self._worker.on_channel_closed()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._worker.on_channel_closed()
+
+
+class Worker:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self._lost: list[str] = []
+        self._lost_event: asyncio.Event | None = None
+        self.peer = peer_from_spec(spec, self._on_server_closed)
+        self._transport: asyncio.Transport | None = None
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._done: asyncio.Future[int] | None = None
+
+    # -- channel -----------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        """Queue frames for the parent; one write per loop tick carries them all."""
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if self._transport is not None and not self._transport.is_closing() and out:
+            self._transport.write(b"".join(out) if len(out) > 1 else out[0])
+
+    def on_channel_data(self, data: bytes) -> None:
+        for kind, body in self.peer.accept_frames(data):
+            if kind == ch.CANCEL:
+                self.peer.cancel_forwarded(ch.parse_cancel(body), "cancelled by the caller")
+            elif kind == ch.SUBMIT:
+                # Only before the verdict or after the server is gone: the parent submits
+                # once it saw READY, so this is a race with a state change.
+                call_id = int.from_bytes(body[:8], "little")
+                self.send(ch.failure_frame(
+                    call_id, ch.FailureKind.UNAVAILABLE,
+                    f"server is {self.peer.state.value}"))
+            elif kind == _codec.FRAME_SUBMIT_REJECTED:
+                # Params that are not a JSON object (or a malformed SUBMIT): fail that call,
+                # nothing was sent to the server.
+                call_id = int.from_bytes(body[:8], "little")
+                reason = body[8:].decode("utf-8", "replace")
+                self.send(ch.failure_frame(call_id, ch.FailureKind.MALFORMED, reason))
+            elif kind == ch.STOP:
+                self._finish(EXIT_STOPPED)
+
+    def on_channel_closed(self) -> None:
+        # The parent is gone (or closed us): stop the server and leave.
+        self._finish(EXIT_STOPPED)
+
+    def _on_server_closed(self, detail: str) -> None:
+        self._lost.append(detail)
+        if self._lost_event is not None:
+            self._lost_event.set()
+
+    def _finish(self, code: int) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(code)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def report(self, state: ch.ServerState, **fields: Any) -> None:
+        self.send(ch.StateReport(state=state, server_pid=self.peer.pid, **fields).to_frame())
+
+    async def run(self, sock: socket.socket) -> int:
+        loop = asyncio.get_running_loop()
+        self._done = loop.create_future()
+        self._transport, _ = await loop.connect_accepted_socket(
+            lambda: _ChannelProtocol(self), sock=sock
+        )
+        peer = self.peer
+        peer.forward_results_to(self.send)
+        self._lost_event = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, self._finish, EXIT_STOPPED)
+
+        self.report(ch.ServerState.NEGOTIATING)
+        start = loop.create_task(peer.start())
+        await asyncio.wait([start, self._done], return_when=asyncio.FIRST_COMPLETED)
+        if not start.done():  # told to stop while negotiating
+            start.cancel()
+            with contextlib.suppress(BaseException):
+                await start
+            return await self._close(ch.ServerState.STOPPED, self._done.result())
+        try:
+            verdict = start.result()
+        except EraRefused as exc:
+            return await self._close(
+                ch.ServerState.UNAVAILABLE, EXIT_REFUSED, reason=f"era refused: {exc.message}",
+                evidence=exc.evidence, stderr_tail=exc.stderr_tail)
+        except SpawnFailed as exc:
+            return await self._close(
+                ch.ServerState.UNAVAILABLE, EXIT_SPAWN_FAILED,
+                reason=f"spawn failed: {exc.message}")
+        self.report(
+            ch.ServerState.READY, era=verdict.era.value, version=verdict.version,
+            capabilities=verdict.capabilities, server_info=verdict.server_info,
+            instructions=verdict.instructions, evidence=verdict.evidence,
+        )
+        lost = loop.create_task(self._lost_event.wait())
+        await asyncio.wait([lost, self._done], return_when=asyncio.FIRST_COMPLETED)
+        lost.cancel()
+        if self._lost and not self._done.done():
+            return await self._close(
+                ch.ServerState.RESTARTING, EXIT_SERVER_LOST, reason=self._lost[0],
+                stderr_tail=peer.stderr_tail() or None, exit_code=peer.returncode)
+        return await self._close(ch.ServerState.STOPPED, self._done.result())
+
+    async def _close(self, state: ch.ServerState, code: int, **fields: Any) -> int:
+        await self.peer.aclose()
+        self.report(state, **fields)
+        self._flush()
+        if self._transport is not None:
+            self._transport.close()
+        await asyncio.sleep(0)
+        return code
+
+
+def _die_with_parent() -> None:
+    """Belt and braces beside channel EOF: SIGTERM when the parent dies, which runs the
+    same orderly stop (the server's process group is killed before we exit)."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _install_loop() -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    fd = int(argv[1])
+    try:
+        spec = orjson.loads(sys.stdin.buffer.read())
+        worker = Worker(spec)
+    except Exception as exc:  # a broken parent/worker pairing: say so loudly
+        print(f"trunkline worker: bad configuration: {exc!r}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    sock = socket.socket(fileno=fd)
+    _install_loop()
+    return asyncio.run(worker.run(sock))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
