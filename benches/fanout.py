@@ -395,10 +395,6 @@ def get_adapter(name: str) -> type[FanoutClient]:
     return ADAPTERS[name]
 
 
-# Column order in reports: the baselines frame trunkline.
-CLIENT_ORDER = ("trunkline", "sdk", "raw")
-
-
 def sdk_mode() -> str | None:
     """How the SDK column can run here: "inproc" when `mcp` imports in this
     interpreter, "subprocess" when only the .peers/py-modern venv has it, else None."""
