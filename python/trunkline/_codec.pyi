@@ -88,8 +88,9 @@ class Correlator(Generic[_T]):
     silently."""
 
     def __init__(self, first_id: int = 1) -> None: ...
-    def allocate(self, token: _T) -> int:
-        """Register ``token`` under the next unused integer id and return the id."""
+    def allocate(self, token: _T, deadline: float | None = None) -> int:
+        """Register ``token`` under the next unused integer id and return the id. With a
+        ``deadline`` (seconds on the caller's clock), ``expire`` hands it back once due."""
     def register(self, id: JsonId, token: _T) -> None:
         """Register a caller-chosen id. Raises CodecError if it is pending or was used before."""
     def resolve(self, id: JsonId | None) -> tuple[int, _T | int | None]:
@@ -100,7 +101,7 @@ class Correlator(Generic[_T]):
     def drain(self) -> list[tuple[JsonId, _T | int]]:
         """Hand back every pending (id, token) at once, e.g. on transport loss. For a
         forwarded call the token is its call id (an int)."""
-    def allocate_call(self, call_id: int) -> int:
+    def allocate_call(self, call_id: int, deadline: float | None = None) -> int:
         """Register a call forwarded for the parent under the next integer id (the same
         sequence as ``allocate``) and return that id. The call id is kept natively (no Python
         object): when its reply is routed by ``StreamDecoder.feed_forward`` it becomes a
@@ -109,6 +110,11 @@ class Correlator(Generic[_T]):
     def discard_call(self, call_id: int) -> int | None:
         """Forget a pending forwarded call (cancel, timeout) and return its JSON-RPC id, or
         None if it was not pending. A later reply to that id is CORR_STALE."""
+    def next_deadline(self) -> float | None:
+        """The earliest deadline among pending entries, or None: one timer for all calls."""
+    def expire(self, now: float) -> list[tuple[JsonId, _T | int]]:
+        """Remove and return every pending (id, token) whose deadline is at or before
+        ``now``, earliest first; a later reply to one of them is CORR_STALE."""
     def __len__(self) -> int: ...
     def __contains__(self, id: object) -> bool: ...
 

@@ -148,6 +148,8 @@ class _Generation:
         self.flush_scheduled = False
         self.gone = False
         self.watcher: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at: float | None = None
 
 
 class WorkerHandle:
@@ -164,7 +166,10 @@ class WorkerHandle:
         self._restart_times: collections.deque[float] = collections.deque()
         self._gen: _Generation | None = None
         self._generation_counter = 0
-        self._slots = asyncio.Semaphore(config.max_inflight)
+        self._max_inflight = config.max_inflight
+        self._max_frame_bytes = settings.max_frame_bytes
+        self._inflight = 0
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._changed: asyncio.Future[None] | None = None
         self._supervise_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -228,8 +233,81 @@ class WorkerHandle:
     # -- calls -------------------------------------------------------------------------
 
     async def request(self, method: str, params: bytes | None, *, timeout: float) -> Reply:
+        """Send one request through the worker; the hot path of the whole host.
+
+        Per call: one future, one correlator entry, one SUBMIT frame queued for the
+        tick's single channel write, one timer for the deadline. No task, no wait_for."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        if self.state is not ServerState.READY:
+            await self._wait_ready(deadline, timeout, method)
+        if self._inflight >= self._max_inflight:
+            await self._wait_slot(deadline, timeout, method)
+        self._inflight += 1
+        try:
+            gen = self._gen
+            if gen is None or gen.gone:
+                raise ServerUnavailable(self._unavailable_message(), state=self.state.value,
+                                        server=self.name, method=method)
+            future: asyncio.Future[Any] = loop.create_future()
+            call_id = gen.calls.allocate(future, deadline)
+            try:
+                frame = _codec.encode_submit(call_id, int(timeout * 1000), method, params,
+                                             self._max_frame_bytes)
+            except _codec.CodecError as exc:
+                gen.calls.discard(call_id)
+                raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
+                                       method=method) from None
+            gen.out.append(frame)
+            if not gen.flush_scheduled:
+                gen.flush_scheduled = True
+                loop.call_soon(self._flush, gen)
+            # One timer per worker, for the earliest deadline; the correlator keeps the
+            # deadlines ordered (a timer per call cost more than all the rest of a call).
+            if gen.timer_at is None or deadline < gen.timer_at:
+                self._arm(gen, deadline)
+            try:
+                kind, result_type, payload = await future
+            except RequestTimeout:
+                raise RequestTimeout(
+                    f"no reply within {timeout:g} s", timeout_s=timeout,
+                    server=self.name, method=method) from None
+            except asyncio.CancelledError:
+                if gen.calls.discard(call_id) is not None and not gen.gone:
+                    self._send(gen, ch.cancel_frame(call_id))
+                raise
+        finally:
+            self._inflight -= 1
+            if self._slot_waiters:
+                self._wake_slot_waiter()
+        if kind == _codec.KIND_RESULT:
+            return Reply(payload, _RESULT_TYPES.get(result_type, "other"))
+        return _error_reply(payload, self.name, method)
+
+    def _arm(self, gen: _Generation, when: float) -> None:
+        if gen.timer is not None:
+            gen.timer.cancel()
+        gen.timer_at = when
+        gen.timer = asyncio.get_running_loop().call_at(when, self._expire_due, gen)
+
+    def _expire_due(self, gen: _Generation) -> None:
+        """Deadlines passed: tell the worker to cancel those calls (it sends
+        ``notifications/cancelled``) and resolve their callers at once. A reply that still
+        comes is dropped and counted by the demux as stale."""
+        gen.timer = gen.timer_at = None
+        if gen.gone:
+            return
+        # A timer may fire a hair early on a millisecond clock: round up by one tick.
+        for call_id, future in gen.calls.expire(asyncio.get_running_loop().time() + 0.001):
+            self._send(gen, ch.cancel_frame(call_id))
+            if not future.done():
+                future.set_exception(RequestTimeout("deadline passed", server=self.name))
+        next_due = gen.calls.next_deadline()
+        if next_due is not None:
+            self._arm(gen, next_due)
+
+    async def _wait_ready(self, deadline: float, timeout: float, method: str) -> None:
+        loop = asyncio.get_running_loop()
         while self.state is not ServerState.READY:
             if not self.config.wait_ready or self.state in (
                 ServerState.UNAVAILABLE, ServerState.STOPPED,
@@ -238,59 +316,38 @@ class WorkerHandle:
                     self._unavailable_message(), state=self.state.value,
                     server=self.name, method=method,
                 )
-            remaining = deadline - loop.time()
             try:
-                await asyncio.wait_for(self._next_change(), remaining)
+                await asyncio.wait_for(self._next_change(), deadline - loop.time())
             except asyncio.TimeoutError:
                 raise RequestTimeout(
                     f"server was not ready within {timeout:g} s ({self.state.value})",
                     timeout_s=timeout, server=self.name, method=method,
                 ) from None
-        slots = self._slots
-        if slots.locked():
+
+    async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
+        """Back-pressure: wait, within the call's own deadline, for a free slot."""
+        loop = asyncio.get_running_loop()
+        while self._inflight >= self._max_inflight:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._slot_waiters.append(waiter)
             try:
-                await asyncio.wait_for(slots.acquire(), deadline - loop.time())
+                await asyncio.wait_for(waiter, deadline - loop.time())
             except asyncio.TimeoutError:
                 raise RequestTimeout(
                     f"no free in-flight slot within {timeout:g} s "
-                    f"(max_inflight={self.config.max_inflight})",
+                    f"(max_inflight={self._max_inflight})",
                     timeout_s=timeout, server=self.name, method=method,
                 ) from None
-        else:
-            await slots.acquire()  # does not suspend when a slot is free
-        try:
-            gen = self._gen
-            if gen is None or gen.gone or self.state is not ServerState.READY:
-                raise ServerUnavailable(self._unavailable_message(), state=self.state.value,
-                                        server=self.name, method=method)
-            future: asyncio.Future[Any] = loop.create_future()
-            call_id = gen.calls.allocate(future)
-            remaining = deadline - loop.time()
-            try:
-                frame = _codec.encode_submit(
-                    call_id, max(int(remaining * 1000), 1), method, params,
-                    self.settings.max_frame_bytes)
-            except _codec.CodecError as exc:
-                gen.calls.discard(call_id)
-                raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
-                                       method=method) from None
-            self._send(gen, frame)
-            try:
-                kind, result_type, payload = await asyncio.wait_for(future, remaining)
-            except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                if gen.calls.discard(call_id) is not None and not gen.gone:
-                    self._send(gen, ch.cancel_frame(call_id))
-                if isinstance(exc, asyncio.TimeoutError):
-                    raise RequestTimeout(
-                        f"no reply within {timeout:g} s", timeout_s=timeout,
-                        server=self.name, method=method,
-                    ) from None
-                raise
-        finally:
-            slots.release()
-        if kind == _codec.KIND_RESULT:
-            return Reply(payload, _RESULT_TYPES.get(result_type, "other"))
-        return _error_reply(payload, self.name, method)
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+
+    def _wake_slot_waiter(self) -> None:
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     def _unavailable_message(self) -> str:
         if self.reason:
@@ -449,6 +506,9 @@ class WorkerHandle:
         if gen is None or gen.number != number or gen.gone:
             return
         gen.gone = True
+        if gen.timer is not None:
+            gen.timer.cancel()
+            gen.timer = gen.timer_at = None
         if gen.channel is not None:
             gen.channel.close()
         report = gen.report

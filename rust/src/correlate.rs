@@ -13,7 +13,7 @@
 //! either a caller object or the parent's call id, kept natively so a reply to a forwarded
 //! call can be routed back without touching Python.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use crate::scan::JsonId;
 use crate::stamp::CodecError;
@@ -181,17 +181,78 @@ pub enum Token<T> {
 
 /// A [`Correlator`] whose entries may be forwarded calls, plus the reverse map
 /// call id -> JSON-RPC id that cancelling one needs. The map holds exactly the pending
-/// `Token::Call` entries: every path that removes an entry (resolve, discard, drain)
-/// removes its map entry too.
+/// `Token::Call` entries: every path that removes an entry (resolve, discard, drain,
+/// expire) removes its map entry too.
+///
+/// Integer entries may carry a deadline (microseconds on the caller's clock). Deadlines
+/// are kept ordered so the owner needs one timer for the earliest, not one per request:
+/// measured in the parent, a timer per call cost more than the rest of the call path.
 #[derive(Debug)]
 pub struct CallCorrelator<T> {
     ids: Correlator<Token<T>>,
     calls: HashMap<u64, i64>,
+    /// (deadline, id) of pending integer entries that have a deadline, earliest first.
+    deadlines: BTreeSet<(u64, i64)>,
+    /// id -> deadline, to remove an entry's deadline when it resolves first.
+    deadline_of: HashMap<i64, u64>,
 }
 
 impl<T> CallCorrelator<T> {
     pub fn new(first_id: i64) -> Self {
-        CallCorrelator { ids: Correlator::new(first_id), calls: HashMap::new() }
+        CallCorrelator {
+            ids: Correlator::new(first_id),
+            calls: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            deadline_of: HashMap::new(),
+        }
+    }
+
+    fn set_deadline(&mut self, id: i64, deadline: Option<u64>) {
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, id));
+            self.deadline_of.insert(id, d);
+        }
+    }
+
+    fn clear_deadline(&mut self, id: Option<&JsonId>) {
+        if self.deadline_of.is_empty() {
+            return;
+        }
+        if let Some(JsonId::Int(n)) = id {
+            if let Some(d) = self.deadline_of.remove(n) {
+                self.deadlines.remove(&(d, *n));
+            }
+        }
+    }
+
+    /// The earliest pending deadline, if any entry has one.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.deadlines.first().map(|(d, _)| *d)
+    }
+
+    /// Remove and return every entry whose deadline is at or before `now`, earliest
+    /// first. Like `discard`, a later reply to one of them is stale.
+    pub fn expire(&mut self, now: u64) -> Vec<(JsonId, Token<T>)> {
+        let mut out = Vec::new();
+        while let Some(&(d, id)) = self.deadlines.first() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            self.deadline_of.remove(&id);
+            let key = JsonId::Int(id);
+            if let Some(token) = self.ids.discard(&key) {
+                if let Token::Call(c) = &token {
+                    self.calls.remove(c);
+                }
+                out.push((key, token));
+            }
+        }
+        out
+    }
+
+    pub fn deadlines_pending(&self) -> usize {
+        self.deadlines.len()
     }
 
     pub fn len(&self) -> usize {
@@ -219,8 +280,10 @@ impl<T> CallCorrelator<T> {
         self.calls.contains_key(&call_id)
     }
 
-    pub fn allocate(&mut self, token: T) -> Result<i64, CodecError> {
-        self.ids.allocate(Token::Object(token))
+    pub fn allocate(&mut self, token: T, deadline: Option<u64>) -> Result<i64, CodecError> {
+        let id = self.ids.allocate(Token::Object(token))?;
+        self.set_deadline(id, deadline);
+        Ok(id)
     }
 
     pub fn register(&mut self, id: JsonId, token: T) -> Result<(), CodecError> {
@@ -229,12 +292,13 @@ impl<T> CallCorrelator<T> {
 
     /// Allocate the next JSON-RPC id for the parent's call `call_id`. Refused while that
     /// call id is pending: the reverse map must stay one-to-one.
-    pub fn allocate_call(&mut self, call_id: u64) -> Result<i64, CodecError> {
+    pub fn allocate_call(&mut self, call_id: u64, deadline: Option<u64>) -> Result<i64, CodecError> {
         if self.calls.contains_key(&call_id) {
             return Err(CodecError(format!("call id {call_id} is already pending")));
         }
         let id = self.ids.allocate(Token::Call(call_id))?;
         self.calls.insert(call_id, id);
+        self.set_deadline(id, deadline);
         Ok(id)
     }
 
@@ -246,12 +310,18 @@ impl<T> CallCorrelator<T> {
 
     pub fn resolve(&mut self, id: Option<&JsonId>) -> (Correlation, Option<Token<T>>) {
         let out = self.ids.resolve(id);
+        if out.1.is_some() {
+            self.clear_deadline(id);
+        }
         self.forget_call(&out.1);
         out
     }
 
     pub fn discard(&mut self, id: &JsonId) -> Option<Token<T>> {
         let out = self.ids.discard(id);
+        if out.is_some() {
+            self.clear_deadline(Some(id));
+        }
         self.forget_call(&out);
         out
     }
@@ -260,6 +330,7 @@ impl<T> CallCorrelator<T> {
     /// if it was pending, so the server can be told. A later reply is stale.
     pub fn discard_call(&mut self, call_id: u64) -> Option<i64> {
         let id = self.calls.remove(&call_id)?;
+        self.clear_deadline(Some(&JsonId::Int(id)));
         let gone = self.ids.discard(&JsonId::Int(id));
         debug_assert!(matches!(gone, Some(Token::Call(c)) if c == call_id));
         Some(id)
@@ -267,6 +338,8 @@ impl<T> CallCorrelator<T> {
 
     pub fn drain(&mut self) -> Vec<(JsonId, Token<T>)> {
         self.calls.clear();
+        self.deadlines.clear();
+        self.deadline_of.clear();
         self.ids.drain()
     }
 }
@@ -345,11 +418,11 @@ mod tests {
     #[test]
     fn forwarded_calls_share_the_id_space() {
         let mut c = CallCorrelator::new(1);
-        assert_eq!(c.allocate("probe").unwrap(), 1);
+        assert_eq!(c.allocate("probe", None).unwrap(), 1);
         assert_eq!(c.next_id(), 2);
-        assert_eq!(c.allocate_call(900).unwrap(), 2);
-        assert_eq!(c.allocate_call(901).unwrap(), 3);
-        assert!(c.allocate_call(900).is_err(), "a pending call id is refused");
+        assert_eq!(c.allocate_call(900, None).unwrap(), 2);
+        assert_eq!(c.allocate_call(901, None).unwrap(), 3);
+        assert!(c.allocate_call(900, None).is_err(), "a pending call id is refused");
         assert_eq!(c.next_id(), 4, "a refused call consumes no id");
         assert_eq!((c.len(), c.calls_pending()), (3, 2));
         assert_eq!(c.resolve(Some(&JsonId::Int(2))), (Correlation::Matched, Some(Token::Call(900))));
@@ -358,19 +431,19 @@ mod tests {
         assert_eq!(c.resolve(Some(&JsonId::Int(1))), (Correlation::Matched, Some(Token::Object("probe"))));
         // Once resolved, the call id may be used again (the parent never does, but the map
         // must not remember it).
-        assert_eq!(c.allocate_call(900).unwrap(), 4);
+        assert_eq!(c.allocate_call(900, None).unwrap(), 4);
     }
 
     #[test]
     fn discard_call_makes_the_reply_stale() {
         let mut c: CallCorrelator<()> = CallCorrelator::new(10);
-        let id = c.allocate_call(7).unwrap();
+        let id = c.allocate_call(7, None).unwrap();
         assert_eq!(c.discard_call(7), Some(id));
         assert_eq!(c.discard_call(7), None);
         assert!(c.is_empty());
         assert_eq!(c.resolve(Some(&JsonId::Int(id))), (Correlation::Stale, None));
         // Discarding by JSON-RPC id keeps the map in sync too.
-        let id = c.allocate_call(8).unwrap();
+        let id = c.allocate_call(8, None).unwrap();
         assert_eq!(c.discard(&JsonId::Int(id)), Some(Token::Call(8)));
         assert_eq!(c.calls_pending(), 0);
         assert_eq!(c.discard_call(8), None);
@@ -379,16 +452,44 @@ mod tests {
     #[test]
     fn drain_and_bulk_resolve_leave_no_map_entries() {
         let mut c = CallCorrelator::new(1);
-        let ids: Vec<i64> = (0..1000u64).map(|k| c.allocate_call(k).unwrap()).collect();
+        let ids: Vec<i64> = (0..1000u64).map(|k| c.allocate_call(k, None).unwrap()).collect();
         for id in &ids[..500] {
             assert_eq!(c.resolve(Some(&JsonId::Int(*id))).0, Correlation::Matched);
         }
         assert_eq!(c.calls_pending(), 500);
-        c.allocate("obj").unwrap();
+        c.allocate("obj", None).unwrap();
         let drained = c.drain();
         assert_eq!(drained.len(), 501);
         assert_eq!(drained[0], (JsonId::Int(ids[500]), Token::Call(500)));
         assert_eq!(drained[500].1, Token::Object("obj"));
         assert_eq!((c.len(), c.calls_pending()), (0, 0));
+    }
+
+    #[test]
+    fn deadlines_expire_in_order_and_leave_with_their_entries() {
+        let mut c = CallCorrelator::new(1);
+        let a = c.allocate("a", Some(300)).unwrap();
+        let b = c.allocate_call(77, Some(100)).unwrap();
+        let d = c.allocate("d", Some(200)).unwrap();
+        let no = c.allocate("no deadline", None).unwrap();
+        assert_eq!(c.next_deadline(), Some(100));
+        // Resolving an entry drops its deadline.
+        assert_eq!(c.resolve(Some(&JsonId::Int(d))).0, Correlation::Matched);
+        assert_eq!(c.deadlines_pending(), 2);
+        assert!(c.expire(99).is_empty());
+        assert_eq!(c.expire(250), vec![(JsonId::Int(b), Token::Call(77))]);
+        assert_eq!(c.calls_pending(), 0, "an expired call leaves the reverse map");
+        assert_eq!(c.resolve(Some(&JsonId::Int(b))), (Correlation::Stale, None));
+        assert_eq!(c.next_deadline(), Some(300));
+        assert_eq!(c.discard(&JsonId::Int(a)), Some(Token::Object("a")));
+        assert_eq!(c.next_deadline(), None);
+        assert!(c.expire(u64::MAX).is_empty(), "entries without a deadline never expire");
+        assert!(c.contains(&JsonId::Int(no)));
+        let e = c.allocate_call(5, Some(10)).unwrap();
+        assert_eq!(c.discard_call(5), Some(e));
+        assert_eq!(c.deadlines_pending(), 0);
+        c.allocate("x", Some(1)).unwrap();
+        c.drain();
+        assert_eq!((c.deadlines_pending(), c.next_deadline()), (0, None));
     }
 }

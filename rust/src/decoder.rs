@@ -118,10 +118,10 @@ mod tests {
     #[test]
     fn forwarded_replies_become_result_frames() {
         let mut corr = CallCorrelator::new(1);
-        let obj = corr.allocate("future").unwrap();
-        let fwd = corr.allocate_call(500).unwrap();
-        let err = corr.allocate_call(501).unwrap();
-        let gone = corr.allocate_call(502).unwrap();
+        let obj = corr.allocate("future", None).unwrap();
+        let fwd = corr.allocate_call(500, None).unwrap();
+        let err = corr.allocate_call(501, None).unwrap();
+        let gone = corr.allocate_call(502, None).unwrap();
         corr.discard_call(502);
         let result = format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{fwd},\"result\":{{\"resultType\":\"input_required\",\"x\":[1, 2]}}}}"
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn without_forward_calls_stay_events() {
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
-        let id = corr.allocate_call(9).unwrap();
+        let id = corr.allocate_call(9, None).unwrap();
         let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":1}}\n");
         let mut s = LineSplitter::new(1024);
         let routed = route(feed(&mut s, line.as_bytes()), line.as_bytes(), Some(&mut corr), None);

@@ -422,7 +422,7 @@ impl SubmitStamper {
             Stamping::Off => unreachable!("only called while stamping"),
         }
         .map_err(|e| e.0)?;
-        match corr.allocate_call(sub.call_id) {
+        match corr.allocate_call(sub.call_id, None) {
             Ok(got) => {
                 debug_assert_eq!(JsonId::Int(got), id);
                 Ok(())
@@ -604,7 +604,7 @@ mod tests {
     fn stamper_stamps_registers_and_rejects() {
         let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
-        corr.allocate(()).unwrap(); // a probe took id 1
+        corr.allocate((), None).unwrap(); // a probe took id 1
         st.start_stamping(Some(META)).unwrap();
         let stream = [
             encode_submit(70, 100, "tools/call", Some(b"{\"name\":\"x\"}"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
@@ -657,8 +657,8 @@ mod tests {
     #[test]
     fn demux_resolves_counts_and_passes() {
         let mut corr = CallCorrelator::new(1);
-        let a = corr.allocate("a").unwrap() as u64;
-        let b = corr.allocate("b").unwrap() as u64;
+        let a = corr.allocate("a", None).unwrap() as u64;
+        let b = corr.allocate("b", None).unwrap() as u64;
         assert!(corr.discard(&JsonId::Int(b as i64)).is_some());
         let mut stream = Vec::new();
         assert!(put_result_frame(&mut stream, a, 3, RT_COMPLETE, b"{\"x\":1}"));
@@ -693,7 +693,7 @@ mod tests {
     #[test]
     fn demux_short_result_is_corruption_before_resolving() {
         let mut corr = CallCorrelator::new(1);
-        let a = corr.allocate("a").unwrap() as u64;
+        let a = corr.allocate("a", None).unwrap() as u64;
         let mut stream = Vec::new();
         put_result_frame(&mut stream, a, 3, RT_ABSENT, b"1");
         stream.extend(frame(FRAME_RESULT, b"tiny"));

@@ -43,6 +43,17 @@ fn corrupt_err(e: CorruptFrame) -> PyErr {
 }
 
 /// What Python sees of a correlator token: the object itself, or a forwarded call's id.
+/// Deadlines cross the boundary as float seconds on the caller's clock (the event loop's
+/// `time()`), and are kept as whole microseconds: ordered, exact, and fine-grained enough
+/// for request timeouts. Negative or NaN values mean "already due".
+fn deadline_us(seconds: f64) -> u64 {
+    if seconds.is_nan() || seconds <= 0.0 {
+        0
+    } else {
+        (seconds * 1e6).min(u64::MAX as f64) as u64
+    }
+}
+
 fn token_to_py(py: Python<'_>, token: Token<Py<PyAny>>) -> PyResult<Py<PyAny>> {
     Ok(match token {
         Token::Object(obj) => obj,
@@ -264,16 +275,33 @@ impl PyCorrelator {
         PyCorrelator { inner: CallCorrelator::new(first_id) }
     }
 
-    fn allocate(&mut self, token: Py<PyAny>) -> PyResult<i64> {
-        self.inner.allocate(token).map_err(codec_err)
+    #[pyo3(signature = (token, deadline = None))]
+    fn allocate(&mut self, token: Py<PyAny>, deadline: Option<f64>) -> PyResult<i64> {
+        self.inner.allocate(token, deadline.map(deadline_us)).map_err(codec_err)
     }
 
     fn register(&mut self, id: &Bound<'_, PyAny>, token: Py<PyAny>) -> PyResult<()> {
         self.inner.register(id_from_py(id)?, token).map_err(codec_err)
     }
 
-    fn allocate_call(&mut self, call_id: u64) -> PyResult<i64> {
-        self.inner.allocate_call(call_id).map_err(codec_err)
+    #[pyo3(signature = (call_id, deadline = None))]
+    fn allocate_call(&mut self, call_id: u64, deadline: Option<f64>) -> PyResult<i64> {
+        self.inner.allocate_call(call_id, deadline.map(deadline_us)).map_err(codec_err)
+    }
+
+    /// The earliest pending deadline, in the seconds the deadlines were given in.
+    fn next_deadline(&self) -> Option<f64> {
+        self.inner.next_deadline().map(|us| us as f64 / 1e6)
+    }
+
+    /// Remove and return every (id, token) whose deadline is at or before `now`.
+    fn expire<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (id, token) in self.inner.expire(deadline_us(now)) {
+            let id = id_to_py(py, &Some(id))?;
+            list.append(PyTuple::new(py, [id, token_to_py(py, token)?])?)?;
+        }
+        Ok(list)
     }
 
     fn discard_call(&mut self, call_id: u64) -> Option<i64> {

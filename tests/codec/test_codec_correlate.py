@@ -154,3 +154,23 @@ def test_large_result_line_is_sliced_exactly():
     events = StreamDecoder(c).feed(line * 3)
     assert [(e.correlation, e.result_type) for e in events] == [(CORR_MATCHED, "complete")] + [(CORR_STALE, "complete")] * 2
     assert all(orjson.loads(e.result) == result for e in events)
+
+
+def test_deadlines_expire_in_order_with_one_timer_worth_of_state():
+    from trunkline import _codec as codec
+
+    c = codec.Correlator()
+    late = c.allocate("late", 30.0)
+    early = c.allocate_call(7, 10.0)
+    mid = c.allocate("mid", 20.0)
+    free = c.allocate("no deadline")
+    assert c.next_deadline() == 10.0
+    assert c.resolve(mid) == (codec.CORR_MATCHED, "mid")
+    assert c.expire(9.999) == []
+    assert c.expire(25.0) == [(early, 7)]
+    assert c.resolve(early) == (codec.CORR_STALE, None)
+    assert c.discard_call(7) is None
+    assert c.next_deadline() == 30.0
+    assert c.expire(1e12) == [(late, "late")]
+    assert c.next_deadline() is None
+    assert free in c and len(c) == 1

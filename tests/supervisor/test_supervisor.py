@@ -298,3 +298,29 @@ def test_backoff_uses_the_whole_jitter_range():
     rng = random.Random(7)
     delays = [policy.delay(5, rng) for _ in range(2000)]
     assert max(delays) <= 4.0 and max(delays) > 3.8 and min(delays) < 0.2
+
+
+def test_timeout_cancels_on_the_wire_and_late_replies_are_dropped(tap, no_leaks):
+    async def main():
+        async with Supervisor(SETTINGS) as sup:
+            await sup.add(ServerConfig("t", scripted(tap=tap)))
+            never = orjson.dumps({"name": "sleep", "arguments": {}})
+            late = orjson.dumps({"name": "sleep", "arguments": {"seconds": 0.5}})
+            with pytest.raises(RequestTimeout, match="no reply within 0.2 s") as info:
+                await sup.request("t", "tools/call", never, timeout=0.2)
+            assert info.value.server == "t" and info.value.method == "tools/call"
+            # Many deadlines at once, interleaved with calls that do answer in time.
+            results = await asyncio.gather(
+                *(sup.request("t", "tools/call", late, timeout=0.1) for _ in range(5)),
+                *(echo(sup, "t", f"ok{i}") for i in range(5)),
+                return_exceptions=True)
+            assert all(isinstance(r, RequestTimeout) for r in results[:5])
+            assert results[5:] == [f"ok{i}" for i in range(5)]
+            await asyncio.sleep(0.3)
+    run(main())
+    records = [orjson.loads(line) for line in taplog.lines(tap, taplog.IN)]
+    calls = [m["id"] for m in records if m.get("method") == "tools/call"
+             and m["params"]["name"] == "sleep"]
+    cancelled = [m["params"]["requestId"] for m in records
+                 if m.get("method") == "notifications/cancelled"]
+    assert sorted(cancelled) == sorted(calls) and len(calls) == 6
