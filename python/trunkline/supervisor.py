@@ -45,6 +45,8 @@ from .transports.stdio import StdioParams
 
 log = logging.getLogger("trunkline.supervisor")
 
+_CHANNEL_BUFFER_BYTES = 4 << 20
+
 _RESULT_TYPES: dict[int, str | None] = {0: None, 1: "complete", 2: "input_required"}
 
 
@@ -172,6 +174,7 @@ class WorkerHandle:
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._changed: asyncio.Future[None] | None = None
         self._supervise_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._lost_detail: str | None = None
 
@@ -237,7 +240,7 @@ class WorkerHandle:
 
         Per call: one future, one correlator entry, one SUBMIT frame queued for the
         tick's single channel write, one timer for the deadline. No task, no wait_for."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if self.state is not ServerState.READY:
             await self._wait_ready(deadline, timeout, method)
@@ -379,7 +382,8 @@ class WorkerHandle:
         })
 
     async def _spawn(self) -> None:
-        loop = asyncio.get_running_loop()
+        # Kept: asyncio.get_running_loop() costs a getpid() syscall, on the hot path.
+        self._loop = loop = asyncio.get_running_loop()
         self._generation_counter += 1
         gen = _Generation(self._generation_counter, self.settings.max_frame_bytes)
         self._gen = gen
@@ -387,6 +391,10 @@ class WorkerHandle:
         self._lost_detail = None
         self._set_state(ServerState.STARTING)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        for sock in (parent_sock, child_sock):
+            # Room for many 64 KiB results per wake-up in both directions.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _CHANNEL_BUFFER_BYTES)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _CHANNEL_BUFFER_BYTES)
         try:
             gen.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "trunkline.worker", str(child_sock.fileno()),
@@ -436,13 +444,13 @@ class WorkerHandle:
         gen.out.append(data)
         if not gen.flush_scheduled:
             gen.flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush, gen)
+            self._loop.call_soon(self._flush, gen)
 
     def _flush(self, gen: _Generation) -> None:
         gen.flush_scheduled = False
         out, gen.out = gen.out, []
         if gen.channel is not None and not gen.channel.is_closing() and out:
-            gen.channel.write(b"".join(out) if len(out) > 1 else out[0])
+            gen.channel.writelines(out)
 
     def _on_channel_data(self, number: int, data: bytes) -> None:
         gen = self._gen

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import os
 import signal
 import socket
 import sys
@@ -104,13 +105,13 @@ class Worker:
         self._out.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
         out, self._out = self._out, []
         if self._transport is not None and not self._transport.is_closing() and out:
-            self._transport.write(b"".join(out) if len(out) > 1 else out[0])
+            self._transport.writelines(out)
 
     def on_channel_data(self, data: bytes) -> None:
         for kind, body in self.peer.accept_frames(data):
@@ -151,7 +152,7 @@ class Worker:
         self.send(ch.StateReport(state=state, server_pid=self.peer.pid, **fields).to_frame())
 
     async def run(self, sock: socket.socket) -> int:
-        loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self._done = loop.create_future()
         self._transport, _ = await loop.connect_accepted_socket(
             lambda: _ChannelProtocol(self), sock=sock
@@ -231,6 +232,14 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_CONFIG
     sock = socket.socket(fileno=fd)
     _install_loop()
+    profile_dir = os.environ.get("TRUNKLINE_WORKER_PROFILE")
+    if profile_dir:  # a developer's aid: one cProfile dump per worker process
+        import cProfile
+
+        with cProfile.Profile() as prof:
+            code = asyncio.run(worker.run(sock))
+        prof.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))
+        return code
     return asyncio.run(worker.run(sock))
 
 
