@@ -33,10 +33,8 @@ def scripted(*flags: str, tap: Path | None = None, env: dict[str, str] | None = 
     return stdio(sys.executable, str(PEERS / "scripted.py"), *flags, env=extra)
 
 
-def child_pids() -> set[int]:
-    """Live (non-zombie) direct children of this process."""
-    me = os.getpid()
-    found = set()
+def _processes() -> Iterator[tuple[int, bytes, int, int]]:
+    """(pid, state, ppid, pgrp) of every live process, read from /proc."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -47,25 +45,18 @@ def child_pids() -> set[int]:
             continue
         # Fields after the parenthesized command: state ppid pgrp ...
         fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[1]) == me and fields[0] != b"Z":
-            found.add(int(entry))
-    return found
+        yield int(entry), fields[0], int(fields[1]), int(fields[2])
+
+
+def child_pids() -> set[int]:
+    """Live (non-zombie) direct children of this process."""
+    me = os.getpid()
+    return {pid for pid, state, ppid, _ in _processes() if ppid == me and state != b"Z"}
 
 
 def group_alive(pgid: int) -> bool:
     """Whether any live process is still in process group ``pgid``."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+    return any(pgrp == pgid and state != b"Z" for _, state, _, pgrp in _processes())
 
 
 def open_fds() -> set[int]:

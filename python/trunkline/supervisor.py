@@ -29,6 +29,7 @@ import orjson
 
 from . import _codec
 from . import channel as ch
+from .batching import TickBatcher
 from .channel import ServerState, StateReport
 from .errors import (
     ConfigurationError,
@@ -146,8 +147,7 @@ class _Generation:
         self.process: asyncio.subprocess.Process | None = None
         self.channel: asyncio.Transport | None = None
         self.report: StateReport | None = None
-        self.out: list[bytes] = []
-        self.flush_scheduled = False
+        self.out: TickBatcher | None = None
         self.gone = False
         self.watcher: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -261,10 +261,7 @@ class WorkerHandle:
                 gen.calls.discard(call_id)
                 raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
                                        method=method) from None
-            gen.out.append(frame)
-            if not gen.flush_scheduled:
-                gen.flush_scheduled = True
-                loop.call_soon(self._flush, gen)
+            gen.out.push(frame)  # type: ignore[union-attr]  # set before READY
             # One timer per worker, for the earliest deadline; the correlator keeps the
             # deadlines ordered (a timer per call cost more than all the rest of a call).
             if gen.timer_at is None or deadline < gen.timer_at:
@@ -415,8 +412,10 @@ class WorkerHandle:
         assert gen.process.stdin is not None
         gen.process.stdin.write(self._spec())
         gen.process.stdin.close()
+        gen.out = TickBatcher(loop)
         gen.channel, _ = await loop.connect_accepted_socket(
             lambda: _ChannelProtocol(self, gen.number), sock=parent_sock)
+        gen.out.attach(gen.channel)
         gen.watcher = loop.create_task(self._watch(gen))
 
     async def _watch(self, gen: _Generation) -> None:
@@ -441,16 +440,8 @@ class WorkerHandle:
     # -- channel traffic ---------------------------------------------------------------
 
     def _send(self, gen: _Generation, data: bytes) -> None:
-        gen.out.append(data)
-        if not gen.flush_scheduled:
-            gen.flush_scheduled = True
-            self._loop.call_soon(self._flush, gen)
-
-    def _flush(self, gen: _Generation) -> None:
-        gen.flush_scheduled = False
-        out, gen.out = gen.out, []
-        if gen.channel is not None and not gen.channel.is_closing() and out:
-            gen.channel.writelines(out)
+        if gen.out is not None:
+            gen.out.push(data)
 
     def _on_channel_data(self, number: int, data: bytes) -> None:
         gen = self._gen

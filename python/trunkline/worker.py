@@ -28,6 +28,7 @@ import orjson
 
 from . import _codec
 from . import channel as ch
+from .batching import TickBatcher
 from .errors import EraRefused, SpawnFailed
 from .peer import Peer
 from .protocol.era import NegotiationConfig
@@ -94,24 +95,15 @@ class Worker:
         self._lost_event: asyncio.Event | None = None
         self.peer = peer_from_spec(spec, self._on_server_closed)
         self._transport: asyncio.Transport | None = None
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
+        self._out: TickBatcher | None = None
         self._done: asyncio.Future[int] | None = None
 
     # -- channel -----------------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
         """Queue frames for the parent; one write per loop tick carries them all."""
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, []
-        if self._transport is not None and not self._transport.is_closing() and out:
-            self._transport.writelines(out)
+        assert self._out is not None
+        self._out.push(data)
 
     def on_channel_data(self, data: bytes) -> None:
         for kind, body in self.peer.accept_frames(data):
@@ -152,11 +144,13 @@ class Worker:
         self.send(ch.StateReport(state=state, server_pid=self.peer.pid, **fields).to_frame())
 
     async def run(self, sock: socket.socket) -> int:
-        self._loop = loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._done = loop.create_future()
+        self._out = TickBatcher(loop)
         self._transport, _ = await loop.connect_accepted_socket(
             lambda: _ChannelProtocol(self), sock=sock
         )
+        self._out.attach(self._transport)
         peer = self.peer
         peer.forward_results_to(self.send)
         self._lost_event = asyncio.Event()
@@ -198,7 +192,8 @@ class Worker:
     async def _close(self, state: ch.ServerState, code: int, **fields: Any) -> int:
         await self.peer.aclose()
         self.report(state, **fields)
-        self._flush()
+        assert self._out is not None
+        self._out.flush()
         if self._transport is not None:
             self._transport.close()
         await asyncio.sleep(0)

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ..batching import TickBatcher
 from ..errors import SpawnFailed
 
 #: Variables a server inherits from the host's environment; everything else must be
@@ -146,8 +147,7 @@ class StdioTransport:
         self._term_timeout_s = term_timeout_s
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
-        self._pending_writes: list[bytes] = []
-        self._flush_scheduled = False
+        self._writes: TickBatcher | None = None
         self._exited: asyncio.Future[int | None] | None = None
         self._closed_reported = False
         self._stdout_eof = False
@@ -178,6 +178,8 @@ class StdioTransport:
             raise SpawnFailed(f"could not start {self.params.describe()!r}: {exc}") from exc
         self._transport = transport
         self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
+        self._writes = TickBatcher(loop)
+        self._writes.attach(self._stdin)
         self.pid = transport.get_pid()
         for fd in (0, 1):
             _widen_pipe(transport.get_pipe_transport(fd))
@@ -198,21 +200,8 @@ class StdioTransport:
     def write(self, data: bytes) -> None:
         """Queue bytes for the child's stdin; everything queued in one loop tick goes out
         in one write."""
-        self._pending_writes.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        chunks, self._pending_writes = self._pending_writes, []
-        stdin = self._stdin
-        if stdin is None or stdin.is_closing() or not chunks:
-            return  # the child is gone; the close path fails whatever was waiting
-        try:
-            stdin.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        except (BrokenPipeError, ConnectionResetError, RuntimeError):
-            pass  # reported through on_closed when the process exit is seen
+        assert self._writes is not None, "write() before start()"
+        self._writes.push(data)
 
     # -- events from the child ---------------------------------------------------------
 
@@ -276,7 +265,8 @@ class StdioTransport:
         if transport is None:
             return None
         assert self._exited is not None
-        self._flush()
+        if self._writes is not None:
+            self._writes.flush()
         if self._stdin is not None and not self._stdin.is_closing():
             self._stdin.close()
         if not await self._wait_exit(self._close_timeout_s):
