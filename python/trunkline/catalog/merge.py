@@ -1,0 +1,215 @@
+"""Merging listings into one catalog: deterministic order, explicit collision policy.
+
+Order: servers in their *configured* order, each server's tools sorted by name (code
+point order, so no locale can change it). The order in which servers became ready never
+matters.
+
+Collisions (DESIGN.md §4.6, spec §23.17), never a silent overwrite:
+
+- ``prefix``: the first server (in configured order) keeps the plain name; every later
+  server offering the same name exposes it as ``<server>/<tool>``, ``<server>`` being the
+  host's own configuration id (never ``serverInfo.name``, which is not unique). Plain
+  names are settled first, then prefixed ones are checked against everything taken; a
+  prefixed name that is already taken raises ``ToolCollision`` rather than inventing a
+  third name the operator never chose.
+- ``reject``: any name offered by two servers raises ``ToolCollision`` naming the tool and
+  every server offering it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal, get_args
+
+from ..errors import ConfigurationError
+from .model import CatalogWarning, ToolEntry, ToolListing
+from .names import assign_aliases
+
+CollisionPolicy = Literal["prefix", "reject"]
+COLLISION_POLICIES: tuple[str, ...] = get_args(CollisionPolicy)
+
+
+class ToolCollision(ConfigurationError):
+    """Two tools cannot both have the name ``name``.
+
+    ``claimants`` are the ``(server, local_name)`` pairs that wanted it, in catalog
+    order."""
+
+    def __init__(self, message: str, *, name: str, claimants: Sequence[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.name = name
+        self.claimants = tuple(claimants)
+
+
+class Catalog:
+    """The merged, routed tool catalog. Immutable; rebuild it when a listing changes."""
+
+    __slots__ = ("entries", "warnings", "policy", "_index")
+
+    def __init__(
+        self,
+        entries: Sequence[ToolEntry],
+        warnings: Sequence[CatalogWarning],
+        policy: CollisionPolicy,
+    ) -> None:
+        self.entries: tuple[ToolEntry, ...] = tuple(entries)
+        self.warnings: tuple[CatalogWarning, ...] = tuple(warnings)
+        self.policy = policy
+        index: dict[str, ToolEntry] = {}
+        for entry in self.entries:
+            index[entry.name] = entry
+            if entry.alias is not None:
+                index[entry.alias] = entry
+        # An alias is either its own canonical name or model-safe where the canonical
+        # names it could equal are not, so the two name spaces cannot shadow each other.
+        self._index: Mapping[str, ToolEntry] = index
+
+    def lookup(self, name: str) -> ToolEntry:
+        """The entry whose canonical name or alias is ``name``."""
+        entry = self._index.get(name)
+        if entry is None:
+            raise KeyError(
+                f"no tool named {name!r} in the catalog "
+                f"({len(self.entries)} tools; names are canonical names or model-safe aliases)"
+            )
+        return entry
+
+    def route(self, name: str) -> tuple[str, str]:
+        """``(server, local_name)`` for a ``tools/call`` the model made by ``name``."""
+        entry = self.lookup(name)
+        return entry.server, entry.local_name
+
+    def for_model(self) -> list[dict[str, Any]]:
+        """Tool declarations for an LLM: the alias (when built with aliases) or the
+        canonical name, the description, and the input schema."""
+        declarations = []
+        for entry in self.entries:
+            declaration: dict[str, Any] = {"name": entry.model_name}
+            if entry.description is not None:
+                declaration["description"] = entry.description
+            declaration["inputSchema"] = entry.input_schema
+            declarations.append(declaration)
+        return declarations
+
+    def __iter__(self) -> Iterator[ToolEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __repr__(self) -> str:
+        return f"<Catalog {len(self.entries)} tools, policy={self.policy!r}, {len(self.warnings)} warnings>"
+
+
+def build_catalog(
+    listings: Iterable[ToolListing],
+    *,
+    policy: CollisionPolicy = "prefix",
+    model_safe_aliases: bool = False,
+    server_order: Sequence[str] | None = None,
+) -> Catalog:
+    """Merge one ``ToolListing`` per server into a ``Catalog``.
+
+    ``listings`` are in configured order, unless ``server_order`` (the configured server
+    ids) is given, in which case they may come in any order, e.g. as servers became
+    ready. Configured servers without a listing are simply absent.
+
+    Raises ``ConfigurationError`` for an unknown policy, two listings of one server, or a
+    listing of a server not in ``server_order``; ``ToolCollision`` as the policy says."""
+    if policy not in COLLISION_POLICIES:
+        raise ConfigurationError(f"unknown collision policy {policy!r}; use 'prefix' or 'reject'")
+    ordered = _in_configured_order(list(listings), server_order)
+    tools = [entry for listing in ordered for entry in sorted(listing.tools, key=lambda e: e.local_name)]
+    warnings = [warning for listing in ordered for warning in listing.warnings]
+    if policy == "reject":
+        _reject_collisions(tools)
+        entries = tools
+    else:
+        entries = _prefix_collisions(tools, warnings)
+    if model_safe_aliases:
+        aliases = assign_aliases(entry.name for entry in entries)
+        entries = [replace(entry, alias=aliases[entry.name]) for entry in entries]
+    return Catalog(entries, warnings, policy)
+
+
+def _in_configured_order(
+    listings: list[ToolListing], server_order: Sequence[str] | None
+) -> list[ToolListing]:
+    seen: set[str] = set()
+    for listing in listings:
+        if listing.server in seen:
+            raise ConfigurationError(f"two tool listings for server {listing.server!r}", server=listing.server)
+        seen.add(listing.server)
+    if server_order is None:
+        return listings
+    position = {server: index for index, server in enumerate(server_order)}
+    for listing in listings:
+        if listing.server not in position:
+            raise ConfigurationError(f"a tool listing for unconfigured server {listing.server!r}", server=listing.server)
+    return sorted(listings, key=lambda listing: position[listing.server])
+
+
+def _claims(tools: Sequence[ToolEntry]) -> dict[str, list[int]]:
+    """Every plain name and the positions of the tools offering it, first claimant first."""
+    claims: dict[str, list[int]] = {}
+    for position, entry in enumerate(tools):
+        claims.setdefault(entry.local_name, []).append(position)
+    return claims
+
+
+def _reject_collisions(tools: Sequence[ToolEntry]) -> None:
+    collisions = [[tools[p] for p in owners] for owners in _claims(tools).values() if len(owners) > 1]
+    if not collisions:
+        return
+    lines = [
+        f"tool {owners[0].local_name!r} is offered by servers {_and(e.server for e in owners)}"
+        for owners in collisions
+    ]
+    raise ToolCollision(
+        "tool name collision under the 'reject' policy: " + "; ".join(lines)
+        + " (rename the tool on one server, or use the 'prefix' policy)",
+        name=collisions[0][0].local_name,
+        claimants=[(e.server, e.local_name) for e in collisions[0]],
+    )
+
+
+def _prefix_collisions(tools: Sequence[ToolEntry], warnings: list[CatalogWarning]) -> list[ToolEntry]:
+    claims = _claims(tools)
+    # Plain names are settled first, so a prefixed name can never displace one.
+    holder: dict[str, ToolEntry] = {name: tools[owners[0]] for name, owners in claims.items()}
+    entries = list(tools)
+    for name, owners in claims.items():
+        first = tools[owners[0]]
+        for position in owners[1:]:
+            loser = tools[position]
+            prefixed = f"{loser.server}/{loser.local_name}"
+            if prefixed in holder:
+                raise _prefixed_collision(loser, first, prefixed, holder[prefixed])
+            holder[prefixed] = loser
+            entries[position] = replace(loser, name=prefixed)
+            warnings.append(CatalogWarning(
+                loser.server, "prefixed",
+                f"exposed as {prefixed!r} because server {first.server!r} already offers {name!r}",
+                loser.local_name,
+            ))
+    return entries
+
+
+def _prefixed_collision(loser: ToolEntry, first: ToolEntry, prefixed: str, taken_by: ToolEntry) -> ToolCollision:
+    return ToolCollision(
+        f"tool {loser.local_name!r} of server {loser.server!r} collides with the same name on "
+        f"server {first.server!r}, and its prefixed name {prefixed!r} is already the name of "
+        f"tool {taken_by.local_name!r} of server {taken_by.server!r}; refusing to invent "
+        "another name (rename a server id in the configuration, or a tool)",
+        name=prefixed,
+        claimants=[(taken_by.server, taken_by.local_name), (loser.server, loser.local_name)],
+    )
+
+
+def _and(items: Iterable[str]) -> str:
+    quoted = [repr(item) for item in items]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
