@@ -21,7 +21,7 @@ import random
 import signal
 import socket
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,8 +157,10 @@ class _Generation:
 class WorkerHandle:
     """The parent's side of one server: its worker, its channel, its calls, its state."""
 
-    def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random) -> None:
+    def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random,
+                 on_state: Callable[[WorkerHandle], None] | None = None) -> None:
         self.config = config
+        self._on_state = on_state
         self.settings = settings
         self._rng = rng
         self.state = ServerState.STARTING
@@ -559,11 +561,19 @@ class WorkerHandle:
 
     # -- state changes -----------------------------------------------------------------
 
+    @property
+    def generation(self) -> int:
+        """Bumped for every new worker: a READY with a new generation is a new transport
+        (new era verdict, empty caches)."""
+        return self._generation_counter
+
     def _set_state(self, state: ServerState) -> None:
-        self.state = state
+        previous, self.state = self.state, state
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)
+        if self._on_state is not None and state is not previous:
+            self._on_state(self)
 
     def _next_change(self) -> asyncio.Future[None]:
         if self._changed is None or self._changed.done():
@@ -584,15 +594,19 @@ def _error_reply(line: bytes, server: str, method: str) -> Reply:
 class Supervisor:
     """All servers of one host: start, route by name, report, stop."""
 
-    def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None) -> None:
+    def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None,
+                 on_state: Callable[[WorkerHandle], None] | None = None) -> None:
+        """``on_state`` is called (synchronously, on the loop) after every state change of
+        any server, e.g. to re-list tools when a restarted server is ready again."""
         self.settings = settings or HostSettings()
         self._rng = random.Random(seed)
+        self._on_state = on_state
         self._handles: dict[str, WorkerHandle] = {}
 
     async def add(self, config: ServerConfig) -> ServerStatus:
         if config.name in self._handles:
             raise ValueError(f"server {config.name!r} is already configured")
-        handle = WorkerHandle(config, self.settings, self._rng)
+        handle = WorkerHandle(config, self.settings, self._rng, self._on_state)
         self._handles[config.name] = handle
         return await handle.start()
 
@@ -601,7 +615,7 @@ class Supervisor:
         for c in configs:
             if c.name in self._handles:
                 raise ValueError(f"server {c.name!r} is already configured")
-        handles = [WorkerHandle(c, self.settings, self._rng) for c in configs]
+        handles = [WorkerHandle(c, self.settings, self._rng, self._on_state) for c in configs]
         for h in handles:
             self._handles[h.name] = h
         return list(await asyncio.gather(*(h.start() for h in handles)))
@@ -621,6 +635,16 @@ class Supervisor:
 
     async def retry(self, name: str) -> ServerStatus:
         return await self.handle(name).retry()
+
+    async def remove(self, name: str) -> None:
+        """Stop one server and forget it."""
+        handle = self._handles.pop(name, None)
+        if handle is not None:
+            await handle.aclose()
+
+    def names(self) -> list[str]:
+        """Server names in the order they were added (the catalog's merge order)."""
+        return list(self._handles)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(h.aclose() for h in self._handles.values()),

@@ -1,0 +1,416 @@
+"""The public host API: many servers, one collision-safe tool catalog, calls routed to
+their owners.
+
+``Host`` ties the supervisor (a worker process per server) to the pure catalog: it lists
+each ready server's tools (every page), caches the listings by their ``ttlMs`` and
+``cacheScope``, merges them in configured order under the chosen collision policy, and
+routes ``call_tool`` by canonical name to the owning server with the owner's local name.
+A restarted server is re-listed from scratch; a server that is not ready is never sent a
+call (the call waits for it within its timeout, or fails at once with the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from .catalog import (
+    Catalog,
+    CatalogWarning,
+    ListingDriver,
+    ToolCache,
+    ToolCollision,
+    ToolEntry,
+    ToolListing,
+    build_catalog,
+)
+from .channel import ServerState
+from .config import ServerEntry, load_config
+from .errors import (
+    ConfigurationError,
+    MalformedMessage,
+    ProtocolFailure,
+    SchemaViolation,
+    TrunklineError,
+)
+from .protocol.identity import ClientIdentity
+from .schemas import OutputChecker, SchemaRefused
+from .supervisor import HostSettings, ServerConfig, ServerStatus, Supervisor, WorkerHandle
+from .transports.stdio import StdioParams
+
+log = logging.getLogger("trunkline.host")
+
+CollisionPolicy = Literal["prefix", "reject"]
+
+#: States in which a server's tools stay in the catalog: ready, or on its way back.
+_LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTING,
+                  ServerState.NEGOTIATING)
+
+
+class UnknownTool(TrunklineError, KeyError):
+    """No tool by that name in the merged catalog."""
+
+    def __str__(self) -> str:
+        return TrunklineError.__str__(self)
+
+
+@dataclass(frozen=True)
+class CallToolResult:
+    """A ``tools/call`` result. ``is_error`` results are returned, never raised: the model
+    is meant to see them and correct itself."""
+
+    content: list[dict[str, Any]]
+    structured_content: Any = None
+    is_error: bool = False
+    meta: dict[str, Any] | None = None
+    tool: str = ""
+    server: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (what most models are shown)."""
+        return "\n".join(
+            block["text"] for block in self.content
+            if block.get("type") == "text" and isinstance(block.get("text"), str)
+        )
+
+
+class Host:
+    """``async with Host(collision="prefix") as host: ...`` (DESIGN.md §5)."""
+
+    def __init__(
+        self,
+        *,
+        collision: CollisionPolicy = "prefix",
+        client_info: Mapping[str, str] | ClientIdentity | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        model_safe_names: bool = False,
+        settings: HostSettings | None = None,
+        call_timeout: float = 60.0,
+        list_timeout: float = 30.0,
+    ) -> None:
+        if collision not in ("prefix", "reject"):
+            raise ConfigurationError(f"collision must be 'prefix' or 'reject', not {collision!r}")
+        identity = _identity(client_info, capabilities)
+        base = settings or HostSettings()
+        self.settings = HostSettings(
+            identity=identity if (client_info or capabilities) else base.identity,
+            negotiation=base.negotiation, restart=base.restart,
+            max_line_bytes=base.max_line_bytes, max_frame_bytes=base.max_frame_bytes,
+            stop_timeout_s=base.stop_timeout_s,
+        )
+        self.collision: CollisionPolicy = collision
+        self.model_safe_names = model_safe_names
+        self.call_timeout = call_timeout
+        self.list_timeout = list_timeout
+        self._sup = Supervisor(self.settings, on_state=self._on_server_state)
+        self._cache = ToolCache()
+        self._listings: dict[str, ToolListing] = {}
+        self._listed_generation: dict[str, int] = {}
+        self._catalog = build_catalog([], policy=collision, model_safe_aliases=model_safe_names)
+        self._checkers: dict[tuple[str, str], OutputChecker | SchemaRefused] = {}
+        self._pending_config: list[ServerEntry] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._adding: set[str] = set()
+        self._closed = False
+
+    # -- construction from a configuration file ------------------------------------------
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str], **kwargs: Any) -> Host:
+        """A host for the servers of an ``{"mcpServers": {...}}`` file; they start when the
+        host is entered (``async with``)."""
+        host = cls(**kwargs)
+        host._pending_config = load_config(path)
+        return host
+
+    async def __aenter__(self) -> Host:
+        if self._pending_config:
+            entries, self._pending_config = self._pending_config, []
+            try:
+                await self.add_servers(entries)
+            except BaseException:
+                await self.aclose()
+                raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._sup.aclose()
+
+    # -- servers -------------------------------------------------------------------------
+
+    async def add_server(
+        self,
+        name: str,
+        transport: StdioParams,
+        *,
+        allow_legacy: bool = False,
+        max_inflight: int = 1024,
+        wait_ready: bool = True,
+    ) -> ServerStatus:
+        """Start one server, decide its era, list its tools and merge them. Under the
+        ``reject`` policy a tool-name collision stops the new server and raises
+        ``ToolCollision`` naming both servers and the tool."""
+        entry = ServerEntry(name, transport, allow_legacy)
+        await self.add_servers([entry], max_inflight=max_inflight, wait_ready=wait_ready)
+        return self._sup.handle(name).status()
+
+    async def add_servers(self, entries: Sequence[ServerEntry], *, max_inflight: int = 1024,
+                          wait_ready: bool = True) -> list[ServerStatus]:
+        """Start several servers concurrently; their configured order (the order given
+        here) decides who keeps a contested tool name."""
+        for e in entries:
+            if not e.name or "/" in e.name:
+                raise ConfigurationError(
+                    f"server name {e.name!r}: must be non-empty and contain no '/'")
+        names = {e.name for e in entries}
+        self._adding |= names  # their first listing happens here, not in the callback
+        try:
+            statuses = await self._sup.add_many(
+                ServerConfig(e.name, e.params, allow_legacy=e.allow_legacy,
+                             max_inflight=max_inflight, wait_ready=wait_ready)
+                for e in entries
+            )
+            await asyncio.gather(*(self._list_server(s.name) for s in statuses
+                                   if s.state is ServerState.READY))
+        finally:
+            self._adding -= names
+        try:
+            self._rebuild()
+        except ToolCollision:
+            for e in entries:
+                self._listings.pop(e.name, None)
+                await self._sup.remove(e.name)
+            self._rebuild()
+            raise
+        return statuses
+
+    def servers(self) -> list[ServerStatus]:
+        """State, era, version, reason and evidence of every server, in configured order."""
+        return self._sup.statuses()
+
+    async def retry(self, name: str) -> ServerStatus:
+        """Try an unavailable server again (fresh restart budget); a server that comes back
+        ready is listed and merged before this returns."""
+        self._adding.add(name)
+        try:
+            status = await self._sup.retry(name)
+            if status.state is ServerState.READY:
+                self._cache.drop(name)
+                await self._list_server(name)
+        finally:
+            self._adding.discard(name)
+        self._safe_rebuild()
+        return self._sup.handle(name).status()
+
+    # -- the catalog ---------------------------------------------------------------------
+
+    def tools(self) -> list[ToolEntry]:
+        """The merged catalog as last listed (no I/O)."""
+        return list(self._catalog)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    @property
+    def warnings(self) -> list[CatalogWarning]:
+        return list(self._catalog.warnings)
+
+    async def list_tools(self) -> list[ToolEntry]:
+        """The merged catalog, refetching (lazily, now that it is needed) every listing
+        whose TTL has passed."""
+        loop = asyncio.get_running_loop()
+        stale = [
+            name for name in self._sup.names()
+            if self._sup.handle(name).state is ServerState.READY
+            and self._cache.get(name, None, loop.time(),
+                                protocol_version=self._version(name)) is None
+        ]
+        if stale:
+            await asyncio.gather(*(self._list_server(name) for name in stale))
+            self._rebuild()
+        return self.tools()
+
+    async def refresh_tools(self, server: str | None = None) -> list[ToolEntry]:
+        """Re-list one server (or all) now, whatever the TTL says, e.g. after the server
+        reported a list change."""
+        names = [server] if server is not None else self._sup.names()
+        for name in names:
+            self._cache.invalidate(name)
+        await asyncio.gather(*(self._list_server(n) for n in names
+                               if self._sup.handle(n).state is ServerState.READY))
+        self._rebuild()
+        return self.tools()
+
+    async def _list_server(self, name: str) -> None:
+        handle = self._sup.handle(name)
+        status = handle.status()
+        if status.era is None:
+            return
+        loop = asyncio.get_running_loop()
+        generation = self._cache.generation(name)
+        driver = ListingDriver(name, status.era, protocol_version=status.version)
+        received_at: float | None = None
+        more = True
+        while more:
+            reply = await handle.request(
+                "tools/list", orjson.dumps(driver.next_params()), timeout=self.list_timeout)
+            # The list's TTL counts from its first page (the catalog caches it as one).
+            received_at = loop.time() if received_at is None else received_at
+            more = driver.add_page(reply.decode(server=name, method="tools/list"))
+        assert received_at is not None
+        listing = driver.finish()
+        for warning in listing.warnings:
+            log.warning("%s", warning)
+        self._cache.put(name, None, listing, received_at, generation=generation)
+        self._listings[name] = listing
+        self._listed_generation[name] = handle.generation
+
+    def _rebuild(self) -> None:
+        order = self._sup.names()
+        listed = [
+            self._listings[name] for name in order
+            if name in self._listings and self._sup.handle(name).state in _LISTED_STATES
+        ]
+        self._catalog = build_catalog(listed, policy=self.collision,
+                                      model_safe_aliases=self.model_safe_names,
+                                      server_order=order)
+        self._checkers.clear()
+
+    def _version(self, name: str) -> str | None:
+        return self._sup.handle(name).status().version
+
+    def _on_server_state(self, handle: WorkerHandle) -> None:
+        """Supervisor callback: keep the catalog in step with the servers."""
+        if self._closed:
+            return
+        name = handle.name
+        if handle.state is ServerState.READY:
+            if name not in self._adding and self._listed_generation.get(name) != handle.generation:
+                # A new transport: its era was renegotiated, its caches died with the old
+                # one, and its tools are listed again from scratch.
+                self._cache.drop(name)
+                self._spawn(self._relist(name))
+        elif handle.state in (ServerState.UNAVAILABLE, ServerState.STOPPED):
+            if name in self._listings:
+                self._safe_rebuild()
+
+    async def _relist(self, name: str) -> None:
+        try:
+            await self._list_server(name)
+        except TrunklineError as exc:
+            log.warning("server %r: re-listing tools after a restart failed: %s", name, exc)
+            return
+        self._safe_rebuild()
+
+    def _safe_rebuild(self) -> None:
+        try:
+            self._rebuild()
+        except ToolCollision as exc:
+            # Under "reject", a restarted server that now collides keeps its old listing
+            # out of the catalog rather than taking a name from another server.
+            log.error("catalog not updated: %s", exc)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                        timeout: float | None = None) -> CallToolResult:
+        """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
+        ``ServerError``; ``isError`` results are returned."""
+        try:
+            entry = self._catalog.lookup(name)
+        except KeyError:
+            raise UnknownTool(f"no tool named {name!r} in the catalog", method="tools/call") from None
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise TypeError("arguments must be a mapping")
+        params = orjson.dumps({"name": entry.local_name, "arguments": dict(arguments or {})})
+        handle = self._sup.handle(entry.server)
+        reply = await handle.request("tools/call", params,
+                                     timeout=self.call_timeout if timeout is None else timeout)
+        result = reply.decode(server=entry.server, method="tools/call")
+        return self._to_result(entry, result, handle.status().era)
+
+    def _to_result(self, entry: ToolEntry, result: Any, era: str | None) -> CallToolResult:
+        where = {"server": entry.server, "method": "tools/call"}
+        if not isinstance(result, dict):
+            raise MalformedMessage("tools/call result is not an object", **where)
+        result_type = result.get("resultType")
+        if result_type == "input_required":
+            raise ProtocolFailure(
+                f"tool {entry.name!r} asked for client input (input_required); this host "
+                "does not handle multi round-trip requests yet", **where)
+        if result_type not in ("complete", None) or (result_type is None and era == "modern"):
+            raise MalformedMessage(f"tools/call resultType is {result_type!r}", **where)
+        content = result.get("content")
+        if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+            raise MalformedMessage("tools/call result has no content list", **where)
+        is_error = result.get("isError", False)
+        if not isinstance(is_error, bool):
+            raise MalformedMessage("tools/call isError is not a boolean", **where)
+        structured = result.get("structuredContent")
+        if entry.output_schema is not None and not is_error:
+            self._check_output(entry, result, structured)
+        meta = result.get("_meta")
+        return CallToolResult(content=content, structured_content=structured, is_error=is_error,
+                              meta=meta if isinstance(meta, dict) else None,
+                              tool=entry.name, server=entry.server, raw=result)
+
+    def _check_output(self, entry: ToolEntry, result: dict[str, Any], structured: Any) -> None:
+        where = {"server": entry.server, "method": "tools/call"}
+        key = (entry.server, entry.local_name)
+        checker = self._checkers.get(key)
+        if checker is None:
+            try:
+                checker = OutputChecker(entry.output_schema)
+            except SchemaRefused as exc:
+                checker = exc
+            self._checkers[key] = checker
+        if isinstance(checker, SchemaRefused):
+            raise SchemaViolation(
+                f"tool {entry.name!r} declares an outputSchema that cannot be used: {checker}",
+                **where)
+        if "structuredContent" not in result:
+            raise SchemaViolation(
+                f"tool {entry.name!r} declares an outputSchema but returned no "
+                "structuredContent", **where)
+        problems = checker.problems(structured)
+        if problems:
+            raise SchemaViolation(
+                f"tool {entry.name!r} returned structuredContent that violates its "
+                f"outputSchema: {'; '.join(problems)}", **where)
+
+
+def _identity(client_info: Mapping[str, str] | ClientIdentity | None,
+              capabilities: Mapping[str, Any] | None) -> ClientIdentity:
+    if isinstance(client_info, ClientIdentity):
+        if capabilities is not None:
+            return ClientIdentity(client_info.name, client_info.version, client_info.title,
+                                  dict(capabilities), client_info.send_client_info)
+        return client_info
+    info = dict(client_info or {})
+    ident = ClientIdentity(capabilities=dict(capabilities or {}))
+    return ClientIdentity(
+        name=info.get("name", ident.name), version=info.get("version", ident.version),
+        title=info.get("title"), capabilities=dict(capabilities or {}),
+    )

@@ -1,0 +1,255 @@
+"""The Host API end to end: real worker processes, scripted and real servers, the
+merged catalog, routing verified on the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+
+import orjson
+import pytest
+from conftest import PEERS, run, scripted
+
+import realpeers
+import taplog
+from trunkline.catalog import ToolCollision
+from trunkline.channel import ServerState
+from trunkline.errors import ConfigurationError, SchemaViolation, ServerError, ServerUnavailable
+from trunkline.host import Host, UnknownTool
+from trunkline.protocol import NegotiationConfig
+from trunkline.supervisor import HostSettings, RestartPolicy
+from trunkline.transports.stdio import stdio
+
+SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
+                                                      legacy_probe_timeout_s=20.0),
+                        restart=RestartPolicy(base_s=0.01, cap_s=0.05))
+
+
+def calls(tap) -> list[dict]:
+    return [m for m in map(orjson.loads, taplog.lines(tap, taplog.IN))
+            if m.get("method") == "tools/call"]
+
+
+def lists(tap) -> int:
+    return sum(1 for m in map(orjson.loads, taplog.lines(tap, taplog.IN))
+               if m.get("method") == "tools/list")
+
+
+def raw_tools(*tools: dict, extra: str = "") -> str:
+    body = json.dumps({"tools": list(tools)})[1:-1]
+    return ('raw:{"jsonrpc":"2.0","id":$ID,"result":{"resultType":"complete",'
+            f'"ttlMs":0,"cacheScope":"public",{body}{extra}}}}}')
+
+
+def test_prefix_policy_routes_each_name_to_its_owner_with_the_local_name(tmp_path, no_leaks):
+    tap_a, tap_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    async def main():
+        async with Host(collision="prefix", settings=SETTINGS) as host:
+            await host.add_server("alpha", scripted("--tools", "echo,search", tap=tap_a))
+            await host.add_server("beta", scripted("--tools", "echo,search", tap=tap_b))
+            names = [(t.name, t.server, t.local_name) for t in host.tools()]
+            assert names == [("echo", "alpha", "echo"), ("search", "alpha", "search"),
+                             ("beta/echo", "beta", "echo"), ("beta/search", "beta", "search")]
+            assert any("beta/echo" in str(w) for w in host.warnings)
+            first = await host.call_tool("echo", {"who": "alpha"})
+            second = await host.call_tool("beta/echo", {"who": "beta"})
+            assert orjson.loads(first.text) == {"who": "alpha"} and first.server == "alpha"
+            assert orjson.loads(second.text) == {"who": "beta"} and second.server == "beta"
+            assert second.is_error is False
+    run(main())
+    # On the wire each server got exactly its own call, under its own (local) name.
+    assert [(c["params"]["name"], c["params"]["arguments"]) for c in calls(tap_a)] == [
+        ("echo", {"who": "alpha"})]
+    assert [(c["params"]["name"], c["params"]["arguments"]) for c in calls(tap_b)] == [
+        ("echo", {"who": "beta"})]
+
+
+def test_reject_policy_refuses_naming_both_servers_and_the_tool(no_leaks):
+    async def main():
+        async with Host(collision="reject", settings=SETTINGS) as host:
+            await host.add_server("alpha", scripted("--tools", "echo"))
+            with pytest.raises(ToolCollision) as info:
+                await host.add_server("beta", scripted("--tools", "echo,search"))
+            message = str(info.value)
+            assert "alpha" in message and "beta" in message and "echo" in message
+            # The refused server is stopped; the first one is untouched.
+            assert [s.name for s in host.servers()] == ["alpha"]
+            assert [t.name for t in host.tools()] == ["echo"]
+            assert (await host.call_tool("echo", {"x": 1})).text
+    run(main())
+
+
+def test_from_config_starts_servers_in_file_order_and_honours_allow_legacy(tmp_path, no_leaks):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "modern": {"command": sys.executable, "args": [str(PEERS / "scripted.py")]},
+        "old": {"command": sys.executable, "allowLegacy": True,
+                "args": [str(PEERS / "scripted.py"), "--era", "legacy"]},
+        "stranger": {"command": sys.executable,
+                     "args": [str(PEERS / "scripted.py"), "--era", "legacy"]},
+        "off": {"command": "/nonexistent", "disabled": True},
+    }}))
+    async def main():
+        async with Host.from_config(config, settings=SETTINGS) as host:
+            status = {s.name: s for s in host.servers()}
+            assert list(status) == ["modern", "old", "stranger"]
+            assert (status["modern"].era, status["old"].era) == ("modern", "legacy")
+            assert status["stranger"].state is ServerState.UNAVAILABLE
+            assert "era refused" in status["stranger"].reason
+            assert {t.server for t in host.tools()} == {"modern", "old"}
+            result = await host.call_tool("old/echo", {"via": "legacy"})
+            assert orjson.loads(result.text) == {"via": "legacy"}
+    run(main())
+
+
+@pytest.mark.parametrize("bad,message", [
+    ({"servers": {}}, "mcpServers"),
+    ({"mcpServers": {"x": {"args": []}}}, "command"),
+    ({"mcpServers": {"x": {"command": "c", "args": "a b"}}}, "args"),
+    ({"mcpServers": {"x": {"command": "c", "allowLegacy": "yes"}}}, "allowLegacy"),
+    ({"mcpServers": {"x": {"command": "c", "bogus": 1}}}, "unknown keys"),
+    ({"mcpServers": {"a/b": {"command": "c"}}}, "no '/'"),
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp"}}}, "not supported yet"),
+])
+def test_bad_config_fails_with_the_key_named(tmp_path, bad, message):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps(bad))
+    with pytest.raises(ConfigurationError, match=message):
+        Host.from_config(config)
+
+
+def test_unknown_tool_is_error_results_and_server_errors(no_leaks):
+    failing = raw_tools({"name": "echo", "inputSchema": {"type": "object"}})
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(
+                "--tools-call",
+                'raw:{"jsonrpc":"2.0","id":$ID,"result":{"resultType":"complete",'
+                '"content":[{"type":"text","text":"boom"}],"isError":true}}'))
+            result = await host.call_tool("echo", {})
+            assert result.is_error and result.text == "boom"  # returned, not raised
+            with pytest.raises(UnknownTool):
+                await host.call_tool("nope", {})
+            await host.add_server("e", scripted("--tools-list", failing,
+                                                "--tools-call", "error:-32602"))
+            with pytest.raises(ServerError) as info:
+                await host.call_tool("e/echo", {})
+            assert info.value.code == -32602 and info.value.server == "e"
+    run(main())
+
+
+def test_output_schema_is_enforced_on_structured_content(no_leaks):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    listing = raw_tools({"name": "count", "inputSchema": {"type": "object"},
+                         "outputSchema": schema})
+    def answer(structured):
+        return ('raw:{"jsonrpc":"2.0","id":$ID,"result":{"resultType":"complete",'
+                '"content":[{"type":"text","text":"x"}]' + structured + "}}")
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("good", scripted("--tools-list", listing, "--tools-call",
+                                                   answer(',"structuredContent":{"n":3}')))
+            await host.add_server("bad", scripted("--tools-list", listing, "--tools-call",
+                                                  answer(',"structuredContent":{"n":"three"}')))
+            await host.add_server("none", scripted("--tools-list", listing,
+                                                   "--tools-call", answer("")))
+            assert (await host.call_tool("count", {})).structured_content == {"n": 3}
+            with pytest.raises(SchemaViolation, match="violates its outputSchema") as info:
+                await host.call_tool("bad/count", {})
+            assert info.value.server == "bad"
+            with pytest.raises(SchemaViolation, match="no structuredContent"):
+                await host.call_tool("none/count", {})
+    run(main())
+
+
+def test_malformed_tools_are_quarantined_and_the_rest_loads(no_leaks):
+    listing = raw_tools({"name": "fine", "inputSchema": {"type": "object"}},
+                        {"inputSchema": {"type": "object"}},
+                        {"name": "broken", "inputSchema": "object"})
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted("--tools-list", listing))
+            assert [t.name for t in host.tools()] == ["fine"]
+            texts = [str(w) for w in host.warnings]
+            assert len([w for w in texts if "'s'" in w or "s:" in w or "s " in w]) >= 2, texts
+    run(main())
+
+
+def test_a_restarted_server_is_relisted_and_calls_wait_for_it(tap, no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(tap=tap))
+            before = [t.name for t in host.tools()]
+            os.kill(next(s.server_pid for s in host.servers()), signal.SIGKILL)
+            while host.servers()[0].state is ServerState.READY:
+                await asyncio.sleep(0.005)
+            # A call made while the server restarts waits for it and is answered.
+            result = await host.call_tool("echo", {"after": "restart"}, timeout=30)
+            assert orjson.loads(result.text) == {"after": "restart"}
+            deadline = time.monotonic() + 20
+            while lists(tap) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert [t.name for t in host.tools()] == before
+            assert host.servers()[0].restarts == 1
+    run(main())
+    assert lists(tap) == 2, "the new transport lists its tools from scratch"
+
+
+def test_ttl_keeps_a_fresh_listing_and_refetches_a_stale_one(tap, no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("cached", scripted("--ttl-ms", "600000", tap=tap))
+            await host.list_tools()
+            await host.list_tools()
+            assert lists(tap) == 1, "fresh for ten minutes: no refetch"
+            await host.refresh_tools("cached")
+            assert lists(tap) == 2, "an explicit refresh (list changed) refetches at once"
+    run(main())
+
+
+def test_unavailable_server_fails_calls_at_once_with_its_reason(no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("legacy", scripted("--era", "legacy"))
+            assert host.tools() == []
+            assert host.servers()[0].state is ServerState.UNAVAILABLE
+            with pytest.raises(UnknownTool):
+                await host.call_tool("echo", {})
+    run(main())
+
+
+@pytest.mark.real_servers
+def test_real_servers_collide_and_route_under_prefix(tmp_path, no_leaks):
+    """mcp 2.x Python and TypeScript SDK v2 servers both expose echo and search; the
+    mcp 1.x and 2.x time servers both expose get_current_time (the 1.x one legacy)."""
+    taps = {n: tmp_path / f"{n}.jsonl" for n in ("py", "ts", "old", "new")}
+    def tapped(server, name):
+        realpeers.require(server)
+        return stdio(sys.executable, str(PEERS / "tap.py"), "--log", str(taps[name]), "--",
+                     *server.argv, env=dict(server.env))
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("py", tapped(realpeers.MODERN_PY_ECHO, "py"))
+            await host.add_server("ts", tapped(realpeers.MODERN_TS, "ts"))
+            await host.add_server("new", tapped(realpeers.MODERN_PY_TIME, "new"))
+            await host.add_server("old", tapped(realpeers.LEGACY_PY_TIME, "old"),
+                                  allow_legacy=True)
+            names = {t.name: (t.server, t.local_name) for t in host.tools()}
+            assert names["echo"] == ("py", "echo") and names["ts/echo"] == ("ts", "echo")
+            assert names["get_current_time"] == ("new", "get_current_time")
+            assert names["old/get_current_time"] == ("old", "get_current_time")
+            a = await host.call_tool("echo", {"text": "to python"})
+            b = await host.call_tool("ts/echo", {"text": "to typescript"})
+            c = await host.call_tool("old/get_current_time", {"timezone": "UTC"})
+            assert "to python" in a.text and "to typescript" in b.text and "UTC" in c.text
+    run(main())
+    sent = {n: [(m["params"]["name"], m["params"].get("arguments")) for m in calls(t)]
+            for n, t in taps.items()}
+    assert sent["py"] == [("echo", {"text": "to python"})]
+    assert sent["ts"] == [("echo", {"text": "to typescript"})]
+    assert sent["old"] == [("get_current_time", {"timezone": "UTC"})]
+    assert sent["new"] == []
