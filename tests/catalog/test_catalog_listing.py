@@ -234,8 +234,10 @@ def test_legacy_cache_fields_are_not_read() -> None:
 # --- cache hints ---------------------------------------------------------------------
 
 
-def test_ttl_of_a_list_is_the_minimum_over_its_pages() -> None:
-    result = listing({None: page([], "n", ttl=90_000), "n": page([], ttl=30_000)})
+@pytest.mark.parametrize("ttls", [(90_000, 30_000, 60_000), (30_000, 90_000, 60_000), (60_000, 90_000, 30_000)])
+def test_ttl_of_a_list_is_the_minimum_over_its_pages(ttls: tuple[int, int, int]) -> None:
+    first, second, third = ttls
+    result = listing({None: page([], "2", ttl=first), "2": page([], "3", ttl=second), "3": page([], ttl=third)})
     assert result.ttl_ms == 30_000 and result.warnings == ()
 
 
