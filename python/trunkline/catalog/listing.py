@@ -154,13 +154,17 @@ class ListingDriver:
     def _check_page(self, result: Any, page: int) -> tuple[list[Any], str | None]:
         """Every list-level check, before anything from the page is taken."""
         if not isinstance(result, dict):
-            raise self._malformed(f"page {page}: result is a JSON {json_type(result)}, not an object")
+            raise self._malformed(
+                f"page {page}: result is a JSON {json_type(result)}, not an object"
+            )
         self._check_result_type(result, page)
         tools = result.get("tools", _MISSING)
         if tools is _MISSING:
             raise self._malformed(f"page {page}: result has no 'tools'")
         if not isinstance(tools, list):
-            raise self._malformed(f"page {page}: 'tools' is a JSON {json_type(tools)}, not an array")
+            raise self._malformed(
+                f"page {page}: 'tools' is a JSON {json_type(tools)}, not an array"
+            )
         return tools, self._check_next_cursor(result, page)
 
     def _check_result_type(self, result: dict[str, Any], page: int) -> None:
@@ -186,9 +190,13 @@ class ListingDriver:
         if cursor is None:  # missing or null: the end
             return None
         if not isinstance(cursor, str):
-            raise self._malformed(f"page {page}: nextCursor is a JSON {json_type(cursor)}, not a string")
+            raise self._malformed(
+                f"page {page}: nextCursor is a JSON {json_type(cursor)}, not a string"
+            )
         if cursor in self._seen_cursors:
-            raise self._malformed(f"page {page}: nextCursor {_short(cursor)} repeats an earlier cursor (a loop)")
+            raise self._malformed(
+                f"page {page}: nextCursor {_short(cursor)} repeats an earlier cursor (a loop)"
+            )
         if page >= self.max_pages:
             raise self._malformed(f"the list did not end within {self.max_pages} pages")
         return cursor
@@ -230,7 +238,9 @@ class ListingDriver:
             return "public"
         if None in scopes:
             # Private is the safe reading: it can only cost a refetch, never a leak.
-            self._warn("cache-scope", "cacheScope missing or not 'public'/'private'; read as private")
+            self._warn(
+                "cache-scope", "cacheScope missing or not 'public'/'private'; read as private"
+            )
         elif scopes == {"public", "private"}:
             self._warn("cache-scope", "pages disagree on cacheScope; the whole list is private")
         return "private"
@@ -246,7 +256,10 @@ class ListingDriver:
             return
         if entry.local_name in self._names:
             # Spec §23.18: decide deterministically. The first keeps its place.
-            self._warn("duplicate", f"{where} repeats the name of an earlier tool; dropped", entry.local_name)
+            self._warn(
+                "duplicate", f"{where} repeats the name of an earlier tool; dropped",
+                entry.local_name,
+            )
             return
         self._names.add(entry.local_name)
         if not STANDARD_NAME.fullmatch(entry.local_name):
@@ -277,7 +290,12 @@ class ListingDriver:
             self._warn("quarantined", f"{where}: {problem}", name)
             return None
         if self._requires_task(raw):
-            self._warn("task-required", f"{where} must be called as a task, which this host does not implement; left out", name)
+            self._warn(
+                "task-required",
+                f"{where} must be called as a task, which this host does not implement; "
+                "left out",
+                name,
+            )
             return None
         output_schema = raw.get("outputSchema")
         return ToolEntry(

@@ -102,7 +102,10 @@ class Catalog:
         return name in self._index
 
     def __repr__(self) -> str:
-        return f"<Catalog {len(self.entries)} tools, policy={self.policy!r}, {len(self.warnings)} warnings>"
+        return (
+            f"<Catalog {len(self.entries)} tools, policy={self.policy!r}, "
+            f"{len(self.warnings)} warnings>"
+        )
 
 
 def build_catalog(
@@ -123,7 +126,7 @@ def build_catalog(
     if policy not in COLLISION_POLICIES:
         raise ConfigurationError(f"unknown collision policy {policy!r}; use 'prefix' or 'reject'")
     ordered = _in_configured_order(list(listings), server_order)
-    tools = [entry for listing in ordered for entry in sorted(listing.tools, key=lambda e: e.local_name)]
+    tools = [entry for listing in ordered for entry in _by_name(listing.tools)]
     warnings = [warning for listing in ordered for warning in listing.warnings]
     if policy == "reject":
         _reject_collisions(tools)
@@ -142,15 +145,25 @@ def _in_configured_order(
     seen: set[str] = set()
     for listing in listings:
         if listing.server in seen:
-            raise ConfigurationError(f"two tool listings for server {listing.server!r}", server=listing.server)
+            raise ConfigurationError(
+                f"two tool listings for server {listing.server!r}", server=listing.server
+            )
         seen.add(listing.server)
     if server_order is None:
         return listings
     position = {server: index for index, server in enumerate(server_order)}
     for listing in listings:
         if listing.server not in position:
-            raise ConfigurationError(f"a tool listing for unconfigured server {listing.server!r}", server=listing.server)
+            raise ConfigurationError(
+                f"a tool listing for unconfigured server {listing.server!r}",
+                server=listing.server,
+            )
     return sorted(listings, key=lambda listing: position[listing.server])
+
+
+def _by_name(tools: Iterable[ToolEntry]) -> list[ToolEntry]:
+    # Code point order: no locale or collation setting can change the catalog.
+    return sorted(tools, key=lambda entry: entry.local_name)
 
 
 def _claims(tools: Sequence[ToolEntry]) -> dict[str, list[int]]:
@@ -162,7 +175,8 @@ def _claims(tools: Sequence[ToolEntry]) -> dict[str, list[int]]:
 
 
 def _reject_collisions(tools: Sequence[ToolEntry]) -> None:
-    collisions = [[tools[p] for p in owners] for owners in _claims(tools).values() if len(owners) > 1]
+    claims = _claims(tools).values()
+    collisions = [[tools[p] for p in owners] for owners in claims if len(owners) > 1]
     if not collisions:
         return
     lines = [
@@ -177,7 +191,9 @@ def _reject_collisions(tools: Sequence[ToolEntry]) -> None:
     )
 
 
-def _prefix_collisions(tools: Sequence[ToolEntry], warnings: list[CatalogWarning]) -> list[ToolEntry]:
+def _prefix_collisions(
+    tools: Sequence[ToolEntry], warnings: list[CatalogWarning]
+) -> list[ToolEntry]:
     claims = _claims(tools)
     # Plain names are settled first, so a prefixed name can never displace one.
     holder: dict[str, ToolEntry] = {name: tools[owners[0]] for name, owners in claims.items()}
@@ -199,7 +215,9 @@ def _prefix_collisions(tools: Sequence[ToolEntry], warnings: list[CatalogWarning
     return entries
 
 
-def _prefixed_collision(loser: ToolEntry, first: ToolEntry, prefixed: str, taken_by: ToolEntry) -> ToolCollision:
+def _prefixed_collision(
+    loser: ToolEntry, first: ToolEntry, prefixed: str, taken_by: ToolEntry
+) -> ToolCollision:
     return ToolCollision(
         f"tool {loser.local_name!r} of server {loser.server!r} collides with the same name on "
         f"server {first.server!r}, and its prefixed name {prefixed!r} is already the name of "
