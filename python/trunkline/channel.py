@@ -45,6 +45,14 @@ TOOLS = 19
 LOG = 20
 
 
+#: List-change notifications a worker forwards (in a TOOLS frame) as the list that changed.
+LIST_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+
+
 class ServerState(enum.Enum):
     """What the host sees of one server (DESIGN.md §1)."""
 

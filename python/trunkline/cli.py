@@ -1,12 +1,230 @@
-"""The ``trunkline`` command line."""
+"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``.
+
+Exit codes: 0 success; 1 a call failed or returned ``isError``; 2 bad usage or
+configuration; 3 a server is unavailable (probe) or the host could not start.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+import orjson
 
 from . import __version__
+from .channel import ServerState
+from .config import ServerEntry, load_config
+from .errors import ConfigurationError, TrunklineError
+from .host import CallToolResult, Host
+from .supervisor import ServerConfig, ServerStatus, Supervisor
+
+EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+
+
+# --- JSON shapes shared by --json output and the renderer -----------------------------
+
+
+def status_json(s: ServerStatus) -> dict[str, Any]:
+    return {
+        "name": s.name, "state": s.state.value, "era": s.era, "version": s.version,
+        "server_info": s.server_info, "reason": s.reason, "evidence": list(s.evidence),
+        "restarts": s.restarts,
+    }
+
+
+def result_json(r: CallToolResult) -> dict[str, Any]:
+    return {"tool": r.tool, "server": r.server, "is_error": r.is_error, "text": r.text,
+            "structured_content": r.structured_content}
+
+
+def tools_json(host: Host) -> list[dict[str, Any]]:
+    return [{"name": t.name, "server": t.server, "local_name": t.local_name,
+             "alias": t.alias, "title": t.display_name, "description": t.description}
+            for t in host.tools()]
+
+
+# --- rendering ------------------------------------------------------------------------
+
+
+class Out:
+    """Readable terminal output (rich), or nothing when ``--json`` collects a document."""
+
+    def __init__(self, json_mode: bool) -> None:
+        self.json_mode = json_mode
+        if not json_mode:
+            from rich.console import Console
+
+            self.console = Console(highlight=False)
+
+    def heading(self, text: str) -> None:
+        if not self.json_mode:
+            self.console.rule(f"[bold]{text}")
+
+    def line(self, text: str) -> None:
+        if not self.json_mode:
+            self.console.print(text)
+
+    def servers(self, statuses: Sequence[ServerStatus]) -> None:
+        if self.json_mode:
+            return
+        from rich.table import Table
+
+        table = Table(show_lines=True)
+        for col in ("server", "state", "era", "version", "evidence / reason"):
+            table.add_column(col)
+        for s in statuses:
+            colour = {"ready": "green", "unavailable": "red"}.get(s.state.value, "yellow")
+            why = "\n".join(s.evidence) if s.evidence else ""
+            if s.reason:
+                why = f"{why}\n[red]{s.reason}[/red]" if why else f"[red]{s.reason}[/red]"
+            table.add_row(s.name, f"[{colour}]{s.state.value}[/{colour}]", s.era or "-",
+                          s.version or "-", why or "-")
+        self.console.print(table)
+
+    def tools(self, host: Host) -> None:
+        if self.json_mode:
+            return
+        from rich.table import Table
+
+        table = Table()
+        for col in ("tool (canonical)", "server", "local name", "description"):
+            table.add_column(col)
+        for t in host.tools():
+            table.add_row(t.name, t.server, t.local_name, _first_sentence(t.description))
+        self.console.print(table)
+        for w in host.warnings:
+            self.console.print(f"[yellow]warning:[/yellow] {w}")
+
+    def call(self, name: str, args: dict[str, Any], r: CallToolResult) -> None:
+        if self.json_mode:
+            return
+        mark = "[red]isError[/red]" if r.is_error else "[green]ok[/green]"
+        self.console.print(f"[bold]{name}[/bold] {orjson.dumps(args).decode()} -> "
+                           f"server [cyan]{r.server}[/cyan] {mark}")
+        first = r.text.strip().splitlines()[:3]
+        for text in first:
+            self.console.print(f"    {text[:100]}")
+
+
+def _first_sentence(text: str | None) -> str:
+    if not text:
+        return ""
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+# --- commands ---------------------------------------------------------------------------
+
+
+async def demo(json_mode: bool) -> int:
+    """Bundled servers: two modern servers and one allowlisted legacy server, all three
+    exposing ``search``, plus the same legacy server *not* allowlisted to show the
+    fail-closed verdict."""
+    from .demo import demo_servers
+    from .transports.stdio import stdio
+
+    out = Out(json_mode)
+    doc: dict[str, Any] = {}
+    entries = [ServerEntry(d.name, stdio(*d.argv), d.allow_legacy) for d in demo_servers()]
+    archive = next(d for d in demo_servers() if d.allow_legacy)
+    entries.append(ServerEntry("unlisted", stdio(*archive.argv), allow_legacy=False))
+    async with Host(collision="prefix") as host:
+        await host.add_servers(entries)
+        out.heading("1. Era verdicts, from positive evidence only")
+        out.line("'unlisted' runs the same legacy server as 'archive' but is not allowlisted: "
+                 "it never receives initialize.")
+        out.servers(host.servers())
+        doc["servers"] = [status_json(s) for s in host.servers()]
+
+        out.heading("2. The merged catalog (collision policy: prefix)")
+        out.tools(host)
+        doc["tools"] = tools_json(host)
+        doc["warnings"] = [str(w) for w in host.warnings]
+
+        out.heading("3. Calls routed to their owners")
+        doc["calls"] = []
+        for name, args in (("search", {"query": "model context protocol"}),
+                           ("docs/search", {"query": "server discover"}),
+                           ("summarize", {"text": "Routing is a lookup. Nothing else."}),
+                           ("lookup", {"id": "mcp-2025-06-18"}),
+                           ("archive/search", {"query": "streamable http"})):
+            result = await host.call_tool(name, args, timeout=30)
+            out.call(name, args, result)
+            doc["calls"].append({"name": name, "arguments": args, **result_json(result)})
+
+        out.heading("4. A server killed (SIGKILL) and restarted; its calls still answered")
+        victim = next(s for s in host.servers() if s.name == "docs")
+        assert victim.server_pid is not None
+        os.kill(victim.server_pid, signal.SIGKILL)
+        while next(s for s in host.servers() if s.name == "docs").state is ServerState.READY:
+            await asyncio.sleep(0.005)
+        out.line(f"killed docs server pid {victim.server_pid}; state now "
+                 f"{next(s for s in host.servers() if s.name == 'docs').state.value}")
+        args = {"query": "cancellation"}
+        result = await host.call_tool("docs/search", args, timeout=30)
+        out.call("docs/search", args, result)
+        after = next(s for s in host.servers() if s.name == "docs")
+        out.line(f"docs is {after.state.value} again after {after.restarts} restart(s), "
+                 f"server pid {after.server_pid}, era {after.era} renegotiated")
+        doc["restart"] = {"server": "docs", "killed_pid": victim.server_pid,
+                          "new_pid": after.server_pid, "state": after.state.value,
+                          "restarts": after.restarts,
+                          "call": {"name": "docs/search", "arguments": args,
+                                   **result_json(result)}}
+    if json_mode:
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return EXIT_OK
+
+
+async def probe(path: str, json_mode: bool) -> int:
+    """Era verdict and evidence per server; no tool is listed or called."""
+    entries = load_config(path)
+    out = Out(json_mode)
+    async with Supervisor() as sup:
+        statuses = await sup.add_many(
+            ServerConfig(e.name, e.params, allow_legacy=e.allow_legacy) for e in entries)
+    out.servers(statuses)
+    if json_mode:
+        sys.stdout.write(orjson.dumps([status_json(s) for s in statuses],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    bad = [s.name for s in statuses if s.state is not ServerState.READY]
+    if bad:
+        print(f"trunkline: {len(bad)} of {len(statuses)} servers unavailable: "
+              f"{', '.join(bad)}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    return EXIT_OK
+
+
+async def tools(path: str, json_mode: bool) -> int:
+    out = Out(json_mode)
+    async with Host.from_config(path) as host:
+        out.tools(host)
+        if json_mode:
+            sys.stdout.write(orjson.dumps(tools_json(host), option=orjson.OPT_INDENT_2)
+                             .decode() + "\n")
+    return EXIT_OK
+
+
+async def call(path: str, tool: str, arguments: str, json_mode: bool) -> int:
+    try:
+        args = orjson.loads(arguments)
+    except orjson.JSONDecodeError as exc:
+        raise ConfigurationError(f"arguments are not valid JSON: {exc}") from None
+    if not isinstance(args, dict):
+        raise ConfigurationError("arguments must be a JSON object")
+    async with Host.from_config(path) as host:
+        result = await host.call_tool(tool, args)
+    if json_mode:
+        sys.stdout.write(orjson.dumps(result_json(result), option=orjson.OPT_INDENT_2)
+                         .decode() + "\n")
+    else:
+        print(result.text)
+    return EXIT_CALL_FAILED if result.is_error else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,14 +233,47 @@ def build_parser() -> argparse.ArgumentParser:
         description="A high-fanout MCP client host with fail-closed era negotiation.",
     )
     parser.add_argument("--version", action="version", version=f"trunkline {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    d = sub.add_parser("demo", help="run the bundled demo servers (no network, no config)")
+    d.add_argument("--json", action="store_true", help="print the same as JSON")
+    p = sub.add_parser("probe", help="era verdict and evidence per configured server")
+    p.add_argument("config")
+    p.add_argument("--json", action="store_true")
+    t = sub.add_parser("tools", help="the merged tool catalog of a configuration")
+    t.add_argument("config")
+    t.add_argument("--json", action="store_true")
+    c = sub.add_parser("call", help="call one tool and print its result")
+    c.add_argument("config")
+    c.add_argument("tool")
+    c.add_argument("arguments", nargs="?", default="{}")
+    c.add_argument("--json", action="store_true")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    ns = parser.parse_args(argv)
+    if ns.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    if ns.command == "demo":
+        coro = demo(ns.json)
+    elif ns.command == "probe":
+        coro = probe(ns.config, ns.json)
+    elif ns.command == "tools":
+        coro = tools(ns.config, ns.json)
+    else:
+        coro = call(ns.config, ns.tool, ns.arguments, ns.json)
+    try:
+        return asyncio.run(coro)
+    except ConfigurationError as exc:
+        print(f"trunkline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TrunklineError as exc:
+        print(f"trunkline: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_CALL_FAILED
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

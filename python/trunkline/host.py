@@ -110,7 +110,8 @@ class Host:
         self.model_safe_names = model_safe_names
         self.call_timeout = call_timeout
         self.list_timeout = list_timeout
-        self._sup = Supervisor(self.settings, on_state=self._on_server_state)
+        self._sup = Supervisor(self.settings, on_state=self._on_server_state,
+                               on_list_changed=self._on_list_changed)
         self._cache = ToolCache()
         self._listings: dict[str, ToolListing] = {}
         self._listed_generation: dict[str, int] = {}
@@ -310,6 +311,14 @@ class Host:
         elif handle.state in (ServerState.UNAVAILABLE, ServerState.STOPPED):
             if name in self._listings:
                 self._safe_rebuild()
+
+    def _on_list_changed(self, handle: WorkerHandle, which: str) -> None:
+        """The server said its tool list changed: the cached list is invalid at once and
+        the catalog is refetched now (not on a timer)."""
+        if which != "tools" or self._closed or handle.name in self._adding:
+            return
+        self._cache.invalidate(handle.name)
+        self._spawn(self._relist(handle.name))
 
     async def _relist(self, name: str) -> None:
         try:

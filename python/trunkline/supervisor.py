@@ -158,9 +158,11 @@ class WorkerHandle:
     """The parent's side of one server: its worker, its channel, its calls, its state."""
 
     def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random,
-                 on_state: Callable[[WorkerHandle], None] | None = None) -> None:
+                 on_state: Callable[[WorkerHandle], None] | None = None,
+                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None) -> None:
         self.config = config
         self._on_state = on_state
+        self._on_list_changed = on_list_changed
         self.settings = settings
         self._rng = rng
         self.state = ServerState.STARTING
@@ -466,6 +468,10 @@ class WorkerHandle:
                 self._on_report(gen, StateReport.from_body(body))
             elif kind == ch.FAILURE:
                 self._on_failure(gen, body)
+            elif kind == ch.TOOLS:
+                changed = orjson.loads(body).get("changed")
+                if self._on_list_changed is not None and isinstance(changed, str):
+                    self._on_list_changed(self, changed)
             elif kind == ch.LOG:
                 log.info("server %r: %s", self.name, orjson.loads(body))
 
@@ -595,18 +601,23 @@ class Supervisor:
     """All servers of one host: start, route by name, report, stop."""
 
     def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None,
-                 on_state: Callable[[WorkerHandle], None] | None = None) -> None:
+                 on_state: Callable[[WorkerHandle], None] | None = None,
+                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None) -> None:
         """``on_state`` is called (synchronously, on the loop) after every state change of
-        any server, e.g. to re-list tools when a restarted server is ready again."""
+        any server, e.g. to re-list tools when a restarted server is ready again;
+        ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
+        changed."""
         self.settings = settings or HostSettings()
         self._rng = random.Random(seed)
         self._on_state = on_state
+        self._on_list_changed = on_list_changed
         self._handles: dict[str, WorkerHandle] = {}
 
     async def add(self, config: ServerConfig) -> ServerStatus:
         if config.name in self._handles:
             raise ValueError(f"server {config.name!r} is already configured")
-        handle = WorkerHandle(config, self.settings, self._rng, self._on_state)
+        handle = WorkerHandle(config, self.settings, self._rng, self._on_state,
+                              self._on_list_changed)
         self._handles[config.name] = handle
         return await handle.start()
 
@@ -615,7 +626,8 @@ class Supervisor:
         for c in configs:
             if c.name in self._handles:
                 raise ValueError(f"server {c.name!r} is already configured")
-        handles = [WorkerHandle(c, self.settings, self._rng, self._on_state) for c in configs]
+        handles = [WorkerHandle(c, self.settings, self._rng, self._on_state,
+                                self._on_list_changed) for c in configs]
         for h in handles:
             self._handles[h.name] = h
         return list(await asyncio.gather(*(h.start() for h in handles)))

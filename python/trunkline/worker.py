@@ -45,7 +45,8 @@ EXIT_BAD_CONFIG = 13
 _PR_SET_PDEATHSIG = 1
 
 
-def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None]) -> Peer:
+def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None],
+                   on_notification: Callable[[str, bytes], None] | None = None) -> Peer:
     """Build the worker's Peer from the JSON configuration the parent wrote to stdin."""
     if spec.get("channel_version") != ch.CHANNEL_VERSION:
         raise ValueError(
@@ -70,7 +71,7 @@ def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None]) -> Pe
         spec["name"], params, allow_legacy=bool(spec["allow_legacy"]), identity=identity,
         negotiation=negotiation, max_line_bytes=int(spec["max_line_bytes"]),
         max_frame_bytes=int(spec["max_frame_bytes"]),
-        on_closed=on_closed,
+        on_closed=on_closed, on_notification=on_notification,
     )
 
 
@@ -93,7 +94,7 @@ class Worker:
     def __init__(self, spec: dict[str, Any]) -> None:
         self._lost: list[str] = []
         self._lost_event: asyncio.Event | None = None
-        self.peer = peer_from_spec(spec, self._on_server_closed)
+        self.peer = peer_from_spec(spec, self._on_server_closed, self._on_notification)
         self._transport: asyncio.Transport | None = None
         self._out: TickBatcher | None = None
         self._done: asyncio.Future[int] | None = None
@@ -128,6 +129,12 @@ class Worker:
     def on_channel_closed(self) -> None:
         # The parent is gone (or closed us): stop the server and leave.
         self._finish(EXIT_STOPPED)
+
+    def _on_notification(self, method: str, line: bytes) -> None:
+        """Notifications the parent acts on. A legacy server announces list changes on
+        its stdio stream; modern ones do so through ``subscriptions/listen``."""
+        if method in ch.LIST_CHANGED:
+            self.send(ch.json_frame(ch.TOOLS, {"changed": ch.LIST_CHANGED[method]}))
 
     def _on_server_closed(self, detail: str) -> None:
         self._lost.append(detail)

@@ -253,3 +253,35 @@ def test_real_servers_collide_and_route_under_prefix(tmp_path, no_leaks):
     assert sent["ts"] == [("echo", {"text": "to typescript"})]
     assert sent["old"] == [("get_current_time", {"timezone": "UTC"})]
     assert sent["new"] == []
+
+
+def test_list_changed_from_a_legacy_server_refetches_at_once(tap, no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("old", scripted(
+                "--era", "legacy", "--notify-after-call", "notifications/tools/list_changed",
+                tap=tap), allow_legacy=True)
+            assert lists(tap) == 1
+            await host.call_tool("echo", {})
+            deadline = time.monotonic() + 20
+            while lists(tap) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert lists(tap) == 2, "the announced change refetched the list without a poll"
+            assert "echo" in [t.name for t in host.tools()]
+    run(main())
+
+
+@pytest.mark.real_servers
+def test_real_servers_collide_under_reject(no_leaks):
+    async def main():
+        async with Host(collision="reject", settings=SETTINGS) as host:
+            py = realpeers.require(realpeers.MODERN_PY_ECHO)
+            ts = realpeers.require(realpeers.MODERN_TS)
+            await host.add_server("py", stdio(*py.argv, env=dict(py.env)))
+            with pytest.raises(ToolCollision) as info:
+                await host.add_server("ts", stdio(*ts.argv, env=dict(ts.env)))
+            assert "py" in str(info.value) and "ts" in str(info.value)
+            assert "echo" in str(info.value)
+            assert [s.name for s in host.servers()] == ["py"]
+            assert "hi" in (await host.call_tool("echo", {"text": "hi"})).text
+    run(main())

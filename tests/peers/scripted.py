@@ -72,6 +72,8 @@ SERVER-INITIATED REQUESTS (legacy)
                          (ping, roots/list, sampling/createMessage,
                          elicitation/create, or anything); repeatable.
   The client's answers are recorded by the tap (and logged with -v).
+  --notify-after-call METHOD  after handling each tools/call, send notification METHOD
+                         (e.g. notifications/tools/list_changed); repeatable.
 
 PROCESS AND STREAM BEHAVIOUR
   --startup-delay S      sleep S seconds before reading stdin
@@ -371,6 +373,7 @@ class Config:
     tools: list[Json]
     ping_first: bool
     server_requests: list[str]
+    notify_after_call: list[str]
     exit_on_eof: bool
     verbose: bool
 
@@ -450,6 +453,9 @@ class Peer:
         action = self.cfg.actions.get(req["method"], Action("result"))
         self.log(f"request {req['method']} id={req['id']!r} -> {action.kind}")
         self.perform(action, req)
+        if req["method"] == "tools/call":
+            for method in self.cfg.notify_after_call:
+                self.out.send({"jsonrpc": "2.0", "method": method})
 
     def on_notification(self, msg: Json) -> None:
         method = msg["method"]
@@ -707,6 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--extra-tools", type=int, default=0, metavar="N")
     p.add_argument("--ping-first", action="store_true")
     p.add_argument("--server-request", action="append", default=[], metavar="METHOD")
+    p.add_argument("--notify-after-call", action="append", default=[], metavar="METHOD")
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--stdout-garbage-first", action="store_true")
     p.add_argument("--oversized-line", type=parse_bytes, default=0, metavar="BYTES")
@@ -758,6 +765,7 @@ def config_from(ns: argparse.Namespace) -> Config:
         tools=select_tools(ns.tools, ns.extra_tools),
         ping_first=ns.ping_first,
         server_requests=ns.server_request,
+        notify_after_call=ns.notify_after_call,
         exit_on_eof=ns.exit_on_eof,
         verbose=ns.verbose,
     )

@@ -1,0 +1,98 @@
+"""The command line, run as a user runs it: a subprocess, its output and exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import orjson
+import pytest
+from conftest import PEERS
+
+
+def trunkline(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trunkline", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "alpha": {"command": sys.executable, "args": [str(PEERS / "scripted.py")]},
+        "beta": {"command": sys.executable, "args": [str(PEERS / "scripted.py"),
+                                                      "--name", "beta-peer"]},
+    }}))
+    return path
+
+
+def test_demo_json_shows_verdicts_catalog_routing_and_a_restart(no_leaks):
+    done = trunkline("demo", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = orjson.loads(done.stdout)
+    servers = {s["name"]: s for s in doc["servers"]}
+    assert (servers["web"]["era"], servers["docs"]["era"]) == ("modern", "modern")
+    assert servers["archive"]["era"] == "legacy"
+    assert servers["archive"]["version"] == "2025-11-25"
+    assert any("-32601" in line for line in servers["archive"]["evidence"])
+    assert servers["unlisted"]["state"] == "unavailable"
+    assert "allow_legacy=False" in servers["unlisted"]["reason"]
+    tools = {t["name"]: (t["server"], t["local_name"]) for t in doc["tools"]}
+    assert tools["search"] == ("web", "search")
+    assert tools["docs/search"] == ("docs", "search")
+    assert tools["archive/search"] == ("archive", "search")
+    assert all(server != "unlisted" for server, _ in tools.values())
+    routed = {c["name"]: c["server"] for c in doc["calls"]}
+    assert routed == {"search": "web", "docs/search": "docs", "summarize": "docs",
+                      "lookup": "archive", "archive/search": "archive"}
+    assert not any(c["is_error"] for c in doc["calls"])
+    restart = doc["restart"]
+    assert restart["state"] == "ready" and restart["restarts"] == 1
+    assert restart["new_pid"] != restart["killed_pid"]
+    assert restart["call"]["server"] == "docs" and restart["call"]["text"]
+
+
+def test_demo_renders_for_a_terminal(no_leaks):
+    done = trunkline("demo")
+    assert done.returncode == 0, done.stderr
+    for expected in ("Era verdicts", "merged catalog", "docs/search", "unavailable",
+                     "restart"):
+        assert expected in done.stdout
+
+
+def test_probe_tools_and_call(config, no_leaks):
+    probed = trunkline("probe", str(config), "--json")
+    assert probed.returncode == 0, probed.stderr
+    assert [(s["name"], s["era"]) for s in orjson.loads(probed.stdout)] == [
+        ("alpha", "modern"), ("beta", "modern")]
+    listed = trunkline("tools", str(config), "--json")
+    names = [t["name"] for t in orjson.loads(listed.stdout)]
+    assert "echo" in names and "beta/echo" in names
+    called = trunkline("call", str(config), "beta/echo", '{"hello": "world"}', "--json")
+    assert called.returncode == 0, called.stderr
+    result = orjson.loads(called.stdout)
+    assert result["server"] == "beta" and orjson.loads(result["text"]) == {"hello": "world"}
+
+
+def test_probe_exit_code_names_unavailable_servers(tmp_path, no_leaks):
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "old": {"command": sys.executable, "args": [str(PEERS / "scripted.py"), "--era",
+                                                     "legacy"]}}}))
+    done = trunkline("probe", str(path))
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines()[-1] == "trunkline: 1 of 1 servers unavailable: old"
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (("call", "{config}", "nope", "{}"), 1, "no tool named 'nope'"),
+    (("call", "{config}", "echo", "[1]"), 2, "must be a JSON object"),
+    (("call", "{config}", "echo", "{bad"), 2, "not valid JSON"),
+    (("tools", "/nonexistent/mcp.json"), 2, "cannot read"),
+])
+def test_errors_are_one_line_with_a_nonzero_exit(config, args, code, message, no_leaks):
+    done = trunkline(*(a.replace("{config}", str(config)) for a in args))
+    assert done.returncode == code, (done.returncode, done.stderr)
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
