@@ -12,7 +12,9 @@ layouts handled by the Rust codec:
   worker never decodes it; the parent decodes it once, at the caller.
 
 Everything else is rare and carries a small JSON object (orjson): the worker's
-configuration, cancels, failures, state changes, tool list updates, log lines.
+configuration, cancels, failures, state changes, tool list updates, the server's log
+messages and progress notifications (forwarded with their params, undecided: the parent
+routes progress to the one call that asked for it and logs to the host).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ FAILURE = 17
 STATE = 18
 TOOLS = 19
 LOG = 20
+PROGRESS = 21
 
 
 #: List-change notifications a worker forwards (in a TOOLS frame) as the list that changed.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,6 +47,9 @@ from .transports.stdio import StdioParams
 log = logging.getLogger("trunkline.host")
 
 CollisionPolicy = Literal["prefix", "reject"]
+ProgressCallback = Callable[[Any, Any, Any], None]
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 
 #: States in which a server's tools stay in the catalog: ready, or on its way back.
 _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTING,
@@ -95,7 +98,11 @@ class Host:
         settings: HostSettings | None = None,
         call_timeout: float = 60.0,
         list_timeout: float = 30.0,
+        on_log: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
+        """``on_log(server, params)`` receives every ``notifications/message`` a server
+        sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
+        without it they go to the ``trunkline.host`` logger."""
         if collision not in ("prefix", "reject"):
             raise ConfigurationError(f"collision must be 'prefix' or 'reject', not {collision!r}")
         identity = _identity(client_info, capabilities)
@@ -111,7 +118,9 @@ class Host:
         self.call_timeout = call_timeout
         self.list_timeout = list_timeout
         self._sup = Supervisor(self.settings, on_state=self._on_server_state,
-                               on_list_changed=self._on_list_changed)
+                               on_list_changed=self._on_list_changed,
+                               on_log=on_log or _log_to_logger)
+        self._server_timeouts: dict[str, float] = {}
         self._cache = ToolCache()
         self._listings: dict[str, ToolListing] = {}
         self._listed_generation: dict[str, int] = {}
@@ -163,11 +172,15 @@ class Host:
         allow_legacy: bool = False,
         max_inflight: int = 1024,
         wait_ready: bool = True,
+        call_timeout: float | None = None,
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
-        ``ToolCollision`` naming both servers and the tool."""
+        ``ToolCollision`` naming both servers and the tool. ``call_timeout`` overrides the
+        host's default for this server's calls (a call's own ``timeout`` wins over both)."""
         entry = ServerEntry(name, transport, allow_legacy)
+        if call_timeout is not None:
+            self._server_timeouts[name] = call_timeout
         await self.add_servers([entry], max_inflight=max_inflight, wait_ready=wait_ready)
         return self._sup.handle(name).status()
 
@@ -343,22 +356,53 @@ class Host:
 
     # -- calls ---------------------------------------------------------------------------
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                        timeout: float | None = None) -> CallToolResult:
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        log_level: str | None = None,
+    ) -> CallToolResult:
         """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
-        ``ServerError``; ``isError`` results are returned."""
+        ``ServerError``; ``isError`` results are returned.
+
+        ``on_progress(progress, total, message)`` receives the server's progress
+        notifications for this call only (a ``progressToken`` unique to the call is sent
+        in ``_meta``). ``log_level`` asks a modern server to send log messages at that
+        level or above for this call (``io.modelcontextprotocol/logLevel``); they reach
+        the host's ``on_log``."""
         try:
             entry = self._catalog.lookup(name)
         except KeyError:
             raise UnknownTool(f"no tool named {name!r} in the catalog", method="tools/call") from None
         if arguments is not None and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
-        params = orjson.dumps({"name": entry.local_name, "arguments": dict(arguments or {})})
+        if log_level is not None and log_level not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {LOG_LEVELS}")
         handle = self._sup.handle(entry.server)
-        reply = await handle.request("tools/call", params,
-                                     timeout=self.call_timeout if timeout is None else timeout)
+        era = handle.status().era
+        body: dict[str, Any] = {"name": entry.local_name, "arguments": dict(arguments or {})}
+        meta: dict[str, Any] = {}
+        token = None
+        if on_progress is not None:
+            token = handle.watch_progress(lambda p: on_progress(
+                p.get("progress"), p.get("total"), p.get("message")))
+            meta["progressToken"] = token
+        if log_level is not None and era == "modern":
+            meta[META_LOG_LEVEL] = log_level
+        if meta:
+            body["_meta"] = meta
+        if timeout is None:
+            timeout = self._server_timeouts.get(entry.server, self.call_timeout)
+        try:
+            reply = await handle.request("tools/call", orjson.dumps(body), timeout=timeout)
+        finally:
+            if token is not None:
+                handle.unwatch_progress(token)
         result = reply.decode(server=entry.server, method="tools/call")
-        return self._to_result(entry, result, handle.status().era)
+        return self._to_result(entry, result, era)
 
     def _to_result(self, entry: ToolEntry, result: Any, era: str | None) -> CallToolResult:
         where = {"server": entry.server, "method": "tools/call"}
@@ -408,6 +452,14 @@ class Host:
             raise SchemaViolation(
                 f"tool {entry.name!r} returned structuredContent that violates its "
                 f"outputSchema: {'; '.join(problems)}", **where)
+
+
+def _log_to_logger(server: str, params: dict[str, Any]) -> None:
+    level = params.get("level")
+    py_level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
+                "warning": logging.WARNING}.get(level if isinstance(level, str) else "",
+                                                logging.ERROR)
+    log.log(py_level, "server %r: %s", server, params.get("data"))
 
 
 def _identity(client_info: Mapping[str, str] | ClientIdentity | None,

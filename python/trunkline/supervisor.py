@@ -159,10 +159,15 @@ class WorkerHandle:
 
     def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random,
                  on_state: Callable[[WorkerHandle], None] | None = None,
-                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None) -> None:
+                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
+                 on_log: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.config = config
         self._on_state = on_state
         self._on_list_changed = on_list_changed
+        self._on_log = on_log
+        self._progress: dict[str, Callable[[dict[str, Any]], None]] = {}
+        self._progress_seq = 0
+        self.dropped_progress = 0
         self.settings = settings
         self._rng = rng
         self.state = ServerState.STARTING
@@ -472,8 +477,39 @@ class WorkerHandle:
                 changed = orjson.loads(body).get("changed")
                 if self._on_list_changed is not None and isinstance(changed, str):
                     self._on_list_changed(self, changed)
+            elif kind == ch.PROGRESS:
+                self._on_progress(orjson.loads(body))
             elif kind == ch.LOG:
-                log.info("server %r: %s", self.name, orjson.loads(body))
+                params = orjson.loads(body)
+                if self._on_log is not None:
+                    self._on_log(self.name, params)
+                else:
+                    log.info("server %r: %s", self.name, params)
+
+    # -- progress ------------------------------------------------------------------------
+
+    def watch_progress(self, callback: Callable[[dict[str, Any]], None]) -> str:
+        """Register a progress callback; returns the token to put in the request's
+        ``_meta.progressToken``. Tokens are unique per handle, so progress for one call
+        never reaches another (spec digest §23.13)."""
+        self._progress_seq += 1
+        token = f"tl-{self._progress_seq}"
+        self._progress[token] = callback
+        return token
+
+    def unwatch_progress(self, token: str) -> None:
+        self._progress.pop(token, None)
+
+    def _on_progress(self, params: Any) -> None:
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        callback = self._progress.get(token) if isinstance(token, (str, int)) else None
+        if callback is None:
+            self.dropped_progress += 1  # for no call of ours (or one already finished)
+            return
+        try:
+            callback(params)
+        except Exception:  # a host callback must not break the channel
+            log.exception("server %r: progress callback failed", self.name)
 
     def _on_report(self, gen: _Generation, report: StateReport) -> None:
         gen.report = report
@@ -602,7 +638,8 @@ class Supervisor:
 
     def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None,
                  on_state: Callable[[WorkerHandle], None] | None = None,
-                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None) -> None:
+                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
+                 on_log: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         """``on_state`` is called (synchronously, on the loop) after every state change of
         any server, e.g. to re-list tools when a restarted server is ready again;
         ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
@@ -611,13 +648,14 @@ class Supervisor:
         self._rng = random.Random(seed)
         self._on_state = on_state
         self._on_list_changed = on_list_changed
+        self._on_log = on_log
         self._handles: dict[str, WorkerHandle] = {}
 
     async def add(self, config: ServerConfig) -> ServerStatus:
         if config.name in self._handles:
             raise ValueError(f"server {config.name!r} is already configured")
         handle = WorkerHandle(config, self.settings, self._rng, self._on_state,
-                              self._on_list_changed)
+                              self._on_list_changed, self._on_log)
         self._handles[config.name] = handle
         return await handle.start()
 
@@ -627,7 +665,7 @@ class Supervisor:
             if c.name in self._handles:
                 raise ValueError(f"server {c.name!r} is already configured")
         handles = [WorkerHandle(c, self.settings, self._rng, self._on_state,
-                                self._on_list_changed) for c in configs]
+                                self._on_list_changed, self._on_log) for c in configs]
         for h in handles:
             self._handles[h.name] = h
         return list(await asyncio.gather(*(h.start() for h in handles)))

@@ -44,6 +44,8 @@ EXIT_BAD_CONFIG = 13
 
 _PR_SET_PDEATHSIG = 1
 
+_FORWARDED = {"notifications/progress": ch.PROGRESS, "notifications/message": ch.LOG}
+
 
 def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None],
                    on_notification: Callable[[str, bytes], None] | None = None) -> Peer:
@@ -135,6 +137,12 @@ class Worker:
         its stdio stream; modern ones do so through ``subscriptions/listen``."""
         if method in ch.LIST_CHANGED:
             self.send(ch.json_frame(ch.TOOLS, {"changed": ch.LIST_CHANGED[method]}))
+        elif method in _FORWARDED:
+            # Rare and small: decoded here only to strip the envelope; the parent routes
+            # progress by token to its call and log messages to the host.
+            params = orjson.loads(line).get("params")
+            if isinstance(params, dict):
+                self.send(ch.json_frame(_FORWARDED[method], params))
 
     def _on_server_closed(self, detail: str) -> None:
         self._lost.append(detail)

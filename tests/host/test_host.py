@@ -13,6 +13,7 @@ import time
 import orjson
 import pytest
 from conftest import PEERS, run, scripted
+from mcp_schema import MODERN, validate_message
 
 import realpeers
 import taplog
@@ -285,3 +286,29 @@ def test_real_servers_collide_under_reject(no_leaks):
             assert [s.name for s in host.servers()] == ["py"]
             assert "hi" in (await host.call_tool("echo", {"text": "hi"})).text
     run(main())
+
+
+def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_leaks):
+    logs: list[tuple[str, dict]] = []
+    async def main():
+        async with Host(settings=SETTINGS, on_log=lambda s, p: logs.append((s, p))) as host:
+            await host.add_server("talk", scripted(tap=tap))
+            seen_a: list = []
+            seen_b: list = []
+            a, b = await asyncio.gather(
+                host.call_tool("chatty", {"n": 1}, on_progress=lambda *p: seen_a.append(p),
+                               log_level="info"),
+                host.call_tool("chatty", {"n": 2}, on_progress=lambda *p: seen_b.append(p)))
+            assert seen_a == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+            assert seen_b == seen_a  # each call saw exactly its own three, nothing else
+            assert orjson.loads(a.text) == {"n": 1} and orjson.loads(b.text) == {"n": 2}
+            assert host._sup.handle("talk").dropped_progress == 2  # the "not ours" tokens
+    run(main())
+    assert logs == [("talk", {"level": "info", "logger": "chatty", "data": "asked for level info"})]
+    sent = calls(tap)
+    tokens = [c["params"]["_meta"]["progressToken"] for c in sent]
+    assert len(set(tokens)) == 2
+    assert [c["params"]["_meta"].get("io.modelcontextprotocol/logLevel") for c in sent] == [
+        "info", None]
+    for c in sent:
+        validate_message(c, MODERN)

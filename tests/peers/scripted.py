@@ -176,6 +176,13 @@ BUILTIN_TOOLS: list[Json] = [
         "inputSchema": {"type": "object", "properties": {"partial": {"type": "boolean"}}},
     },
     {
+        "name": "chatty",
+        "description": "Reports progress 1..3 of 3 on the call's progressToken (plus one "
+        "on a token nobody asked for), logs one message when the call set a logLevel, "
+        "then returns its arguments.",
+        "inputSchema": {"type": "object"},
+    },
+    {
         "name": "big",
         "description": "Returns `bytes` bytes of text.",
         "inputSchema": {
@@ -642,12 +649,30 @@ class Peer:
             if args.get("partial"):
                 self.out.write(b'{"jsonrpc":"2.0","id":' + id_key(req["id"]).encode(), prelude=True)
             os._exit(CRASH_EXIT_CODE)
+        if name == "chatty":
+            self.chatter(req)
+            return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))
         if name == "big":
             size = args.get("bytes")
             if not isinstance(size, int) or size < 0:
                 raise RpcError(-32602, "big needs a non-negative integer 'bytes'")
             return text_result("x" * size)
         return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))  # echo & extras
+
+    def chatter(self, req: Json) -> None:
+        meta = request_meta(req)
+        token = meta.get("progressToken")
+        if token is not None:
+            self.out.send(_notification("notifications/progress",
+                                        {"progressToken": f"{token}-not-ours", "progress": 99}))
+            for step in (1, 2, 3):
+                self.out.send(_notification("notifications/progress", {
+                    "progressToken": token, "progress": step, "total": 3,
+                    "message": f"step {step}"}))
+        level = meta.get("io.modelcontextprotocol/logLevel")
+        if level is not None:
+            self.out.send(_notification("notifications/message", {
+                "level": "info", "logger": "chatty", "data": f"asked for level {level}"}))
 
     def sleep_tool(self, req: Json, args: Json) -> None:
         seconds = args.get("seconds")
@@ -660,6 +685,10 @@ class Peer:
     @staticmethod
     def error_envelope(req_id: Any, err: RpcError) -> Json:
         return {"jsonrpc": "2.0", "id": req_id, "error": err.to_json()}
+
+
+def _notification(method: str, params: Json) -> Json:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
 def text_result(text: str) -> Json:
