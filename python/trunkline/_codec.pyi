@@ -249,3 +249,13 @@ def encode_result(id: JsonId, result: bytes) -> bytes:
 
 def encode_error(id: JsonId | None, code: int, message: str, data: bytes | None = None) -> bytes:
     """An error response line."""
+
+def raw_member(json: bytes, key: str) -> bytes | None:
+    """The exact raw bytes of the value of top-level member ``key`` of the JSON object
+    ``json`` (no whitespace around it), or None when the object has no such member.
+
+    Keys are compared decoded (``"a\\u0062"`` is the key ``ab``). Nothing is decoded or
+    re-encoded on the way out, so escapes such as ``\\u00e9`` or ``\\/`` survive: this is
+    how an MRTR retry echoes the server's ``requestState`` byte for byte. Raises CodecError
+    when ``json`` is not one valid JSON object (checked strictly, like stamp inputs) or
+    holds ``key`` twice (readers disagree on which occurrence wins)."""

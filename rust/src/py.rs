@@ -805,6 +805,15 @@ fn encode_error<'py>(
     bytes_out(py, stamp::encode_error(id.as_ref(), code, message, data))
 }
 
+/// The exact raw bytes of the value of top-level member `key` of the JSON object `json`,
+/// or None when absent. Raises CodecError when `json` is not one valid JSON object or
+/// holds `key` twice.
+#[pyfunction]
+fn raw_member<'py>(py: Python<'py>, json: &[u8], key: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let span = stamp::raw_member(json, key).map_err(codec_err)?;
+    Ok(span.map(|(a, b)| PyBytes::new(py, &json[a..b])))
+}
+
 // ---------------------------------------------------------------------------- module
 
 #[pymodule]
@@ -847,5 +856,6 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_result, m)?)?;
     m.add_function(wrap_pyfunction!(encode_error, m)?)?;
     m.add_function(wrap_pyfunction!(encode_submit, m)?)?;
+    m.add_function(wrap_pyfunction!(raw_member, m)?)?;
     Ok(())
 }

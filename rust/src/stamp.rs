@@ -310,6 +310,31 @@ pub fn encode_error(id: Option<&JsonId>, code: i64, message: &str, data: Option<
     Ok(out)
 }
 
+/// The span of the value of top-level member `key` in the JSON object `src`: `None` when
+/// the object has no such member. The whole input is checked strictly first (UTF-8, full
+/// structure, no raw control characters in strings), so the span always holds one valid
+/// JSON value, exactly the bytes the sender wrote (no whitespace around it).
+///
+/// Keys are compared decoded, as any JSON reader would (`"a\u0062"` is the key `ab`).
+/// A `key` present twice is an error: readers disagree on which occurrence wins, and a
+/// caller that echoes a value "byte for byte" must not pick one silently.
+///
+/// This is how the MRTR retry carries the server's `requestState` unchanged: the client
+/// never decodes and re-encodes it (re-encoding would rewrite escapes such as `\u00e9`
+/// or `\/`).
+pub fn raw_member(src: &[u8], key: &str) -> Result<Option<(usize, usize)>, CodecError> {
+    let mut found: Option<(usize, usize)> = None;
+    for (k, _, span) in members(src, 0, "json")? {
+        if k == key {
+            if found.is_some() {
+                return Err(CodecError(format!("json: duplicate top-level key {key:?}")));
+            }
+            found = Some(span);
+        }
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,5 +444,44 @@ mod tests {
             .ends_with("\"params\":{\"a\":1,\"_meta\":{}}}\n{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"m\"}\n"));
         assert!(check_meta(b"{\"k\":[1]}").is_ok());
         assert!(check_meta(b"[1]").is_err());
+    }
+
+    fn member(src: &str, key: &str) -> Result<Option<String>, CodecError> {
+        Ok(raw_member(src.as_bytes(), key)?.map(|(a, b)| src[a..b].to_owned()))
+    }
+
+    #[test]
+    fn raw_member_returns_exact_value_bytes() {
+        let src = r#" { "resultType" : "input_required" , "requestState" : "caf\u00e9\/x\"y" ,
+            "inputRequests": {"a": {"method": "roots/list"}}, "n": -1.5e3, "z": [ 1 , 2 ] } "#;
+        assert_eq!(member(src, "requestState").unwrap().as_deref(), Some(r#""caf\u00e9\/x\"y""#));
+        assert_eq!(member(src, "inputRequests").unwrap().as_deref(), Some(r#"{"a": {"method": "roots/list"}}"#));
+        assert_eq!(member(src, "n").unwrap().as_deref(), Some("-1.5e3"));
+        assert_eq!(member(src, "z").unwrap().as_deref(), Some("[ 1 , 2 ]"));
+        assert_eq!(member(src, "resultType").unwrap().as_deref(), Some(r#""input_required""#));
+        assert_eq!(member(src, "missing").unwrap(), None);
+        assert_eq!(member("{}", "a").unwrap(), None);
+        // Only top-level members count.
+        assert_eq!(member(r#"{"x":{"a":1}}"#, "a").unwrap(), None);
+    }
+
+    #[test]
+    fn raw_member_compares_decoded_keys() {
+        assert_eq!(member(r#"{"request\u0053tate":"s"}"#, "requestState").unwrap().as_deref(), Some(r#""s""#));
+        assert_eq!(member(r#"{"\u00e9":1}"#, "é").unwrap().as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn raw_member_rejects_non_objects_bad_json_and_duplicates() {
+        for bad in ["", "[]", "\"s\"", "1", "null", "{", r#"{"a":1,}"#, r#"{"a":1} x"#, "{\"a\":\"x\ny\"}"] {
+            assert!(raw_member(bad.as_bytes(), "a").is_err(), "accepted {bad:?}");
+        }
+        assert!(raw_member(b"{\"a\":\"\xff\"}", "a").is_err());
+        let e = raw_member(br#"{"a":1,"b":2,"a":3}"#, "a").unwrap_err();
+        assert!(e.0.contains("duplicate"), "{e}");
+        // A duplicate of another key is not our business.
+        assert_eq!(raw_member(br#"{"b":1,"b":2,"a":3}"#, "a").unwrap(), Some((17, 18)));
+        let deep = "{\"a\":".to_owned() + &"[".repeat(200) + &"]".repeat(200) + "}";
+        assert!(raw_member(deep.as_bytes(), "a").is_err());
     }
 }
