@@ -27,7 +27,9 @@ from trunkline.errors import (
 from trunkline.protocol import retry as r
 from trunkline.protocol.retry import GiveUp, GiveUpReason, Outcome, Retry
 
-READS = sorted(r.READ_METHODS)
+# Spelled out from the issue and spec §23.8, not copied from the module.
+READS = ["tools/list", "prompts/list", "resources/list", "resources/templates/list",
+         "resources/read", "prompts/get", "server/discover", "completion/complete"]
 MAYBE_DELIVERED = [TransportLost("pipe closed"), RequestTimeout("no reply", timeout_s=1.0)]
 NOT_SENT = [ServerUnavailable("restarting", state="restarting"),
             ServerUnavailable("negotiating", state="negotiating")]
@@ -54,8 +56,8 @@ def rng() -> random.Random:
     return random.Random(1234)
 
 
-def decide(plan: r.RetryPlan, exc: BaseException, *, made: int = 1, sent: bool | None = None,
-           remaining_s: float | None = None) -> Retry | GiveUp:
+def decide(plan: r.RetryPlan, exc: BaseException, *, made: int = 1,
+           sent: bool | None = None, remaining_s: float | None = None) -> Retry | GiveUp:
     return plan.decide(made, r.classify(exc, sent=sent), rng=rng(), remaining_s=remaining_s)
 
 
@@ -156,11 +158,13 @@ def test_cap_respected_even_when_the_exponent_overflows(attempt):
 
 def test_backoff_grows_until_the_cap():
     policy = r.RetryPolicy(base_s=0.1, factor=2.0, cap_s=1.0)
-    assert [policy.ceiling(k) for k in range(6)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    ceilings = [policy.ceiling(k) for k in range(6)]
+    assert ceilings == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
 
 
 @pytest.mark.parametrize("kw", [
-    {"max_attempts": 0}, {"max_attempts": -1}, {"max_attempts": 2.5}, {"max_attempts": True},
+    {"max_attempts": 0}, {"max_attempts": -1}, {"max_attempts": 2.5},
+    {"max_attempts": True},
     {"base_s": -0.1}, {"cap_s": -1.0}, {"factor": 0.5}, {"base_s": float("nan")},
 ])
 def test_policy_rejects_unbounded_or_nonsense_settings(kw):
@@ -245,7 +249,8 @@ def test_tools_call_is_retried_when_the_caller_or_the_config_says_idempotent(exc
     assert isinstance(decide(vetoed, exc), GiveUp)  # the caller's word wins over config
 
 
-@pytest.mark.parametrize("exc", NOT_SENT + [RequestTimeout("slot wait"), TransportLost("x")],
+@pytest.mark.parametrize("exc",
+                         NOT_SENT + [RequestTimeout("slot wait"), TransportLost("x")],
                          ids=lambda e: type(e).__name__)
 def test_tools_call_that_never_left_the_parent_is_retried(exc):
     plan = r.plan_call(r.RetryPolicy(), "tools/call", tool="send_mail")
@@ -351,7 +356,8 @@ def test_always_failing_send_stops_after_max_attempts(max_attempts, exc, seed):
     assert len(send.attempts) == max_attempts
     assert [a.index for a in send.attempts] == list(range(max_attempts))
     assert info.value.attempts == max_attempts
-    assert any(f"gave up after {max_attempts} attempt(s)" in n for n in info.value.__notes__)
+    note = f"gave up after {max_attempts} attempt(s)"
+    assert any(note in n for n in info.value.__notes__)
     assert len(clock.slept) == max_attempts - 1
 
 
@@ -386,12 +392,18 @@ def test_driver_never_starts_an_attempt_after_the_deadline(budget, took_s, seed)
         assert len(send.attempts) < 50  # the deadline, not the attempt limit, ended it
 
 
-def test_cancellation_is_not_retried():
+def test_cancellation_is_not_retried_nor_touched():
     plan = r.plan_call(r.RetryPolicy(max_attempts=5), "tools/list")
     send = Script([asyncio.CancelledError()])
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError) as info:
         drive(send, plan, FakeClock())
     assert len(send.attempts) == 1
+    assert not hasattr(info.value, "attempts")
+    assert not getattr(info.value, "__notes__", None)
+
+
+def test_read_methods_are_exactly_the_spec_reads():
+    assert r.READ_METHODS == frozenset(READS)
 
 
 # --- the driver on a virtual clock ---------------------------------------------------
@@ -428,9 +440,8 @@ def test_persistent_failure_sleeps_between_sends_only():
 # --- idempotency keys ----------------------------------------------------------------
 
 _LABEL = r"[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_META_KEY = re.compile(
-    rf"(?:(?P<prefix>{_LABEL}(?:\.{_LABEL})*)/)?(?P<name>(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?)"
-)
+_NAME = r"(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?"
+_META_KEY = re.compile(rf"(?:(?P<prefix>{_LABEL}(?:\.{_LABEL})*)/)?(?P<name>{_NAME})")
 
 
 def meta_key_ok(key: str) -> bool:
@@ -468,9 +479,11 @@ def test_generated_keys_are_fresh_uuid4_hex():
     assert all(re.fullmatch(r"[0-9a-f]{12}4[0-9a-f]{19}", k) for k in keys)
     a = r.plan_call(r.RetryPolicy(), "tools/call", idempotency_key=True)
     b = r.plan_call(r.RetryPolicy(), "tools/call", idempotency_key=True)
-    assert a.idempotency_key and b.idempotency_key and a.idempotency_key != b.idempotency_key
+    assert a.idempotency_key and b.idempotency_key
+    assert a.idempotency_key != b.idempotency_key
     assert r.plan_call(r.RetryPolicy(), "tools/call").idempotency_key is None
-    assert r.plan_call(r.RetryPolicy(), "tools/call", idempotency_key="k1").idempotency_key == "k1"
+    given_key = r.plan_call(r.RetryPolicy(), "tools/call", idempotency_key="k1")
+    assert given_key.idempotency_key == "k1"
 
 
 def test_idempotency_key_is_identical_on_every_attempt():

@@ -26,17 +26,18 @@ Backoff is capped exponential with full jitter, the style of ``RestartPolicy.del
 before retry ``k`` (0 for the first retry) the wait is uniform in
 ``[0, min(cap_s, base_s * factor**k)]``.
 
-Classification table (``classify(exc, sent=None)``)::
+Classification table (``classify(exc, sent=None)``; LOST and TIMEOUT abbreviate
+``MAYBE_DELIVERED_TRANSPORT_LOST`` and ``MAYBE_DELIVERED_TIMEOUT``)::
 
-    exception                                   outcome                        sent=False  sent=True
-    ServerUnavailable (restarting, not ready…)  NOT_SENT                       NOT_SENT    MAYBE_DELIVERED_TRANSPORT_LOST
-    ServerUnavailable state stopped/unavailable FINAL                          FINAL       FINAL
-    TransportLost                               MAYBE_DELIVERED_TRANSPORT_LOST NOT_SENT    (same)
-    RequestTimeout                              MAYBE_DELIVERED_TIMEOUT        NOT_SENT    (same)
-    ServerError -32603                          SERVER_FAULT                   (answered: sent is ignored)
-    ServerError, any other code                 FINAL
-    SpawnFailed, MalformedMessage, SchemaViolation, EraRefused, ConfigurationError,
-    any other exception                         FINAL                          (sent is ignored)
+    exception                                  default       sent=False   sent=True
+    ServerUnavailable (restarting, not ready)  NOT_SENT      NOT_SENT     LOST
+    ServerUnavailable, stopped / unavailable   FINAL         FINAL        FINAL
+    TransportLost                              LOST          NOT_SENT     LOST
+    RequestTimeout                             TIMEOUT       NOT_SENT     TIMEOUT
+    ServerError -32603 (answered)              SERVER_FAULT  SERVER_FAULT SERVER_FAULT
+    ServerError, any other code                FINAL         FINAL        FINAL
+    SpawnFailed, MalformedMessage, SchemaViolation, EraRefused,
+    ConfigurationError, any other exception    FINAL         FINAL        FINAL
 
 ``RequestTimeout`` is raised both *after* the write (no reply in time) and *before* it
 (server not ready in time, no free in-flight slot); the type cannot tell them apart, so
@@ -53,10 +54,11 @@ Host integration (the intended use)::
 
     async def send(attempt: Attempt) -> Reply:
         params = attempt.stamp(call_params)                     # _meta key, same each time
-        timeout = per_try if attempt.remaining_s is None else min(per_try, attempt.remaining_s)
+        left = attempt.remaining_s                              # None: no deadline
+        timeout = per_try if left is None else min(per_try, left)
         return await handle.request("tools/call", orjson.dumps(params), timeout=timeout)
 
-    reply = await run_with_retries(send, plan, was_sent=lambda exc: ...)  # was_sent optional
+    reply = await run_with_retries(send, plan)   # optional: was_sent=lambda exc: ...
 
 ``run_with_retries`` re-raises the last error when it gives up, with ``exc.attempts`` (the
 number of sends made) and a note (``exc.__notes__``) saying why it stopped.
@@ -190,7 +192,8 @@ class RetryPolicy:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
                 or self.max_attempts < 1:
             raise ConfigurationError(
-                f"retry policy needs an integer max_attempts >= 1 (got {self.max_attempts!r})")
+                "retry policy needs an integer max_attempts >= 1 "
+                f"(got {self.max_attempts!r})")
 
     def ceiling(self, attempt: int) -> float:
         """The largest delay before retry ``attempt`` (0 for the first retry)."""
@@ -298,7 +301,8 @@ def plan_call(
     """
     if idempotent is None:
         name = tool if isinstance(tool, str) or tool is None else tool.local_name
-        idempotent = method == "tools/call" and name is not None and name in idempotent_tools
+        idempotent = (method == "tools/call" and name is not None
+                      and name in idempotent_tools)
     if idempotency_key is True:
         key: str | None = new_idempotency_key()
     elif idempotency_key is False or idempotency_key is None:
@@ -317,14 +321,16 @@ def new_idempotency_key() -> str:
     return uuid.uuid4().hex
 
 
-def with_idempotency_key(params: Mapping[str, Any] | None, key: str | None) -> dict[str, Any]:
+def with_idempotency_key(params: Mapping[str, Any] | None,
+                         key: str | None) -> dict[str, Any]:
     """A copy of ``params`` with ``_meta[IDEMPOTENCY_META_KEY] = key`` (``params`` and its
     ``_meta`` are not mutated). With ``key=None`` a plain shallow copy."""
     out = dict(params or {})
     if key is None:
         return out
     meta = out.get("_meta")
-    out["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), IDEMPOTENCY_META_KEY: key}
+    kept = meta if isinstance(meta, Mapping) else {}
+    out["_meta"] = {**kept, IDEMPOTENCY_META_KEY: key}
     return out
 
 
