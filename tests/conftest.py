@@ -59,6 +59,14 @@ def group_alive(pgid: int) -> bool:
     return any(pgrp == pgid and state != b"Z" for _, state, _, pgrp in _processes())
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "(gone)"
+
+
 def open_fds() -> set[int]:
     return {int(fd) for fd in os.listdir("/proc/self/fd")}
 
@@ -74,7 +82,8 @@ def no_leaks() -> Iterator[None]:
     leaked_fds = {fd for fd in open_fds() - fds_before if os.path.exists(f"/proc/self/fd/{fd}")}
     descriptions = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in leaked_fds
                     if os.path.exists(f"/proc/self/fd/{fd}")}
-    assert not leaked_children, f"child processes outlived the test: {leaked_children}"
+    assert not leaked_children, "child processes outlived the test: " + ", ".join(
+        f"{pid} {_cmdline(pid)}" for pid in sorted(leaked_children))
     assert not descriptions, f"file descriptors outlived the test: {descriptions}"
 
 

@@ -194,7 +194,7 @@ class SubmitStamper:
         as ``params._meta`` (modern), or plain when ``meta`` is None (legacy). Until the first
         call, SUBMIT frames are returned untouched among the other frames. Raises CodecError
         if ``meta`` is not a JSON object. May be called again (a new verdict)."""
-    def feed(self, chunk: bytes) -> tuple[bytes, list[tuple[int, bytes]]]:
+    def feed(self, chunk: bytes, now: float | None = None) -> tuple[bytes, list[tuple[int, bytes]]]:
         """(request lines to write to the server's stdin, every other frame as (type, body)).
 
         A SUBMIT that cannot be stamped comes back as ``(FRAME_SUBMIT_REJECTED, u64 call_id |

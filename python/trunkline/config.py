@@ -24,9 +24,13 @@ class ServerEntry:
     name: str
     params: StdioParams
     allow_legacy: bool = False
+    #: Tools (by the server's local names) that are safe to repeat after a failure that
+    #: may have reached the server.
+    idempotent_tools: tuple[str, ...] = ()
 
 
-_KNOWN_KEYS = {"command", "args", "env", "cwd", "allowLegacy", "type", "disabled"}
+_KNOWN_KEYS = {"command", "args", "env", "cwd", "allowLegacy", "idempotentTools", "type",
+               "disabled"}
 
 
 def _fail(path: str, name: str | None, message: str) -> ConfigurationError:
@@ -71,7 +75,11 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None) -> S
     allow_legacy = raw.get("allowLegacy", False)
     if not isinstance(allow_legacy, bool):
         raise _fail(source, name, "\"allowLegacy\" must be true or false")
-    return ServerEntry(name, StdioParams(command, tuple(args), dict(env), cwd), allow_legacy)
+    idempotent = raw.get("idempotentTools", [])
+    if not _str_list(idempotent):
+        raise _fail(source, name, "\"idempotentTools\" must be a list of tool names")
+    return ServerEntry(name, StdioParams(command, tuple(args), dict(env), cwd), allow_legacy,
+                       tuple(idempotent))
 
 
 def parse_config(data: Any, *, source: str = "<config>",

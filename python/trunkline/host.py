@@ -39,7 +39,9 @@ from .errors import (
     SchemaViolation,
     TrunklineError,
 )
+from .peer import Reply
 from .protocol.identity import ClientIdentity
+from .protocol.retry import Attempt, RetryPolicy, plan_call, run_with_retries
 from .schemas import OutputChecker, SchemaRefused
 from .supervisor import HostSettings, ServerConfig, ServerStatus, Supervisor, WorkerHandle
 from .transports.stdio import StdioParams
@@ -99,6 +101,7 @@ class Host:
         call_timeout: float = 60.0,
         list_timeout: float = 30.0,
         on_log: Callable[[str, dict[str, Any]], None] | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         """``on_log(server, params)`` receives every ``notifications/message`` a server
         sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
@@ -121,6 +124,10 @@ class Host:
                                on_list_changed=self._on_list_changed,
                                on_log=on_log or _log_to_logger)
         self._server_timeouts: dict[str, float] = {}
+        self._idempotent_tools: dict[str, frozenset[str]] = {}
+        #: Capped exponential backoff with full jitter; reads are retried after transport
+        #: loss or a timeout, tools/call only when declared idempotent.
+        self.retry = retry or RetryPolicy()
         self._cache = ToolCache()
         self._listings: dict[str, ToolListing] = {}
         self._listed_generation: dict[str, int] = {}
@@ -173,12 +180,16 @@ class Host:
         max_inflight: int = 1024,
         wait_ready: bool = True,
         call_timeout: float | None = None,
+        idempotent_tools: Sequence[str] = (),
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
         ``ToolCollision`` naming both servers and the tool. ``call_timeout`` overrides the
-        host's default for this server's calls (a call's own ``timeout`` wins over both)."""
-        entry = ServerEntry(name, transport, allow_legacy)
+        host's default for this server's calls (a call's own ``timeout`` wins over both).
+        ``idempotent_tools`` names (by the server's own local names) the tools that are
+        safe to repeat, so a call to them may be retried after it may have reached the
+        server; a tool's own ``idempotentHint`` is untrusted and never counts."""
+        entry = ServerEntry(name, transport, allow_legacy, tuple(idempotent_tools))
         if call_timeout is not None:
             self._server_timeouts[name] = call_timeout
         await self.add_servers([entry], max_inflight=max_inflight, wait_ready=wait_ready)
@@ -193,6 +204,8 @@ class Host:
                 raise ConfigurationError(
                     f"server name {e.name!r}: must be non-empty and contain no '/'")
         names = {e.name for e in entries}
+        for e in entries:
+            self._idempotent_tools[e.name] = frozenset(e.idempotent_tools)
         self._adding |= names  # their first listing happens here, not in the callback
         try:
             statuses = await self._sup.add_many(
@@ -283,8 +296,10 @@ class Host:
         received_at: float | None = None
         more = True
         while more:
-            reply = await handle.request(
-                "tools/list", orjson.dumps(driver.next_params()), timeout=self.list_timeout)
+            params = orjson.dumps(driver.next_params())
+            reply = await run_with_retries(
+                lambda attempt: handle.request("tools/list", params, timeout=self.list_timeout),
+                plan_call(self.retry, "tools/list"), was_sent=_was_sent)
             # The list's TTL counts from its first page (the catalog caches it as one).
             received_at = loop.time() if received_at is None else received_at
             more = driver.add_page(reply.decode(server=name, method="tools/list"))
@@ -364,6 +379,8 @@ class Host:
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
         log_level: str | None = None,
+        idempotent: bool | None = None,
+        idempotency_key: str | bool | None = None,
     ) -> CallToolResult:
         """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
         ``ServerError``; ``isError`` results are returned.
@@ -372,7 +389,15 @@ class Host:
         notifications for this call only (a ``progressToken`` unique to the call is sent
         in ``_meta``). ``log_level`` asks a modern server to send log messages at that
         level or above for this call (``io.modelcontextprotocol/logLevel``); they reach
-        the host's ``on_log``."""
+        the host's ``on_log``.
+
+        A call that failed before it left the host (its server restarting) is sent again
+        once the server is back. After it may have reached the server (transport lost,
+        timeout) it is retried only if it is idempotent: ``idempotent=True`` here, or the
+        tool listed in the server's ``idempotent_tools``. ``idempotency_key`` (a string, or
+        ``True`` for a generated one) is carried in ``_meta`` under
+        ``dev.trunkline/idempotencyKey``, identical on every retry, so a server that knows
+        it can deduplicate. Every retry is a new JSON-RPC request with a new id."""
         try:
             entry = self._catalog.lookup(name)
         except KeyError:
@@ -396,8 +421,19 @@ class Host:
             body["_meta"] = meta
         if timeout is None:
             timeout = self._server_timeouts.get(entry.server, self.call_timeout)
+        plan = plan_call(self.retry, "tools/call", tool=entry, idempotent=idempotent,
+                         idempotent_tools=self._idempotent_tools.get(entry.server, ()),
+                         deadline=asyncio.get_running_loop().time() + timeout,
+                         idempotency_key=idempotency_key)
+
+        async def send(attempt: Attempt) -> Reply:
+            left = attempt.remaining_s
+            return await handle.request(
+                "tools/call", orjson.dumps(attempt.stamp(body)),
+                timeout=timeout if left is None else max(min(timeout, left), 0.001))
+
         try:
-            reply = await handle.request("tools/call", orjson.dumps(body), timeout=timeout)
+            reply = await run_with_retries(send, plan, was_sent=_was_sent)
         finally:
             if token is not None:
                 handle.unwatch_progress(token)
@@ -452,6 +488,11 @@ class Host:
             raise SchemaViolation(
                 f"tool {entry.name!r} returned structuredContent that violates its "
                 f"outputSchema: {'; '.join(problems)}", **where)
+
+
+def _was_sent(exc: Exception) -> bool | None:
+    """The supervisor marks the failures that happened before a request was written."""
+    return getattr(exc, "sent", None)
 
 
 def _log_to_logger(server: str, params: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from . import _codec
+from .deadlines import DeadlineTimer
 from .errors import (
     EraRefused,
     MalformedMessage,
@@ -171,6 +172,8 @@ class Peer:
         # become stamped requests, and replies to them go back as RESULT frames, neither
         # ever decoded here.
         self._stamper: _codec.SubmitStamper | None = None
+        self._deadlines: DeadlineTimer | None = None
+        self._on_forward_expired: Callable[[int], None] | None = None
         self._max_frame_bytes = max_frame_bytes
         self._forward_sink: Callable[[bytes], None] | None = None
 
@@ -207,6 +210,8 @@ class Peer:
         for timer in self._probe_timers.values():
             timer.cancel()
         self._probe_timers.clear()
+        if self._deadlines is not None:
+            self._deadlines.cancel()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -285,11 +290,17 @@ class Peer:
 
     # -- forwarding (the worker's hot path) ------------------------------------------------
 
-    def forward_results_to(self, sink: Callable[[bytes], None]) -> None:
+    def forward_results_to(self, sink: Callable[[bytes], None],
+                           on_expired: Callable[[int], None] | None = None) -> None:
         """Send replies to forwarded calls to ``sink`` as ready-made RESULT frames, and
-        accept SUBMIT frames through ``accept_frames``."""
+        accept SUBMIT frames through ``accept_frames``. Each forwarded call's deadline
+        (its SUBMIT's timeout, counted from its arrival here) is enforced here too: the
+        server is sent ``notifications/cancelled`` and ``on_expired(call_id)`` is told."""
         self._forward_sink = sink
+        self._on_forward_expired = on_expired
         self._stamper = _codec.SubmitStamper(self._correlator, self._max_frame_bytes)
+        self._loop = loop = asyncio.get_running_loop()
+        self._deadlines = DeadlineTimer(loop, self._correlator, self._forwards_expired)
         if self.state is PeerState.READY:
             self._stamper.start_stamping(self._meta if self._modern else None)
 
@@ -299,10 +310,17 @@ class Peer:
         SUBMITs that arrive before the verdict) are returned for the caller to handle."""
         if self._stamper is None:
             raise RuntimeError("accept_frames() before forward_results_to()")
-        stdin_bytes, others = self._stamper.feed(chunk)
+        stdin_bytes, others = self._stamper.feed(chunk, self._loop.time())
         if stdin_bytes:
             self._transport.write(stdin_bytes)
+            self._deadlines.check()  # type: ignore[union-attr]
         return others
+
+    def _forwards_expired(self, expired: list[tuple[Any, Any]]) -> None:
+        for request_id, call_id in expired:
+            self._send_cancelled(request_id, "timeout")
+            if self._on_forward_expired is not None and isinstance(call_id, int):
+                self._on_forward_expired(call_id)
 
     def cancel_forwarded(self, call_id: int, reason: str) -> bool:
         """Forget a forwarded call; tell the server if it was still pending."""

@@ -31,6 +31,7 @@ from . import _codec
 from . import channel as ch
 from .batching import TickBatcher
 from .channel import ServerState, StateReport
+from .deadlines import DeadlineTimer
 from .errors import (
     ConfigurationError,
     MalformedMessage,
@@ -150,8 +151,7 @@ class _Generation:
         self.out: TickBatcher | None = None
         self.gone = False
         self.watcher: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_at: float | None = None
+        self.deadlines: DeadlineTimer | None = None
 
 
 class WorkerHandle:
@@ -176,6 +176,7 @@ class WorkerHandle:
         self.restarts = 0
         self._restart_times: collections.deque[float] = collections.deque()
         self._gen: _Generation | None = None
+        self._unreaped: set[_Generation] = set()
         self._generation_counter = 0
         self._max_inflight = config.max_inflight
         self._max_frame_bytes = settings.max_frame_bytes
@@ -217,11 +218,19 @@ class WorkerHandle:
     async def aclose(self) -> None:
         """Stop the worker (which stops its server), bounded in time. Idempotent."""
         self._stopping = True
-        self._cancel_supervision()
+        task = self._cancel_supervision()
+        if task is not None:
+            # Let a restart that was spawning a worker finish unwinding first, so the
+            # worker it may have created is the one stopped below, not an orphan.
+            await asyncio.gather(task, return_exceptions=True)
         gen = self._gen
         if gen is not None and not gen.gone:
             self._send(gen, ch.frame(ch.STOP))
-            await self._reap(gen, self.settings.stop_timeout_s)
+        # Reap every worker process this handle started that has not been reaped yet,
+        # including ones already gone from the channel but still exiting: none may
+        # outlive the host (or be left for a closed loop to reap).
+        await asyncio.gather(*(self._reap(g, self.settings.stop_timeout_s)
+                               for g in list(self._unreaped)))
         self._set_state(ServerState.STOPPED)
 
     def status(self) -> ServerStatus:
@@ -259,8 +268,9 @@ class WorkerHandle:
         try:
             gen = self._gen
             if gen is None or gen.gone:
-                raise ServerUnavailable(self._unavailable_message(), state=self.state.value,
-                                        server=self.name, method=method)
+                raise _not_sent(ServerUnavailable(
+                    self._unavailable_message(), state=self.state.value,
+                    server=self.name, method=method))
             future: asyncio.Future[Any] = loop.create_future()
             call_id = gen.calls.allocate(future, deadline)
             try:
@@ -271,10 +281,7 @@ class WorkerHandle:
                 raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
                                        method=method) from None
             gen.out.push(frame)  # type: ignore[union-attr]  # set before READY
-            # One timer per worker, for the earliest deadline; the correlator keeps the
-            # deadlines ordered (a timer per call cost more than all the rest of a call).
-            if gen.timer_at is None or deadline < gen.timer_at:
-                self._arm(gen, deadline)
+            gen.deadlines.note(deadline)  # type: ignore[union-attr]  # set before READY
             try:
                 kind, result_type, payload = await future
             except RequestTimeout:
@@ -293,27 +300,16 @@ class WorkerHandle:
             return Reply(payload, _RESULT_TYPES.get(result_type, "other"))
         return _error_reply(payload, self.name, method)
 
-    def _arm(self, gen: _Generation, when: float) -> None:
-        if gen.timer is not None:
-            gen.timer.cancel()
-        gen.timer_at = when
-        gen.timer = asyncio.get_running_loop().call_at(when, self._expire_due, gen)
-
-    def _expire_due(self, gen: _Generation) -> None:
+    def _expired(self, gen: _Generation, expired: list[tuple[Any, Any]]) -> None:
         """Deadlines passed: tell the worker to cancel those calls (it sends
         ``notifications/cancelled``) and resolve their callers at once. A reply that still
         comes is dropped and counted by the demux as stale."""
-        gen.timer = gen.timer_at = None
         if gen.gone:
             return
-        # A timer may fire a hair early on a millisecond clock: round up by one tick.
-        for call_id, future in gen.calls.expire(asyncio.get_running_loop().time() + 0.001):
+        for call_id, future in expired:
             self._send(gen, ch.cancel_frame(call_id))
             if not future.done():
                 future.set_exception(RequestTimeout("deadline passed", server=self.name))
-        next_due = gen.calls.next_deadline()
-        if next_due is not None:
-            self._arm(gen, next_due)
 
     async def _wait_ready(self, deadline: float, timeout: float, method: str) -> None:
         loop = asyncio.get_running_loop()
@@ -321,17 +317,17 @@ class WorkerHandle:
             if not self.config.wait_ready or self.state in (
                 ServerState.UNAVAILABLE, ServerState.STOPPED,
             ):
-                raise ServerUnavailable(
+                raise _not_sent(ServerUnavailable(
                     self._unavailable_message(), state=self.state.value,
                     server=self.name, method=method,
-                )
+                ))
             try:
                 await asyncio.wait_for(self._next_change(), deadline - loop.time())
             except asyncio.TimeoutError:
-                raise RequestTimeout(
+                raise _not_sent(RequestTimeout(
                     f"server was not ready within {timeout:g} s ({self.state.value})",
                     timeout_s=timeout, server=self.name, method=method,
-                ) from None
+                )) from None
 
     async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
         """Back-pressure: wait, within the call's own deadline, for a free slot."""
@@ -342,11 +338,11 @@ class WorkerHandle:
             try:
                 await asyncio.wait_for(waiter, deadline - loop.time())
             except asyncio.TimeoutError:
-                raise RequestTimeout(
+                raise _not_sent(RequestTimeout(
                     f"no free in-flight slot within {timeout:g} s "
                     f"(max_inflight={self._max_inflight})",
                     timeout_s=timeout, server=self.name, method=method,
-                ) from None
+                )) from None
             finally:
                 if not waiter.done():
                     waiter.cancel()
@@ -422,14 +418,25 @@ class WorkerHandle:
         gen.process.stdin.write(self._spec())
         gen.process.stdin.close()
         gen.out = TickBatcher(loop)
-        gen.channel, _ = await loop.connect_accepted_socket(
-            lambda: _ChannelProtocol(self, gen.number), sock=parent_sock)
-        gen.out.attach(gen.channel)
+        gen.deadlines = DeadlineTimer(loop, gen.calls, lambda expired: self._expired(gen, expired))
+        # From here the worker exists: whatever interrupts us, it must be watched (and so
+        # reaped), never left behind.
+        self._unreaped.add(gen)
         gen.watcher = loop.create_task(self._watch(gen))
+        try:
+            gen.channel, _ = await loop.connect_accepted_socket(
+                lambda: _ChannelProtocol(self, gen.number), sock=parent_sock)
+        except BaseException:
+            parent_sock.close()
+            with contextlib.suppress(ProcessLookupError):
+                gen.process.kill()
+            raise
+        gen.out.attach(gen.channel)
 
     async def _watch(self, gen: _Generation) -> None:
         assert gen.process is not None
         code = await gen.process.wait()
+        self._unreaped.discard(gen)
         self._on_worker_gone(gen.number, f"worker process exited (code {code})")
 
     async def _reap(self, gen: _Generation, timeout: float) -> None:
@@ -549,9 +556,8 @@ class WorkerHandle:
         if gen is None or gen.number != number or gen.gone:
             return
         gen.gone = True
-        if gen.timer is not None:
-            gen.timer.cancel()
-            gen.timer = gen.timer_at = None
+        if gen.deadlines is not None:
+            gen.deadlines.cancel()
         if gen.channel is not None:
             gen.channel.close()
         report = gen.report
@@ -593,13 +599,17 @@ class WorkerHandle:
             await asyncio.sleep(policy.delay(len(self._restart_times), self._rng))
         self._restart_times.append(loop.time())
         self.restarts += 1
-        self._supervise_task = None
+        # The task stays registered while it spawns, so aclose() can cancel and await it
+        # and then stop whatever worker it created.
         await self._spawn()
-
-    def _cancel_supervision(self) -> None:
-        if self._supervise_task is not None:
-            self._supervise_task.cancel()
+        if self._supervise_task is asyncio.current_task():
             self._supervise_task = None
+
+    def _cancel_supervision(self) -> asyncio.Task[None] | None:
+        task, self._supervise_task = self._supervise_task, None
+        if task is not None:
+            task.cancel()
+        return task
 
     # -- state changes -----------------------------------------------------------------
 
@@ -621,6 +631,13 @@ class WorkerHandle:
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
         return asyncio.shield(self._changed)
+
+
+def _not_sent(exc: TrunklineError) -> TrunklineError:
+    """Mark a failure that happened before the request was written: nothing reached the
+    server, so even a call that is not idempotent may be sent again (``exc.sent``)."""
+    exc.sent = False  # type: ignore[attr-defined]
+    return exc
 
 
 def _error_reply(line: bytes, server: str, method: str) -> Reply:

@@ -144,6 +144,12 @@ class Worker:
             if isinstance(params, dict):
                 self.send(ch.json_frame(_FORWARDED[method], params))
 
+    def _on_call_expired(self, call_id: int) -> None:
+        # The parent normally expires the call first (its clock started earlier); this is
+        # the worker enforcing the same deadline should the parent be slow or stuck.
+        self.send(ch.failure_frame(call_id, ch.FailureKind.TIMEOUT,
+                                   "no reply within the call's timeout (enforced by the worker)"))
+
     def _on_server_closed(self, detail: str) -> None:
         self._lost.append(detail)
         if self._lost_event is not None:
@@ -167,7 +173,7 @@ class Worker:
         )
         self._out.attach(self._transport)
         peer = self.peer
-        peer.forward_results_to(self.send)
+        peer.forward_results_to(self.send, self._on_call_expired)
         self._lost_event = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._finish, EXIT_STOPPED)

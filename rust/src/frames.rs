@@ -382,6 +382,19 @@ impl SubmitStamper {
         corr: &mut CallCorrelator<T>,
         stdin: &mut Vec<u8>,
     ) -> Result<Vec<Passed>, CorruptFrame> {
+        self.feed_at(chunk, corr, stdin, None)
+    }
+
+    /// `feed`, with each stamped call given a deadline of `now_us` plus its SUBMIT's
+    /// `timeout_ms` (none when the timeout is 0), so the worker can enforce deadlines on
+    /// its own with `CallCorrelator::expire`, whatever happens to the parent.
+    pub fn feed_at<T>(
+        &mut self,
+        chunk: &[u8],
+        corr: &mut CallCorrelator<T>,
+        stdin: &mut Vec<u8>,
+        now_us: Option<u64>,
+    ) -> Result<Vec<Passed>, CorruptFrame> {
         let mut frames = Vec::new();
         self.splitter.feed(chunk, &mut frames)?;
         // The parent always writes a whole head; a SUBMIT without even a call id cannot be
@@ -397,7 +410,7 @@ impl SubmitStamper {
                 continue;
             }
             let body = frame.body(chunk);
-            if let Err(reason) = self.stamp_one(body, corr, stdin) {
+            if let Err(reason) = self.stamp_one(body, corr, stdin, now_us) {
                 let call_id = submit_call_id(body).expect("checked above");
                 passed.push(Passed::Rejected { call_id, reason });
             }
@@ -406,8 +419,18 @@ impl SubmitStamper {
     }
 
     /// Stamp one SUBMIT body; on error nothing is registered and `stdin` is unchanged.
-    fn stamp_one<T>(&self, body: &[u8], corr: &mut CallCorrelator<T>, stdin: &mut Vec<u8>) -> Result<(), String> {
+    fn stamp_one<T>(
+        &self,
+        body: &[u8],
+        corr: &mut CallCorrelator<T>,
+        stdin: &mut Vec<u8>,
+        now_us: Option<u64>,
+    ) -> Result<(), String> {
         let sub = parse_submit(body)?;
+        let deadline = match (now_us, sub.timeout_ms) {
+            (Some(now), ms) if ms > 0 => Some(now.saturating_add(u64::from(ms) * 1000)),
+            _ => None,
+        };
         if corr.call_pending(sub.call_id) {
             return Err(format!("call id {} is already pending", sub.call_id));
         }
@@ -422,7 +445,7 @@ impl SubmitStamper {
             Stamping::Off => unreachable!("only called while stamping"),
         }
         .map_err(|e| e.0)?;
-        match corr.allocate_call(sub.call_id, None) {
+        match corr.allocate_call(sub.call_id, deadline) {
             Ok(got) => {
                 debug_assert_eq!(JsonId::Int(got), id);
                 Ok(())
@@ -708,5 +731,21 @@ mod tests {
         assert_eq!(result_type_code(Some("complete")), RT_COMPLETE);
         assert_eq!(result_type_code(Some("input_required")), RT_INPUT_REQUIRED);
         assert_eq!(result_type_code(Some("Complete")), RT_OTHER);
+    }
+
+    #[test]
+    fn stamped_calls_carry_their_submit_deadline() {
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
+        st.start_stamping(None).unwrap();
+        let mut stream = encode_submit(7, 1500, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        stream.extend(encode_submit(8, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap());
+        let mut stdin = Vec::new();
+        assert!(st.feed_at(&stream, &mut corr, &mut stdin, Some(1_000_000)).unwrap().is_empty());
+        assert_eq!(corr.next_deadline(), Some(2_500_000), "now + 1500 ms");
+        assert_eq!(corr.deadlines_pending(), 1, "timeout 0 means no deadline");
+        let expired = corr.expire(2_500_000);
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].1, Token::Call(7));
     }
 }

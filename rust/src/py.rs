@@ -633,20 +633,25 @@ impl PySubmitStamper {
         self.inner.start_stamping(meta).map_err(codec_err)
     }
 
+    /// With ``now`` (seconds on the caller's clock), each stamped call gets the deadline
+    /// ``now + timeout_ms`` from its SUBMIT frame, for ``Correlator.expire``.
+    #[pyo3(signature = (chunk, now = None))]
     fn feed<'py>(
         &mut self,
         py: Python<'py>,
         chunk: Bound<'py, PyBytes>,
+        now: Option<f64>,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
         let bytes = chunk.as_bytes();
         let mut stdin = Vec::new();
+        let now_us = now.map(deadline_us);
         let passed = {
             // Held across the detach, as in `StreamDecoder`: stamping only inserts ids.
             let mut guard = self.correlator.bind(py).try_borrow_mut()?;
             let corr = &mut guard.inner;
             let inner = &mut self.inner;
             let stdin = &mut stdin;
-            let mut work = move || inner.feed(bytes, corr, stdin);
+            let mut work = move || inner.feed_at(bytes, corr, stdin, now_us);
             if bytes.len() >= DETACH_THRESHOLD {
                 py.detach(work)
             } else {

@@ -19,7 +19,13 @@ import realpeers
 import taplog
 from trunkline.catalog import ToolCollision
 from trunkline.channel import ServerState
-from trunkline.errors import ConfigurationError, SchemaViolation, ServerError, ServerUnavailable
+from trunkline.errors import (
+    ConfigurationError,
+    SchemaViolation,
+    ServerError,
+    ServerUnavailable,
+    TransportLost,
+)
 from trunkline.host import Host, UnknownTool
 from trunkline.protocol import NegotiationConfig
 from trunkline.supervisor import HostSettings, RestartPolicy
@@ -312,3 +318,49 @@ def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_l
         "info", None]
     for c in sent:
         validate_message(c, MODERN)
+
+
+def _crash_calls(tap) -> list[dict]:
+    return [c for c in calls(tap) if c["params"]["name"] == "crash"]
+
+
+@pytest.mark.parametrize("idempotent,sends", [(False, 1), (True, 3)])
+def test_calls_after_a_crash_are_retried_only_when_idempotent(tap, no_leaks, idempotent,
+                                                              sends):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(tap=tap))
+            with pytest.raises(TransportLost) as info:
+                await host.call_tool("crash", {}, idempotent=idempotent,
+                                     idempotency_key="order-42", timeout=60)
+            assert info.value.attempts == sends
+    run(main())
+    sent = _crash_calls(tap)
+    assert len(sent) == sends
+    # Each retry went to a fresh server process as a new request; the key never changed.
+    assert {c["params"]["_meta"]["dev.trunkline/idempotencyKey"] for c in sent} == {"order-42"}
+    pids = [r["pid"] for r in taplog.load_records(tap)
+            if r["dir"] == "in" and '"crash"' in r["line"]]
+    assert len(set(pids)) == sends
+
+
+def test_idempotent_tools_from_the_server_config_are_retried(tap, no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(tap=tap), idempotent_tools=["crash"])
+            with pytest.raises(TransportLost):
+                await host.call_tool("crash", {}, timeout=60)
+    run(main())
+    assert len(_crash_calls(tap)) == 3
+
+
+def test_reads_are_retried_after_transport_loss(tap, no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            with pytest.raises(TransportLost) as info:
+                await host.add_server("s", scripted("--tools-list", "exit", tap=tap))
+            assert info.value.attempts == 3
+    run(main())
+    listed = [m for m in map(orjson.loads, taplog.lines(tap, taplog.IN))
+              if m.get("method") == "tools/list"]
+    assert len(listed) == 3
