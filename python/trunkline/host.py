@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,12 +35,21 @@ from .config import ServerEntry, load_config
 from .errors import (
     ConfigurationError,
     MalformedMessage,
-    ProtocolFailure,
+    RequestTimeout,
     SchemaViolation,
     TrunklineError,
 )
 from .peer import Reply
 from .protocol.identity import ClientIdentity
+from .protocol.mrtr import (
+    Done,
+    Fail,
+    InputNotSupported,
+    MrtrLimits,
+    MrtrLoop,
+    NeedInput,
+    Resend,
+)
 from .protocol.retry import Attempt, RetryPolicy, plan_call, run_with_retries
 from .schemas import OutputChecker, SchemaRefused
 from .supervisor import HostSettings, ServerConfig, ServerStatus, Supervisor, WorkerHandle
@@ -50,6 +59,7 @@ log = logging.getLogger("trunkline.host")
 
 CollisionPolicy = Literal["prefix", "reject"]
 ProgressCallback = Callable[[Any, Any, Any], None]
+InputHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 
@@ -102,10 +112,19 @@ class Host:
         list_timeout: float = 30.0,
         on_log: Callable[[str, dict[str, Any]], None] | None = None,
         retry: RetryPolicy | None = None,
+        input_handlers: Mapping[str, InputHandler] | None = None,
+        mrtr_limits: MrtrLimits | None = None,
     ) -> None:
         """``on_log(server, params)`` receives every ``notifications/message`` a server
         sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
-        without it they go to the ``trunkline.host`` logger."""
+        without it they go to the ``trunkline.host`` logger.
+
+        ``input_handlers`` answer a server's ``input_required`` rounds (multi round-trip
+        requests): ``{"sampling/createMessage": f, "elicitation/create": g,
+        "roots/list": h}``, each ``async (params) -> result``. Declare the matching
+        ``capabilities`` (``sampling``, ``elicitation``, ``roots``): a server asking for
+        anything undeclared fails the call locally, and trunkline never answers an input
+        request by itself."""
         if collision not in ("prefix", "reject"):
             raise ConfigurationError(f"collision must be 'prefix' or 'reject', not {collision!r}")
         identity = _identity(client_info, capabilities)
@@ -128,6 +147,8 @@ class Host:
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.
         self.retry = retry or RetryPolicy()
+        self._input_handlers = dict(input_handlers or {})
+        self.mrtr_limits = mrtr_limits or MrtrLimits()
         self._cache = ToolCache()
         self._listings: dict[str, ToolListing] = {}
         self._listed_generation: dict[str, int] = {}
@@ -434,21 +455,59 @@ class Host:
 
         try:
             reply = await run_with_retries(send, plan, was_sent=_was_sent)
+            result = reply.decode(server=entry.server, method="tools/call")
+            if isinstance(result, dict) and result.get("resultType") == "input_required":
+                result = await self._input_rounds(handle, entry, body, result, reply, timeout)
         finally:
             if token is not None:
                 handle.unwatch_progress(token)
-        result = reply.decode(server=entry.server, method="tools/call")
         return self._to_result(entry, result, era)
+
+    async def _input_rounds(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
+                            result: dict[str, Any], reply: Reply, timeout: float) -> Any:
+        """Multi round-trip: hand each input request to the host's handler, then send the
+        original request again (a new id) with ``inputResponses`` and the server's
+        ``requestState`` exactly as it sent it, until the result is complete."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        mrtr = MrtrLoop("tools/call", body, dict(self.settings.identity.capabilities),
+                        self.mrtr_limits, loop.time(), server=entry.server)
+        decision = mrtr.on_result(result, reply.result or b"", loop.time())
+        while True:
+            if isinstance(decision, Done):
+                return decision.result
+            if isinstance(decision, Fail):
+                raise decision.error
+            if isinstance(decision, NeedInput):
+                responses = await self._answer_inputs(entry, decision)
+                decision = mrtr.responses_ready(responses, loop.time())
+                continue
+            assert isinstance(decision, Resend)
+            left = deadline - loop.time()
+            if left <= 0:
+                raise RequestTimeout(f"input rounds exceeded {timeout:g} s",
+                                     timeout_s=timeout, server=entry.server, method="tools/call")
+            reply = await handle.request("tools/call", decision.params, timeout=left)
+            decoded = reply.decode(server=entry.server, method="tools/call")
+            decision = mrtr.on_result(decoded, reply.result or b"", loop.time())
+
+    async def _answer_inputs(self, entry: ToolEntry, need: NeedInput) -> dict[str, Any]:
+        async def answer(item: Any) -> tuple[str, Any]:
+            handler = self._input_handlers.get(item.method)
+            if handler is None:
+                raise InputNotSupported(
+                    f"server asked for {item.method} but the host registered no handler for "
+                    "it", key=item.key, kind=item.method, server=entry.server,
+                    method="tools/call")
+            return item.key, await handler(dict(item.params or {}))
+        # The worker keeps reading meanwhile: other calls to this server are unaffected.
+        return dict(await asyncio.gather(*(answer(item) for item in need.requests)))
 
     def _to_result(self, entry: ToolEntry, result: Any, era: str | None) -> CallToolResult:
         where = {"server": entry.server, "method": "tools/call"}
         if not isinstance(result, dict):
             raise MalformedMessage("tools/call result is not an object", **where)
         result_type = result.get("resultType")
-        if result_type == "input_required":
-            raise ProtocolFailure(
-                f"tool {entry.name!r} asked for client input (input_required); this host "
-                "does not handle multi round-trip requests yet", **where)
         if result_type not in ("complete", None) or (result_type is None and era == "modern"):
             raise MalformedMessage(f"tools/call resultType is {result_type!r}", **where)
         content = result.get("content")

@@ -183,6 +183,13 @@ BUILTIN_TOOLS: list[Json] = [
         "inputSchema": {"type": "object"},
     },
     {
+        "name": "ask",
+        "description": "Multi round-trip: round 1 asks for sampling, round 2 for an elicitation "
+        "(or `arguments.kinds`, a list of 'sampling'/'elicitation'/'url'/'roots' per round), "
+        "each with a requestState holding escapes; then returns the responses it got.",
+        "inputSchema": {"type": "object"},
+    },
+    {
         "name": "big",
         "description": "Returns `bytes` bytes of text.",
         "inputSchema": {
@@ -649,6 +656,8 @@ class Peer:
             if args.get("partial"):
                 self.out.write(b'{"jsonrpc":"2.0","id":' + id_key(req["id"]).encode(), prelude=True)
             os._exit(CRASH_EXIT_CODE)
+        if name == "ask":
+            return self.ask_tool(req, args)
         if name == "chatty":
             self.chatter(req)
             return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))
@@ -658,6 +667,40 @@ class Peer:
                 raise RpcError(-32602, "big needs a non-negative integer 'bytes'")
             return text_result("x" * size)
         return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))  # echo & extras
+
+    INPUT_REQUESTS: dict[str, Json] = {
+        "sampling": {"method": "sampling/createMessage", "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
+            "maxTokens": 8}},
+        "elicitation": {"method": "elicitation/create", "params": {
+            "mode": "form", "message": "Your name?",
+            "requestedSchema": {"type": "object",
+                                "properties": {"name": {"type": "string"}}}}},
+        "url": {"method": "elicitation/create", "params": {
+            "mode": "url", "message": "Sign in", "url": "https://example.com/login",
+            "elicitationId": "e-1"}},
+        "roots": {"method": "roots/list"},
+    }
+
+    def ask_tool(self, req: Json, args: Json) -> Json | None:
+        """MRTR: the round is carried in requestState; the responses come back in
+        params.inputResponses. The input_required answer is written with ASCII escapes
+        (``\\u00e9`` for the é in the state), which a client that decodes and re-encodes
+        the state instead of echoing its bytes would change: the tap shows which."""
+        params = req.get("params") or {}
+        kinds = args.get("kinds") or ["sampling", "elicitation"]
+        state = params.get("requestState")
+        round_no = int(state.rsplit("/", 1)[-1]) if isinstance(state, str) else 0
+        seen = params.get("inputResponses") or {}
+        if round_no >= len(kinds):
+            return text_result(json.dumps({"rounds": round_no, "last": seen}, sort_keys=True))
+        kind = kinds[round_no]
+        result = {"resultType": "input_required",
+                  "inputRequests": {f"{kind}-{round_no}": self.INPUT_REQUESTS[kind]},
+                  "requestState": f"st\u00e9/{round_no + 1}"}
+        envelope = {"jsonrpc": "2.0", "id": req["id"], "result": result}
+        self.out.write(json.dumps(envelope, separators=(",", ":")).encode() + b"\n")
+        return None
 
     def chatter(self, req: Json) -> None:
         meta = request_meta(req)

@@ -1,0 +1,125 @@
+"""Multi round-trip requests (input_required) through the whole host: worker, channel,
+host callbacks, and the bytes on the wire."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from conftest import run, scripted
+from mcp_schema import MODERN, validate_message
+
+import taplog
+from trunkline.errors import ProtocolFailure
+from trunkline.host import Host
+from trunkline.protocol import NegotiationConfig
+from trunkline.protocol.mrtr import InputNotSupported, MrtrLimits
+from trunkline.supervisor import HostSettings
+
+SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0))
+
+
+def wire(tap, direction):
+    return taplog.lines(tap, direction)
+
+
+def test_sampling_then_elicitation_rounds_carry_request_state_byte_for_byte(tap, no_leaks):
+    asked: list[tuple[str, dict]] = []
+
+    async def sample(params):
+        asked.append(("sampling", params))
+        return {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+
+    async def elicit(params):
+        asked.append(("elicitation", params))
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
+                        input_handlers={"sampling/createMessage": sample,
+                                        "elicitation/create": elicit}) as host:
+            await host.add_server("s", scripted(tap=tap))
+            result = await host.call_tool("ask", {})
+            final = orjson.loads(result.text)
+            assert final["rounds"] == 2
+            assert final["last"] == {"elicitation-1": {"action": "accept",
+                                                       "content": {"name": "Ada"}}}
+    run(main())
+    assert [kind for kind, _ in asked] == ["sampling", "elicitation"]
+    assert asked[0][1]["maxTokens"] == 8
+    sent = [line for line in wire(tap, taplog.IN) if b'"tools/call"' in line]
+    assert len(sent) == 3
+    ids = [orjson.loads(line)["id"] for line in sent]
+    assert len(set(ids)) == 3, "every round is a new request with a new id"
+    # The server wrote the state with an ASCII escape; the retry echoes those exact bytes.
+    answers = [line for line in wire(tap, taplog.OUT) if b'"input_required"' in line]
+    assert [b'"requestState":"st\\u00e9/1"' in answers[0],
+            b'"requestState":"st\\u00e9/1"' in sent[1]] == [True, True]
+    assert b'"requestState":"st\\u00e9/2"' in sent[2]
+    for line in sent:
+        msg = validate_message(line, MODERN)
+        caps = msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        assert caps == {"sampling": {}, "elicitation": {}}, "same capabilities every round"
+    assert "inputResponses" not in orjson.loads(sent[0])["params"]
+    assert orjson.loads(sent[1])["params"]["inputResponses"]["sampling-0"]["model"] == "m"
+
+
+@pytest.mark.parametrize("kinds,capabilities", [
+    (["elicitation"], {"sampling": {}}),           # elicitation not declared at all
+    (["url"], {"elicitation": {}}),                # form only: {} means form
+    (["roots"], {"sampling": {}, "elicitation": {}}),
+])
+def test_undeclared_input_kind_fails_locally_without_a_retry(tap, no_leaks, kinds, capabilities):
+    called = []
+
+    async def handler(params):
+        called.append(params)
+        return {}
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities=capabilities,
+                        input_handlers={"sampling/createMessage": handler,
+                                        "elicitation/create": handler,
+                                        "roots/list": handler}) as host:
+            await host.add_server("s", scripted(tap=tap))
+            with pytest.raises(InputNotSupported):
+                await host.call_tool("ask", {"kinds": kinds})
+    run(main())
+    assert called == [], "the host's callbacks never see an undeclared request"
+    assert len([line for line in wire(tap, taplog.IN) if b'"tools/call"' in line]) == 1
+
+
+def test_rounds_are_bounded(no_leaks):
+    async def sample(params):
+        return {"role": "assistant", "content": {"type": "text", "text": "again"}, "model": "m"}
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"sampling": {}},
+                        input_handlers={"sampling/createMessage": sample},
+                        mrtr_limits=MrtrLimits(max_rounds=2)) as host:
+            await host.add_server("s", scripted())
+            with pytest.raises(ProtocolFailure, match="round"):
+                await host.call_tool("ask", {"kinds": ["sampling"] * 5})
+    run(main())
+
+
+def test_the_server_keeps_answering_while_the_host_works_on_input(no_leaks):
+    release = asyncio.Event()
+
+    async def slow_sample(params):
+        await release.wait()  # a person deciding, say
+        return {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"sampling": {}},
+                        input_handlers={"sampling/createMessage": slow_sample}) as host:
+            await host.add_server("s", scripted())
+            pending = asyncio.ensure_future(host.call_tool("ask", {"kinds": ["sampling"]}))
+            await asyncio.sleep(0.2)
+            assert not pending.done()
+            other = await host.call_tool("echo", {"meanwhile": True}, timeout=10)
+            assert orjson.loads(other.text) == {"meanwhile": True}
+            release.set()
+            assert orjson.loads((await pending).text)["rounds"] == 1
+    run(main())
