@@ -133,7 +133,7 @@ class Host:
             identity=identity if (client_info or capabilities) else base.identity,
             negotiation=base.negotiation, restart=base.restart,
             max_line_bytes=base.max_line_bytes, max_frame_bytes=base.max_frame_bytes,
-            stop_timeout_s=base.stop_timeout_s,
+            stop_timeout_s=base.stop_timeout_s, listen=base.listen,
         )
         self.collision: CollisionPolicy = collision
         self.model_safe_names = model_safe_names

@@ -282,6 +282,32 @@ class Peer:
                 ) from None
             raise
 
+    def open_request(self, method: str, params: bytes | None = None) -> tuple[int, asyncio.Future[Reply]]:
+        """Send a request that stays outstanding until the server answers, with no
+        deadline: a ``subscriptions/listen`` stream, whose id names the subscription.
+        Returns the JSON-RPC id and a future for the final reply (``TransportLost`` if
+        the transport ends first)."""
+        if self.state is not PeerState.READY:
+            raise ServerUnavailable(f"server is {self.state.value}", state=self.state.value,
+                                    server=self.name, method=method)
+        future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        request_id = self._correlator.allocate(future)
+        if self._modern:
+            line = _codec.stamp_request(request_id, method, params, self._meta)
+        else:
+            line = _codec.encode_request(request_id, method, params)
+        self._transport.write(line)
+        return request_id, future
+
+    def close_request(self, request_id: int, reason: str, *, notify: bool = True) -> None:
+        """Forget an open request; tell the server (``notify``) unless it ended it."""
+        token = self._correlator.discard(request_id)
+        if token is not None:
+            if notify:
+                self._send_cancelled(request_id, reason)
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.cancel()
+
     async def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float) -> Any:
         """``request`` with JSON encoding and decoding, for callers off the hot path."""
         raw = None if params is None else orjson.dumps(params)

@@ -21,7 +21,7 @@ import random
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +112,10 @@ class HostSettings:
     max_frame_bytes: int = _codec.DEFAULT_MAX_FRAME_BYTES
     #: How long a stopping worker gets for its own shutdown ladder before it is killed.
     stop_timeout_s: float = 6.0
+    #: What each modern server's listen stream asks to be told (``subscriptions/listen``
+    #: filter); only the lists a server says it announces are asked for.
+    listen: Mapping[str, bool] = field(
+        default_factory=lambda: {"toolsListChanged": True})
 
     def __post_init__(self) -> None:
         # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
@@ -381,6 +385,7 @@ class WorkerHandle:
             },
             "max_line_bytes": s.max_line_bytes,
             "max_frame_bytes": s.max_frame_bytes,
+            "listen": dict(s.listen),
         })
 
     async def _spawn(self) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import signal
 import socket
@@ -31,7 +32,8 @@ from . import channel as ch
 from .batching import TickBatcher
 from .errors import EraRefused, SpawnFailed
 from .peer import Peer
-from .protocol.era import NegotiationConfig
+from .listen import ListenStream, Verdict, filter_for
+from .protocol.era import Era, NegotiationConfig
 from .protocol.identity import ClientIdentity
 from .transports.stdio import StdioParams
 
@@ -43,6 +45,14 @@ EXIT_SPAWN_FAILED = 12
 EXIT_BAD_CONFIG = 13
 
 _PR_SET_PDEATHSIG = 1
+
+#: Re-listening after the server closes the stream is bounded: a server that closes every
+#: stream at once would otherwise keep the worker busy forever.
+_RELISTEN_DELAY_S = 0.05
+_RELISTEN_MAX = 10
+_RELISTEN_WINDOW_S = 60.0
+
+log = logging.getLogger("trunkline.worker")
 
 _FORWARDED = {"notifications/progress": ch.PROGRESS, "notifications/message": ch.LOG}
 
@@ -97,6 +107,10 @@ class Worker:
         self._lost: list[str] = []
         self._lost_event: asyncio.Event | None = None
         self.peer = peer_from_spec(spec, self._on_server_closed, self._on_notification)
+        self._listen_wanted: dict[str, bool] = dict(spec.get("listen") or {})
+        self._listen: ListenStream | None = None
+        self._listen_closed: asyncio.Future[str] | None = None
+        self._listen_task: asyncio.Task[None] | None = None
         self._transport: asyncio.Transport | None = None
         self._out: TickBatcher | None = None
         self._done: asyncio.Future[int] | None = None
@@ -133,16 +147,62 @@ class Worker:
         self._finish(EXIT_STOPPED)
 
     def _on_notification(self, method: str, line: bytes) -> None:
-        """Notifications the parent acts on. A legacy server announces list changes on
-        its stdio stream; modern ones do so through ``subscriptions/listen``."""
-        if method in ch.LIST_CHANGED:
-            self.send(ch.json_frame(ch.TOOLS, {"changed": ch.LIST_CHANGED[method]}))
-        elif method in _FORWARDED:
-            # Rare and small: decoded here only to strip the envelope; the parent routes
-            # progress by token to its call and log messages to the host.
-            params = orjson.loads(line).get("params")
+        """Notifications are rare and small: decoded here. Progress and log messages go to
+        the parent (which routes progress by token to its call). A legacy server announces
+        list changes on its stdio stream; a modern one only on a listen stream, so there
+        they count only when the stream accepts them."""
+        params = orjson.loads(line).get("params")
+        if method in _FORWARDED:
             if isinstance(params, dict):
                 self.send(ch.json_frame(_FORWARDED[method], params))
+        elif self.peer.era is Era.LEGACY:
+            if method in ch.LIST_CHANGED:
+                self.send(ch.json_frame(ch.TOOLS, {"changed": ch.LIST_CHANGED[method]}))
+        elif self._listen is not None:
+            accepted = self._listen.accept(method, params)
+            if accepted.verdict is Verdict.CHANGED:
+                self.send(ch.json_frame(ch.TOOLS, {"changed": accepted.which}))
+            elif accepted.verdict is Verdict.CLOSED and self._listen_closed is not None:
+                if not self._listen_closed.done():
+                    self._listen_closed.set_result(accepted.reason)
+            elif accepted.verdict is Verdict.DROP:
+                log.debug("dropped %s: %s", method, accepted.reason)
+
+    async def _listen_loop(self, capabilities: dict[str, Any]) -> None:
+        """Keep one listen stream open for the lists the host wants announced. When the
+        server ends it, listen again with a new id and have the lists refetched (changes
+        may have been missed meanwhile); never resume the old stream."""
+        wanted = filter_for(capabilities, self._listen_wanted)
+        if not wanted:
+            return  # the server announces nothing we asked for: TTLs drive refreshes
+        loop = asyncio.get_running_loop()
+        reopened: list[float] = []
+        while True:
+            request_id, reply = self.peer.open_request(
+                "subscriptions/listen", orjson.dumps({"notifications": wanted}))
+            self._listen = ListenStream(request_id, wanted)
+            self._listen_closed = loop.create_future()
+            await asyncio.wait([reply, self._listen_closed], return_when=asyncio.FIRST_COMPLETED)
+            if reply.done() and not reply.cancelled():
+                if reply.exception() is not None:
+                    return  # the transport ended: the worker is on its way out
+                if reply.result().is_error:
+                    log.warning("server refused subscriptions/listen (%s): relying on TTLs",
+                                reply.result().error_message)
+                    self._listen = None
+                    return
+            else:
+                self.peer.close_request(request_id, "the server cancelled the stream",
+                                        notify=False)
+            self._listen = None
+            self.send(ch.json_frame(ch.TOOLS, {"changed": "tools"}))
+            now = loop.time()
+            reopened = [t for t in reopened if now - t < _RELISTEN_WINDOW_S] + [now]
+            if len(reopened) > _RELISTEN_MAX:
+                log.warning("listen stream closed %d times in %g s: relying on TTLs",
+                            len(reopened), _RELISTEN_WINDOW_S)
+                return
+            await asyncio.sleep(_RELISTEN_DELAY_S)
 
     def _on_call_expired(self, call_id: int) -> None:
         # The parent normally expires the call first (its clock started earlier); this is
@@ -201,6 +261,8 @@ class Worker:
             capabilities=verdict.capabilities, server_info=verdict.server_info,
             instructions=verdict.instructions, evidence=verdict.evidence,
         )
+        if verdict.era is Era.MODERN:
+            self._listen_task = loop.create_task(self._listen_loop(verdict.capabilities))
         lost = loop.create_task(self._lost_event.wait())
         await asyncio.wait([lost, self._done], return_when=asyncio.FIRST_COMPLETED)
         lost.cancel()
@@ -211,6 +273,9 @@ class Worker:
         return await self._close(ch.ServerState.STOPPED, self._done.result())
 
     async def _close(self, state: ch.ServerState, code: int, **fields: Any) -> int:
+        if self._listen_task is not None:
+            self._listen_task.cancel()
+            await asyncio.gather(self._listen_task, return_exceptions=True)
         await self.peer.aclose()
         self.report(state, **fields)
         assert self._out is not None

@@ -123,6 +123,7 @@ LEGACY_VERSION = "2025-11-25"
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
 
 CRASH_EXIT_CODE = 4
 DEFAULT_EXIT_CODE = 3
@@ -189,6 +190,12 @@ BUILTIN_TOOLS: list[Json] = [
         "each with a requestState holding escapes; then returns the responses it got.",
         "inputSchema": {"type": "object"},
     },
+    {"name": "mutate", "description": "Announces a tools/list change on every listen "
+     "stream (and a stray one for no stream).", "inputSchema": {"type": "object"}},
+    {"name": "end-listen", "description": "Closes every listen stream with its result.",
+     "inputSchema": {"type": "object"}},
+    {"name": "end-listen-cancel", "description": "Closes every listen stream with "
+     "notifications/cancelled.", "inputSchema": {"type": "object"}},
     {
         "name": "big",
         "description": "Returns `bytes` bytes of text.",
@@ -434,6 +441,7 @@ class Peer:
         self._timers_lock = threading.Lock()
         self._server_ids = itertools.count(1)
         self._awaiting: dict[str, str] = {}  # id_key(our request id) -> method
+        self.listens: list[Any] = []  # ids of open subscriptions/listen requests
 
     def log(self, text: str) -> None:
         if self.cfg.verbose:
@@ -603,6 +611,9 @@ class Peer:
             result = self.discover_result()
         elif method == "tools/list":
             result = self.tools_list_result(modern)
+        elif method == "subscriptions/listen" and modern:
+            self.open_listen(req)
+            return None  # the listen request stays open until the stream ends
         elif method == "tools/call":
             call = self.tools_call_result(req)
             if call is None:
@@ -658,6 +669,9 @@ class Peer:
             os._exit(CRASH_EXIT_CODE)
         if name == "ask":
             return self.ask_tool(req, args)
+        if name in ("mutate", "end-listen", "end-listen-cancel"):
+            self.listen_event(name)
+            return text_result(f"{name}: {len(self.listens)} stream(s) open")
         if name == "chatty":
             self.chatter(req)
             return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))
@@ -701,6 +715,36 @@ class Peer:
         envelope = {"jsonrpc": "2.0", "id": req["id"], "result": result}
         self.out.write(json.dumps(envelope, separators=(",", ":")).encode() + b"\n")
         return None
+
+    def open_listen(self, req: Json) -> None:
+        """Acknowledge with what was asked for (tools/prompts/resources list changes), in
+        the stream's first message, tagged with the listen request's id."""
+        asked = (req.get("params") or {}).get("notifications") or {}
+        granted = {k: True for k in ("toolsListChanged", "promptsListChanged",
+                                     "resourcesListChanged") if asked.get(k) is True}
+        self.listens.append(req["id"])
+        self.out.send(_notification("notifications/subscriptions/acknowledged", {
+            "notifications": granted, "_meta": {SUBSCRIPTION_KEY: req["id"]}}))
+
+    def listen_event(self, name: str) -> None:
+        """Tools `mutate` (announce a tools/list change on every stream, plus a stray one
+        with an id that is no stream's) and `end-listen` (close every stream gracefully
+        with the listen result, or by `notifications/cancelled` when `cancel` is set)."""
+        for sid in list(self.listens):
+            if name == "mutate":
+                self.out.send(_notification("notifications/tools/list_changed",
+                                            {"_meta": {SUBSCRIPTION_KEY: sid}}))
+            elif name == "end-listen-cancel":
+                self.out.send(_notification("notifications/cancelled",
+                                            {"requestId": sid, "reason": "shutting down"}))
+                self.listens.remove(sid)
+            else:
+                self.out.send({"jsonrpc": "2.0", "id": sid, "result": self.stamp(
+                    {"_meta": {SUBSCRIPTION_KEY: sid}})})
+                self.listens.remove(sid)
+        if name == "mutate":
+            self.out.send(_notification("notifications/tools/list_changed",
+                                        {"_meta": {SUBSCRIPTION_KEY: "not-a-stream"}}))
 
     def chatter(self, req: Json) -> None:
         meta = request_meta(req)

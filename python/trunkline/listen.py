@@ -1,0 +1,106 @@
+"""One ``subscriptions/listen`` stream, as a pure state machine.
+
+The worker owns the stream (DESIGN.md §1): it opens a listen request with the filter the
+host asked for, and every notification on the stdio stream passes through ``accept``,
+which decides from the subscription id alone whether it belongs to this stream (spec
+digest §15, §23.13): nothing counts before the server's acknowledgement, nothing without
+the listen request's id (compared with its JSON type: ``1`` is not ``"1"``), and nothing
+the server did not agree to send. A graceful close (the listen result) or a server-sent
+``notifications/cancelled`` for the listen id ends the stream; the worker then opens a new
+one with a new id and has the lists refetched, since changes may have been missed. The
+modern stream is never resumed (no Last-Event-ID on stdio, and none on HTTP either).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+#: Filter field -> the list-changed notification it asks for, and the list it concerns.
+FILTERS = {
+    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
+    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
+    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
+}
+#: Server capability that makes each filter field worth asking for.
+CAPABILITY_FOR = {"toolsListChanged": "tools", "promptsListChanged": "prompts",
+                  "resourcesListChanged": "resources"}
+
+
+def filter_for(capabilities: dict[str, Any], wanted: dict[str, bool]) -> dict[str, bool]:
+    """The filter to ask for: what the host wants, restricted to the lists the server
+    says it can announce (``capabilities.<list>.listChanged``)."""
+    out = {}
+    for key, want in wanted.items():
+        cap = capabilities.get(CAPABILITY_FOR.get(key, ""), None)
+        if want and isinstance(cap, dict) and cap.get("listChanged") is True:
+            out[key] = True
+    return out
+
+
+class Verdict(enum.Enum):
+    ACKNOWLEDGED = "acknowledged"  # the stream is live; ``honoured`` says what it carries
+    CHANGED = "changed"            # a list changed: refetch ``which``
+    CLOSED = "closed"              # the server ended the stream: listen again
+    DROP = "drop"                  # not for this stream (or not yet): ignore, but count
+
+
+@dataclass
+class Accepted:
+    verdict: Verdict
+    which: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class ListenStream:
+    """The stream opened by the listen request ``request_id`` with ``requested``."""
+
+    request_id: int | str
+    requested: dict[str, bool]
+    acknowledged: bool = False
+    honoured: dict[str, bool] = field(default_factory=dict)
+    dropped: int = 0
+
+    def _ours(self, params: Any) -> bool:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        sid = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        return type(sid) is type(self.request_id) and sid == self.request_id
+
+    def accept(self, method: str, params: Any) -> Accepted:
+        if method == "notifications/subscriptions/acknowledged":
+            if not self._ours(params) or self.acknowledged:
+                return self._drop("acknowledgement for another (or the same) subscription")
+            self.acknowledged = True
+            granted = params.get("notifications") if isinstance(params, dict) else None
+            granted = granted if isinstance(granted, dict) else {}
+            # Only what we asked for counts, whatever the server claims to grant.
+            self.honoured = {k: True for k, v in granted.items()
+                             if v is True and self.requested.get(k)}
+            return Accepted(Verdict.ACKNOWLEDGED)
+        if method == "notifications/cancelled":
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            if type(request_id) is type(self.request_id) and request_id == self.request_id:
+                return Accepted(Verdict.CLOSED, reason="the server cancelled the stream")
+            return self._drop("a server-sent cancellation for no stream of ours")
+        for key, (notification, which) in FILTERS.items():
+            if method == notification:
+                if not self.acknowledged:
+                    return self._drop("before the acknowledgement")
+                if not self._ours(params):
+                    return self._drop("without this stream's subscriptionId")
+                if not self.honoured.get(key):
+                    return self._drop("a notification type the stream did not agree to")
+                return Accepted(Verdict.CHANGED, which=which)
+        return self._drop(f"{method} does not travel on a listen stream")
+
+    def closed_by_result(self, result: Any) -> Accepted:
+        """The listen request was answered: the server closed the stream gracefully."""
+        return Accepted(Verdict.CLOSED, reason="the server closed the stream")
+
+    def _drop(self, reason: str) -> Accepted:
+        self.dropped += 1
+        return Accepted(Verdict.DROP, reason=reason)
