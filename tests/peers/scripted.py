@@ -96,7 +96,8 @@ TAP
   If $TRUNKLINE_TAP names a file, every line received on stdin ("in") and every
   line written to stdout ("out") is appended to it as JSONL: see taplog.py.
 
-notifications/cancelled cancels a pending sleep/late answer for that id.
+notifications/cancelled cancels a pending sleep/late answer for that id, unless
+--ignore-cancel (then the late answer still comes: a client must drop it).
 """
 
 from __future__ import annotations
@@ -395,6 +396,7 @@ class Config:
     ping_first: bool
     server_requests: list[str]
     notify_after_call: list[str]
+    ignore_cancel: bool
     exit_on_eof: bool
     verbose: bool
 
@@ -485,7 +487,7 @@ class Peer:
         if method == "notifications/initialized":
             for server_method in self.cfg.server_requests:
                 self.send_server_request(server_method)
-        elif method == "notifications/cancelled":
+        elif method == "notifications/cancelled" and not self.cfg.ignore_cancel:
             params = msg.get("params") or {}
             if isinstance(params, dict) and "requestId" in params:
                 self.cancel_timer(id_key(params["requestId"]))
@@ -830,6 +832,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ping-first", action="store_true")
     p.add_argument("--server-request", action="append", default=[], metavar="METHOD")
     p.add_argument("--notify-after-call", action="append", default=[], metavar="METHOD")
+    p.add_argument("--ignore-cancel", action="store_true")
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--stdout-garbage-first", action="store_true")
     p.add_argument("--oversized-line", type=parse_bytes, default=0, metavar="BYTES")
@@ -882,6 +885,7 @@ def config_from(ns: argparse.Namespace) -> Config:
         ping_first=ns.ping_first,
         server_requests=ns.server_request,
         notify_after_call=ns.notify_after_call,
+        ignore_cancel=ns.ignore_cancel,
         exit_on_eof=ns.exit_on_eof,
         verbose=ns.verbose,
     )

@@ -290,3 +290,21 @@ def test_stderr_flood_never_blocks_negotiation_or_calls(no_leaks):
                 await peer.call("tools/call", {"name": "echo", "arguments": {"i": i}}, timeout=10)
             assert len(peer.stderr_tail(5).splitlines()) <= 5
     run(main())
+
+
+def test_a_late_reply_after_a_timeout_is_dropped_and_counted(tap, no_leaks):
+    async def main():
+        async with Peer("late", scripted("--ignore-cancel", tap=tap), negotiation=FAST) as peer:
+            with pytest.raises(RequestTimeout):
+                await peer.call("tools/call", {"name": "sleep", "arguments": {"seconds": 0.4}},
+                                timeout=0.1)
+            await asyncio.sleep(0.8)  # the server answers anyway
+            assert peer.late_replies == 1
+            assert peer.protocol_violations == 0
+            # The peer is unharmed: the next call is answered normally.
+            assert (await peer.call("tools/call", {"name": "echo", "arguments": {}},
+                                    timeout=5))["isError"] is False
+    run(main())
+    late = [m for m in map(orjson.loads, taplog.lines(tap, taplog.OUT))
+            if m.get("result", {}).get("content", [{}])[0].get("text") == "slept 0.4s"]
+    assert len(late) == 1, "the server did send the late reply"
