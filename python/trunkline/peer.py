@@ -256,19 +256,7 @@ class Peer:
     async def request(self, method: str, params: bytes | None = None, *, timeout: float) -> Reply:
         """Send one request in the peer's era and wait for its reply, at most ``timeout``
         seconds from the write. ``params`` is a JSON object already serialized."""
-        if self.state is not PeerState.READY:
-            raise ServerUnavailable(
-                f"server is {self.state.value}", state=self.state.value,
-                server=self.name, method=method,
-            )
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Reply] = loop.create_future()
-        request_id = self._correlator.allocate(future)
-        if self._modern:
-            line = _codec.stamp_request(request_id, method, params, self._meta)
-        else:
-            line = _codec.encode_request(request_id, method, params)
-        self._transport.write(line)
+        request_id, future = self.open_request(method, params)
         try:
             return await asyncio.wait_for(future, timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:

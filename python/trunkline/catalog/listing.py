@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import MalformedMessage
 from ..protocol.era import Era
+from ..protocol.validate import json_type
 from .model import CacheScope, CatalogWarning, ToolEntry, ToolListing, WarningKind
 
 METHOD = "tools/list"
@@ -31,23 +32,6 @@ DEFAULT_MAX_PAGES = 100
 STANDARD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 _MISSING = object()
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type, for messages a server author can act on."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _short(text: str, limit: int = 64) -> str:

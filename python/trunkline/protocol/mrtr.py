@@ -42,6 +42,7 @@ import orjson
 
 from .. import _codec
 from ..errors import MalformedMessage, ProtocolFailure
+from .validate import json_type
 from .versions import META_CLIENT_CAPABILITIES
 
 #: The only methods whose result may be an ``InputRequiredResult`` (spec digest §13).
@@ -312,7 +313,7 @@ class MrtrLoop:
             if not isinstance(result["requestState"], str):
                 return self._fail(
                     MalformedMessage,
-                    f"requestState is a JSON {_json_type(result['requestState'])}, not a string",
+                    f"requestState is a JSON {json_type(result['requestState'])}, not a string",
                 )
             try:
                 state_raw = _codec.raw_member(raw, "requestState")
@@ -334,7 +335,7 @@ class MrtrLoop:
             if not isinstance(requests, dict):
                 return self._fail(
                     MalformedMessage,
-                    f"inputRequests is a JSON {_json_type(requests)}, not an object",
+                    f"inputRequests is a JSON {json_type(requests)}, not an object",
                 )
             if len(requests) > self.limits.max_input_requests:
                 return self._fail(
@@ -416,26 +417,10 @@ class MrtrLoop:
 # --- checks --------------------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _parse_entry(key: str, entry: Any) -> InputRequestItem | str:
     """One ``inputRequests`` entry as an item, or what is wrong with it."""
     if not isinstance(entry, dict):
-        return f"is a JSON {_json_type(entry)}, not an object"
+        return f"is a JSON {json_type(entry)}, not an object"
     method = entry.get("method")
     if not isinstance(method, str):
         return "has no string 'method'"
@@ -449,14 +434,14 @@ def _parse_entry(key: str, entry: Any) -> InputRequestItem | str:
         if params is None and "params" not in entry:
             params = {}
         if not isinstance(params, dict):
-            return f"roots/list params is a JSON {_json_type(params)}, not an object"
+            return f"roots/list params is a JSON {json_type(params)}, not an object"
         return InputRequestItem(key, method, params)
     if not isinstance(params, dict):
         return f"{method} has no params object"
     if method == ELICIT:
         mode = params.get("mode", "form")
         if not isinstance(mode, str):
-            return f"elicitation mode is a JSON {_json_type(mode)}, not a string"
+            return f"elicitation mode is a JSON {json_type(mode)}, not a string"
         if not isinstance(params.get("message"), str):
             return "elicitation has no string 'message'"
         if mode == "form":
