@@ -457,21 +457,23 @@ class Host:
             reply = await run_with_retries(send, plan, was_sent=_was_sent)
             result = reply.decode(server=entry.server, method="tools/call")
             if isinstance(result, dict) and result.get("resultType") == "input_required":
-                result = await self._input_rounds(handle, entry, body, result, reply, timeout)
+                result = await self._input_rounds(handle, "tools/call", body, result, reply,
+                                                  timeout)
         finally:
             if token is not None:
                 handle.unwatch_progress(token)
         return self._to_result(entry, result, era)
 
-    async def _input_rounds(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
+    async def _input_rounds(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                             result: dict[str, Any], reply: Reply, timeout: float) -> Any:
         """Multi round-trip: hand each input request to the host's handler, then send the
         original request again (a new id) with ``inputResponses`` and the server's
         ``requestState`` exactly as it sent it, until the result is complete."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        mrtr = MrtrLoop("tools/call", body, dict(self.settings.identity.capabilities),
-                        self.mrtr_limits, loop.time(), server=entry.server)
+        server = handle.name
+        mrtr = MrtrLoop(method, body, dict(self.settings.identity.capabilities),
+                        self.mrtr_limits, loop.time(), server=server)
         decision = mrtr.on_result(result, reply.result or b"", loop.time())
         while True:
             if isinstance(decision, Done):
@@ -479,29 +481,61 @@ class Host:
             if isinstance(decision, Fail):
                 raise decision.error
             if isinstance(decision, NeedInput):
-                responses = await self._answer_inputs(entry, decision)
+                responses = await self._answer_inputs(server, method, decision)
                 decision = mrtr.responses_ready(responses, loop.time())
                 continue
             assert isinstance(decision, Resend)
             left = deadline - loop.time()
             if left <= 0:
                 raise RequestTimeout(f"input rounds exceeded {timeout:g} s",
-                                     timeout_s=timeout, server=entry.server, method="tools/call")
-            reply = await handle.request("tools/call", decision.params, timeout=left)
-            decoded = reply.decode(server=entry.server, method="tools/call")
+                                     timeout_s=timeout, server=server, method=method)
+            reply = await handle.request(method, decision.params, timeout=left)
+            decoded = reply.decode(server=server, method=method)
             decision = mrtr.on_result(decoded, reply.result or b"", loop.time())
 
-    async def _answer_inputs(self, entry: ToolEntry, need: NeedInput) -> dict[str, Any]:
+    async def _answer_inputs(self, server: str, method: str, need: NeedInput) -> dict[str, Any]:
         async def answer(item: Any) -> tuple[str, Any]:
             handler = self._input_handlers.get(item.method)
             if handler is None:
                 raise InputNotSupported(
                     f"server asked for {item.method} but the host registered no handler for "
-                    "it", key=item.key, kind=item.method, server=entry.server,
-                    method="tools/call")
+                    "it", key=item.key, kind=item.method, server=server, method=method)
             return item.key, await handler(dict(item.params or {}))
         # The worker keeps reading meanwhile: other calls to this server are unaffected.
         return dict(await asyncio.gather(*(answer(item) for item in need.requests)))
+
+    # -- resources and prompts (reads: retried after transport loss or a timeout) ---------
+
+    async def read_resource(self, server: str, uri: str, *,
+                            timeout: float | None = None) -> dict[str, Any]:
+        """``resources/read`` on one server; the result (``contents``) as sent."""
+        return await self._read(server, "resources/read", {"uri": uri}, timeout)
+
+    async def get_prompt(self, server: str, name: str, arguments: Mapping[str, str] | None = None,
+                         *, timeout: float | None = None) -> dict[str, Any]:
+        """``prompts/get`` on one server; the result (``messages``) as sent."""
+        body: dict[str, Any] = {"name": name}
+        if arguments:
+            body["arguments"] = dict(arguments)
+        return await self._read(server, "prompts/get", body, timeout)
+
+    async def _read(self, server: str, method: str, body: dict[str, Any],
+                    timeout: float | None) -> dict[str, Any]:
+        handle = self._sup.handle(server)
+        if timeout is None:
+            timeout = self._server_timeouts.get(server, self.call_timeout)
+        plan = plan_call(self.retry, method,
+                         deadline=asyncio.get_running_loop().time() + timeout)
+        reply = await run_with_retries(
+            lambda attempt: handle.request(method, orjson.dumps(body), timeout=timeout),
+            plan, was_sent=_was_sent)
+        result = reply.decode(server=server, method=method)
+        if isinstance(result, dict) and result.get("resultType") == "input_required":
+            result = await self._input_rounds(handle, method, body, result, reply, timeout)
+        if not isinstance(result, dict):
+            raise MalformedMessage(f"{method} result is not an object", server=server,
+                                   method=method)
+        return result
 
     def _to_result(self, entry: ToolEntry, result: Any, era: str | None) -> CallToolResult:
         where = {"server": entry.server, "method": "tools/call"}

@@ -364,3 +364,31 @@ def test_reads_are_retried_after_transport_loss(tap, no_leaks):
     listed = [m for m in map(orjson.loads, taplog.lines(tap, taplog.IN))
               if m.get("method") == "tools/list"]
     assert len(listed) == 3
+
+
+def test_cancelling_a_call_cancels_it_on_the_wire(tap, no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(tap=tap))
+            task = asyncio.ensure_future(host.call_tool("sleep", {}, timeout=60))
+            await until_sent(tap, "tools/call")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await until_sent(tap, "notifications/cancelled")
+            # The server is still fine for everyone else.
+            assert orjson.loads((await host.call_tool("echo", {"after": 1})).text) == {"after": 1}
+    run(main())
+    msgs = list(map(orjson.loads, taplog.lines(tap, taplog.IN)))
+    call = next(m for m in msgs if m.get("method") == "tools/call")
+    cancel = next(m for m in msgs if m.get("method") == "notifications/cancelled")
+    assert cancel["params"]["requestId"] == call["id"]
+    validate_message(cancel, MODERN)
+
+
+async def until_sent(tap, method, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not any(m.get("method") == method
+                  for m in map(orjson.loads, taplog.lines(tap, taplog.IN))):
+        assert time.monotonic() < deadline, f"{method} never reached the server"
+        await asyncio.sleep(0.02)

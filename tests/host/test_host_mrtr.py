@@ -123,3 +123,31 @@ def test_the_server_keeps_answering_while_the_host_works_on_input(no_leaks):
             release.set()
             assert orjson.loads((await pending).text)["rounds"] == 1
     run(main())
+
+
+@pytest.mark.parametrize("method", ["resources/read", "prompts/get"])
+def test_resources_read_and_prompts_get_go_through_input_rounds_too(tap, no_leaks, method):
+    async def sample(params):
+        return {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+
+    async def elicit(params):
+        return {"action": "decline"}
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
+                        input_handlers={"sampling/createMessage": sample,
+                                        "elicitation/create": elicit}) as host:
+            await host.add_server("s", scripted(tap=tap))
+            if method == "resources/read":
+                result = await host.read_resource("s", "file:///notes.txt")
+                text = result["contents"][0]["text"]
+            else:
+                result = await host.get_prompt("s", "greeting", {"who": "Ada"})
+                text = result["messages"][0]["content"]["text"]
+            assert orjson.loads(text)["last"] == {"elicitation-1": {"action": "decline"}}
+    run(main())
+    sent = [line for line in wire(tap, taplog.IN) if method.encode() in line]
+    assert len(sent) == 3
+    assert b'"requestState":"st\\u00e9/1"' in sent[1]
+    for line in sent:
+        validate_message(line, MODERN)

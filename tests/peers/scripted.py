@@ -613,6 +613,20 @@ class Peer:
             result = self.discover_result()
         elif method == "tools/list":
             result = self.tools_list_result(modern)
+        elif method in ("resources/read", "prompts/get") and modern:
+            # Both answer through the same MRTR script as the "ask" tool: two rounds
+            # (sampling, then elicitation), then the responses of the last round.
+            answered = self.ask_tool(req, {})
+            if answered is None:
+                return None
+            text = answered["content"][0]["text"]
+            if method == "resources/read":
+                uri = (req.get("params") or {}).get("uri")
+                result = {"contents": [{"uri": uri, "mimeType": "application/json",
+                                        "text": text}]}
+            else:
+                result = {"messages": [{"role": "user",
+                                        "content": {"type": "text", "text": text}}]}
         elif method == "subscriptions/listen" and modern:
             self.open_listen(req)
             return None  # the listen request stays open until the stream ends
