@@ -11,15 +11,35 @@ The SDK's stdio loop is dual-era: `server/discover` (or any request with a
     echo   {text}            -> text content equal to `text`
     search {query, limit=3}  -> `limit` hits "<query> result <n>" (structured)
     sleep  {ms}              -> waits ms (<= 60000), then "slept <ms>"
+    count  {n}               -> n progress notifications via ctx.report_progress
+                                (progress i, total n, message "step <i>"), then "counted <n>"
+    ask_name {}              -> multi round-trip: a Resolve(...) dependency returns
+                                Elicit("What is your name?", Name), so on the 2026-07-28 wire
+                                the SDK answers input_required (form elicitation, sealed
+                                requestState); the retry carrying the answer gets "hello <name>"
+    add_tool {name}          -> MCPServer.add_tool(<name>) (returns "<name> here"), then
+                                ctx.notify_tools_changed(): notifications/tools/list_changed
+                                on subscriptions/listen streams. Needs --listen.
+
+Flags:
+    --listen   serve subscriptions/listen (MCPServer's default subscription bus), so the
+               modern discover result advertises tools.listChanged:true. Without it the
+               server is built with subscriptions=False (listChanged:false, no listen),
+               which is what tests/peers/REAL_SERVERS.md records.
 """
 
 from __future__ import annotations
 
-import anyio
-from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
+import sys
+from typing import Annotated
 
-server = MCPServer("trunkline-py-modern-echo", version="0.1.0", subscriptions=False)
+import anyio
+from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from pydantic import BaseModel, Field
+
+LISTEN = "--listen" in sys.argv[1:]
+server = MCPServer("trunkline-py-modern-echo", version="0.1.0",
+                   subscriptions=None if LISTEN else False)
 
 
 class SearchResult(BaseModel):
@@ -42,6 +62,39 @@ def search(query: str, limit: int = 3) -> SearchResult:
 async def sleep(ms: int) -> str:
     await anyio.sleep(max(0, min(ms, 60_000)) / 1000)
     return f"slept {ms}"
+
+
+@server.tool(description="Send n progress notifications, then answer")
+async def count(n: int, ctx: Context) -> str:
+    n = max(0, min(n, 100))
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i}")
+    return f"counted {n}"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def _ask_for_name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
+@server.tool(description="Ask the client for a name (form elicitation via input_required), "
+                         "then greet it")
+def ask_name(who: Annotated[Name, Resolve(_ask_for_name)]) -> str:
+    return f"hello {who.name}"
+
+
+@server.tool(description="Register a new tool <name> on this server (the tool list changes)")
+async def add_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                   ctx: Context) -> str:
+    def added() -> str:
+        return f"{name} here"
+
+    server.add_tool(added, name=name, description="Added at runtime by add_tool")
+    await ctx.notify_tools_changed()
+    return f"added {name}"
 
 
 if __name__ == "__main__":

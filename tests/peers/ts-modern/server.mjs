@@ -21,8 +21,20 @@
 //                                            hits "<query> result <n>", plus
 //                                            structuredContent {query, hits}
 //   sleep  {ms: int}                      -> waits ms (max 60000), then "slept <ms>"
+//   count  {n: int}                       -> n progress notifications (progress i, total n,
+//                                            message "step <i>") on the call's progressToken
+//                                            via ctx.mcpReq.notify, then "counted <n>"
+//   ask_name {}                           -> multi round-trip: round 1 answers
+//                                            inputRequired({inputRequests:{name: elicit form
+//                                            {name}}, requestState:"ask_name/1"}); the retry
+//                                            (acceptedContent + ctx.mcpReq.requestState())
+//                                            answers "hello <name>" (+ " state=<echoed state>")
+//   add_tool {name: string}               -> registers tool <name> (returns "<name> here") on
+//                                            this connection's instance; McpServer.registerTool
+//                                            emits notifications/tools/list_changed, which the
+//                                            stdio entry routes onto subscriptions/listen streams
 
-import { McpServer } from '@modelcontextprotocol/server';
+import { McpServer, acceptedContent, inputRequired } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { z } from 'zod';
 
@@ -76,6 +88,65 @@ function makeServer() {
         async ({ ms }) => {
             await new Promise((resolve) => setTimeout(resolve, ms));
             return { content: [{ type: 'text', text: `slept ${ms}` }] };
+        }
+    );
+
+    server.registerTool(
+        'count',
+        {
+            description: 'Send n progress notifications, then answer',
+            inputSchema: z.object({ n: z.number().int().min(0).max(100) })
+        },
+        async ({ n }, ctx) => {
+            const token = ctx.mcpReq._meta?.progressToken;
+            for (let i = 1; i <= n; i++) {
+                if (token !== undefined) {
+                    await ctx.mcpReq.notify({
+                        method: 'notifications/progress',
+                        params: { progressToken: token, progress: i, total: n, message: `step ${i}` }
+                    });
+                }
+            }
+            return { content: [{ type: 'text', text: `counted ${n}` }] };
+        }
+    );
+
+    const nameSchema = z.object({ name: z.string() });
+    server.registerTool(
+        'ask_name',
+        {
+            description: 'Ask the client for a name (form elicitation via input_required), then greet it',
+            inputSchema: z.object({})
+        },
+        async (_args, ctx) => {
+            const answer = acceptedContent(ctx.mcpReq.inputResponses, 'name', nameSchema);
+            if (answer === undefined) {
+                return inputRequired({
+                    inputRequests: {
+                        name: inputRequired.elicit({ message: 'What is your name?', requestedSchema: nameSchema })
+                    },
+                    requestState: 'ask_name/1'
+                });
+            }
+            const state = ctx.mcpReq.requestState();
+            return { content: [{ type: 'text', text: `hello ${answer.name} state=${state}` }] };
+        }
+    );
+
+    server.registerTool(
+        'add_tool',
+        {
+            description: 'Register a new tool <name> on this connection (the tool list changes)',
+            inputSchema: z.object({ name: z.string().regex(/^[a-z][a-z0-9_]{0,31}$/) })
+        },
+        async ({ name }) => {
+            if (!server.isConnected()) throw new Error('not connected');
+            server.registerTool(
+                name,
+                { description: `Added at runtime by add_tool`, inputSchema: z.object({}) },
+                async () => ({ content: [{ type: 'text', text: `${name} here` }] })
+            );
+            return { content: [{ type: 'text', text: `added ${name}` }] };
         }
     );
 
