@@ -259,8 +259,15 @@ def test_crash_loop_trips_the_intensity_limit_and_retry_recovers(no_leaks):
     run(main())
 
 
+class _FixedDelay(RestartPolicy):
+    """Full jitter can pick a delay of ~0; this test needs the RESTARTING state to last."""
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        return 0.5
+
+
 def test_calls_wait_for_a_restart_within_their_timeout(no_leaks):
-    slow_restart = RestartPolicy(base_s=0.3, factor=1.0, cap_s=0.3, max_restarts=100)
+    slow_restart = _FixedDelay(max_restarts=100)
     async def main():
         async with Supervisor(HostSettings(restart=slow_restart)) as sup:
             await sup.add(ServerConfig("w", scripted()))
