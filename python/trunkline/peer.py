@@ -34,6 +34,7 @@ from .errors import (
 )
 from .protocol import era as era_mod
 from .protocol.identity import ClientIdentity
+from .protocol.mrtr import CAPABILITY_OF
 from .protocol.versions import INTERNAL_ERROR, METHOD_NOT_FOUND
 from .transports.stdio import StdioParams, StdioTransport
 
@@ -44,12 +45,9 @@ ServerRequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 #: Called with (method, raw line) for every notification the server sends once ready.
 NotificationSink = Callable[[str, bytes], None]
 
-# Which client capability a legacy server-initiated request needs (spec digest §22.6).
-_REQUEST_CAPABILITY = {
-    "sampling/createMessage": "sampling",
-    "elicitation/create": "elicitation",
-    "roots/list": "roots",
-}
+# Which client capability a legacy server-initiated request needs (spec digest §22.6):
+# the same kinds, gated by the same capabilities, as modern input requests.
+_REQUEST_CAPABILITY = CAPABILITY_OF
 
 
 class PeerState(enum.Enum):
