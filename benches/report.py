@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,27 +97,22 @@ def render(path: Path) -> str:
             row.append(_ratio(cells.get((s, a)), cells.get((s, b))))
         out.append("| " + " | ".join(row) + " |")
 
-    out.append("\nLatency per call, p50 / p99 in ms (submit to verified result):\n")
-    head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients]
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * 2 + "---:|" * len(clients))
-    for s in scenarios:
-        row = [_shape(s)]
-        for c in clients:
-            info = cells.get((s, c))
-            row.append(f"{_ms(info['p50_ms'])} / {_ms(info['p99_ms'])}" if info else "–")
-        out.append("| " + " | ".join(row) + " |")
+    def per_client_table(title: str, cell: Callable[[dict[str, Any]], str]) -> None:
+        out.append(f"\n{title}\n")
+        head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * 2 + "---:|" * len(clients))
+        for s in scenarios:
+            row = [_shape(s)]
+            for c in clients:
+                info = cells.get((s, c))
+                row.append(cell(info) if info else "–")
+            out.append("| " + " | ".join(row) + " |")
 
-    out.append("\nCalls per round × rounds:\n")
-    head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients]
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * 2 + "---:|" * len(clients))
-    for s in scenarios:
-        row = [_shape(s)]
-        for c in clients:
-            info = cells.get((s, c))
-            row.append(f"{info['calls']:,} × {info['rounds']}" if info else "–")
-        out.append("| " + " | ".join(row) + " |")
+    per_client_table("Latency per call, p50 / p99 in ms (submit to verified result):",
+                     lambda info: f"{_ms(info['p50_ms'])} / {_ms(info['p99_ms'])}")
+    per_client_table("Calls per round × rounds:",
+                     lambda info: f"{info['calls']:,} × {info['rounds']}")
     return "\n".join(out) + "\n"
 
 
