@@ -109,6 +109,46 @@ fn slice<'py>(py: Python<'py>, src: &Py<PyBytes>, span: Option<Span>) -> Option<
     span.map(|(a, b)| PyBytes::new(py, &src.bind(py).as_bytes()[a..b]))
 }
 
+/// `Envelope` and `Event` expose the same scanned envelope fields; this writes those
+/// getters once and the class's own methods after them, in the one `#[pymethods]` block
+/// PyO3 allows per class.
+macro_rules! envelope_pymethods {
+    ($ty:ident, $($own:tt)*) => {
+        #[pymethods]
+        impl $ty {
+            #[getter]
+            fn kind(&self) -> u8 {
+                self.env.kind as u8
+            }
+            #[getter]
+            fn id(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                id_to_py(py, &self.env.id)
+            }
+            #[getter]
+            fn method(&self) -> Option<&str> {
+                self.env.method.as_deref()
+            }
+            #[getter]
+            fn error_code(&self) -> Option<i64> {
+                self.env.error_code
+            }
+            #[getter]
+            fn error_message(&self) -> Option<&str> {
+                self.env.error_message.as_deref()
+            }
+            #[getter]
+            fn result_type(&self) -> Option<&str> {
+                self.env.result_type.as_deref()
+            }
+            #[getter]
+            fn reason(&self) -> Option<&str> {
+                self.env.reason.as_deref()
+            }
+            $($own)*
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------- scan
 
 /// What `scan` learns about one line without decoding its payload.
@@ -118,43 +158,14 @@ pub struct PyEnvelope {
     line: Py<PyBytes>,
 }
 
-#[pymethods]
-impl PyEnvelope {
-    #[getter]
-    fn kind(&self) -> u8 {
-        self.env.kind as u8
-    }
-    #[getter]
-    fn id(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        id_to_py(py, &self.env.id)
-    }
-    #[getter]
-    fn method(&self) -> Option<&str> {
-        self.env.method.as_deref()
-    }
-    #[getter]
-    fn error_code(&self) -> Option<i64> {
-        self.env.error_code
-    }
-    #[getter]
-    fn error_message(&self) -> Option<&str> {
-        self.env.error_message.as_deref()
-    }
+envelope_pymethods! { PyEnvelope,
     #[getter]
     fn error_data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         slice(py, &self.line, self.env.error_data)
     }
     #[getter]
-    fn result_type(&self) -> Option<&str> {
-        self.env.result_type.as_deref()
-    }
-    #[getter]
     fn result_span(&self) -> Option<(usize, usize)> {
         self.env.result_span
-    }
-    #[getter]
-    fn reason(&self) -> Option<&str> {
-        self.env.reason.as_deref()
     }
     fn __repr__(&self) -> String {
         format!(
@@ -201,11 +212,16 @@ impl PyOversizedLine {
     }
 }
 
-fn check_max(max_line_bytes: usize) -> PyResult<usize> {
-    if max_line_bytes == 0 {
-        return Err(CodecError::new_err("max_line_bytes must be positive"));
+/// A size limit argument (`max_line_bytes`, `max_frame_bytes`): zero would refuse everything.
+fn positive(name: &str, value: usize) -> PyResult<usize> {
+    if value == 0 {
+        return Err(CodecError::new_err(format!("{name} must be positive")));
     }
-    Ok(max_line_bytes)
+    Ok(value)
+}
+
+fn check_max(max_line_bytes: usize) -> PyResult<usize> {
+    positive("max_line_bytes", max_line_bytes)
 }
 
 #[pyclass(module = "trunkline._codec", name = "LineSplitter")]
@@ -359,40 +375,11 @@ pub struct PyEvent {
     token: Option<Py<PyAny>>,
 }
 
-#[pymethods]
-impl PyEvent {
-    #[getter]
-    fn kind(&self) -> u8 {
-        self.env.kind as u8
-    }
-    #[getter]
-    fn id(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        id_to_py(py, &self.env.id)
-    }
-    #[getter]
-    fn method(&self) -> Option<&str> {
-        self.env.method.as_deref()
-    }
-    #[getter]
-    fn error_code(&self) -> Option<i64> {
-        self.env.error_code
-    }
-    #[getter]
-    fn error_message(&self) -> Option<&str> {
-        self.env.error_message.as_deref()
-    }
+envelope_pymethods! { PyEvent,
     #[getter]
     fn error_data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         let src = self.source.as_ref()?;
         slice(py, src, self.env.error_data.map(|(a, b)| (self.span.0 + a, self.span.0 + b)))
-    }
-    #[getter]
-    fn result_type(&self) -> Option<&str> {
-        self.env.result_type.as_deref()
-    }
-    #[getter]
-    fn reason(&self) -> Option<&str> {
-        self.env.reason.as_deref()
     }
     /// The whole line; the very buffer object when the line filled it, else a copy.
     #[getter]
@@ -559,10 +546,7 @@ impl PyStreamDecoder {
 // ---------------------------------------------------------------------------- channel frames
 
 fn check_max_frame(max_frame_bytes: usize) -> PyResult<usize> {
-    if max_frame_bytes == 0 {
-        return Err(CodecError::new_err("max_frame_bytes must be positive"));
-    }
-    Ok(max_frame_bytes)
+    positive("max_frame_bytes", max_frame_bytes)
 }
 
 /// Channel bytes in, complete `(type, body)` frames out.
