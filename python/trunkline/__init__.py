@@ -10,15 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .host import CallToolResult, Host
+    from .transports.http_params import HttpParams, http
     from .transports.stdio import StdioParams, stdio
 
-__all__ = ["CallToolResult", "Host", "StdioParams", "__version__", "stdio"]
+__all__ = ["CallToolResult", "Host", "HttpParams", "StdioParams", "__version__", "http",
+           "stdio"]
 
 _LAZY = {
     "Host": ("host", "Host"),
     "CallToolResult": ("host", "CallToolResult"),
     "StdioParams": ("transports.stdio", "StdioParams"),
     "stdio": ("transports.stdio", "stdio"),
+    "HttpParams": ("transports.http_params", "HttpParams"),
+    "http": ("transports.http_params", "http"),
 }
 
 

@@ -74,6 +74,12 @@ class FailureKind(enum.IntEnum):
     TRANSPORT_LOST = 2
     TIMEOUT = 3
     MALFORMED = 4
+    #: HTTP: this call's exchange ended without an answer (the others carry on).
+    STREAM_BROKEN = 5
+    #: HTTP: a status without a JSON-RPC answer; ``status`` travels beside the message.
+    HTTP_STATUS = 6
+    #: HTTP 401/403; ``status`` and ``challenge`` travel beside the message.
+    AUTHENTICATION = 7
 
 
 def frame(kind: int, body: bytes = b"") -> bytes:

@@ -1,5 +1,8 @@
 """The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop, Cursor and
-VS Code, plus trunkline's own per-server ``allowLegacy`` key.
+VS Code, plus trunkline's own per-server ``allowLegacy`` key. A server entry is either
+stdio (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``,
+``"headers"``, optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy``
+allowlists that exact URL.
 
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
@@ -16,21 +19,25 @@ from typing import Any
 import orjson
 
 from .errors import ConfigurationError
+from .transports.http_params import HttpParams, validated_http_params
 from .transports.stdio import StdioParams
 
 
 @dataclass(frozen=True)
 class ServerEntry:
     name: str
-    params: StdioParams
+    params: StdioParams | HttpParams
     allow_legacy: bool = False
     #: Tools (by the server's local names) that are safe to repeat after a failure that
     #: may have reached the server.
     idempotent_tools: tuple[str, ...] = ()
 
 
-_KNOWN_KEYS = {"command", "args", "env", "cwd", "allowLegacy", "idempotentTools", "type",
-               "disabled"}
+_COMMON_KEYS = {"allowLegacy", "idempotentTools", "type", "disabled"}
+_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
+_HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls"}
+#: ``type`` values naming Streamable HTTP in the configuration files hosts write.
+_HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
 
 
 def _fail(path: str, name: str | None, message: str) -> ConfigurationError:
@@ -48,14 +55,47 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None) -> S
         raise _fail(source, name, "entry must be an object")
     if raw.get("disabled") is True:
         return None
-    if "url" in raw:
-        raise _fail(source, name, "Streamable HTTP servers (\"url\") are not supported yet; "
-                    "only stdio servers (\"command\") are")
-    unknown = set(raw) - _KNOWN_KEYS
+    kind = raw.get("type", "http" if "url" in raw else "stdio")
+    if kind == "sse":
+        raise _fail(source, name, "the deprecated HTTP+SSE transport (\"type\": \"sse\") is "
+                    "not supported; use the server's Streamable HTTP endpoint")
+    if kind not in _HTTP_TYPES and kind != "stdio":
+        raise _fail(source, name, f"transport type {kind!r} is not supported")
+    unknown = set(raw) - (_HTTP_KEYS if kind in _HTTP_TYPES else _STDIO_KEYS)
     if unknown:
-        raise _fail(source, name, f"unknown keys {sorted(unknown)}")
-    if raw.get("type", "stdio") != "stdio":
-        raise _fail(source, name, f"transport type {raw.get('type')!r} is not supported")
+        raise _fail(source, name, f"unknown keys {sorted(unknown)} for a "
+                    f"{'Streamable HTTP' if kind in _HTTP_TYPES else 'stdio'} server")
+    params = _http_params(raw, source, name) if kind in _HTTP_TYPES else \
+        _stdio_params(raw, source, name, base_dir)
+    allow_legacy = raw.get("allowLegacy", False)
+    if not isinstance(allow_legacy, bool):
+        raise _fail(source, name, "\"allowLegacy\" must be true or false")
+    idempotent = raw.get("idempotentTools", [])
+    if not _str_list(idempotent):
+        raise _fail(source, name, "\"idempotentTools\" must be a list of tool names")
+    return ServerEntry(name, params, allow_legacy, tuple(idempotent))
+
+
+def _http_params(raw: dict[str, Any], source: str, name: str) -> HttpParams:
+    url = raw.get("url")
+    if not isinstance(url, str) or not url:
+        raise _fail(source, name, "\"url\" must be a non-empty string")
+    headers = raw.get("headers", {})
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise _fail(source, name, "\"headers\" must map strings to strings")
+    verify = raw.get("verifyTls", True)
+    if not isinstance(verify, bool):
+        raise _fail(source, name, "\"verifyTls\" must be true or false")
+    try:
+        return validated_http_params(HttpParams(url, dict(headers), verify))
+    except ConfigurationError as exc:
+        raise _fail(source, name, exc.message) from None
+
+
+def _stdio_params(raw: dict[str, Any], source: str, name: str,
+                  base_dir: Path | None) -> StdioParams:
     command = raw.get("command")
     if not isinstance(command, str) or not command:
         raise _fail(source, name, "\"command\" must be a non-empty string")
@@ -72,14 +112,7 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None) -> S
         raise _fail(source, name, "\"cwd\" must be a string")
     if cwd is not None and base_dir is not None and not os.path.isabs(cwd):
         cwd = str(base_dir / cwd)
-    allow_legacy = raw.get("allowLegacy", False)
-    if not isinstance(allow_legacy, bool):
-        raise _fail(source, name, "\"allowLegacy\" must be true or false")
-    idempotent = raw.get("idempotentTools", [])
-    if not _str_list(idempotent):
-        raise _fail(source, name, "\"idempotentTools\" must be a list of tool names")
-    return ServerEntry(name, StdioParams(command, tuple(args), dict(env), cwd), allow_legacy,
-                       tuple(idempotent))
+    return StdioParams(command, tuple(args), dict(env), cwd)
 
 
 def parse_config(data: Any, *, source: str = "<config>",

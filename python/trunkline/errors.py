@@ -3,7 +3,8 @@
 Three families a host can tell apart with ``except``:
 
 - ``ConnectionFailure``: the server could not be reached (spawn failed, transport lost,
-  server unavailable). Safe reads may be retried; side effects are unknown.
+  server unavailable, an HTTP status without an answer, authentication refused). Safe
+  reads may be retried; side effects are unknown.
 - ``ProtocolFailure``: the server (or its absence) violated the protocol: malformed
   message, schema violation, era refused, timeout.
 - ``ServerError``: the server answered with a JSON-RPC error (business error). A tool
@@ -80,6 +81,35 @@ class ServerUnavailable(ConnectionFailure):
     def __init__(self, message: str, *, state: str | None = None, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.state = state
+
+
+class StreamBroken(TransportLost):
+    """The HTTP exchange carrying this one request failed before its response arrived
+    (connection refused or reset, the response stream ended early). Other requests to the
+    server are unaffected; the retry policy decides whether it is sent again (with a new
+    id)."""
+
+
+class HttpStatusError(ConnectionFailure):
+    """The server (or a proxy in front of it) answered an HTTP request with a status that
+    carries no JSON-RPC answer (a 5xx, an unexpected 4xx). ``body`` is a short excerpt."""
+
+    def __init__(self, message: str, *, status: int, body: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.status = status
+        self.body = body
+
+
+class AuthenticationFailed(ConnectionFailure):
+    """HTTP 401 or 403: the server wants credentials this host did not present (or
+    rejected them). Never evidence about the server's protocol era. ``challenge`` is the
+    ``WWW-Authenticate`` header, if the server sent one."""
+
+    def __init__(self, message: str, *, status: int, challenge: str | None = None,
+                 **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.status = status
+        self.challenge = challenge
 
 
 # --- protocol family -----------------------------------------------------------------

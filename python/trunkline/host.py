@@ -53,6 +53,7 @@ from .protocol.mrtr import (
 from .protocol.retry import Attempt, RetryPolicy, plan_call, run_with_retries
 from .schemas import OutputChecker, SchemaRefused
 from .supervisor import HostSettings, ServerConfig, ServerStatus, Supervisor, WorkerHandle
+from .transports.http_params import HttpParams, validated_http_params
 from .transports.stdio import StdioParams
 
 log = logging.getLogger("trunkline.host")
@@ -195,7 +196,7 @@ class Host:
     async def add_server(
         self,
         name: str,
-        transport: StdioParams,
+        transport: StdioParams | HttpParams,
         *,
         allow_legacy: bool = False,
         max_inflight: int = 1024,
@@ -224,6 +225,8 @@ class Host:
             if not e.name or "/" in e.name:
                 raise ConfigurationError(
                     f"server name {e.name!r}: must be non-empty and contain no '/'")
+            if isinstance(e.params, HttpParams):
+                validated_http_params(e.params)
         names = {e.name for e in entries}
         for e in entries:
             self._idempotent_tools[e.name] = frozenset(e.idempotent_tools)

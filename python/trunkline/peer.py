@@ -7,6 +7,9 @@ stamped for the era the server proved. It never re-probes: the verdict lives exa
 long as the transport. When the transport ends, every pending request fails at once with
 ``TransportLost`` carrying the server's stderr tail.
 
+The transport is stdio or Streamable HTTP; HTTP adds one path the pipe has not: a single
+request lost on its own (``_on_exchange_failed``), which fails that request only.
+
 Later issues put a ``Peer`` inside a worker process; nothing here assumes which process it
 runs in.
 """
@@ -18,25 +21,31 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from . import _codec
 from .deadlines import DeadlineTimer
 from .errors import (
+    AuthenticationFailed,
     EraRefused,
     MalformedMessage,
     RequestTimeout,
     ServerError,
     ServerUnavailable,
     TransportLost,
+    TrunklineError,
 )
 from .protocol import era as era_mod
 from .protocol.identity import ClientIdentity
 from .protocol.mrtr import CAPABILITY_OF
 from .protocol.versions import INTERNAL_ERROR, METHOD_NOT_FOUND
+from .transports.http_params import HttpParams
 from .transports.stdio import StdioParams, StdioTransport
+
+if TYPE_CHECKING:
+    from .transports.http import HttpTransport
 
 log = logging.getLogger("trunkline.peer")
 
@@ -120,7 +129,7 @@ class Peer:
     def __init__(
         self,
         name: str,
-        params: StdioParams,
+        params: StdioParams | HttpParams,
         *,
         allow_legacy: bool = False,
         identity: ClientIdentity | None = None,
@@ -159,7 +168,19 @@ class Peer:
         self._machine = era_mod.EraNegotiation(self.negotiation_config)
         self._correlator: _codec.Correlator[Any] = _codec.Correlator()
         self._decoder = _codec.StreamDecoder(self._correlator, max_line_bytes)
-        self._transport = StdioTransport(params, on_data=self._on_data, on_closed=self._on_closed)
+        self._transport: StdioTransport | HttpTransport
+        if isinstance(params, HttpParams):
+            from .transports.http import HttpTransport
+
+            self._transport = HttpTransport(
+                params, on_data=self._on_data, on_closed=self._on_closed,
+                on_failed=self._on_exchange_failed, server=name,
+                max_message_bytes=max_line_bytes)
+        else:
+            self._transport = StdioTransport(params, on_data=self._on_data,
+                                             on_closed=self._on_closed)
+        # An HTTP 401/403 during negotiation: reported as what it is, not as an era.
+        self._auth_failure: AuthenticationFailed | None = None
         self._negotiated: asyncio.Future[None] | None = None
         self._probe_ids: dict[era_mod.Probe, Any] = {}
         self._probe_timers: dict[era_mod.Probe, asyncio.TimerHandle] = {}
@@ -172,6 +193,7 @@ class Peer:
         self._stamper: _codec.SubmitStamper | None = None
         self._deadlines: DeadlineTimer | None = None
         self._on_forward_expired: Callable[[int], None] | None = None
+        self._on_forward_failed: Callable[[int, TrunklineError], None] | None = None
         self._max_frame_bytes = max_frame_bytes
         self._forward_sink: Callable[[bytes], None] | None = None
 
@@ -191,6 +213,10 @@ class Peer:
         except BaseException:
             await self.aclose()
             raise
+        if self.verdict is None and self._auth_failure is not None:
+            await self.aclose()
+            self.state = PeerState.REFUSED
+            raise self._auth_failure
         if self.verdict is None:
             refusal = self.refusal
             assert refusal is not None
@@ -302,14 +328,20 @@ class Peer:
 
     # -- forwarding (the worker's hot path) ------------------------------------------------
 
-    def forward_results_to(self, sink: Callable[[bytes], None],
-                           on_expired: Callable[[int], None] | None = None) -> None:
+    def forward_results_to(
+        self, sink: Callable[[bytes], None],
+        on_expired: Callable[[int], None] | None = None,
+        on_failed: Callable[[int, TrunklineError], None] | None = None,
+    ) -> None:
         """Send replies to forwarded calls to ``sink`` as ready-made RESULT frames, and
         accept SUBMIT frames through ``accept_frames``. Each forwarded call's deadline
         (its SUBMIT's timeout, counted from its arrival here) is enforced here too: the
-        server is sent ``notifications/cancelled`` and ``on_expired(call_id)`` is told."""
+        server is sent ``notifications/cancelled`` and ``on_expired(call_id)`` is told.
+        A forwarded call the transport lost on its own (an HTTP exchange that ended
+        without an answer) goes to ``on_failed(call_id, error)``."""
         self._forward_sink = sink
         self._on_forward_expired = on_expired
+        self._on_forward_failed = on_failed
         self._stamper = _codec.SubmitStamper(self._correlator, self._max_frame_bytes)
         self._loop = loop = asyncio.get_running_loop()
         self._deadlines = DeadlineTimer(loop, self._correlator, self._forwards_expired)
@@ -540,6 +572,32 @@ class Peer:
     def _write_if_ready(self, line: bytes) -> None:
         if self.state is PeerState.READY:
             self._transport.write(line)
+
+    # -- one request lost by the transport (HTTP) ---------------------------------------
+
+    def _on_exchange_failed(self, request_id: Any, error: TrunklineError) -> None:
+        """The transport will never deliver an answer to this request. A request already
+        answered, timed out or cancelled is not pending any more: nothing happens."""
+        token = self._correlator.discard(request_id)
+        if token is None:
+            return
+        error.server = self.name
+        if isinstance(token, _ProbeToken):
+            probe = token.probe
+            timer = self._probe_timers.pop(probe, None)
+            if timer is not None:
+                timer.cancel()
+            self._probe_ids.pop(probe, None)
+            if isinstance(error, AuthenticationFailed):
+                self._auth_failure = error
+                self._feed(era_mod.Rejected(probe, error.message))
+            else:
+                self._feed(era_mod.ExchangeFailed(probe, error.message))
+        elif isinstance(token, asyncio.Future):
+            if not token.done():
+                token.set_exception(error)
+        elif self._on_forward_failed is not None:
+            self._on_forward_failed(token, error)
 
     # -- transport end -----------------------------------------------------------------
 

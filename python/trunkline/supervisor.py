@@ -33,16 +33,20 @@ from .batching import TickBatcher
 from .channel import ServerState, StateReport
 from .deadlines import DeadlineTimer
 from .errors import (
+    AuthenticationFailed,
     ConfigurationError,
+    HttpStatusError,
     MalformedMessage,
     RequestTimeout,
     ServerUnavailable,
+    StreamBroken,
     TransportLost,
     TrunklineError,
 )
 from .peer import Reply
 from .protocol.era import NegotiationConfig
 from .protocol.identity import ClientIdentity
+from .transports.http_params import HttpParams
 from .transports.stdio import StdioParams
 
 log = logging.getLogger("trunkline.supervisor")
@@ -74,7 +78,7 @@ class RestartPolicy:
 @dataclass(frozen=True)
 class ServerConfig:
     name: str
-    params: StdioParams
+    params: StdioParams | HttpParams
     allow_legacy: bool = False
     #: Bound on calls in flight to this server; beyond it callers wait (within their
     #: timeout) instead of growing memory without limit.
@@ -124,6 +128,14 @@ class HostSettings:
                 f"max_frame_bytes ({self.max_frame_bytes}) must exceed max_line_bytes "
                 f"({self.max_line_bytes}) by at least 64 bytes of frame head"
             )
+
+
+def _transport_spec(params: StdioParams | HttpParams) -> dict[str, Any]:
+    if isinstance(params, HttpParams):
+        return {"type": "http", "url": params.url, "headers": dict(params.headers),
+                "verify_tls": params.verify_tls, "max_connections": params.max_connections}
+    return {"type": "stdio", "command": params.command, "args": list(params.args),
+            "env": dict(params.env), "cwd": params.cwd}
 
 
 class _ChannelProtocol(asyncio.Protocol):
@@ -371,8 +383,7 @@ class WorkerHandle:
         return orjson.dumps({
             "channel_version": ch.CHANNEL_VERSION,
             "name": c.name,
-            "transport": {"command": c.params.command, "args": list(c.params.args),
-                          "env": dict(c.params.env), "cwd": c.params.cwd},
+            "transport": _transport_spec(c.params),
             "allow_legacy": c.allow_legacy,
             "identity": {"name": ident.name, "version": ident.version, "title": ident.title,
                          "capabilities": dict(ident.capabilities)},
@@ -550,6 +561,14 @@ class WorkerHandle:
             exc = RequestTimeout(info["message"], server=self.name)
         elif kind is ch.FailureKind.MALFORMED:
             exc = MalformedMessage(info["message"], server=self.name)
+        elif kind is ch.FailureKind.STREAM_BROKEN:
+            exc = StreamBroken(info["message"], server=self.name)
+        elif kind is ch.FailureKind.HTTP_STATUS:
+            exc = HttpStatusError(info["message"], status=info["status"],
+                                  body=info.get("body"), server=self.name)
+        elif kind is ch.FailureKind.AUTHENTICATION:
+            exc = AuthenticationFailed(info["message"], status=info["status"],
+                                       challenge=info.get("challenge"), server=self.name)
         else:
             exc = TransportLost(info["message"], server=self.name)
         future.set_exception(exc)

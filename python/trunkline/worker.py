@@ -30,11 +30,20 @@ import orjson
 from . import _codec
 from . import channel as ch
 from .batching import TickBatcher
-from .errors import EraRefused, SpawnFailed
-from .peer import Peer
+from .errors import (
+    AuthenticationFailed,
+    EraRefused,
+    HttpStatusError,
+    MalformedMessage,
+    SpawnFailed,
+    TransportLost,
+    TrunklineError,
+)
+from .peer import Peer, PeerState
 from .listen import ListenStream, Verdict, filter_for
 from .protocol.era import Era, NegotiationConfig
 from .protocol.identity import ClientIdentity
+from .transports.http_params import HttpParams
 from .transports.stdio import StdioParams
 
 # Exit codes, for the parent's logs; the STATE frame sent before exiting is authoritative.
@@ -65,7 +74,12 @@ def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None],
             f"channel version {spec.get('channel_version')} != {ch.CHANNEL_VERSION}"
         )
     t = spec["transport"]
-    params = StdioParams(t["command"], tuple(t["args"]), dict(t["env"]), t.get("cwd"))
+    params: StdioParams | HttpParams
+    if t.get("type") == "http":
+        params = HttpParams(t["url"], dict(t["headers"]), bool(t["verify_tls"]),
+                            int(t["max_connections"]))
+    else:
+        params = StdioParams(t["command"], tuple(t["args"]), dict(t["env"]), t.get("cwd"))
     ident = spec["identity"]
     identity = ClientIdentity(
         name=ident["name"], version=ident["version"], title=ident.get("title"),
@@ -85,6 +99,20 @@ def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None],
         max_frame_bytes=int(spec["max_frame_bytes"]),
         on_closed=on_closed, on_notification=on_notification,
     )
+
+
+def failure_frame_for(call_id: int, error: TrunklineError) -> bytes:
+    """A FAILURE frame for a call its transport lost on its own (HTTP), keeping what
+    the parent needs to rebuild the same error."""
+    if isinstance(error, AuthenticationFailed):
+        return ch.failure_frame(call_id, ch.FailureKind.AUTHENTICATION, error.message,
+                                status=error.status, challenge=error.challenge)
+    if isinstance(error, HttpStatusError):
+        return ch.failure_frame(call_id, ch.FailureKind.HTTP_STATUS, error.message,
+                                status=error.status, body=error.body)
+    if isinstance(error, MalformedMessage):
+        return ch.failure_frame(call_id, ch.FailureKind.MALFORMED, error.message)
+    return ch.failure_frame(call_id, ch.FailureKind.STREAM_BROKEN, error.message)
 
 
 class _ChannelProtocol(asyncio.Protocol):
@@ -184,9 +212,17 @@ class Worker:
             self._listen_closed = loop.create_future()
             await asyncio.wait([reply, self._listen_closed], return_when=asyncio.FIRST_COMPLETED)
             if reply.done() and not reply.cancelled():
-                if reply.exception() is not None:
+                lost = reply.exception()
+                if lost is not None and self.peer.state is not PeerState.READY:
                     return  # the transport ended: the worker is on its way out
-                if reply.result().is_error:
+                if lost is not None and not isinstance(lost, TransportLost):
+                    log.warning("subscriptions/listen failed (%s): relying on TTLs", lost)
+                    self._listen = None
+                    return
+                if lost is not None:
+                    # An HTTP listen stream broke on its own: listen again, as below.
+                    log.info("listen stream lost (%s): listening again", lost)
+                elif reply.result().is_error:
                     log.warning("server refused subscriptions/listen (%s): relying on TTLs",
                                 reply.result().error_message)
                     self._listen = None
@@ -203,6 +239,9 @@ class Worker:
                             len(reopened), _RELISTEN_WINDOW_S)
                 return
             await asyncio.sleep(_RELISTEN_DELAY_S)
+
+    def _on_call_failed(self, call_id: int, error: TrunklineError) -> None:
+        self.send(failure_frame_for(call_id, error))
 
     def _on_call_expired(self, call_id: int) -> None:
         # The parent normally expires the call first (its clock started earlier); this is
@@ -233,7 +272,7 @@ class Worker:
         )
         self._out.attach(self._transport)
         peer = self.peer
-        peer.forward_results_to(self.send, self._on_call_expired)
+        peer.forward_results_to(self.send, self._on_call_expired, self._on_call_failed)
         self._lost_event = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self._finish, EXIT_STOPPED)
@@ -252,6 +291,10 @@ class Worker:
             return await self._close(
                 ch.ServerState.UNAVAILABLE, EXIT_REFUSED, reason=f"era refused: {exc.message}",
                 evidence=exc.evidence, stderr_tail=exc.stderr_tail)
+        except AuthenticationFailed as exc:
+            return await self._close(
+                ch.ServerState.UNAVAILABLE, EXIT_REFUSED,
+                reason=f"authentication failed: {exc.message}")
         except SpawnFailed as exc:
             return await self._close(
                 ch.ServerState.UNAVAILABLE, EXIT_SPAWN_FAILED,

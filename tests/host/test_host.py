@@ -19,6 +19,7 @@ import realpeers
 import taplog
 from trunkline.catalog import ToolCollision
 from trunkline.channel import ServerState
+from trunkline.config import load_config
 from trunkline.errors import (
     ConfigurationError,
     SchemaViolation,
@@ -29,6 +30,7 @@ from trunkline.errors import (
 from trunkline.host import Host, UnknownTool
 from trunkline.protocol import NegotiationConfig
 from trunkline.supervisor import HostSettings, RestartPolicy
+from trunkline.transports.http_params import HttpParams
 from trunkline.transports.stdio import stdio
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
@@ -120,13 +122,40 @@ def test_from_config_starts_servers_in_file_order_and_honours_allow_legacy(tmp_p
     ({"mcpServers": {"x": {"command": "c", "allowLegacy": "yes"}}}, "allowLegacy"),
     ({"mcpServers": {"x": {"command": "c", "bogus": 1}}}, "unknown keys"),
     ({"mcpServers": {"a/b": {"command": "c"}}}, "no '/'"),
-    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp"}}}, "not supported yet"),
+    ({"mcpServers": {"x": {"url": "ftp://127.0.0.1:1/mcp"}}}, "http"),
+    ({"mcpServers": {"x": {"url": "http://u:p@127.0.0.1:1/mcp"}}}, "credentials"),
+    ({"mcpServers": {"x": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}}, "HTTP\\+SSE"),
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp", "command": "c"}}}, "unknown keys"),
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp",
+                           "headers": {"Mcp-Method": "tools/call"}}}}, "reserved"),
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp",
+                           "headers": {"X-Evil": "a\r\nInjected: 1"}}}}, "X-Evil"),
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp", "verifyTls": "no"}}}, "verifyTls"),
 ])
 def test_bad_config_fails_with_the_key_named(tmp_path, bad, message):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps(bad))
     with pytest.raises(ConfigurationError, match=message):
         Host.from_config(config)
+
+
+def test_config_http_entries_keep_url_headers_and_tls_setting(tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "remote": {"type": "http", "url": "https://mcp.example.com/mcp",
+                   "headers": {"Authorization": "Bearer t0ken"}, "allowLegacy": True},
+        "cursor-style": {"url": "http://127.0.0.1:8000/mcp", "verifyTls": False},
+    }}))
+    entries = load_config(config)
+    assert [e.name for e in entries] == ["remote", "cursor-style"]
+    remote, local = (e.params for e in entries)
+    assert isinstance(remote, HttpParams) and isinstance(local, HttpParams)
+    assert (remote.url, dict(remote.headers), remote.verify_tls) == (
+        "https://mcp.example.com/mcp", {"Authorization": "Bearer t0ken"}, True)
+    assert entries[0].allow_legacy and not entries[1].allow_legacy
+    assert local.verify_tls is False
+    # The allowlist binds the exact URL, not the origin.
+    assert remote.identity() != HttpParams("https://mcp.example.com/other").identity()
 
 
 def test_unknown_tool_is_error_results_and_server_errors(no_leaks):

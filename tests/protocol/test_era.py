@@ -138,10 +138,21 @@ def test_32022_loop_is_bounded():
     m, _ = machine(modern_versions=("2027-01-01", MODERN), max_discover_attempts=2)
     m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
                             {"supported": [MODERN], "requested": "2027-01-01"}))
-    # The server now rejects the version it listed as supported: give up.
+    # The server now rejects the version it listed as supported: the attempts run out.
     out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
                                   {"supported": [MODERN], "requested": MODERN}))
     assert kinds(out) == [e.Fail]
+    assert "gave up after 2" in out[0].refusal.reason
+
+
+def test_32022_naming_the_rejected_version_as_supported_is_asked_again():
+    """A one-off rejection of a listed version (the conformance suite's request-metadata
+    scenario does exactly this) is retried with that version, within the bound."""
+    m, _ = machine()
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "Unsupported protocol version",
+                                  {"supported": [MODERN], "requested": MODERN}))
+    assert out == [e.SendDiscover(MODERN, 10.0)]
+    assert kinds(m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))) == [e.Decide]
 
 
 AMBIGUOUS = [
@@ -158,6 +169,10 @@ AMBIGUOUS = [
     e.Unexpected("not a JSON-RPC message: 'hello'"),
     e.Unexpected("a response with id 99, which was never sent"),
     e.Unexpected("the server sent a 'sampling/createMessage' request before its era was known"),
+    # HTTP: a status without a recognized modern body, a network error, a broken stream.
+    e.ExchangeFailed(e.Probe.DISCOVER, "HTTP 503 without a JSON-RPC answer"),
+    e.ExchangeFailed(e.Probe.DISCOVER, "could not connect: connection refused"),
+    e.ExchangeFailed(e.Probe.DISCOVER, "HTTP 405 with no body instead of a JSON-RPC answer"),
 ]
 
 
@@ -273,7 +288,44 @@ def test_start_twice_is_an_error():
         m.start()
 
 
+@pytest.mark.parametrize("allow_legacy", [False, True])
+@pytest.mark.parametrize("status", [401, 403])
+def test_authentication_challenge_is_never_era_evidence(allow_legacy, status):
+    """HTTP 401/403 to the probe: fail with the authentication reason, even for an
+    allowlisted peer (a challenge says nothing about the era; §23.4)."""
+    m, _ = machine(allow_legacy=allow_legacy)
+    out = m.handle(e.Rejected(e.Probe.DISCOVER, f"HTTP {status}"))
+    assert kinds(out) == [e.Fail]
+    never_initialize(out)
+    assert "authentication failed" in out[0].refusal.reason
+    assert any(f"HTTP {status}" in line for line in m.evidence)
+
+
+def test_authentication_challenge_to_the_legacy_initialize_fails():
+    m, _ = machine(allow_legacy=True)
+    assert kinds(m.handle(e.ExchangeFailed(e.Probe.DISCOVER, "HTTP 404"))) == [e.SendInitialize]
+    out = m.handle(e.Rejected(e.Probe.INITIALIZE, "HTTP 401"))
+    assert kinds(out) == [e.Fail] and m.verdict is None
+
+
+def test_failed_initialize_exchange_fails_closed():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.ExchangeFailed(e.Probe.DISCOVER, "HTTP 400 with an unrecognized body"))
+    out = m.handle(e.ExchangeFailed(e.Probe.INITIALIZE, "HTTP 500"))
+    assert kinds(out) == [e.Fail]
+    assert "initialize probe got no answer" in out[0].refusal.reason
+
+
+def test_failed_discover_exchange_while_initializing_is_ignored():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 1.0))
+    assert m.handle(e.ExchangeFailed(e.Probe.DISCOVER, "stream broke")) == []
+    assert kinds(m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))) == [e.SendInitialized, e.Decide]
+
+
 _events = st.sampled_from(AMBIGUOUS + [
+    e.Rejected(e.Probe.DISCOVER, "HTTP 401"),
+    e.ExchangeFailed(e.Probe.INITIALIZE, "HTTP 500"),
     e.Closed("eof"),
     e.Replied(e.Probe.INITIALIZE, INIT_OK),
     e.Replied(e.Probe.INITIALIZE, {**INIT_OK, "serverInfo": {}}),

@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 
 from trunkline.catalog.model import ToolEntry
 from trunkline.errors import (
+    AuthenticationFailed,
+    HttpStatusError,
+    StreamBroken,
     ConfigurationError,
     EraRefused,
     MalformedMessage,
@@ -48,6 +51,10 @@ FINAL_ERRORS = [
     ConfigurationError("bad config"),
     ServerUnavailable("stopped", state="stopped"),
     ServerUnavailable("intensity limit", state="unavailable"),
+    AuthenticationFailed("HTTP 401", status=401),
+    AuthenticationFailed("HTTP 403", status=403),
+    HttpStatusError("not found", status=404),
+    HttpStatusError("server bug", status=500),
     ValueError("a bug in the caller"),
 ]
 
@@ -186,6 +193,12 @@ def test_policy_rejects_unbounded_or_nonsense_settings(kw):
      Outcome.MAYBE_DELIVERED_TIMEOUT, Outcome.NOT_SENT, Outcome.MAYBE_DELIVERED_TIMEOUT),
     (ServerError("internal", code=-32603),
      Outcome.SERVER_FAULT, Outcome.SERVER_FAULT, Outcome.SERVER_FAULT),
+    (StreamBroken("the response stream broke before its end"),
+     Outcome.MAYBE_DELIVERED_TRANSPORT_LOST, Outcome.NOT_SENT,
+     Outcome.MAYBE_DELIVERED_TRANSPORT_LOST),
+    (HttpStatusError("overloaded", status=503),
+     Outcome.MAYBE_DELIVERED_TRANSPORT_LOST, Outcome.NOT_SENT,
+     Outcome.MAYBE_DELIVERED_TRANSPORT_LOST),
 ])
 def test_classification_table(exc, default, not_sent, sent):
     assert r.classify(exc) is default

@@ -110,7 +110,26 @@ class Unexpected:
     detail: str
 
 
-Event = Replied | ErrorReplied | TimedOut | Closed | Unexpected
+@dataclass(frozen=True)
+class ExchangeFailed:
+    """The request for this probe will never be answered on this transport: its HTTP
+    exchange ended without a JSON-RPC answer (a status without a JSON-RPC body, a network
+    error, a stream that broke). Says nothing positive about the era."""
+
+    probe: Probe
+    detail: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The transport refused the probe for a reason outside the protocol (HTTP 401/403:
+    authentication). Never evidence of an era: no fallback follows it."""
+
+    probe: Probe
+    detail: str
+
+
+Event = Replied | ErrorReplied | TimedOut | Closed | Unexpected | ExchangeFailed | Rejected
 
 
 # --- decisions (what the driver must do) --------------------------------------------
@@ -193,7 +212,6 @@ class EraNegotiation:
         self.verdict: Verdict | None = None
         self.refusal: Refusal | None = None
         self._attempts = 0
-        self._requested_version: str | None = None
         # Set by the first recognized modern error: from then on, nothing may lead to
         # ``initialize``, whatever the allowlist says.
         self._proven_modern = False
@@ -227,6 +245,19 @@ class EraNegotiation:
         if isinstance(event, Unexpected):
             self._note(f"unexpected output: {event.detail}")
             return self._fail_closed_or_fall_back(ended=False)
+        if isinstance(event, ExchangeFailed):
+            self._note(f"{event.probe.value} got no answer: {event.detail}")
+            if event.probe is Probe.INITIALIZE:
+                return self._fail("the legacy initialize probe got no answer")
+            if self.state is State.INITIALIZING:
+                return []  # the discover exchange is moot once initialize is out
+            return self._fail_closed_or_fall_back(ended=False)
+        if isinstance(event, Rejected):
+            self._note(f"{event.probe.value} was rejected: {event.detail}")
+            return self._fail(
+                f"authentication failed ({event.detail}); an authentication challenge is "
+                "not evidence of an era, so nothing else was tried"
+            )
         raise TypeError(f"not a negotiation event: {event!r}")
 
     @property
@@ -293,10 +324,9 @@ class EraNegotiation:
                     f"no shared modern protocol version: server supports {supported}, "
                     f"client supports {list(self.config.modern_versions)}"
                 )
-            if shared == self._requested_version:
-                return pre + self._fail(
-                    f"server rejected version {shared} although it lists it as supported"
-                )
+            # A server may reject the version it lists (a transient condition, or a test of
+            # the retry itself): asking again with that version is legitimate, and the
+            # attempt bound below ends a server that keeps doing it.
             if self._attempts >= self.config.max_discover_attempts:
                 return pre + self._fail(
                     f"gave up after {self._attempts} server/discover attempts"
@@ -374,7 +404,6 @@ class EraNegotiation:
 
     def _discover(self, version: str) -> SendDiscover:
         self._attempts += 1
-        self._requested_version = version
         return SendDiscover(version, self.config.discover_timeout_s)
 
     def _decide(self, verdict: Verdict, then: list[Decision]) -> list[Decision]:

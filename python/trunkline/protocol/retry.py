@@ -32,12 +32,14 @@ Classification table (``classify(exc, sent=None)``; LOST and TIMEOUT abbreviate
     exception                                  default       sent=False   sent=True
     ServerUnavailable (restarting, not ready)  NOT_SENT      NOT_SENT     LOST
     ServerUnavailable, stopped / unavailable   FINAL         FINAL        FINAL
-    TransportLost                              LOST          NOT_SENT     LOST
+    TransportLost (incl. StreamBroken)         LOST          NOT_SENT     LOST
+    HttpStatusError 429/502/503/504            LOST          NOT_SENT     LOST
     RequestTimeout                             TIMEOUT       NOT_SENT     TIMEOUT
     ServerError -32603 (answered)              SERVER_FAULT  SERVER_FAULT SERVER_FAULT
     ServerError, any other code                FINAL         FINAL        FINAL
-    SpawnFailed, MalformedMessage, SchemaViolation, EraRefused,
-    ConfigurationError, any other exception    FINAL         FINAL        FINAL
+    SpawnFailed, MalformedMessage, SchemaViolation, EraRefused, AuthenticationFailed,
+    other HttpStatusError, ConfigurationError,
+    any other exception                        FINAL         FINAL        FINAL
 
 ``RequestTimeout`` is raised both *after* the write (no reply in time) and *before* it
 (server not ready in time, no free in-flight slot); the type cannot tell them apart, so
@@ -80,6 +82,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..errors import (
     ConfigurationError,
+    HttpStatusError,
     RequestTimeout,
     ServerError,
     ServerUnavailable,
@@ -130,6 +133,10 @@ IDEMPOTENCY_META_KEY = "dev.trunkline/idempotencyKey"
 # ServerUnavailable states in which waiting a backoff cannot help within one call.
 _HOPELESS_STATES = frozenset({"stopped", "unavailable"})
 
+#: HTTP statuses that say "not now" rather than "never": overload, a proxy between
+#: restarts. Whether the request ran is unknown, so only safe methods are repeated.
+TRANSIENT_HTTP_STATUSES = frozenset({429, 502, 503, 504})
+
 
 class Outcome(enum.Enum):
     """What one failed attempt means for retrying."""
@@ -160,7 +167,9 @@ def classify(exc: BaseException, *, sent: bool | None = None) -> Outcome:
         if exc.state in _HOPELESS_STATES:
             return Outcome.FINAL
         return Outcome.MAYBE_DELIVERED_TRANSPORT_LOST if sent else Outcome.NOT_SENT
-    if isinstance(exc, TransportLost):
+    if isinstance(exc, TransportLost) or (
+        isinstance(exc, HttpStatusError) and exc.status in TRANSIENT_HTTP_STATUSES
+    ):
         return Outcome.NOT_SENT if sent is False else Outcome.MAYBE_DELIVERED_TRANSPORT_LOST
     if isinstance(exc, RequestTimeout):
         return Outcome.NOT_SENT if sent is False else Outcome.MAYBE_DELIVERED_TIMEOUT

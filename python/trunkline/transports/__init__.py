@@ -1,5 +1,10 @@
-"""Transports: how bytes reach one server. They know nothing of JSON-RPC."""
+"""Transports: how JSON-RPC lines reach one server and come back.
 
+stdio moves bytes and knows nothing of JSON-RPC; Streamable HTTP (``transports.http``,
+imported only when an HTTP server is configured) must read each message to choose its
+headers and to map HTTP outcomes to the request they belong to."""
+
+from .http_params import HttpParams, http
 from .stdio import StdioParams, StdioTransport, stdio
 
-__all__ = ["StdioParams", "StdioTransport", "stdio"]
+__all__ = ["HttpParams", "StdioParams", "StdioTransport", "http", "stdio"]

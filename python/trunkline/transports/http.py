@@ -1,0 +1,535 @@
+"""The Streamable HTTP transport: one MCP endpoint URL, one POST per message.
+
+To the ``Peer`` it looks like the stdio transport: ``write`` takes newline-terminated
+JSON-RPC lines, ``on_data`` receives them. Underneath, every request is its own HTTP
+exchange (spec digest §8): its answer comes back as one JSON body or as a per-request SSE
+stream carrying that request's notifications (progress, logs) and then its response. What
+HTTP adds is reported per request through ``on_failed(request_id, error)``: a status
+without a JSON-RPC answer, an authentication challenge, a broken stream. Only that request
+is lost; the others and the transport carry on.
+
+The transport derives the HTTP headers from each message: ``MCP-Protocol-Version`` equal
+to the ``_meta`` version the message carries, ``Mcp-Method``, ``Mcp-Name``, and
+``Mcp-Param-*`` for tool arguments annotated with ``x-mcp-header``. It learns the
+annotations from the ``tools/list`` answers passing through, and drops a tool whose
+annotations are invalid before anyone above sees it. Cancellation in the modern era is
+closing the request's exchange, so a ``notifications/cancelled`` line is never POSTed:
+it aborts the exchange of the request it names.
+
+Legacy (2025-11-25 and earlier) servers get the legacy shape (§22.4): the version header
+and ``Mcp-Session-Id`` learned from the ``initialize`` answer, notifications and
+responses POSTed (202), an SSE stream that drops before its response resumed with a GET
+and ``Last-Event-ID`` after the server's ``retry`` delay, a DELETE of the session on
+close, and a 404 for the session ending the transport (the peer then renegotiates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from .. import _codec
+from ..errors import (
+    AuthenticationFailed,
+    HttpStatusError,
+    MalformedMessage,
+    StreamBroken,
+    TrunklineError,
+)
+from ..protocol import headers as mcp_headers
+from ..protocol.versions import (
+    HEADER_MISMATCH,
+    META_PROTOCOL_VERSION,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from .http_params import HttpParams
+from .sse import SseDecoder, SseError
+
+log = logging.getLogger("trunkline.transports.http")
+
+ACCEPT = "application/json, text/event-stream"
+#: Methods whose ``Mcp-Name`` header comes from a params member (§8.2).
+_NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: Resumption of a legacy stream that dropped before its response: attempts without any
+#: new event in between, and the wait when the server named none.
+_MAX_RESUMES = 5
+_DEFAULT_RETRY_MS = 1000
+#: Bound on an error body kept for a report, and on any JSON body read.
+_EXCERPT_BYTES = 300
+_ERROR_BODY_BYTES = 64 * 1024
+_MODERN_ERROR_CODES = frozenset(
+    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION})
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """One line from the Peer, classified once."""
+
+    line: bytes
+    kind: int
+    id: Any
+    method: str | None
+    params: dict[str, Any] | None
+
+
+class HttpTransport:
+    """One server endpoint. Callbacks: ``on_data`` gets newline-terminated JSON-RPC lines,
+    ``on_failed(request_id, error)`` a request whose exchange ended without an answer,
+    ``on_closed(detail)`` once, when the transport can carry nothing more."""
+
+    pid: int | None = None
+    returncode: int | None = None
+
+    def __init__(
+        self,
+        params: HttpParams,
+        *,
+        on_data: Callable[[bytes], None],
+        on_closed: Callable[[str], None],
+        on_failed: Callable[[Any, TrunklineError], None],
+        server: str | None = None,
+        max_message_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES,
+        close_timeout_s: float = 2.0,
+    ) -> None:
+        self.params = params
+        self.server = server
+        self._on_data = on_data
+        self._on_closed_cb = on_closed
+        self._on_failed = on_failed
+        self._max_message_bytes = max_message_bytes
+        self._close_timeout_s = close_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+        self._exchanges: dict[Any, asyncio.Task[None]] = {}
+        self._posts: set[asyncio.Task[None]] = set()
+        self._closed_reported = False
+        self._notes: collections.deque[str] = collections.deque(maxlen=20)
+        # Tools whose arguments travel in Mcp-Param-* headers, learned from tools/list.
+        self._header_params: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
+        # Legacy session state, learned from the initialize exchange.
+        self._legacy_version: str | None = None
+        self._session_id: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        ssl_arg: ssl.SSLContext | bool = True if self.params.verify_tls else False
+        connector = aiohttp.TCPConnector(limit=self.params.max_connections, ssl=ssl_arg)
+        # No total or read timeout: a listen stream stays open for hours and every
+        # request's deadline is the Peer's. Only connecting is bounded here.
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.params.connect_timeout_s,
+                                        sock_read=None)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, auto_decompress=True,
+            headers={"User-Agent": _user_agent()})
+
+    @property
+    def alive(self) -> bool:
+        return self._session is not None and not self._closed_reported
+
+    def stderr_tail(self, max_lines: int = 20) -> str:
+        """The last HTTP-level problems seen (statuses, broken streams): what a stdio
+        server's stderr would tell."""
+        return "\n".join(list(self._notes)[-max_lines:])
+
+    async def close(self) -> int | None:
+        """Abort every exchange, end a legacy session (DELETE), release the pool."""
+        tasks = [*self._exchanges.values(), *self._posts]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        session, self._session = self._session, None
+        if session is not None:
+            if self._session_id is not None:
+                await self._end_legacy_session(session)
+            await session.close()
+        self._report_closed("transport closed by the client")
+        return None
+
+    async def _end_legacy_session(self, session: aiohttp.ClientSession) -> None:
+        headers = self._base_headers()
+        headers.update(self._legacy_headers())
+        try:
+            async with asyncio.timeout(self._close_timeout_s):
+                async with session.delete(self.params.url, headers=headers) as resp:
+                    await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            # The server may answer 405 or be gone; the session ends with us either way.
+            log.debug("DELETE of session at %s failed: %r", self.params.url, exc)
+        self._session_id = None
+
+    def _report_closed(self, detail: str) -> None:
+        if not self._closed_reported:
+            self._closed_reported = True
+            self._on_closed_cb(detail)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Take one or more newline-terminated JSON-RPC lines; each becomes its own
+        exchange (or, for a modern cancellation, ends one)."""
+        if self._session is None or self._closed_reported:
+            return
+        for line in data.splitlines():
+            if line:
+                self._send(self._classify(line))
+
+    def _classify(self, line: bytes) -> _Outgoing:
+        env = _codec.scan(line)
+        params = None
+        if env.kind in (_codec.KIND_REQUEST, _codec.KIND_NOTIFICATION):
+            decoded = orjson.loads(line).get("params")
+            params = decoded if isinstance(decoded, dict) else None
+        return _Outgoing(line, env.kind, env.id, env.method, params)
+
+    def _send(self, out: _Outgoing) -> None:
+        loop = asyncio.get_running_loop()
+        if out.kind == _codec.KIND_REQUEST:
+            task = loop.create_task(self._request_exchange(out))
+            self._exchanges[out.id] = task
+            task.add_done_callback(lambda _t, rid=out.id: self._exchange_done(rid, _t))
+            return
+        if out.method == "notifications/cancelled" and self._is_modern(out):
+            # Closing the request's exchange *is* the cancellation (§8.7); nothing is sent.
+            self._abort(out.params.get("requestId") if out.params else None)
+            return
+        if out.method == "notifications/cancelled":
+            # Legacy: a dropped connection is not a cancellation, so the notification is
+            # POSTed, and our own reading of that exchange stops too.
+            self._abort(out.params.get("requestId") if out.params else None)
+        task = loop.create_task(self._post_one_way(out))
+        self._posts.add(task)
+        task.add_done_callback(self._posts.discard)
+
+    def _exchange_done(self, request_id: Any, task: asyncio.Task[None]) -> None:
+        if self._exchanges.get(request_id) is task:
+            del self._exchanges[request_id]
+
+    def _abort(self, request_id: Any) -> None:
+        task = self._exchanges.get(request_id)
+        if task is not None:
+            task.cancel()
+
+    # -- headers -----------------------------------------------------------------------
+
+    def _base_headers(self) -> dict[str, str]:
+        headers = dict(self.params.headers)
+        headers["Accept"] = ACCEPT
+        headers["Content-Type"] = "application/json"
+        return headers
+
+    @staticmethod
+    def _modern_version(out: _Outgoing) -> str | None:
+        meta = out.params.get("_meta") if out.params else None
+        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        return version if isinstance(version, str) else None
+
+    def _is_modern(self, out: _Outgoing) -> bool:
+        return self._legacy_version is None and self._session_id is None \
+            and out.method != "notifications/initialized"
+
+    def _legacy_headers(self) -> dict[str, str]:
+        headers = {}
+        if self._legacy_version is not None:
+            headers["MCP-Protocol-Version"] = self._legacy_version
+        if self._session_id is not None:
+            headers["Mcp-Session-Id"] = self._session_id
+        return headers
+
+    def _request_headers(self, out: _Outgoing) -> dict[str, str]:
+        """Raises ``HeaderValueError`` when an annotated argument cannot be encoded."""
+        headers = self._base_headers()
+        version = self._modern_version(out) if out.kind == _codec.KIND_REQUEST else None
+        if version is None:
+            headers.update(self._legacy_headers())
+            return headers
+        assert out.method is not None
+        headers["MCP-Protocol-Version"] = version
+        headers["Mcp-Method"] = out.method
+        source = _NAME_SOURCE.get(out.method)
+        params = out.params or {}
+        if source is not None and isinstance(params.get(source), str):
+            headers["Mcp-Name"] = mcp_headers.encode_header_value(params[source])
+        if out.method == "tools/call":
+            annotated = self._header_params.get(params.get("name"))  # type: ignore[arg-type]
+            if annotated:
+                arguments = params.get("arguments")
+                headers.update(mcp_headers.param_headers(
+                    annotated, arguments if isinstance(arguments, dict) else None))
+        return headers
+
+    # -- one request, one exchange -------------------------------------------------------
+
+    async def _request_exchange(self, out: _Outgoing) -> None:
+        request_id = out.id
+        try:
+            headers = self._request_headers(out)
+        except mcp_headers.HeaderValueError as exc:
+            self._fail(request_id, MalformedMessage(
+                f"cannot send this call over HTTP: {exc}", server=self.server,
+                method=out.method))
+            return
+        assert self._session is not None
+        try:
+            async with self._session.post(self.params.url, data=out.line,
+                                          headers=headers) as resp:
+                try:
+                    await self._read_answer(out, resp)
+                finally:
+                    # An unfinished body must not go back to the pool: closing the
+                    # connection is also how the server learns the request was cancelled.
+                    if not resp.content.at_eof():
+                        resp.close()
+        except asyncio.CancelledError:
+            raise
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            detail = _describe_network_error(exc)
+            self._note(f"{out.method}: {detail}")
+            self._fail(request_id, StreamBroken(detail, server=self.server, method=out.method))
+            return
+        except SseError as exc:
+            self._fail(request_id, MalformedMessage(
+                f"the response stream was unusable: {exc}", server=self.server,
+                method=out.method))
+            return
+        # Whatever happened above, the request is answered now or never: the Peer ignores
+        # this for an id that was already resolved.
+        self._fail(request_id, StreamBroken(
+            "the HTTP exchange ended without a response to the request",
+            server=self.server, method=out.method))
+
+    async def _read_answer(self, out: _Outgoing, resp: aiohttp.ClientResponse) -> None:
+        status = resp.status
+        if status in (401, 403):
+            challenge = resp.headers.get("WWW-Authenticate")
+            reason = "unauthorized" if status == 401 else "forbidden"
+            detail = f"HTTP {status} {reason}" + (f" ({challenge})" if challenge else "")
+            self._note(f"{out.method}: {detail}")
+            self._fail(out.id, AuthenticationFailed(
+                f"the server refused the request: {detail}", status=status,
+                challenge=challenge, server=self.server, method=out.method))
+            return
+        if status == 404 and self._session_id is not None:
+            # §22.4: the session expired. Everything pending is lost; the peer starts over
+            # with a fresh initialize when its worker restarts.
+            self._note("HTTP 404 for the session: it has expired")
+            self._report_closed("the server ended the session (HTTP 404 to a request "
+                                "carrying Mcp-Session-Id)")
+            return
+        if 200 <= status < 300:
+            if out.method == "initialize":
+                self._session_id = resp.headers.get("Mcp-Session-Id") or None
+            content_type = resp.content_type
+            if content_type == "text/event-stream":
+                await self._read_stream(out, resp)
+            elif content_type == "application/json" and status != 202:
+                body = await self._read_body(resp, self._max_message_bytes)
+                self._deliver_body(out, body, status)
+            else:
+                self._note(f"{out.method}: HTTP {status} {content_type or 'without a body'}")
+                self._fail(out.id, HttpStatusError(
+                    f"HTTP {status} with {content_type or 'no body'} instead of a JSON-RPC "
+                    "answer", status=status, server=self.server, method=out.method))
+            return
+        body = await self._read_body(resp, _ERROR_BODY_BYTES)
+        self._deliver_error_status(out, status, body)
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, limit: int) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise SseError(f"a response body over {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _deliver_body(self, out: _Outgoing, body: bytes, status: int) -> None:
+        line = _one_line(body)
+        if line is None:
+            excerpt = body[:_EXCERPT_BYTES].decode("utf-8", "replace")
+            self._note(f"{out.method}: HTTP {status} body is not JSON: {excerpt!r}")
+            self._fail(out.id, MalformedMessage(
+                f"HTTP {status} body is not JSON: {excerpt!r}", server=self.server,
+                method=out.method))
+            return
+        self._deliver(out, line)
+
+    def _deliver_error_status(self, out: _Outgoing, status: int, body: bytes) -> None:
+        """A 4xx/5xx. A JSON-RPC error in the body is the answer (a modern server's 400
+        with -32020/-32021/-32022, a 404 with -32601); it is delivered under the request's
+        id even when the server could not read that id. Otherwise the status is the
+        failure. A modern error code counts only on the status the spec gives it (400)."""
+        excerpt = body[:_EXCERPT_BYTES].decode("utf-8", "replace")
+        self._note(f"{out.method}: HTTP {status}: {excerpt!r}")
+        error = _jsonrpc_error(body)
+        modern_code = error is not None and error.get("code") in _MODERN_ERROR_CODES
+        if error is not None and (status == 400 or not modern_code):
+            self._deliver(out, orjson.dumps(
+                {"jsonrpc": "2.0", "id": out.id, "error": error}) + b"\n")
+            return
+        self._fail(out.id, HttpStatusError(
+            f"HTTP {status} without a JSON-RPC answer: {excerpt!r}", status=status,
+            body=excerpt, server=self.server, method=out.method))
+
+    async def _read_stream(self, out: _Outgoing, resp: aiohttp.ClientResponse) -> None:
+        """One request's SSE stream: its notifications, then its response. A legacy
+        stream that ends early is resumed with GET + Last-Event-ID."""
+        decoder = SseDecoder(max_event_bytes=self._max_message_bytes)
+        if await self._pump(out, resp, decoder):
+            return
+        resumes = 0
+        while self._legacy_version is not None and decoder.last_event_id is not None:
+            if resumes >= _MAX_RESUMES:
+                self._note(f"{out.method}: gave up resuming the stream after {resumes} tries")
+                return
+            resumes += 1
+            await asyncio.sleep((decoder.last_retry_ms or _DEFAULT_RETRY_MS) / 1000)
+            seen = decoder.last_event_id
+            headers = self._base_headers()
+            del headers["Content-Type"]
+            headers["Accept"] = "text/event-stream"
+            headers["Last-Event-ID"] = seen
+            headers.update(self._legacy_headers())
+            assert self._session is not None
+            async with self._session.get(self.params.url, headers=headers) as again:
+                if again.status != 200 or again.content_type != "text/event-stream":
+                    self._note(f"{out.method}: resuming the stream got HTTP {again.status}")
+                    return
+                try:
+                    if await self._pump(out, again, decoder):
+                        return
+                finally:
+                    if not again.content.at_eof():
+                        again.close()
+            if decoder.last_event_id != seen:
+                resumes = 0  # progress was made: the budget is for fruitless attempts
+
+    async def _pump(self, out: _Outgoing, resp: aiohttp.ClientResponse,
+                    decoder: SseDecoder) -> bool:
+        """Deliver events until this request's response; True once it was delivered."""
+        async for chunk in resp.content.iter_any():
+            for event in decoder.feed(chunk):
+                if event.event != "message" or not event.data:
+                    continue
+                line = _one_line(event.data.encode())
+                if line is None:
+                    self._note(f"{out.method}: an SSE event that is not JSON was skipped")
+                    continue
+                env = _codec.scan(line[:-1])
+                if env.kind in (_codec.KIND_RESULT, _codec.KIND_ERROR) and env.id == out.id:
+                    self._deliver(out, line)
+                    return True
+                self._on_data(line)
+        decoder.finish()
+        return False
+
+    def _deliver(self, out: _Outgoing, line: bytes) -> None:
+        """Hand a response line up, after the transport's own reading of it."""
+        if out.method == "tools/list":
+            line = self._filter_tools(line)
+        elif out.method == "initialize":
+            self._learn_legacy_version(line)
+        self._on_data(line)
+
+    def _filter_tools(self, line: bytes) -> bytes:
+        message = orjson.loads(line)
+        result = message.get("result")
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            return line
+        kept, table = mcp_headers.filter_tools_result(result)
+        for name, reason in table.dropped:
+            log.warning("server %r: tool %r dropped: invalid x-mcp-header annotation (%s)",
+                        self.server, name, reason)
+            self._header_params.pop(name, None)
+        for tool in kept["tools"]:
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                self._header_params.pop(tool["name"], None)
+        self._header_params.update(table.by_tool)
+        if not table.dropped:
+            return line
+        message["result"] = kept
+        return orjson.dumps(message) + b"\n"
+
+    def _learn_legacy_version(self, line: bytes) -> None:
+        result = orjson.loads(line).get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if isinstance(version, str):
+            self._legacy_version = version
+
+    async def _post_one_way(self, out: _Outgoing) -> None:
+        """A notification or a response (legacy): accepted with 202, nothing to read."""
+        if self._session is None:
+            return
+        headers = self._base_headers()
+        headers.update(self._legacy_headers())
+        try:
+            async with self._session.post(self.params.url, data=out.line,
+                                          headers=headers) as resp:
+                await resp.read()
+                if resp.status not in (200, 202, 204):
+                    self._note(f"{out.method or 'response'}: HTTP {resp.status}")
+                    log.warning("server %r: %s answered HTTP %d", self.server,
+                                out.method or "a response", resp.status)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self._note(f"{out.method or 'response'}: {_describe_network_error(exc)}")
+
+    def _fail(self, request_id: Any, error: TrunklineError) -> None:
+        if not self._closed_reported:
+            self._on_failed(request_id, error)
+
+    def _note(self, text: str) -> None:
+        self._notes.append(text)
+
+
+def _one_line(body: bytes) -> bytes | None:
+    """The message as one newline-terminated line (bodies may be pretty-printed), or
+    None if it is not JSON."""
+    if b"\n" not in body and b"\r" not in body:
+        stripped = body.strip()
+        if stripped[:1] in (b"{", b"["):
+            return stripped + b"\n"
+    try:
+        return orjson.dumps(orjson.loads(body)) + b"\n"
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _jsonrpc_error(body: bytes) -> dict[str, Any] | None:
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = message.get("error") if isinstance(message, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), int) \
+            and isinstance(error.get("message"), str):
+        return error
+    return None
+
+
+def _describe_network_error(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"could not connect: {exc.os_error or exc}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection before the response"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "the response stream broke before its end"
+    return f"network error: {exc!r}"
+
+
+def _user_agent() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"trunkline/{version('trunkline')}"
+    except PackageNotFoundError:
+        return "trunkline"
