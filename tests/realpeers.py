@@ -44,6 +44,8 @@ PINS: dict[str, str] = {
     "LEGACY_PY_TIME": "2026.10.10",
     "MODERN_PY_MCP": "2.3.0",
     "MODERN_PY_TIME": "2026.10.19",
+    # fastmcp 4.x runs on the official mcp 2.x SDK (the same MODERN_PY_MCP pin)
+    "FASTMCP": "4.2.3",
     # npm pins live in the committed package.json / package-lock.json files;
     # repeated here so installed() can verify what is on disk.
     "LEGACY_TS_EVERYTHING": "2026.8.31",
@@ -52,6 +54,7 @@ PINS: dict[str, str] = {
 
 PY_LEGACY_VENV = PEERS_DIR / "py-legacy"
 PY_MODERN_VENV = PEERS_DIR / "py-modern"
+FASTMCP_VENV = PEERS_DIR / "fastmcp"
 NPM_DIR = PEERS_DIR / "npm"  # server-everything (tests/peers/npm/)
 TS_MODERN_DIR = PEERS_DIR / "ts-modern"  # our v2 server (tests/peers/ts-modern/)
 
@@ -246,6 +249,91 @@ MODERN_TS_STRICT = RealServer(
     checks=_TS_CHECKS,
 )
 
+# ---- the same SDKs over Streamable HTTP ---------------------------------------------
+# Each prints `LISTENING http://127.0.0.1:<port>/mcp` on stdout once it accepts
+# connections and binds 127.0.0.1 only; start them with tests/httppeers.py. Our Python
+# scripts also take `--record PATH` (one JSON line per HTTP request: method, path,
+# lower-cased headers, body) and `--json-response`. Wire behaviour: REAL_SERVERS.md §7.
+
+_ASGI = (PEERS_SRC / "asgi_serve.py", "exists", "")
+PY_HTTP_MODERN = RealServer(
+    name="py-http-modern",
+    argv=[str(PY_MODERN_VENV / "bin" / "python"), str(PEERS_SRC / "py_http_modern.py"), "--port", "0"],
+    env=_PY_ENV,
+    era_expected="dual",
+    notes=(
+        f"our tests/peers/py_http_modern.py: mcp=={PINS['MODERN_PY_MCP']} MCPServer.streamable_http_app; "
+        "a 2026-07-28 MCP-Protocol-Version header routes to the modern single-exchange handler, "
+        "anything else to the legacy stateful (Mcp-Session-Id) transport. "
+        "Tools add, echo, headered (x-mcp-header Region/Count/Flag), count, slow."
+    ),
+    checks=(
+        (PY_MODERN_VENV / "bin" / "python", "exists", ""),
+        (PY_MODERN_VENV, "dist-info", f"mcp=={PINS['MODERN_PY_MCP']}"),
+        (PEERS_SRC / "py_http_modern.py", "exists", ""),
+        _ASGI,
+    ),
+)
+
+PY_HTTP_LEGACY = RealServer(
+    name="py-http-legacy",
+    argv=[str(PY_LEGACY_VENV / "bin" / "python"), str(PEERS_SRC / "py_http_legacy.py"), "--port", "0"],
+    env=_PY_ENV,
+    era_expected="legacy",
+    notes=(
+        f"our tests/peers/py_http_legacy.py: mcp=={PINS['LEGACY_PY_MCP']} FastMCP streamable-http, "
+        "stateful: initialize mints Mcp-Session-Id; anything else without it -> 400 -32600. "
+        "Same tools as py-http-modern."
+    ),
+    checks=(
+        (PY_LEGACY_VENV / "bin" / "python", "exists", ""),
+        (PY_LEGACY_VENV, "dist-info", f"mcp=={PINS['LEGACY_PY_MCP']}"),
+        (PEERS_SRC / "py_http_legacy.py", "exists", ""),
+        _ASGI,
+    ),
+)
+
+FASTMCP_HTTP = RealServer(
+    name="fastmcp-http",
+    argv=[str(FASTMCP_VENV / "bin" / "python"), str(PEERS_SRC / "fastmcp_http.py"), "--port", "0"],
+    env=_PY_ENV,
+    era_expected="dual",
+    notes=(
+        f"our tests/peers/fastmcp_http.py: fastmcp=={PINS['FASTMCP']} (on mcp=={PINS['MODERN_PY_MCP']}) "
+        "FastMCP.http_app; dual-era like py-http-modern. Same tools."
+    ),
+    checks=(
+        (FASTMCP_VENV / "bin" / "python", "exists", ""),
+        (FASTMCP_VENV, "dist-info", f"fastmcp=={PINS['FASTMCP']}"),
+        (FASTMCP_VENV, "dist-info", f"mcp=={PINS['MODERN_PY_MCP']}"),
+        (PEERS_SRC / "fastmcp_http.py", "exists", ""),
+        _ASGI,
+    ),
+)
+
+LOOPBACK_ONLY_CJS = PEERS_SRC / "loopback-only.cjs"
+TS_EVERYTHING_HTTP = RealServer(
+    name="ts-everything-http",
+    argv=[NODE, str(_EVERYTHING_PKG / "dist" / "index.js"), "streamableHttp"],
+    env={
+        "PORT": "0",
+        "NODE_OPTIONS": f'--require "{LOOPBACK_ONLY_CJS}"',
+        "TRUNKLINE_LISTENING_PATH": "/mcp",
+    },
+    era_expected="legacy",
+    notes=(
+        f"@modelcontextprotocol/server-everything@{PINS['LEGACY_TS_EVERYTHING']} streamableHttp "
+        "(TS SDK 1.x, stateful, SSE answers with event ids); tests/peers/loopback-only.cjs "
+        "binds it to 127.0.0.1 and prints the LISTENING line. It logs to stdout too."
+    ),
+    checks=(
+        (_EVERYTHING_PKG / "dist" / "index.js", "exists", ""),
+        (_EVERYTHING_PKG, "npm-version", PINS["LEGACY_TS_EVERYTHING"]),
+        (LOOPBACK_ONLY_CJS, "exists", ""),
+    ),
+)
+
+#: the stdio servers (tests/peers/probe_real.py probes these)
 ALL: tuple[RealServer, ...] = (
     LEGACY_PY_TIME,
     MODERN_PY_TIME,
@@ -254,7 +342,9 @@ ALL: tuple[RealServer, ...] = (
     MODERN_TS,
     MODERN_TS_STRICT,
 )
-BY_NAME: dict[str, RealServer] = {s.name: s for s in ALL}
+#: the Streamable HTTP servers (tests/httppeers.py starts these)
+HTTP: tuple[RealServer, ...] = (PY_HTTP_MODERN, PY_HTTP_LEGACY, FASTMCP_HTTP, TS_EVERYTHING_HTTP)
+BY_NAME: dict[str, RealServer] = {s.name: s for s in ALL + HTTP}
 
 
 def _main(argv: list[str]) -> int:
@@ -263,7 +353,7 @@ def _main(argv: list[str]) -> int:
             print(f"PIN_{k}={v}")
         return 0
     bad = 0
-    for s in ALL:
+    for s in ALL + HTTP:
         ok = installed(s)
         bad += not ok
         print(f"{'ok     ' if ok else 'MISSING'} {s.name:22} {' '.join(s.argv)}")

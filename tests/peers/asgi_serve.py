@@ -1,0 +1,99 @@
+"""Serve an ASGI app (an SDK's Streamable HTTP app) for the tests, recording each request.
+
+Shared by tests/peers/py_http_modern.py, py_http_legacy.py and fastmcp_http.py, which run
+in three different venvs: this module needs only the stdlib and uvicorn, which every one
+of them has. A script imports it as a sibling (a script's own directory is sys.path[0]).
+
+    serve(app, argv)   # argv: --port N (0 = ephemeral), --record PATH
+
+binds 127.0.0.1 (never anything else) itself, so the port is known before uvicorn starts;
+prints ``LISTENING http://127.0.0.1:<port>/mcp`` (flushed) once uvicorn accepts
+connections; runs until SIGTERM/SIGINT. With --record, each HTTP request is appended as one
+JSON line {"method", "path", "headers" (lower-cased names), "body" (parsed JSON or
+null)}, the same format tests/peers/http_scripted.py writes, before the app sees it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+from typing import Any, Awaitable, Callable
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def recording(app: ASGIApp, path: str) -> ASGIApp:
+    """Wrap ``app``: read the whole request body, log the request, then replay the body."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        first: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # a disconnect before the body ended
+                first.append(message)
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"method": scope["method"], "path": scope["path"],
+                                "headers": headers, "body": body}) + "\n")
+        replay = first or [{"type": "http.request", "body": raw, "more_body": False}]
+
+        async def receive_again() -> Message:
+            return replay.pop(0) if replay else await receive()
+
+        await app(scope, receive_again, send)
+
+    return wrapped
+
+
+def parse(argv: list[str], description: str = "") -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--port", type=int, default=0, help="127.0.0.1 port; 0 picks a free one")
+    p.add_argument("--record", help="append one JSON line per HTTP request to this file")
+    p.add_argument("--json-response", action="store_true",
+                   help="ask the SDK for application/json responses instead of SSE")
+    return p.parse_args(argv)
+
+
+def serve(app: ASGIApp, args: argparse.Namespace, path: str = "/mcp") -> None:
+    import uvicorn
+
+    if args.record:
+        app = recording(app, args.record)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    port = sock.getsockname()[1]
+    # lifespan "on": the SDK apps start their session managers in the lifespan.
+    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+
+    async def run() -> None:
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if task.done():  # startup failed: re-raise its error
+                await task
+                raise SystemExit("uvicorn stopped before it started")
+            await asyncio.sleep(0.02)
+        print(f"LISTENING http://127.0.0.1:{port}{path}", flush=True)
+        await task  # uvicorn handles SIGTERM/SIGINT itself and returns
+
+    asyncio.run(run())
