@@ -51,8 +51,8 @@ Flags:
                       notifications and responses -> 202; DELETE with the id -> 200 and
                       the session is forgotten; server/discover without a session -> the
                       same 400 as mcp 1.x, with a session -> -32601
-  --expire-session-after N  (legacy) the session answers N requests after initialize,
-                      then 404 and is forgotten
+  --expire-session-after N  (legacy) the session answers N POSTs after initialize
+                      (notifications included), then 404 and is forgotten
 """
 
 from __future__ import annotations
