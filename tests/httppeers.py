@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 import pytest
+from conftest import group_alive
 
 import realpeers
 
@@ -145,7 +146,7 @@ class HttpPeerProcess:
             except ProcessLookupError:
                 pass
             deadline = time.monotonic() + wait
-            while _group_alive(pgid) and time.monotonic() < deadline:
+            while group_alive(pgid) and time.monotonic() < deadline:
                 if self.proc.poll() is None:
                     try:
                         self.proc.wait(timeout=0.05)
@@ -153,7 +154,7 @@ class HttpPeerProcess:
                         pass
                 else:
                     time.sleep(0.02)
-            if not _group_alive(pgid):
+            if not group_alive(pgid):
                 break
         self.proc.wait()
         for thread in self._threads:
@@ -167,22 +168,6 @@ class HttpPeerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process is still in process group ``pgid`` (from /proc)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
 
 
 def start_http_peer(argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 20,

@@ -16,6 +16,10 @@ for our own scripts that the installed copy matches the source. Tests marked
 ``real_servers`` should ``pytest.fail`` (not skip) in CI when it is False:
 use :func:`require`.
 
+The Streamable HTTP servers (``HTTP``: our SDK scripts and server-everything in
+``streamableHttp`` mode) take ``--port 0`` and print ``LISTENING <url>``; start them with
+``tests/httppeers.py``, which waits for that line and kills the process group after.
+
 Observed wire behaviour of each server is documented in
 ``tests/peers/REAL_SERVERS.md``. Cold start (spawn -> first reply) is
 ~0.4-0.6 s for the Node servers and ~1-2 s (up to ~3 s under load) for the
@@ -255,60 +259,44 @@ MODERN_TS_STRICT = RealServer(
 # scripts also take `--record PATH` (one JSON line per HTTP request: method, path,
 # lower-cased headers, body) and `--json-response`. Wire behaviour: REAL_SERVERS.md §7.
 
-_ASGI = (PEERS_SRC / "asgi_serve.py", "exists", "")
-PY_HTTP_MODERN = RealServer(
-    name="py-http-modern",
-    argv=[str(PY_MODERN_VENV / "bin" / "python"), str(PEERS_SRC / "py_http_modern.py"), "--port", "0"],
-    env=_PY_ENV,
-    era_expected="dual",
-    notes=(
-        f"our tests/peers/py_http_modern.py: mcp=={PINS['MODERN_PY_MCP']} MCPServer.streamable_http_app; "
-        "a 2026-07-28 MCP-Protocol-Version header routes to the modern single-exchange handler, "
-        "anything else to the legacy stateful (Mcp-Session-Id) transport. "
-        "Tools add, echo, headered (x-mcp-header Region/Count/Flag), count, slow."
-    ),
-    checks=(
-        (PY_MODERN_VENV / "bin" / "python", "exists", ""),
-        (PY_MODERN_VENV, "dist-info", f"mcp=={PINS['MODERN_PY_MCP']}"),
-        (PEERS_SRC / "py_http_modern.py", "exists", ""),
-        _ASGI,
-    ),
-)
+def _py_http(name: str, venv: Path, script: str, era: str, notes: str,
+             *dists: str) -> RealServer:
+    """One of our SDK scripts served by tests/peers/asgi_serve.py from ``venv``."""
+    return RealServer(
+        name=name,
+        argv=[str(venv / "bin" / "python"), str(PEERS_SRC / script), "--port", "0"],
+        env=_PY_ENV,
+        era_expected=era,
+        notes=notes,
+        checks=(
+            (venv / "bin" / "python", "exists", ""),
+            *((venv, "dist-info", d) for d in dists),
+            (PEERS_SRC / script, "exists", ""),
+            (PEERS_SRC / "asgi_serve.py", "exists", ""),
+        ),
+    )
 
-PY_HTTP_LEGACY = RealServer(
-    name="py-http-legacy",
-    argv=[str(PY_LEGACY_VENV / "bin" / "python"), str(PEERS_SRC / "py_http_legacy.py"), "--port", "0"],
-    env=_PY_ENV,
-    era_expected="legacy",
-    notes=(
-        f"our tests/peers/py_http_legacy.py: mcp=={PINS['LEGACY_PY_MCP']} FastMCP streamable-http, "
-        "stateful: initialize mints Mcp-Session-Id; anything else without it -> 400 -32600. "
-        "Same tools as py-http-modern."
-    ),
-    checks=(
-        (PY_LEGACY_VENV / "bin" / "python", "exists", ""),
-        (PY_LEGACY_VENV, "dist-info", f"mcp=={PINS['LEGACY_PY_MCP']}"),
-        (PEERS_SRC / "py_http_legacy.py", "exists", ""),
-        _ASGI,
-    ),
-)
 
-FASTMCP_HTTP = RealServer(
-    name="fastmcp-http",
-    argv=[str(FASTMCP_VENV / "bin" / "python"), str(PEERS_SRC / "fastmcp_http.py"), "--port", "0"],
-    env=_PY_ENV,
-    era_expected="dual",
-    notes=(
-        f"our tests/peers/fastmcp_http.py: fastmcp=={PINS['FASTMCP']} (on mcp=={PINS['MODERN_PY_MCP']}) "
-        "FastMCP.http_app; dual-era like py-http-modern. Same tools."
-    ),
-    checks=(
-        (FASTMCP_VENV / "bin" / "python", "exists", ""),
-        (FASTMCP_VENV, "dist-info", f"fastmcp=={PINS['FASTMCP']}"),
-        (FASTMCP_VENV, "dist-info", f"mcp=={PINS['MODERN_PY_MCP']}"),
-        (PEERS_SRC / "fastmcp_http.py", "exists", ""),
-        _ASGI,
-    ),
+PY_HTTP_MODERN = _py_http(
+    "py-http-modern", PY_MODERN_VENV, "py_http_modern.py", "dual",
+    f"our tests/peers/py_http_modern.py: mcp=={PINS['MODERN_PY_MCP']} MCPServer.streamable_http_app; "
+    "a 2026-07-28 MCP-Protocol-Version header routes to the modern single-exchange handler, "
+    "anything else to the legacy stateful (Mcp-Session-Id) transport. "
+    "Tools add, echo, headered (x-mcp-header Region/Count/Flag), count, slow.",
+    f"mcp=={PINS['MODERN_PY_MCP']}",
+)
+PY_HTTP_LEGACY = _py_http(
+    "py-http-legacy", PY_LEGACY_VENV, "py_http_legacy.py", "legacy",
+    f"our tests/peers/py_http_legacy.py: mcp=={PINS['LEGACY_PY_MCP']} FastMCP streamable-http, "
+    "stateful: initialize mints Mcp-Session-Id; anything else without it -> 400 -32600. "
+    "Same tools as py-http-modern.",
+    f"mcp=={PINS['LEGACY_PY_MCP']}",
+)
+FASTMCP_HTTP = _py_http(
+    "fastmcp-http", FASTMCP_VENV, "fastmcp_http.py", "dual",
+    f"our tests/peers/fastmcp_http.py: fastmcp=={PINS['FASTMCP']} (on mcp=={PINS['MODERN_PY_MCP']}) "
+    "FastMCP.http_app; dual-era like py-http-modern. Same tools.",
+    f"fastmcp=={PINS['FASTMCP']}", f"mcp=={PINS['MODERN_PY_MCP']}",
 )
 
 LOOPBACK_ONLY_CJS = PEERS_SRC / "loopback-only.cjs"

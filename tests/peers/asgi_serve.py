@@ -1,10 +1,13 @@
 """Serve an ASGI app (an SDK's Streamable HTTP app) for the tests, recording each request.
 
 Shared by tests/peers/py_http_modern.py, py_http_legacy.py and fastmcp_http.py, which run
-in three different venvs: this module needs only the stdlib and uvicorn, which every one
-of them has. A script imports it as a sibling (a script's own directory is sys.path[0]).
+in three different venvs: this module needs only the stdlib, uvicorn, anyio and pydantic,
+which every one of them has. A script imports it as a sibling (a script's own directory is
+sys.path[0]).
 
-    serve(app, argv)   # argv: --port N (0 = ephemeral), --record PATH
+    add_tools(server, Context)   # the same five tools on any of the three SDKs
+    serve(app, parse(argv))      # argv: --port N (0 = ephemeral), --record PATH,
+                                 #       --json-response
 
 binds 127.0.0.1 (never anything else) itself, so the port is known before uvicorn starts;
 prints ``LISTENING http://127.0.0.1:<port>/mcp`` (flushed) once uvicorn accepts
@@ -13,13 +16,16 @@ JSON line {"method", "path", "headers" (lower-cased names), "body" (parsed JSON 
 null)}, the same format tests/peers/http_scripted.py writes, before the app sees it.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: add_tools() needs its tools' annotations
+# evaluated when they are defined (the SDKs find the Context parameter by its type).
 import argparse
 import asyncio
 import json
 import socket
-from typing import Any, Awaitable, Callable
+from typing import Annotated, Any, Awaitable, Callable
+
+import anyio
+from pydantic import Field
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -62,6 +68,50 @@ def recording(app: ASGIApp, path: str) -> ASGIApp:
         await app(scope, receive_again, send)
 
     return wrapped
+
+
+def add_tools(server: Any, context_type: type) -> None:
+    """Register on ``server`` (any SDK's ``@server.tool(description=...)``) the tools
+
+    add {a: int, b: int}             -> a + b
+    echo {text}                      -> text
+    headered {region, count?=1, flag?=false}
+                                     -> "region=<r> count=<c> flag=<f>"; the three carry
+                                        x-mcp-header Region / Count / Flag (pydantic
+                                        json_schema_extra). Not `int | None`: that is an
+                                        anyOf, which mcp 2.x refuses for x-mcp-header
+    count {n}                        -> n progress notifications ("step <i>"), then
+                                        "counted <n>"
+    slow {seconds}                   -> sleeps (<= 60 s), then "slept <seconds>"
+    """
+
+    def header(name: str) -> Any:
+        return Field(json_schema_extra={"x-mcp-header": name})
+
+    @server.tool(description="Add two integers")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @server.tool(description="Return the input text unchanged")
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="Arguments mirrored into Mcp-Param-Region/-Count/-Flag headers")
+    def headered(region: Annotated[str, header("Region")], count: Annotated[int, header("Count")] = 1,
+                 flag: Annotated[bool, header("Flag")] = False) -> str:
+        return f"region={region} count={count} flag={str(flag).lower()}"
+
+    @server.tool(description="Send n progress notifications, then answer")
+    async def count(n: int, ctx: context_type) -> str:  # type: ignore[valid-type]
+        n = max(0, min(n, 100))
+        for i in range(1, n + 1):
+            await ctx.report_progress(i, n, f"step {i}")
+        return f"counted {n}"
+
+    @server.tool(description="Sleep the given number of seconds (<= 60), then answer")
+    async def slow(seconds: float) -> str:
+        await anyio.sleep(max(0.0, min(seconds, 60.0)))
+        return f"slept {seconds}"
 
 
 def parse(argv: list[str], description: str = "") -> argparse.Namespace:
