@@ -76,6 +76,7 @@ CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO = {"name": "trunkline-http-scripted", "version": "0.1.0"}
 NO_SESSION = {"jsonrpc": "2.0", "id": None,
               "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}
+SESSION_NOT_FOUND = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -168,7 +169,8 @@ class Peer:
         if request.method != "POST":
             return web.Response(status=405, headers={"Allow": "POST"})
         if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
-            return rpc_error(None, RpcError(400, -32700 if body is None else -32600, "Parse error"))
+            return rpc_error(None, RpcError(400, *((-32700, "Parse error") if body is None
+                                                    else (-32600, "Invalid request"))))
         if "id" not in body:
             return web.Response(status=202)
         accept = request.headers.get("Accept", "")
@@ -265,18 +267,15 @@ class Peer:
                             if args.get(k) is not None)
         else:
             text = args["text"]
-        message = {"jsonrpc": "2.0", "id": rid, "result": {
-            **stamp, "content": [{"type": "text", "text": text}], "isError": False}}
-        if resp is None:
-            return web.json_response(message)
-        await resp.write(sse_event(message))
-        await resp.write_eof()
-        return resp
+        return await self.respond(request, {"jsonrpc": "2.0", "id": rid, "result": {
+            **stamp, "content": [{"type": "text", "text": text}], "isError": False}}, resp)
 
-    async def respond(self, request: web.Request, message: dict[str, Any]) -> web.StreamResponse:
-        if not self.args.sse:
+    async def respond(self, request: web.Request, message: dict[str, Any],
+                      resp: web.StreamResponse | None = None) -> web.StreamResponse:
+        """The response as JSON, or as the last event of an SSE stream (opened if need be)."""
+        if resp is None and not self.args.sse:
             return web.json_response(message)
-        resp = await sse_open(request)
+        resp = resp or await sse_open(request)
         await resp.write(sse_event(message))
         await resp.write_eof()
         return resp
@@ -296,8 +295,7 @@ class Peer:
         if sid is None:
             return web.json_response(NO_SESSION, status=400)
         if sid not in self.sessions:
-            return web.json_response({"jsonrpc": "2.0", "id": None,
-                                      "error": {"code": -32001, "message": "Session not found"}}, status=404)
+            return web.json_response(SESSION_NOT_FOUND, status=404)
         if request.method == "DELETE":
             del self.sessions[sid]
             return web.Response(status=200)
@@ -305,8 +303,7 @@ class Peer:
         self.sessions[sid] += 1
         if limit is not None and self.sessions[sid] > limit:
             del self.sessions[sid]
-            return web.json_response({"jsonrpc": "2.0", "id": None,
-                                      "error": {"code": -32001, "message": "Session not found"}}, status=404)
+            return web.json_response(SESSION_NOT_FOUND, status=404)
         if request.headers.get("MCP-Protocol-Version") not in LEGACY_VERSIONS:
             return web.json_response({"jsonrpc": "2.0", "id": None, "error": {
                 "code": -32000, "message": "Bad Request: Unsupported protocol version"}}, status=400)
