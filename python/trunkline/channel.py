@@ -29,7 +29,7 @@ import orjson
 #: Bumped whenever a frame layout or a JSON field changes meaning. The worker refuses a
 #: configuration from a parent speaking another version (both come from one install, so
 #: a mismatch means a stale process, and failing loudly beats misreading frames).
-CHANNEL_VERSION = 1
+CHANNEL_VERSION = 2
 
 _HEADER = struct.Struct("<IB")
 _CANCEL = struct.Struct("<Q")
@@ -40,12 +40,18 @@ SUBMIT = 1
 CANCEL = 2
 CONFIGURE = 3
 STOP = 4
+#: parent -> worker: the host's answer to a server-initiated request (legacy era),
+#: ``{"key", "result"}`` or ``{"key", "error": {"code", "message"}}``.
+SERVER_ANSWER = 5
 RESULT = 16
 FAILURE = 17
 STATE = 18
 TOOLS = 19
 LOG = 20
 PROGRESS = 21
+#: worker -> parent: a legacy server's request for the host (elicitation, sampling,
+#: roots), ``{"key", "method", "params"}``; answered with SERVER_ANSWER.
+SERVER_REQUEST = 22
 
 
 #: List-change notifications a worker forwards (in a TOOLS frame) as the list that changed.

@@ -122,7 +122,8 @@ class Host:
 
         ``input_handlers`` answer a server's ``input_required`` rounds (multi round-trip
         requests): ``{"sampling/createMessage": f, "elicitation/create": g,
-        "roots/list": h}``, each ``async (params) -> result``. Declare the matching
+        "roots/list": h}``, each ``async (params) -> result``; the same handlers answer
+        a legacy server's own requests of those kinds. Declare the matching
         ``capabilities`` (``sampling``, ``elicitation``, ``roots``): a server asking for
         anything undeclared fails the call locally, and trunkline never answers an input
         request by itself."""
@@ -135,6 +136,7 @@ class Host:
             negotiation=base.negotiation, restart=base.restart,
             max_line_bytes=base.max_line_bytes, max_frame_bytes=base.max_frame_bytes,
             stop_timeout_s=base.stop_timeout_s, listen=base.listen,
+            answered_requests=frozenset(input_handlers or ()),
         )
         self.collision: CollisionPolicy = collision
         self.model_safe_names = model_safe_names
@@ -142,7 +144,8 @@ class Host:
         self.list_timeout = list_timeout
         self._sup = Supervisor(self.settings, on_state=self._on_server_state,
                                on_list_changed=self._on_list_changed,
-                               on_log=on_log or _log_to_logger)
+                               on_log=on_log or _log_to_logger,
+                               on_server_request=self._answer_server_request)
         self._server_timeouts: dict[str, float] = {}
         self._idempotent_tools: dict[str, frozenset[str]] = {}
         #: Capped exponential backoff with full jitter; reads are retried after transport
@@ -190,6 +193,15 @@ class Host:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._sup.aclose()
+
+    async def _answer_server_request(self, server: str, method: str,
+                                     params: dict[str, Any]) -> dict[str, Any]:
+        """A legacy server's own request (elicitation, sampling, roots), answered by the
+        same ``input_handlers`` that answer modern input rounds."""
+        handler = self._input_handlers.get(method)
+        if handler is None:
+            raise LookupError(f"no handler for {method}")
+        return await handler(params)
 
     # -- servers -------------------------------------------------------------------------
 
@@ -465,7 +477,7 @@ class Host:
         finally:
             if token is not None:
                 handle.unwatch_progress(token)
-        return self._to_result(entry, result, era)
+        return self._to_result(entry, result)
 
     async def _input_rounds(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                             result: dict[str, Any], reply: Reply, timeout: float) -> Any:
@@ -540,12 +552,14 @@ class Host:
                                    method=method)
         return result
 
-    def _to_result(self, entry: ToolEntry, result: Any, era: str | None) -> CallToolResult:
+    def _to_result(self, entry: ToolEntry, result: Any) -> CallToolResult:
         where = {"server": entry.server, "method": "tools/call"}
         if not isinstance(result, dict):
             raise MalformedMessage("tools/call result is not an object", **where)
-        result_type = result.get("resultType")
-        if result_type not in ("complete", None) or (result_type is None and era == "modern"):
+        # Absent means "complete" (spec §3: a MUST for clients). A modern server that omits
+        # it is sloppy, not ambiguous, and the conformance suite checks that we cope.
+        result_type = result.get("resultType", "complete")
+        if result_type != "complete":
             raise MalformedMessage(f"tools/call resultType is {result_type!r}", **where)
         content = result.get("content")
         if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):

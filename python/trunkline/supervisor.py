@@ -21,7 +21,7 @@ import random
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,7 @@ from .errors import (
 from .peer import Reply
 from .protocol.era import NegotiationConfig
 from .protocol.identity import ClientIdentity
+from .protocol.versions import INTERNAL_ERROR
 from .transports.http_params import HttpParams
 from .transports.stdio import StdioParams
 
@@ -73,6 +74,10 @@ class RestartPolicy:
         """Full jitter: uniform in [0, min(cap, base * factor**attempt)]."""
         ceiling = min(self.cap_s, self.base_s * self.factor ** max(attempt, 0))
         return rng.uniform(0.0, ceiling)
+
+
+#: ``(server, method, params) -> result``: the host answering a legacy server's request.
+ServerRequestCallback = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,9 @@ class HostSettings:
     #: filter); only the lists a server says it announces are asked for.
     listen: Mapping[str, bool] = field(
         default_factory=lambda: {"toolsListChanged": True})
+    #: Server-initiated requests (legacy era) the host answers, e.g.
+    #: ``"elicitation/create"``; the worker refuses the rest itself.
+    answered_requests: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
@@ -168,6 +176,8 @@ class _Generation:
         self.gone = False
         self.watcher: asyncio.Task[None] | None = None
         self.deadlines: DeadlineTimer | None = None
+        #: Host answers being relayed to this worker's server requests.
+        self.tasks: set[asyncio.Task[None]] = set()
 
 
 class WorkerHandle:
@@ -176,11 +186,13 @@ class WorkerHandle:
     def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random,
                  on_state: Callable[[WorkerHandle], None] | None = None,
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
-                 on_log: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 on_log: Callable[[str, dict[str, Any]], None] | None = None,
+                 on_server_request: ServerRequestCallback | None = None) -> None:
         self.config = config
         self._on_state = on_state
         self._on_list_changed = on_list_changed
         self._on_log = on_log
+        self._on_server_request = on_server_request
         self._progress: dict[str, Callable[[dict[str, Any]], None]] = {}
         self._progress_seq = 0
         self.dropped_progress = 0
@@ -397,6 +409,7 @@ class WorkerHandle:
             "max_line_bytes": s.max_line_bytes,
             "max_frame_bytes": s.max_frame_bytes,
             "listen": dict(s.listen),
+            "answered_requests": sorted(s.answered_requests),
         })
 
     async def _spawn(self) -> None:
@@ -508,6 +521,32 @@ class WorkerHandle:
                     self._on_log(self.name, params)
                 else:
                     log.info("server %r: %s", self.name, params)
+            elif kind == ch.SERVER_REQUEST:
+                self._answer_server_request(gen, orjson.loads(body))
+
+    def _answer_server_request(self, gen: _Generation, request: dict[str, Any]) -> None:
+        """Relay a legacy server's request to the host and its answer back to the same
+        worker generation (a restarted worker's server never asked)."""
+        task = asyncio.get_running_loop().create_task(self._relay(gen, request))
+        gen.tasks.add(task)
+        task.add_done_callback(gen.tasks.discard)
+
+    async def _relay(self, gen: _Generation, request: dict[str, Any]) -> None:
+        key = request.get("key")
+        answer: dict[str, Any]
+        try:
+            if self._on_server_request is None:
+                raise LookupError("the host answers no server requests")
+            result = await self._on_server_request(
+                self.name, str(request.get("method")), request.get("params") or {})
+            answer = {"key": key, "result": result}
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the host's handler failed: the server is told why
+            answer = {"key": key, "error": {"code": INTERNAL_ERROR,
+                                            "message": str(exc)}}
+        if self._gen is gen and not gen.gone:
+            self._send(gen, ch.json_frame(ch.SERVER_ANSWER, answer))
 
     # -- progress ------------------------------------------------------------------------
 
@@ -582,6 +621,8 @@ class WorkerHandle:
         gen.gone = True
         if gen.deadlines is not None:
             gen.deadlines.cancel()
+        for task in gen.tasks:
+            task.cancel()
         if gen.channel is not None:
             gen.channel.close()
         report = gen.report
@@ -680,7 +721,8 @@ class Supervisor:
     def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None,
                  on_state: Callable[[WorkerHandle], None] | None = None,
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
-                 on_log: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+                 on_log: Callable[[str, dict[str, Any]], None] | None = None,
+                 on_server_request: ServerRequestCallback | None = None) -> None:
         """``on_state`` is called (synchronously, on the loop) after every state change of
         any server, e.g. to re-list tools when a restarted server is ready again;
         ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
@@ -690,13 +732,14 @@ class Supervisor:
         self._on_state = on_state
         self._on_list_changed = on_list_changed
         self._on_log = on_log
+        self._on_server_request = on_server_request
         self._handles: dict[str, WorkerHandle] = {}
 
     async def add(self, config: ServerConfig) -> ServerStatus:
         if config.name in self._handles:
             raise ValueError(f"server {config.name!r} is already configured")
         handle = WorkerHandle(config, self.settings, self._rng, self._on_state,
-                              self._on_list_changed, self._on_log)
+                              self._on_list_changed, self._on_log, self._on_server_request)
         self._handles[config.name] = handle
         return await handle.start()
 
@@ -706,7 +749,8 @@ class Supervisor:
             if c.name in self._handles:
                 raise ValueError(f"server {c.name!r} is already configured")
         handles = [WorkerHandle(c, self.settings, self._rng, self._on_state,
-                                self._on_list_changed, self._on_log) for c in configs]
+                                self._on_list_changed, self._on_log, self._on_server_request)
+                   for c in configs]
         for h in handles:
             self._handles[h.name] = h
         return list(await asyncio.gather(*(h.start() for h in handles)))

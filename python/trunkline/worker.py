@@ -39,7 +39,7 @@ from .errors import (
     TransportLost,
     TrunklineError,
 )
-from .peer import Peer, PeerState
+from .peer import Peer, PeerState, ServerRequestHandler
 from .listen import ListenStream, Verdict, filter_for
 from .protocol.era import Era, NegotiationConfig
 from .protocol.identity import ClientIdentity
@@ -67,7 +67,8 @@ _FORWARDED = {"notifications/progress": ch.PROGRESS, "notifications/message": ch
 
 
 def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None],
-                   on_notification: Callable[[str, bytes], None] | None = None) -> Peer:
+                   on_notification: Callable[[str, bytes], None] | None = None,
+                   ask_host: Callable[[str], ServerRequestHandler] | None = None) -> Peer:
     """Build the worker's Peer from the JSON configuration the parent wrote to stdin."""
     if spec.get("channel_version") != ch.CHANNEL_VERSION:
         raise ValueError(
@@ -93,8 +94,11 @@ def peer_from_spec(spec: dict[str, Any], on_closed: Callable[[str], None],
         legacy_probe_timeout_s=neg["legacy_probe_timeout_s"],
         max_discover_attempts=neg["max_discover_attempts"],
     )
+    handlers = {} if ask_host is None else {
+        method: ask_host(method) for method in spec.get("answered_requests") or ()}
     return Peer(
         spec["name"], params, allow_legacy=bool(spec["allow_legacy"]), identity=identity,
+        server_request_handlers=handlers,
         negotiation=negotiation, max_line_bytes=int(spec["max_line_bytes"]),
         max_frame_bytes=int(spec["max_frame_bytes"]),
         on_closed=on_closed, on_notification=on_notification,
@@ -134,7 +138,10 @@ class Worker:
     def __init__(self, spec: dict[str, Any]) -> None:
         self._lost: list[str] = []
         self._lost_event: asyncio.Event | None = None
-        self.peer = peer_from_spec(spec, self._on_server_closed, self._on_notification)
+        self._host_answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._host_answer_seq = 0
+        self.peer = peer_from_spec(spec, self._on_server_closed, self._on_notification,
+                                   self._ask_host)
         self._listen_wanted: dict[str, bool] = dict(spec.get("listen") or {})
         self._listen: ListenStream | None = None
         self._listen_closed: asyncio.Future[str] | None = None
@@ -167,8 +174,36 @@ class Worker:
                 call_id = int.from_bytes(body[:8], "little")
                 reason = body[8:].decode("utf-8", "replace")
                 self.send(ch.failure_frame(call_id, ch.FailureKind.MALFORMED, reason))
+            elif kind == ch.SERVER_ANSWER:
+                self._on_host_answer(orjson.loads(body))
             elif kind == ch.STOP:
                 self._finish(EXIT_STOPPED)
+
+    def _ask_host(self, method: str) -> ServerRequestHandler:
+        """A Peer handler for one server-request method, answered by the host in the
+        parent (where the elicitation UI, the model and the roots live)."""
+        async def ask(params: dict[str, Any]) -> dict[str, Any]:
+            self._host_answer_seq += 1
+            key = self._host_answer_seq
+            future = asyncio.get_running_loop().create_future()
+            self._host_answers[key] = future
+            self.send(ch.json_frame(ch.SERVER_REQUEST,
+                                    {"key": key, "method": method, "params": params}))
+            try:
+                return await future
+            finally:
+                self._host_answers.pop(key, None)
+        return ask
+
+    def _on_host_answer(self, answer: dict[str, Any]) -> None:
+        future = self._host_answers.get(answer.get("key"))  # type: ignore[arg-type]
+        if future is None or future.done():
+            return
+        error = answer.get("error")
+        if isinstance(error, dict):
+            future.set_exception(RuntimeError(str(error.get("message"))))
+        else:
+            future.set_result(answer.get("result"))
 
     def on_channel_closed(self) -> None:
         # The parent is gone (or closed us): stop the server and leave.

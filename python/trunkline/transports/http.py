@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,11 @@ class HttpTransport:
         self._session: aiohttp.ClientSession | None = None
         self._exchanges: dict[Any, asyncio.Task[None]] = {}
         self._posts: set[asyncio.Task[None]] = set()
+        self._standalone: asyncio.Task[None] | None = None
+        # Set once the legacy session's standalone stream is open (or known not to be):
+        # requests wait for it, so anything the server sends outside a request's own
+        # stream from then on has a stream to arrive on.
+        self._standalone_settled: asyncio.Event | None = None
         self._closed_reported = False
         self._notes: collections.deque[str] = collections.deque(maxlen=20)
         # Tools whose arguments travel in Mcp-Param-* headers, learned from tools/list.
@@ -143,6 +149,8 @@ class HttpTransport:
     async def close(self) -> int | None:
         """Abort every exchange, end a legacy session (DELETE), release the pool."""
         tasks = [*self._exchanges.values(), *self._posts]
+        if self._standalone is not None:
+            tasks.append(self._standalone)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -206,6 +214,8 @@ class HttpTransport:
             # Legacy: a dropped connection is not a cancellation, so the notification is
             # POSTed, and our own reading of that exchange stops too.
             self._abort(out.params.get("requestId") if out.params else None)
+        if out.method == "notifications/initialized":
+            self._standalone_settled = asyncio.Event()
         task = loop.create_task(self._post_one_way(out))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
@@ -278,6 +288,10 @@ class HttpTransport:
                 f"cannot send this call over HTTP: {exc}", server=self.server,
                 method=out.method))
             return
+        if self._standalone_settled is not None and not self._standalone_settled.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.params.connect_timeout_s):
+                    await self._standalone_settled.wait()
         assert self._session is not None
         try:
             async with self._session.post(self.params.url, data=out.line,
@@ -387,51 +401,106 @@ class HttpTransport:
         decoder = SseDecoder(max_event_bytes=self._max_message_bytes)
         if await self._pump(out, resp, decoder):
             return
-        resumes = 0
+        fruitless = 0
         while self._legacy_version is not None and decoder.last_event_id is not None:
-            if resumes >= _MAX_RESUMES:
-                self._note(f"{out.method}: gave up resuming the stream after {resumes} tries")
+            if fruitless >= _MAX_RESUMES:
+                self._note(f"{out.method}: gave up resuming the stream after {fruitless} tries")
                 return
-            resumes += 1
             await asyncio.sleep((decoder.last_retry_ms or _DEFAULT_RETRY_MS) / 1000)
             seen = decoder.last_event_id
-            headers = self._base_headers()
-            del headers["Content-Type"]
-            headers["Accept"] = "text/event-stream"
-            headers["Last-Event-ID"] = seen
-            headers.update(self._legacy_headers())
-            assert self._session is not None
-            async with self._session.get(self.params.url, headers=headers) as again:
-                if again.status != 200 or again.content_type != "text/event-stream":
-                    self._note(f"{out.method}: resuming the stream got HTTP {again.status}")
+            async with self._get_stream(seen) as again:
+                if again is None:
+                    self._note(f"{out.method}: the stream could not be resumed")
                     return
-                try:
-                    if await self._pump(out, again, decoder):
-                        return
-                finally:
-                    if not again.content.at_eof():
-                        again.close()
-            if decoder.last_event_id != seen:
-                resumes = 0  # progress was made: the budget is for fruitless attempts
+                if await self._pump(out, again, decoder):
+                    return
+            fruitless = 0 if decoder.last_event_id != seen else fruitless + 1
 
     async def _pump(self, out: _Outgoing, resp: aiohttp.ClientResponse,
                     decoder: SseDecoder) -> bool:
         """Deliver events until this request's response; True once it was delivered."""
+        async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
+            async for line in lines:
+                env = _codec.scan(line[:-1])
+                if env.kind in (_codec.KIND_RESULT, _codec.KIND_ERROR) and env.id == out.id:
+                    self._deliver(out, line)
+                    return True
+                self._on_data(line)
+        return False
+
+    async def _stream_lines(self, resp: aiohttp.ClientResponse,
+                            decoder: SseDecoder) -> AsyncIterator[bytes]:
+        """The JSON-RPC messages of an SSE stream, one line each; comments, other event
+        types and empty events are skipped."""
         async for chunk in resp.content.iter_any():
             for event in decoder.feed(chunk):
                 if event.event != "message" or not event.data:
                     continue
                 line = _one_line(event.data.encode())
                 if line is None:
-                    self._note(f"{out.method}: an SSE event that is not JSON was skipped")
+                    self._note("an SSE event that is not JSON was skipped")
                     continue
-                env = _codec.scan(line[:-1])
-                if env.kind in (_codec.KIND_RESULT, _codec.KIND_ERROR) and env.id == out.id:
-                    self._deliver(out, line)
-                    return True
-                self._on_data(line)
+                yield line
         decoder.finish()
-        return False
+
+    @contextlib.asynccontextmanager
+    async def _get_stream(self, last_event_id: str | None
+                          ) -> AsyncIterator[aiohttp.ClientResponse | None]:
+        """A legacy GET stream (resumption, or the standalone stream): the response, or
+        None when the server offers no stream (405, any non-SSE answer). A 404 for the
+        session ends the transport."""
+        headers = self._base_headers()
+        del headers["Content-Type"]
+        headers["Accept"] = "text/event-stream"
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        headers.update(self._legacy_headers())
+        assert self._session is not None
+        async with self._session.get(self.params.url, headers=headers) as resp:
+            if resp.status == 404 and self._session_id is not None:
+                self._report_closed("the server ended the session (HTTP 404 to a GET "
+                                    "carrying Mcp-Session-Id)")
+                yield None
+            elif resp.status != 200 or resp.content_type != "text/event-stream":
+                self._note(f"GET stream: HTTP {resp.status} {resp.content_type}")
+                yield None
+            else:
+                try:
+                    yield resp
+                finally:
+                    if not resp.content.at_eof():
+                        resp.close()
+
+    async def _standalone_stream(self) -> None:
+        """Legacy only: the session's own GET stream, where a server sends requests and
+        notifications that belong to no request of ours (list changes, and elicitations
+        some SDKs send outside the call's stream). Reopened when it ends, within a budget
+        of attempts that bring nothing new."""
+        decoder = SseDecoder(max_event_bytes=self._max_message_bytes)
+        try:
+            await self._standalone_loop(decoder)
+        finally:
+            self._settle_standalone()
+
+    async def _standalone_loop(self, decoder: SseDecoder) -> None:
+        fruitless = 0
+        while self._session is not None and not self._closed_reported:
+            seen = decoder.last_event_id
+            try:
+                async with self._get_stream(seen) as resp:
+                    self._settle_standalone()
+                    if resp is None:
+                        return  # 405: the server offers no standalone stream
+                    async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
+                        async for line in lines:
+                            self._on_data(line)
+            except (aiohttp.ClientError, OSError, TimeoutError, SseError) as exc:
+                self._note(f"GET stream: {_describe_network_error(exc)}")
+            fruitless = 0 if decoder.last_event_id != seen else fruitless + 1
+            if fruitless >= _MAX_RESUMES:
+                self._note("GET stream: stopped reopening it (it keeps ending empty)")
+                return
+            await asyncio.sleep((decoder.last_retry_ms or _DEFAULT_RETRY_MS) / 1000)
 
     def _deliver(self, out: _Outgoing, line: bytes) -> None:
         """Hand a response line up, after the transport's own reading of it."""
@@ -476,12 +545,23 @@ class HttpTransport:
             async with self._session.post(self.params.url, data=out.line,
                                           headers=headers) as resp:
                 await resp.read()
+                if out.method == "notifications/initialized" and resp.status in (200, 202, 204):
+                    self._standalone = asyncio.get_running_loop().create_task(
+                        self._standalone_stream())
+                elif out.method == "notifications/initialized":
+                    self._settle_standalone()
                 if resp.status not in (200, 202, 204):
                     self._note(f"{out.method or 'response'}: HTTP {resp.status}")
                     log.warning("server %r: %s answered HTTP %d", self.server,
                                 out.method or "a response", resp.status)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             self._note(f"{out.method or 'response'}: {_describe_network_error(exc)}")
+            if out.method == "notifications/initialized":
+                self._settle_standalone()
+
+    def _settle_standalone(self) -> None:
+        if self._standalone_settled is not None:
+            self._standalone_settled.set()
 
     def _fail(self, request_id: Any, error: TrunklineError) -> None:
         if not self._closed_reported:
