@@ -1,0 +1,172 @@
+"""The Host over Streamable HTTP, end to end: real SDK servers on 127.0.0.1 (mcp 2.3.0
+and fastmcp 4.2.3 modern, mcp 1.30.0 and server-everything legacy) and the scripted peer
+for what no real server does on demand (401, 503, a stream dropped mid-call).
+
+Each server runs in its own worker process, like a stdio server; the verdicts are the
+fail-closed ones of stdio: modern on positive evidence, legacy only for an allowlisted
+URL, and what the server received (its ``--record`` file) proves no ``initialize`` ever
+reached a server that was not allowlisted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run
+from mcp_schema import LEGACY, MODERN, validate_message
+
+import httppeers
+from httppeers import http_peer  # noqa: F401  (a fixture)
+from trunkline import Host, http
+from trunkline.channel import ServerState
+from trunkline.errors import ServerUnavailable, StreamBroken
+from trunkline.protocol import NegotiationConfig
+from trunkline.protocol.retry import RetryPolicy
+from trunkline.supervisor import HostSettings
+
+# Python servers take 1-3 s to start under load; a refused server is not restarted.
+SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=15.0,
+                                                      legacy_probe_timeout_s=15.0))
+
+
+def posted(server) -> list[dict]:
+    return [r for r in server.records() if r.get("method") == "POST"]
+
+
+def posted_methods(server) -> list[str]:
+    return [(r.get("body") or {}).get("method") for r in posted(server)]
+
+
+MODERN_SERVERS = [
+    pytest.param(httppeers.py_http_modern, id="mcp-2.3.0"),
+    pytest.param(httppeers.fastmcp_http, id="fastmcp-4.2.3"),
+]
+
+
+@pytest.mark.real_servers
+@pytest.mark.parametrize("server_args", MODERN_SERVERS)
+def test_modern_sdk_server_over_http(no_leaks, http_peer, tmp_path, server_args):
+    argv, env = server_args()
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            # Not allowlisted: a modern server needs no allowlist.
+            status = await host.add_server("remote", http(server.url))
+            assert (status.state, status.era, status.version) == (
+                ServerState.READY, "modern", MODERN)
+            assert {"add", "echo", "headered", "count"} <= {t.name for t in host.tools()}
+            assert (await host.call_tool("add", {"a": 2, "b": 40})).text == "42"
+            headered = await host.call_tool("headered", {"region": "日本", "count": 3})
+            assert headered.text == "region=日本 count=3 flag=false"
+            counted = await host.call_tool(
+                "count", {"n": 3}, on_progress=lambda p, t, m: progress.append((p, t, m)))
+            assert counted.text == "counted 3"
+    run(main())
+
+    assert [p for p, _, _ in progress] == [1, 2, 3]
+    sent = posted(server)
+    assert "initialize" not in posted_methods(server)
+    for record in sent:
+        body, headers = record["body"], record["headers"]
+        validate_message(body, MODERN)
+        assert headers["mcp-protocol-version"] == MODERN
+        assert headers["mcp-method"] == body["method"]
+    call = next(r for r in sent if r["body"]["method"] == "tools/call"
+                and r["body"]["params"]["name"] == "headered")
+    # What the server received: the SDK itself checks these against the body.
+    assert call["headers"]["mcp-name"] == "headered"
+    assert call["headers"]["mcp-param-region"] == "=?base64?5pel5pys?="
+    assert call["headers"]["mcp-param-count"] == "3"
+
+
+LEGACY_SERVERS = [
+    pytest.param(httppeers.py_http_legacy, True, id="mcp-1.30.0"),
+    pytest.param(httppeers.ts_everything_http, False, id="server-everything"),
+]
+
+
+@pytest.mark.real_servers
+@pytest.mark.parametrize("allow_legacy", [False, True], ids=["not-allowlisted", "allowlisted"])
+@pytest.mark.parametrize(("server_args", "records"), LEGACY_SERVERS)
+def test_legacy_sdk_server_over_http(no_leaks, http_peer, tmp_path, server_args, records,
+                                     allow_legacy):
+    argv, env = server_args()
+    record = tmp_path / "record.jsonl" if records else None
+    server = http_peer(argv, env, record=record)
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            status = await host.add_server("old", http(server.url), allow_legacy=allow_legacy)
+            if not allow_legacy:
+                assert status.state is ServerState.UNAVAILABLE
+                assert "era refused" in status.reason
+                assert host.tools() == []
+                return
+            assert (status.state, status.era, status.version) == (
+                ServerState.READY, "legacy", LEGACY)
+            result = await host.call_tool("echo", {"message" if not records else "text": "hi"})
+            assert "hi" in result.text
+    run(main())
+
+    if not records:
+        return
+    methods = posted_methods(server)
+    if not allow_legacy:
+        assert methods == ["server/discover"]  # the probe, and nothing else
+        return
+    assert methods[:3] == ["server/discover", "initialize", "notifications/initialized"]
+    later = posted(server)[2:]
+    session = later[0]["headers"]["mcp-session-id"]
+    for r in later:
+        assert r["headers"]["mcp-session-id"] == session
+        assert r["headers"]["mcp-protocol-version"] == LEGACY
+        validate_message(r["body"], LEGACY)
+    deletes = [r for r in server.records() if r.get("method") == "DELETE"]
+    assert deletes and deletes[-1]["headers"]["mcp-session-id"] == session
+
+
+@pytest.mark.parametrize("status", ["401", "503"])
+def test_unusable_endpoint_is_unavailable_with_the_reason(no_leaks, http_peer, tmp_path, status):
+    argv, env = httppeers.scripted("--status", status)
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            got = await host.add_server("remote", http(server.url), allow_legacy=True)
+            assert got.state is ServerState.UNAVAILABLE
+            assert host.tools() == []
+            with pytest.raises(ServerUnavailable):
+                await host.read_resource("remote", "file:///x")
+            return got
+    got = run(main())
+    if status == "401":
+        assert got.reason.startswith("authentication failed") and "401" in got.reason
+        assert posted_methods(server) == ["server/discover"]  # a challenge is not evidence
+    else:
+        assert "era refused" in got.reason and any("HTTP 503" in e for e in got.evidence)
+        assert posted_methods(server) == ["server/discover", "initialize"]
+
+
+def test_dropped_stream_fails_the_call_and_retries_only_when_idempotent(no_leaks, http_peer,
+                                                                        tmp_path):
+    argv, env = httppeers.scripted("--drop-mid-call")
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+
+    async def main():
+        retry = RetryPolicy(max_attempts=2, base_s=0.01)
+        async with Host(settings=SETTINGS, retry=retry) as host:
+            await host.add_server("remote", http(server.url))
+            with pytest.raises(StreamBroken):
+                await host.call_tool("echo", {"text": "once"})
+            with pytest.raises(StreamBroken):
+                await host.call_tool("echo", {"text": "twice"}, idempotent=True)
+            # The server is still there for everything else.
+            assert host.servers()[0].state is ServerState.READY
+            assert [t.name for t in await host.refresh_tools()] or host.tools()
+    run(main())
+    calls = [r["body"] for r in posted(server) if r["body"]["method"] == "tools/call"]
+    texts = [c["params"]["arguments"]["text"] for c in calls]
+    assert texts == ["once", "twice", "twice"]  # not idempotent: never repeated
+    # A re-sent request is a new request: a new JSON-RPC id every time.
+    assert len({c["id"] for c in calls}) == 3
