@@ -18,10 +18,10 @@ import httppeers
 from httppeers import http_peer  # noqa: F401  (a fixture)
 from trunkline import Host, http
 from trunkline.channel import ServerState
-from trunkline.errors import ServerUnavailable, StreamBroken
+from trunkline.errors import ServerUnavailable, StreamBroken, TransportLost
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.retry import RetryPolicy
-from trunkline.supervisor import HostSettings
+from trunkline.supervisor import HostSettings, RestartPolicy
 
 # Python servers take 1-3 s to start under load; a refused server is not restarted.
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=15.0,
@@ -170,3 +170,30 @@ def test_dropped_stream_fails_the_call_and_retries_only_when_idempotent(no_leaks
     assert texts == ["once", "twice", "twice"]  # not idempotent: never repeated
     # A re-sent request is a new request: a new JSON-RPC id every time.
     assert len({c["id"] for c in calls}) == 3
+
+
+def test_expired_legacy_session_is_renegotiated(no_leaks, http_peer, tmp_path):
+    """A 404 to a request carrying the session id: the session is gone. That worker ends,
+    the supervisor restarts it, and the server gets a fresh initialize without the old
+    id; the call made meanwhile fails as lost and the next one works."""
+    argv, env = httppeers.scripted("--legacy", "--expire-session-after", "3")
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+    settings = HostSettings(negotiation=SETTINGS.negotiation,
+                            restart=RestartPolicy(base_s=0.01, cap_s=0.05))
+
+    async def main():
+        async with Host(settings=settings) as host:
+            await host.add_server("old", http(server.url), allow_legacy=True)
+            # initialized + tools/list used two of the three; this call is the third.
+            assert (await host.call_tool("echo", {"text": "a"})).text == "a"
+            with pytest.raises(TransportLost):
+                await host.call_tool("echo", {"text": "b"})
+            assert (await host.call_tool("echo", {"text": "c"})).text == "c"
+            assert host.servers()[0].restarts == 1
+    run(main())
+    inits = [r for r in posted(server) if r["body"]["method"] == "initialize"]
+    assert len(inits) == 2
+    assert all("mcp-session-id" not in r["headers"] for r in inits)
+    sessions = {r["headers"].get("mcp-session-id") for r in posted(server)
+                if r["body"]["method"] == "tools/call"}
+    assert len(sessions) == 2  # the call after the restart used the new session
