@@ -174,7 +174,8 @@ class Peer:
 
             self._transport = HttpTransport(
                 params, on_data=self._on_data, on_closed=self._on_closed,
-                on_failed=self._on_exchange_failed, server=name,
+                on_failed=self._on_exchange_failed,
+                is_pending=self._correlator.__contains__, server=name,
                 max_message_bytes=max_line_bytes)
         else:
             self._transport = StdioTransport(params, on_data=self._on_data,

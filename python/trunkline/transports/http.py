@@ -31,7 +31,6 @@ import contextlib
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -48,18 +47,15 @@ from ..errors import (
 from ..protocol import headers as mcp_headers
 from ..protocol.versions import (
     HEADER_MISMATCH,
-    META_PROTOCOL_VERSION,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from .http_headers import HeaderPlan, Outgoing
 from .http_params import HttpParams
 from .sse import SseDecoder, SseError
 
 log = logging.getLogger("trunkline.transports.http")
 
-ACCEPT = "application/json, text/event-stream"
-#: Methods whose ``Mcp-Name`` header comes from a params member (§8.2).
-_NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 #: Resumption of a legacy stream that dropped before its response: attempts without any
 #: new event in between, and the wait when the server named none.
 _MAX_RESUMES = 5
@@ -69,17 +65,6 @@ _EXCERPT_BYTES = 300
 _ERROR_BODY_BYTES = 64 * 1024
 _MODERN_ERROR_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION})
-
-
-@dataclass(slots=True)
-class _Outgoing:
-    """One line from the Peer, classified once."""
-
-    line: bytes
-    kind: int
-    id: Any
-    method: str | None
-    params: dict[str, Any] | None
 
 
 class HttpTransport:
@@ -97,6 +82,7 @@ class HttpTransport:
         on_data: Callable[[bytes], None],
         on_closed: Callable[[str], None],
         on_failed: Callable[[Any, TrunklineError], None],
+        is_pending: Callable[[Any], bool] = lambda _request_id: True,
         server: str | None = None,
         max_message_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES,
         close_timeout_s: float = 2.0,
@@ -106,6 +92,9 @@ class HttpTransport:
         self._on_data = on_data
         self._on_closed_cb = on_closed
         self._on_failed = on_failed
+        # Whether the Peer still waits for a request: a legacy stream is not resumed for a
+        # request answered elsewhere (on the standalone stream), timed out or cancelled.
+        self._is_pending = is_pending
         self._max_message_bytes = max_message_bytes
         self._close_timeout_s = close_timeout_s
         self._session: aiohttp.ClientSession | None = None
@@ -118,11 +107,7 @@ class HttpTransport:
         self._standalone_settled: asyncio.Event | None = None
         self._closed_reported = False
         self._notes: collections.deque[str] = collections.deque(maxlen=20)
-        # Tools whose arguments travel in Mcp-Param-* headers, learned from tools/list.
-        self._header_params: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
-        # Legacy session state, learned from the initialize exchange.
-        self._legacy_version: str | None = None
-        self._session_id: str | None = None
+        self._headers = HeaderPlan(params.headers, server)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -157,15 +142,14 @@ class HttpTransport:
             await asyncio.gather(*tasks, return_exceptions=True)
         session, self._session = self._session, None
         if session is not None:
-            if self._session_id is not None:
+            if self._headers.session_id is not None:
                 await self._end_legacy_session(session)
             await session.close()
         self._report_closed("transport closed by the client")
         return None
 
     async def _end_legacy_session(self, session: aiohttp.ClientSession) -> None:
-        headers = self._base_headers()
-        headers.update(self._legacy_headers())
+        headers = self._headers.one_way()
         try:
             async with asyncio.timeout(self._close_timeout_s):
                 async with session.delete(self.params.url, headers=headers) as resp:
@@ -173,7 +157,7 @@ class HttpTransport:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             # The server may answer 405 or be gone; the session ends with us either way.
             log.debug("DELETE of session at %s failed: %r", self.params.url, exc)
-        self._session_id = None
+        self._headers.session_id = None
 
     def _report_closed(self, detail: str) -> None:
         if not self._closed_reported:
@@ -191,22 +175,22 @@ class HttpTransport:
             if line:
                 self._send(self._classify(line))
 
-    def _classify(self, line: bytes) -> _Outgoing:
+    def _classify(self, line: bytes) -> Outgoing:
         env = _codec.scan(line)
         params = None
         if env.kind in (_codec.KIND_REQUEST, _codec.KIND_NOTIFICATION):
             decoded = orjson.loads(line).get("params")
             params = decoded if isinstance(decoded, dict) else None
-        return _Outgoing(line, env.kind, env.id, env.method, params)
+        return Outgoing(line, env.kind, env.id, env.method, params)
 
-    def _send(self, out: _Outgoing) -> None:
+    def _send(self, out: Outgoing) -> None:
         loop = asyncio.get_running_loop()
         if out.kind == _codec.KIND_REQUEST:
             task = loop.create_task(self._request_exchange(out))
             self._exchanges[out.id] = task
             task.add_done_callback(lambda _t, rid=out.id: self._exchange_done(rid, _t))
             return
-        if out.method == "notifications/cancelled" and self._is_modern(out):
+        if out.method == "notifications/cancelled" and not self._headers.legacy:
             # Closing the request's exchange *is* the cancellation (§8.7); nothing is sent.
             self._abort(out.params.get("requestId") if out.params else None)
             return
@@ -229,60 +213,12 @@ class HttpTransport:
         if task is not None:
             task.cancel()
 
-    # -- headers -----------------------------------------------------------------------
-
-    def _base_headers(self) -> dict[str, str]:
-        headers = dict(self.params.headers)
-        headers["Accept"] = ACCEPT
-        headers["Content-Type"] = "application/json"
-        return headers
-
-    @staticmethod
-    def _modern_version(out: _Outgoing) -> str | None:
-        meta = out.params.get("_meta") if out.params else None
-        version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
-        return version if isinstance(version, str) else None
-
-    def _is_modern(self, out: _Outgoing) -> bool:
-        return self._legacy_version is None and self._session_id is None \
-            and out.method != "notifications/initialized"
-
-    def _legacy_headers(self) -> dict[str, str]:
-        headers = {}
-        if self._legacy_version is not None:
-            headers["MCP-Protocol-Version"] = self._legacy_version
-        if self._session_id is not None:
-            headers["Mcp-Session-Id"] = self._session_id
-        return headers
-
-    def _request_headers(self, out: _Outgoing) -> dict[str, str]:
-        """Raises ``HeaderValueError`` when an annotated argument cannot be encoded."""
-        headers = self._base_headers()
-        version = self._modern_version(out) if out.kind == _codec.KIND_REQUEST else None
-        if version is None:
-            headers.update(self._legacy_headers())
-            return headers
-        assert out.method is not None
-        headers["MCP-Protocol-Version"] = version
-        headers["Mcp-Method"] = out.method
-        source = _NAME_SOURCE.get(out.method)
-        params = out.params or {}
-        if source is not None and isinstance(params.get(source), str):
-            headers["Mcp-Name"] = mcp_headers.encode_header_value(params[source])
-        if out.method == "tools/call":
-            annotated = self._header_params.get(params.get("name"))  # type: ignore[arg-type]
-            if annotated:
-                arguments = params.get("arguments")
-                headers.update(mcp_headers.param_headers(
-                    annotated, arguments if isinstance(arguments, dict) else None))
-        return headers
-
     # -- one request, one exchange -------------------------------------------------------
 
-    async def _request_exchange(self, out: _Outgoing) -> None:
+    async def _request_exchange(self, out: Outgoing) -> None:
         request_id = out.id
         try:
-            headers = self._request_headers(out)
+            headers = self._headers.request(out)
         except mcp_headers.HeaderValueError as exc:
             self._fail(request_id, MalformedMessage(
                 f"cannot send this call over HTTP: {exc}", server=self.server,
@@ -321,7 +257,7 @@ class HttpTransport:
             "the HTTP exchange ended without a response to the request",
             server=self.server, method=out.method))
 
-    async def _read_answer(self, out: _Outgoing, resp: aiohttp.ClientResponse) -> None:
+    async def _read_answer(self, out: Outgoing, resp: aiohttp.ClientResponse) -> None:
         status = resp.status
         if status in (401, 403):
             challenge = resp.headers.get("WWW-Authenticate")
@@ -332,7 +268,7 @@ class HttpTransport:
                 f"the server refused the request: {detail}", status=status,
                 challenge=challenge, server=self.server, method=out.method))
             return
-        if status == 404 and self._session_id is not None:
+        if status == 404 and self._headers.session_id is not None:
             # §22.4: the session expired. Everything pending is lost; the peer starts over
             # with a fresh initialize when its worker restarts.
             self._note("HTTP 404 for the session: it has expired")
@@ -341,7 +277,7 @@ class HttpTransport:
             return
         if 200 <= status < 300:
             if out.method == "initialize":
-                self._session_id = resp.headers.get("Mcp-Session-Id") or None
+                self._headers.session_id = resp.headers.get("Mcp-Session-Id") or None
             content_type = resp.content_type
             if content_type == "text/event-stream":
                 await self._read_stream(out, resp)
@@ -367,7 +303,7 @@ class HttpTransport:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _deliver_body(self, out: _Outgoing, body: bytes, status: int) -> None:
+    def _deliver_body(self, out: Outgoing, body: bytes, status: int) -> None:
         line = _one_line(body)
         if line is None:
             excerpt = body[:_EXCERPT_BYTES].decode("utf-8", "replace")
@@ -378,7 +314,7 @@ class HttpTransport:
             return
         self._deliver(out, line)
 
-    def _deliver_error_status(self, out: _Outgoing, status: int, body: bytes) -> None:
+    def _deliver_error_status(self, out: Outgoing, status: int, body: bytes) -> None:
         """A 4xx/5xx. A JSON-RPC error in the body is the answer (a modern server's 400
         with -32020/-32021/-32022, a 404 with -32601); it is delivered under the request's
         id even when the server could not read that id. Otherwise the status is the
@@ -395,19 +331,23 @@ class HttpTransport:
             f"HTTP {status} without a JSON-RPC answer: {excerpt!r}", status=status,
             body=excerpt, server=self.server, method=out.method))
 
-    async def _read_stream(self, out: _Outgoing, resp: aiohttp.ClientResponse) -> None:
+    async def _read_stream(self, out: Outgoing, resp: aiohttp.ClientResponse) -> None:
         """One request's SSE stream: its notifications, then its response. A legacy
         stream that ends early is resumed with GET + Last-Event-ID."""
         decoder = SseDecoder(max_event_bytes=self._max_message_bytes)
         if await self._pump(out, resp, decoder):
             return
         fruitless = 0
-        while self._legacy_version is not None and decoder.last_event_id is not None:
+        while self._headers.legacy_version is not None and decoder.last_event_id is not None:
+            if not self._is_pending(out.id):
+                return
             if fruitless >= _MAX_RESUMES:
                 self._note(f"{out.method}: gave up resuming the stream after {fruitless} tries")
                 return
             await asyncio.sleep((decoder.last_retry_ms or _DEFAULT_RETRY_MS) / 1000)
             seen = decoder.last_event_id
+            if not self._is_pending(out.id):
+                return
             async with self._get_stream(seen) as again:
                 if again is None:
                     self._note(f"{out.method}: the stream could not be resumed")
@@ -416,7 +356,7 @@ class HttpTransport:
                     return
             fruitless = 0 if decoder.last_event_id != seen else fruitless + 1
 
-    async def _pump(self, out: _Outgoing, resp: aiohttp.ClientResponse,
+    async def _pump(self, out: Outgoing, resp: aiohttp.ClientResponse,
                     decoder: SseDecoder) -> bool:
         """Deliver events until this request's response; True once it was delivered."""
         async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
@@ -449,15 +389,10 @@ class HttpTransport:
         """A legacy GET stream (resumption, or the standalone stream): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
-        headers = self._base_headers()
-        del headers["Content-Type"]
-        headers["Accept"] = "text/event-stream"
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
-        headers.update(self._legacy_headers())
         assert self._session is not None
-        async with self._session.get(self.params.url, headers=headers) as resp:
-            if resp.status == 404 and self._session_id is not None:
+        async with self._session.get(self.params.url,
+                                     headers=self._headers.stream(last_event_id)) as resp:
+            if resp.status == 404 and self._headers.session_id is not None:
                 self._report_closed("the server ended the session (HTTP 404 to a GET "
                                     "carrying Mcp-Session-Id)")
                 yield None
@@ -502,45 +437,15 @@ class HttpTransport:
                 return
             await asyncio.sleep((decoder.last_retry_ms or _DEFAULT_RETRY_MS) / 1000)
 
-    def _deliver(self, out: _Outgoing, line: bytes) -> None:
+    def _deliver(self, out: Outgoing, line: bytes) -> None:
         """Hand a response line up, after the transport's own reading of it."""
-        if out.method == "tools/list":
-            line = self._filter_tools(line)
-        elif out.method == "initialize":
-            self._learn_legacy_version(line)
-        self._on_data(line)
+        self._on_data(self._headers.learn(out.method, line))
 
-    def _filter_tools(self, line: bytes) -> bytes:
-        message = orjson.loads(line)
-        result = message.get("result")
-        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            return line
-        kept, table = mcp_headers.filter_tools_result(result)
-        for name, reason in table.dropped:
-            log.warning("server %r: tool %r dropped: invalid x-mcp-header annotation (%s)",
-                        self.server, name, reason)
-            self._header_params.pop(name, None)
-        for tool in kept["tools"]:
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                self._header_params.pop(tool["name"], None)
-        self._header_params.update(table.by_tool)
-        if not table.dropped:
-            return line
-        message["result"] = kept
-        return orjson.dumps(message) + b"\n"
-
-    def _learn_legacy_version(self, line: bytes) -> None:
-        result = orjson.loads(line).get("result")
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
-        if isinstance(version, str):
-            self._legacy_version = version
-
-    async def _post_one_way(self, out: _Outgoing) -> None:
+    async def _post_one_way(self, out: Outgoing) -> None:
         """A notification or a response (legacy): accepted with 202, nothing to read."""
         if self._session is None:
             return
-        headers = self._base_headers()
-        headers.update(self._legacy_headers())
+        headers = self._headers.one_way()
         try:
             async with self._session.post(self.params.url, data=out.line,
                                           headers=headers) as resp:
