@@ -18,7 +18,13 @@ import httppeers
 from httppeers import http_peer  # noqa: F401  (a fixture)
 from trunkline import Host, http
 from trunkline.channel import ServerState
-from trunkline.errors import ServerUnavailable, StreamBroken, TransportLost
+from trunkline.errors import (
+    AuthenticationFailed,
+    HttpStatusError,
+    ServerUnavailable,
+    StreamBroken,
+    TransportLost,
+)
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.retry import RetryPolicy
 from trunkline.supervisor import HostSettings, RestartPolicy
@@ -197,3 +203,26 @@ def test_expired_legacy_session_is_renegotiated(no_leaks, http_peer, tmp_path):
     sessions = {r["headers"].get("mcp-session-id") for r in posted(server)
                 if r["body"]["method"] == "tools/call"}
     assert len(sessions) == 2  # the call after the restart used the new session
+
+
+@pytest.mark.parametrize(("status", "error", "attempts"), [
+    ("503", HttpStatusError, 2),          # transient: an idempotent call is sent again
+    ("500", HttpStatusError, 1),          # a server fault without an answer: final
+    ("401", AuthenticationFailed, 1),     # never retried, never evidence about the era
+])
+def test_http_status_on_a_call_reaches_the_caller_typed(no_leaks, http_peer, tmp_path, status,
+                                                       error, attempts):
+    argv, env = httppeers.scripted("--status", status, "--status-for", "tools/call")
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+
+    async def main():
+        retry = RetryPolicy(max_attempts=2, base_s=0.01)
+        async with Host(settings=SETTINGS, retry=retry) as host:
+            await host.add_server("remote", http(server.url))
+            with pytest.raises(error) as caught:
+                await host.call_tool("echo", {"text": "x"}, idempotent=True)
+            assert caught.value.status == int(status) and caught.value.server == "remote"
+            assert host.servers()[0].state is ServerState.READY
+    run(main())
+    calls = [r["body"] for r in posted(server) if r["body"]["method"] == "tools/call"]
+    assert len(calls) == attempts and len({c["id"] for c in calls}) == attempts

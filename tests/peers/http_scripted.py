@@ -36,6 +36,7 @@ Flags:
                       {"event": "cancelled", "id": <JSON-RPC id>}
   --status CODE       answer every POST with CODE and a short text/plain body (401 also
                       sends `WWW-Authenticate: Bearer realm="test"`)
+  --status-for METHOD  apply --status only to POSTs of that JSON-RPC method (e.g. tools/call)
   --require-bearer T  401 (as above) unless `Authorization: Bearer T`
   --sse               answer requests with text/event-stream: `: keep-alive`, then (for
                       tools/call with _meta.progressToken) notifications/progress, then
@@ -157,8 +158,10 @@ class Peer:
         self.record({"method": request.method, "path": request.path,
                      "headers": {k.lower(): v for k, v in request.headers.items()}, "body": body})
         a = self.args
-        if a.status is not None or (a.require_bearer is not None and
-                                    request.headers.get("Authorization") != f"Bearer {a.require_bearer}"):
+        status_applies = a.status is not None and (
+            a.status_for is None or (isinstance(body, dict) and body.get("method") == a.status_for))
+        if status_applies or (a.require_bearer is not None and
+                              request.headers.get("Authorization") != f"Bearer {a.require_bearer}"):
             status = a.status or 401
             hdrs = {"WWW-Authenticate": 'Bearer realm="test"'} if status == 401 else {}
             return web.Response(status=status, text=f"{status} from http_scripted\n", headers=hdrs)
@@ -360,6 +363,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--record")
     p.add_argument("--status", type=int)
+    p.add_argument("--status-for")
     p.add_argument("--require-bearer")
     p.add_argument("--sse", action="store_true")
     p.add_argument("--drop-mid-call", action="store_true")
