@@ -246,10 +246,10 @@ class HttpTransport:
             self._note(f"{out.method}: {detail}")
             self._fail(request_id, StreamBroken(detail, server=self.server, method=out.method))
             return
-        except SseError as exc:
+        except (SseError, orjson.JSONDecodeError) as exc:
+            self._note(f"{out.method}: unusable answer: {exc}")
             self._fail(request_id, MalformedMessage(
-                f"the response stream was unusable: {exc}", server=self.server,
-                method=out.method))
+                f"the answer was unusable: {exc}", server=self.server, method=out.method))
             return
         # Whatever happened above, the request is answered now or never: the Peer ignores
         # this for an id that was already resolved.
@@ -480,8 +480,10 @@ def _one_line(body: bytes) -> bytes | None:
     """The message as one newline-terminated line (bodies may be pretty-printed), or
     None if it is not JSON."""
     if b"\n" not in body and b"\r" not in body:
+        # Already one line: the codec's envelope scan (no payload decode) is the check,
+        # as it is for a stdio line.
         stripped = body.strip()
-        if stripped[:1] in (b"{", b"["):
+        if _codec.scan(stripped).kind != _codec.KIND_INVALID:
             return stripped + b"\n"
     try:
         return orjson.dumps(orjson.loads(body)) + b"\n"
