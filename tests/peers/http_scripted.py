@@ -37,6 +37,7 @@ Flags:
   --status CODE       answer every POST with CODE and a short text/plain body (401 also
                       sends `WWW-Authenticate: Bearer realm="test"`)
   --status-for METHOD  apply --status only to POSTs of that JSON-RPC method (e.g. tools/call)
+  --tls CERT KEY      serve https with that PEM certificate chain and key
   --require-bearer T  401 (as above) unless `Authorization: Bearer T`
   --sse               answer requests with text/event-stream: `: keep-alive`, then (for
                       tools/call with _meta.progressToken) notifications/progress, then
@@ -64,6 +65,7 @@ import base64
 import json
 import signal
 import socket
+import ssl
 import sys
 import uuid
 from typing import Any
@@ -346,13 +348,18 @@ async def main(args: argparse.Namespace) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    site = web.SockSite(runner, sock)
+    tls = None
+    if args.tls:  # serve https with this certificate chain and key (PEM files)
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(*args.tls)
+    site = web.SockSite(runner, sock, ssl_context=tls)
     await site.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"LISTENING http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    scheme = "https" if tls else "http"
+    print(f"LISTENING {scheme}://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
     try:
         await stop.wait()
     finally:
@@ -364,6 +371,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--record")
     p.add_argument("--status", type=int)
     p.add_argument("--status-for")
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     p.add_argument("--require-bearer")
     p.add_argument("--sse", action="store_true")
     p.add_argument("--drop-mid-call", action="store_true")

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import logging
 import socket
+import subprocess
 
 import pytest
 from conftest import run
@@ -296,3 +297,26 @@ def test_expired_legacy_session_ends_the_transport(no_leaks, http_peer, tmp_path
             await peer.aclose()
     run(main())
     assert closed and "HTTP 404" in closed[0]
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_tls_is_verified_unless_configuration_says_otherwise(no_leaks, http_peer, tmp_path):
+    server = start(http_peer, tmp_path, "--tls", *_self_signed(tmp_path))
+    assert server.url.startswith("https://")
+
+    async def main():
+        with pytest.raises(EraRefused) as caught:
+            await Peer("s", http(server.url), negotiation=FAST).start()
+        assert any("certificate" in line.lower() for line in caught.value.evidence)
+        async with Peer("s", http(server.url, verify_tls=False), negotiation=FAST) as peer:
+            assert peer.era is Era.MODERN
+    run(main())
