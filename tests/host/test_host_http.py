@@ -49,16 +49,19 @@ MODERN_SERVERS = [
 
 
 @pytest.mark.real_servers
+@pytest.mark.parametrize("allow_legacy", [False, True], ids=["not-allowlisted", "allowlisted"])
 @pytest.mark.parametrize("server_args", MODERN_SERVERS)
-def test_modern_sdk_server_over_http(no_leaks, http_peer, tmp_path, server_args):
+def test_modern_sdk_server_over_http(no_leaks, http_peer, tmp_path, server_args, allow_legacy):
     argv, env = server_args()
     server = http_peer(argv, env, record=tmp_path / "record.jsonl")
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def main():
         async with Host(settings=SETTINGS) as host:
-            # Not allowlisted: a modern server needs no allowlist.
-            status = await host.add_server("remote", http(server.url))
+            # A modern server needs no allowlist, and an allowlisted one is still modern:
+            # positive evidence decides, and initialize is never sent.
+            status = await host.add_server("remote", http(server.url),
+                                           allow_legacy=allow_legacy)
             assert (status.state, status.era, status.version) == (
                 ServerState.READY, "modern", MODERN)
             assert {"add", "echo", "headered", "count"} <= {t.name for t in host.tools()}
