@@ -51,6 +51,7 @@ from .protocol.mrtr import (
     Resend,
 )
 from .protocol.retry import Attempt, RetryPolicy, plan_call, run_with_retries
+from .protocol.versions import HEADER_MISMATCH
 from .schemas import OutputChecker, SchemaRefused
 from .supervisor import HostSettings, ServerConfig, ServerStatus, Supervisor, WorkerHandle
 from .transports.http_params import HttpParams, validated_http_params
@@ -470,6 +471,15 @@ class Host:
 
         try:
             reply = await run_with_retries(send, plan, was_sent=_was_sent)
+            if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
+                                                                  HttpParams):
+                # §8.4: the server's x-mcp-header definitions changed under our catalog.
+                # It rejected the request before running it, so re-listing and sending
+                # once more (a new request) is safe for any tool.
+                log.info("server %r: header mismatch on %r (%s); re-listing its tools",
+                         entry.server, entry.local_name, reply.error_message)
+                await self.refresh_tools(entry.server)
+                reply = await run_with_retries(send, plan, was_sent=_was_sent)
             result = reply.decode(server=entry.server, method="tools/call")
             if isinstance(result, dict) and result.get("resultType") == "input_required":
                 result = await self._input_rounds(handle, "tools/call", body, result, reply,

@@ -229,3 +229,27 @@ def test_http_status_on_a_call_reaches_the_caller_typed(no_leaks, http_peer, tmp
     run(main())
     calls = [r["body"] for r in posted(server) if r["body"]["method"] == "tools/call"]
     assert len(calls) == attempts and len({c["id"] for c in calls}) == attempts
+
+
+def test_header_mismatch_after_a_definition_change_relists_and_resends(no_leaks, http_peer,
+                                                                      tmp_path):
+    """§8.4 recovery: the server started annotating `echo.text` after we listed it. Its
+    -32020 makes the host re-list that server and send the call again (a new request);
+    the rejected one never ran, so this holds for tools that are not idempotent."""
+    argv, env = httppeers.scripted("--annotate-echo-after-list")
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("remote", http(server.url))
+            assert (await host.call_tool("echo", {"text": "ü once"})).text == "ü once"
+            annotated = next(t for t in host.tools() if t.name == "echo")
+            assert annotated.input_schema["properties"]["text"]["x-mcp-header"] == "Text"
+    run(main())
+    sent = [r for r in posted(server) if r["body"]["method"] in ("tools/list", "tools/call")]
+    assert [r["body"]["method"] for r in sent] == [
+        "tools/list", "tools/call", "tools/list", "tools/call"]
+    first, second = sent[1], sent[3]
+    assert "mcp-param-text" not in first["headers"]
+    assert second["headers"]["mcp-param-text"].startswith("=?base64?")
+    assert first["body"]["id"] != second["body"]["id"]

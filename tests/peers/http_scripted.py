@@ -38,6 +38,8 @@ Flags:
                       sends `WWW-Authenticate: Bearer realm="test"`)
   --status-for METHOD  apply --status only to POSTs of that JSON-RPC method (e.g. tools/call)
   --tls CERT KEY      serve https with that PEM certificate chain and key
+  --annotate-echo-after-list  after serving tools/list once, echo's `text` is annotated
+                      x-mcp-header Text (stale client definitions then get -32020)
   --require-bearer T  401 (as above) unless `Authorization: Bearer T`
   --sse               answer requests with text/event-stream: `: keep-alive`, then (for
                       tools/call with _meta.progressToken) notifications/progress, then
@@ -98,6 +100,12 @@ TOOLS: list[dict[str, Any]] = [
 ]
 INVALID_TOOL = {"name": "bad_header", "description": "x-mcp-header on a number (invalid)",
                 "inputSchema": _schema({"x": {"type": "number", "x-mcp-header": "X"}}, ["x"])}
+
+
+def _with_text_header(tool: dict[str, Any]) -> dict[str, Any]:
+    schema = tool["inputSchema"]
+    text = {**schema["properties"]["text"], "x-mcp-header": "Text"}
+    return {**tool, "inputSchema": {**schema, "properties": {**schema["properties"], "text": text}}}
 
 
 class RpcError(Exception):
@@ -224,6 +232,11 @@ class Peer:
         elif method == "tools/list":
             cache = {"ttlMs": 0, "cacheScope": "private"} if modern else {}
             result = {**stamp, **cache, "tools": self.tools}
+            if self.args.annotate_echo_after_list:
+                # The definitions change under the client: from now on echo's `text`
+                # travels in Mcp-Param-Text, and a call without it gets -32020.
+                self.tools = [_with_text_header(t) if t["name"] == "echo" else t
+                              for t in self.tools]
         elif method == "ping" and not modern:
             result = {}
         elif method == "tools/call":
@@ -372,6 +385,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--status", type=int)
     p.add_argument("--status-for")
     p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    p.add_argument("--annotate-echo-after-list", action="store_true")
     p.add_argument("--require-bearer")
     p.add_argument("--sse", action="store_true")
     p.add_argument("--drop-mid-call", action="store_true")
