@@ -320,3 +320,26 @@ def test_tls_is_verified_unless_configuration_says_otherwise(no_leaks, http_peer
         async with Peer("s", http(server.url, verify_tls=False), negotiation=FAST) as peer:
             assert peer.era is Era.MODERN
     run(main())
+
+
+@pytest.mark.parametrize("allow_legacy", [False, True])
+def test_silent_endpoint_times_out_into_the_fail_closed_rule(no_leaks, allow_legacy):
+    """A server that accepts connections and never answers: the discover deadline makes it
+    ambiguous; only an allowlisted URL gets its one initialize, which times out too."""
+    quick = NegotiationConfig(discover_timeout_s=0.5, legacy_probe_timeout_s=0.5)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)  # the kernel completes handshakes; nobody ever reads
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+
+        async def main():
+            peer = Peer("s", http(url), allow_legacy=allow_legacy, negotiation=quick)
+            with pytest.raises(EraRefused) as caught:
+                await peer.start()
+            return caught.value
+        refused = run(main())
+    assert any("no answer within 0.5 s" in line for line in refused.evidence)
+    if allow_legacy:
+        assert "initialize probe timed out" in refused.message
+    else:
+        assert "initialize was never sent" in refused.message
