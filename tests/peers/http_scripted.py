@@ -38,6 +38,8 @@ Flags:
                       sends `WWW-Authenticate: Bearer realm="test"`)
   --status-for METHOD  apply --status only to POSTs of that JSON-RPC method (e.g. tools/call)
   --tls CERT KEY      serve https with that PEM certificate chain and key
+  --stray-events      (with --sse) before each response event: progress for a token
+                      nobody sent, and a response with an id nobody used (424242)
   --annotate-echo-after-list  after serving tools/list once, echo's `text` is annotated
                       x-mcp-header Text (stale client definitions then get -32020)
   --require-bearer T  401 (as above) unless `Authorization: Bearer T`
@@ -294,6 +296,13 @@ class Peer:
         if resp is None and not self.args.sse:
             return web.json_response(message)
         resp = resp or await sse_open(request)
+        if self.args.stray_events and "id" in message:
+            # What a confused or hostile server might interleave: progress for a token
+            # this request never sent, and an answer to some other request.
+            await resp.write(sse_event({"jsonrpc": "2.0", "method": "notifications/progress",
+                                        "params": {"progressToken": "not-yours", "progress": 1}}))
+            await resp.write(sse_event({"jsonrpc": "2.0", "id": 424242,
+                                        "result": {"resultType": "complete", "content": []}}))
         await resp.write(sse_event(message))
         await resp.write_eof()
         return resp
@@ -386,6 +395,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--status-for")
     p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     p.add_argument("--annotate-echo-after-list", action="store_true")
+    p.add_argument("--stray-events", action="store_true")
     p.add_argument("--require-bearer")
     p.add_argument("--sse", action="store_true")
     p.add_argument("--drop-mid-call", action="store_true")

@@ -343,3 +343,24 @@ def test_silent_endpoint_times_out_into_the_fail_closed_rule(no_leaks, allow_leg
         assert "initialize probe timed out" in refused.message
     else:
         assert "initialize was never sent" in refused.message
+
+
+def test_messages_that_do_not_belong_on_a_request_stream_are_dropped(no_leaks, http_peer,
+                                                                      tmp_path):
+    server = start(http_peer, tmp_path, "--sse", "--stray-events")
+    seen: list[str] = []
+
+    async def main():
+        async with Peer("s", http(server.url), negotiation=FAST,
+                        on_notification=lambda m, line: seen.append(line.decode())) as peer:
+            result = await peer.call("tools/call", {
+                "name": "echo", "arguments": {"text": "mine"},
+                "_meta": {"progressToken": "p-7"}}, timeout=10)
+            assert result["content"][0]["text"] == "mine"
+            # The stray answer never reached the correlator as "a reply to an id we never
+            # sent": it was dropped at the stream that carried it.
+            assert peer.protocol_violations == 0
+            return peer.stderr_tail()
+    tail = run(main())
+    assert len(seen) == 1 and '"p-7"' in seen[0] and "not-yours" not in seen[0]
+    assert "another request (id 424242)" in tail and "'not-yours'" in tail

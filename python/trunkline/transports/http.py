@@ -362,11 +362,36 @@ class HttpTransport:
         async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
             async for line in lines:
                 env = _codec.scan(line[:-1])
-                if env.kind in (_codec.KIND_RESULT, _codec.KIND_ERROR) and env.id == out.id:
+                response = env.kind in (_codec.KIND_RESULT, _codec.KIND_ERROR)
+                if response and env.id == out.id:
                     self._deliver(out, line)
                     return True
+                stray = self._stray(out, env, line, response)
+                if stray is not None:
+                    self._note(f"{out.method}: dropped from its stream: {stray}")
+                    continue
                 self._on_data(line)
         return False
+
+    def _stray(self, out: Outgoing, env: _codec.Envelope, line: bytes,
+               response: bool) -> str | None:
+        """Why a message does not belong on this modern request's stream, or None. The
+        stream carries that request's progress and logs, then its response (§8.5); an
+        answer to another request, or progress for another token, is dropped there
+        rather than routed (§23.13). Legacy streams may carry more, and the Peer judges
+        server requests (a modern server sending one is counted as a violation)."""
+        if self._headers.legacy or out.modern_version is None:
+            return None
+        if response:
+            return f"a response to another request (id {env.id!r})"
+        if env.method == "notifications/progress":
+            params = orjson.loads(line).get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            meta = (out.params or {}).get("_meta")
+            ours = meta.get("progressToken") if isinstance(meta, dict) else None
+            if ours is None or token != ours:
+                return f"progress for token {token!r}, not this request's"
+        return None
 
     async def _stream_lines(self, resp: aiohttp.ClientResponse,
                             decoder: SseDecoder) -> AsyncIterator[bytes]:
