@@ -151,3 +151,43 @@ def test_resources_read_and_prompts_get_go_through_input_rounds_too(tap, no_leak
     assert b'"requestState":"st\\u00e9/1"' in sent[1]
     for line in sent:
         validate_message(line, MODERN)
+
+
+def test_legacy_server_requests_are_answered_by_the_host_handlers(tap, no_leaks):
+    """A legacy server's own requests travel worker -> parent -> handler -> worker ->
+    server: the same ``input_handlers`` as modern input rounds answer them; an undeclared
+    kind, or a handler that fails, is answered with an error (never left hanging)."""
+    asked: list[dict] = []
+
+    async def elicit(params):
+        asked.append(params)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async def broken_sampling(params):
+        raise RuntimeError("no model configured")
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"elicitation": {}, "sampling": {}},
+                        input_handlers={"elicitation/create": elicit,
+                                        "sampling/createMessage": broken_sampling}) as host:
+            await host.add_server("old", scripted(
+                "--era", "legacy", "--server-request", "elicitation/create",
+                "--server-request", "sampling/createMessage",
+                "--server-request", "roots/list", tap=tap), allow_legacy=True)
+            for _ in range(200):
+                if len([m for m in taplog.messages(tap, taplog.IN) if "method" not in m]) >= 3:
+                    break
+                await asyncio.sleep(0.05)
+    run(main())
+    answers = {m["id"]: m for m in taplog.messages(tap, taplog.IN) if "method" not in m}
+    asked_by_id = {m["id"]: m["method"] for m in taplog.messages(tap, taplog.OUT)
+                   if "method" in m and "id" in m}
+    by_method = {asked_by_id[i]: a for i, a in answers.items()}
+    assert by_method["elicitation/create"]["result"] == {
+        "action": "accept", "content": {"name": "Ada"}}
+    assert asked and asked[0]["message"]
+    assert by_method["sampling/createMessage"]["error"]["message"] == (
+        "client error: no model configured")
+    assert by_method["roots/list"]["error"]["code"] == -32601  # no handler, not declared
+    for answer in answers.values():
+        validate_message(answer, "2025-11-25")
