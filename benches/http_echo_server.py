@@ -1,4 +1,5 @@
-"""A small HTTP/1.1 keep-alive JSON-RPC echo server for ``bench_http_client.py``.
+"""A small HTTP/1.1 keep-alive JSON-RPC echo server for ``bench_http_client.py`` and
+``bench_http_fanout.py``.
 
 Raw asyncio protocol on uvloop, stdlib + orjson only, so that the server costs far less
 per request than either client it measures. Binds 127.0.0.1 on an ephemeral port, prints
@@ -19,12 +20,22 @@ Routes (the path picks the response shape; the JSON-RPC id is echoed verbatim):
   client closes the connection (``closed``, with the server's ``time.monotonic()``,
   which on Linux is the same clock in every process, and how: ``eof`` for a FIN,
   ``reset`` for an RST).
+* ``POST /mcp/echo``  a minimal MCP 2026-07-28 server (``bench_http_fanout.py``), JSON
+  answers only: ``server/discover`` (a DiscoverResult), ``tools/list`` (one tool, ``echo``
+  ``{text: string}``), ``tools/call`` ``echo`` (a CallToolResult whose text is the
+  argument, verbatim); any other request gets -32601 with HTTP 404 (so
+  ``subscriptions/listen`` is refused), a bad ``echo`` call -32602 with 400, a
+  notification 202. Nothing else is validated, except that every request carries
+  ``MCP-Protocol-Version: 2026-07-28`` and an ``Mcp-Method`` equal to its method: each
+  one that does not is counted in ``/stats`` (``header_violations``, with a few samples)
+  and still answered.
 * ``GET /slow?prefix=P`` JSON: the state counts of the slow requests whose (string) id
   starts with P, how the closed ones were closed, and their close times.
 * ``GET /stats`` JSON: ``mcp_connections`` (connections that carried a ``/mcp`` request),
   ``open_mcp`` (those still open), ``peak_open_mcp`` (the most open at once since the last
   ``GET /stats?reset-peak``, which sets it to ``open_mcp``), ``requests``, ``cpu_s`` (this
-  process, user + sys).
+  process, user + sys); for ``/mcp/echo``: ``echo_methods`` (requests per JSON-RPC
+  method), ``echo_notifications``, ``header_violations``, ``violation_samples``.
 
 No chunked request bodies, no pipelining beyond what arrives in order, no TLS: neither
 client needs them for this traffic.
@@ -85,12 +96,85 @@ SSE_HEAD = (
 LAST_CHUNK = b"0\r\n\r\n"
 
 
+# ---------------------------------------------- /mcp/echo: a minimal 2026-07-28 server
+
+MODERN = "2026-07-28"
+MODERN_BYTES = MODERN.encode()
+TTL_MS = 300_000  # no re-listing during a run
+_COMPLETE = {
+    "resultType": "complete",
+    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "trunkline-bench-http-echo", "version": "0.1.0"}},
+}
+ECHO_TOOL = {
+    "name": "echo",
+    "description": "Returns its text argument.",
+    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+}
+_FIXED_RESULTS = {
+    "server/discover": {**_COMPLETE, "supportedVersions": [MODERN], "capabilities": {"tools": {}},
+                        "ttlMs": TTL_MS, "cacheScope": "public"},
+    "tools/list": {**_COMPLETE, "tools": [ECHO_TOOL], "ttlMs": TTL_MS, "cacheScope": "public"},
+}
+ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+RPC_STATUS = {400: b"400 Bad Request", 404: b"404 Not Found"}
+MAX_VIOLATION_SAMPLES = 5
+
+
+def _rpc_error(status: int, rid: Any, code: int, message: str) -> bytes:
+    out = orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+    return b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        RPC_STATUS[status], len(out), out)
+
+
+def mcp_echo(body: bytes, version: bytes | None, method_header: bytes | None) -> bytes:
+    """The whole HTTP response to one POST /mcp/echo (keep-alive in every case)."""
+    try:
+        msg = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _rpc_error(400, None, -32700, "Parse error")
+    if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
+        return _rpc_error(400, None, -32600, "Invalid request")
+    method = msg["method"]
+    if "id" not in msg:
+        STATE.echo_notifications += 1
+        return ACCEPTED
+    rid = msg["id"]
+    counts = STATE.echo_methods
+    counts[method] = counts.get(method, 0) + 1
+    if version != MODERN_BYTES or method_header != method.encode():
+        STATE.header_violations += 1
+        if len(STATE.violation_samples) < MAX_VIOLATION_SAMPLES:
+            STATE.violation_samples.append({
+                "method": method,
+                "MCP-Protocol-Version": None if version is None else version.decode("latin-1"),
+                "Mcp-Method": None if method_header is None else method_header.decode("latin-1"),
+            })
+    if method == "tools/call":
+        params = msg.get("params")
+        args = params.get("arguments") if isinstance(params, dict) else None
+        text = args.get("text") if isinstance(args, dict) and params.get("name") == "echo" else None
+        if not isinstance(text, str):
+            return _rpc_error(400, rid, -32602, "tools/call: only echo {text: string} is served")
+        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False,
+                                  "resultType": "complete"}
+    elif method in _FIXED_RESULTS:
+        result = _FIXED_RESULTS[method]
+    else:
+        return _rpc_error(404, rid, -32601, f"Method not found: {method}")
+    out = orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result})
+    return JSON_HEAD % len(out) + out
+
+
 class State:
     def __init__(self) -> None:
         self.mcp_connections = 0
         self.open_mcp = 0
         self.peak_open_mcp = 0
         self.requests = 0
+        self.echo_methods: dict[str, int] = {}  # /mcp/echo requests per JSON-RPC method
+        self.echo_notifications = 0
+        self.header_violations = 0
+        self.violation_samples: list[dict[str, Any]] = []
         # slow request id (str) -> {"state": ..., "closed_at": float | None}
         self.slow: dict[str, dict[str, Any]] = {}
 
@@ -105,6 +189,8 @@ class Conn(asyncio.Protocol):
         self.method = b""
         self.path = b""
         self.close_after = False
+        self.version_header: bytes | None = None  # MCP-Protocol-Version of this request
+        self.method_header: bytes | None = None  # Mcp-Method of this request
         self.mcp = False
         self.slow_id: str | None = None  # the slow request this connection is holding
         self.slow_task: asyncio.Task[None] | None = None
@@ -152,6 +238,7 @@ class Conn(asyncio.Protocol):
                 self.method, self.path = parts[0], parts[1]
                 length = 0
                 self.close_after = parts[2] == b"HTTP/1.0"
+                self.version_header = self.method_header = None
                 for line in lines[1:]:
                     name, _, value = line.partition(b":")
                     name = name.strip().lower()
@@ -160,6 +247,10 @@ class Conn(asyncio.Protocol):
                     elif name == b"connection":
                         v = value.strip().lower()
                         self.close_after = v == b"close" or (self.close_after and v != b"keep-alive")
+                    elif name == b"mcp-protocol-version":
+                        self.version_header = value.strip()
+                    elif name == b"mcp-method":
+                        self.method_header = value.strip()
                     elif name == b"transfer-encoding":
                         self._reply(501, b"chunked request bodies are not supported")
                         return
@@ -195,6 +286,10 @@ class Conn(asyncio.Protocol):
                     "peak_open_mcp": STATE.peak_open_mcp,
                     "requests": STATE.requests,
                     "cpu_s": ru.ru_utime + ru.ru_stime,
+                    "echo_methods": STATE.echo_methods,
+                    "echo_notifications": STATE.echo_notifications,
+                    "header_violations": STATE.header_violations,
+                    "violation_samples": STATE.violation_samples,
                 }
                 self._reply(200, orjson.dumps(doc), b"application/json")
             elif path.startswith(b"/slow?prefix="):
@@ -222,14 +317,19 @@ class Conn(asyncio.Protocol):
             STATE.open_mcp += 1
             STATE.peak_open_mcp = max(STATE.peak_open_mcp, STATE.open_mcp)
         STATE.requests += 1
+        t = self.transport
+        assert t is not None
+        if path == b"/mcp/echo":
+            t.write(mcp_echo(body, self.version_header, self.method_header))
+            if self.close_after:
+                t.close()
+            return
         try:
             rid = orjson.loads(body)["id"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             self._reply(400, b"not a JSON-RPC request")
             return
         mode = path[5:]
-        t = self.transport
-        assert t is not None
         if mode == b"small":
             out = _result(rid, small_text(rid))
             t.write(JSON_HEAD % len(out) + out)
