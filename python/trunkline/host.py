@@ -444,7 +444,7 @@ class Host:
         if log_level is not None and log_level not in LOG_LEVELS:
             raise ValueError(f"log_level must be one of {LOG_LEVELS}")
         handle = self._sup.handle(entry.server)
-        era = handle.status().era
+        era = handle.era
         body: dict[str, Any] = {"name": entry.local_name, "arguments": dict(arguments or {})}
         meta: dict[str, Any] = {}
         token = None

@@ -261,6 +261,12 @@ class WorkerHandle:
                                for g in list(self._unreaped)))
         self._set_state(ServerState.STOPPED)
 
+    @property
+    def era(self) -> str | None:
+        """The era of the current worker's server (``"modern"``/``"legacy"``), without
+        building a whole ``status()``: read on every call."""
+        return self.report.era if self.report is not None else None
+
     def status(self) -> ServerStatus:
         r = self.report
         gen = self._gen

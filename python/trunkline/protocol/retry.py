@@ -345,6 +345,9 @@ def with_idempotency_key(params: Mapping[str, Any] | None,
 
 # --- the driver ----------------------------------------------------------------------
 
+#: Backoff jitter needs spread, not secrecy or reproducibility: one generator serves all.
+_JITTER = random.Random()
+
 
 @dataclass(frozen=True)
 class Attempt:
@@ -381,7 +384,7 @@ async def run_with_retries(
     if now is None:
         now = asyncio.get_running_loop().time
     if rng is None:
-        rng = random.Random()
+        rng = _JITTER  # one shared generator: a new Random() per call costs ~16 µs
     index = 0
     while True:
         remaining = None if plan.deadline is None else plan.deadline - now()
