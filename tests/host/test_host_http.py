@@ -10,6 +10,8 @@ reached a server that was not allowlisted.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from conftest import run
 from mcp_schema import LEGACY, MODERN, validate_message
@@ -253,3 +255,32 @@ def test_header_mismatch_after_a_definition_change_relists_and_resends(no_leaks,
     assert "mcp-param-text" not in first["headers"]
     assert second["headers"]["mcp-param-text"].startswith("=?base64?")
     assert first["body"]["id"] != second["body"]["id"]
+
+
+@pytest.mark.real_servers
+def test_listen_stream_over_http_brings_a_runtime_tool_into_the_catalog(no_leaks, http_peer,
+                                                                        tmp_path):
+    """mcp 2.3.0 with subscriptions: the worker keeps a subscriptions/listen POST open (an
+    SSE stream); the server's tools/list_changed arrives on it and the host re-lists."""
+    argv, env = httppeers.py_http_modern("--listen")
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("remote", http(server.url))
+            for _ in range(400):  # the listen request is sent once the server is ready
+                if "subscriptions/listen" in posted_methods(server):
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # let the server acknowledge the subscription
+            assert (await host.call_tool("add_tool", {"name": "greet"})).text == "added greet"
+            for _ in range(400):  # no refresh_tools(): only the stream can tell the host
+                if "greet" in {t.name for t in host.tools()}:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await host.call_tool("greet", {})).text == "greet here"
+    run(main())
+    listens = [r for r in posted(server) if r["body"]["method"] == "subscriptions/listen"]
+    assert len(listens) == 1 and listens[0]["headers"]["mcp-method"] == "subscriptions/listen"
+    validate_message(listens[0]["body"], MODERN)
+    assert posted_methods(server).count("tools/list") >= 2

@@ -3,7 +3,7 @@
 Runs in the .peers/py-modern venv (tests/realpeers.py: PY_HTTP_MODERN):
 
     .peers/py-modern/bin/python tests/peers/py_http_modern.py --port 0 [--record PATH]
-        [--json-response]
+        [--json-response] [--listen]
 
 Prints ``LISTENING http://127.0.0.1:<port>/mcp`` when ready (tests/peers/asgi_serve.py).
 The SDK app is dual-era: a POST whose MCP-Protocol-Version header is not one of the
@@ -22,9 +22,24 @@ import sys
 from asgi_serve import add_tools, parse, serve
 from mcp.server.mcpserver import Context, MCPServer
 
-ARGS = parse(sys.argv[1:], "mcp 2.3.0 MCPServer over Streamable HTTP")
-server = MCPServer("trunkline-py-http-modern", version="0.1.0", subscriptions=False)
+#: --listen: serve subscriptions/listen (the SDK's default subscription bus; discover then
+#: advertises tools.listChanged) and offer add_tool, which changes the tool list.
+LISTEN = "--listen" in sys.argv[1:]
+ARGS = parse([a for a in sys.argv[1:] if a != "--listen"],
+             "mcp 2.3.0 MCPServer over Streamable HTTP")
+server = MCPServer("trunkline-py-http-modern", version="0.1.0",
+                   subscriptions=None if LISTEN else False)
 add_tools(server, Context)
+
+if LISTEN:
+    @server.tool(description="Register a new tool <name> (the tool list changes)")
+    async def add_tool(name: str, ctx: Context) -> str:
+        def added() -> str:
+            return f"{name} here"
+
+        server.add_tool(added, name=name, description="Added at runtime by add_tool")
+        await ctx.notify_tools_changed()
+        return f"added {name}"
 
 
 if __name__ == "__main__":
