@@ -45,7 +45,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -196,6 +196,20 @@ class Client(Protocol):
     async def close(self) -> None: ...
 
 
+async def _read_sse(chunks: AsyncIterator[bytes], on_event: OnEvent | None) -> list[dict[str, Any]]:
+    """Every event of one SSE response body (either client's chunk iterator), decoded."""
+    dec = SseDecoder()
+    msgs: list[dict[str, Any]] = []
+    async for chunk in chunks:
+        for ev in dec.feed(chunk):
+            msg = orjson.loads(ev.data)
+            msgs.append(msg)
+            if on_event is not None:
+                on_event(msg)
+    _sse_end(dec)
+    return msgs
+
+
 def _sse_end(dec: SseDecoder) -> None:
     if dec.pending_bytes:
         raise HttpFailure(f"event stream cut off with {dec.pending_bytes} bytes of an event pending")
@@ -225,16 +239,7 @@ class AiohttpClient:
             if ctype.startswith("application/json"):
                 return [orjson.loads(await resp.read())]
             if ctype.startswith("text/event-stream"):
-                dec = SseDecoder()
-                msgs: list[dict[str, Any]] = []
-                async for chunk in resp.content.iter_any():
-                    for ev in dec.feed(chunk):
-                        msg = orjson.loads(ev.data)
-                        msgs.append(msg)
-                        if on_event is not None:
-                            on_event(msg)
-                _sse_end(dec)
-                return msgs
+                return await _read_sse(resp.content.iter_any(), on_event)
             raise HttpFailure(f"unexpected Content-Type {ctype!r}")
 
     async def close(self) -> None:
@@ -266,16 +271,7 @@ class HttpxClient:
             if ctype.startswith("application/json"):
                 return [orjson.loads(await resp.aread())]
             if ctype.startswith("text/event-stream"):
-                dec = SseDecoder()
-                msgs: list[dict[str, Any]] = []
-                async for chunk in resp.aiter_raw():
-                    for ev in dec.feed(chunk):
-                        msg = orjson.loads(ev.data)
-                        msgs.append(msg)
-                        if on_event is not None:
-                            on_event(msg)
-                _sse_end(dec)
-                return msgs
+                return await _read_sse(resp.aiter_raw(), on_event)
             raise HttpFailure(f"unexpected Content-Type {ctype!r}")
 
     async def close(self) -> None:

@@ -114,6 +114,22 @@ def add_tools(server: Any, context_type: type) -> None:
         return f"slept {seconds}"
 
 
+def add_tool_adder(server: Any, context_type: type) -> None:
+    """Register ``add_tool {name}`` on an mcp 2.x server built with subscriptions: it adds a
+    tool ``<name>`` (returns "<name> here") and announces notifications/tools/list_changed
+    on the subscriptions/listen streams. Used by py_http_modern.py and py_modern_echo.py."""
+
+    @server.tool(description="Register a new tool <name> on this server (the tool list changes)")
+    async def add_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                       ctx: context_type) -> str:  # type: ignore[valid-type]
+        def added() -> str:
+            return f"{name} here"
+
+        server.add_tool(added, name=name, description="Added at runtime by add_tool")
+        await ctx.notify_tools_changed()
+        return f"added {name}"
+
+
 def parse(argv: list[str], description: str = "") -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--port", type=int, default=0, help="127.0.0.1 port; 0 picks a free one")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from asgi_serve import add_tools, parse, serve
+from asgi_serve import add_tool_adder, add_tools, parse, serve
 from mcp.server.mcpserver import Context, MCPServer
 
 #: --listen: serve subscriptions/listen (the SDK's default subscription bus; discover then
@@ -30,16 +30,8 @@ ARGS = parse([a for a in sys.argv[1:] if a != "--listen"],
 server = MCPServer("trunkline-py-http-modern", version="0.1.0",
                    subscriptions=None if LISTEN else False)
 add_tools(server, Context)
-
 if LISTEN:
-    @server.tool(description="Register a new tool <name> (the tool list changes)")
-    async def add_tool(name: str, ctx: Context) -> str:
-        def added() -> str:
-            return f"{name} here"
-
-        server.add_tool(added, name=name, description="Added at runtime by add_tool")
-        await ctx.notify_tools_changed()
-        return f"added {name}"
+    add_tool_adder(server, Context)
 
 
 if __name__ == "__main__":

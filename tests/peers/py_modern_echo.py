@@ -35,7 +35,9 @@ from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
+
+from asgi_serve import add_tool_adder
 
 LISTEN = "--listen" in sys.argv[1:]
 server = MCPServer("trunkline-py-modern-echo", version="0.1.0",
@@ -86,15 +88,7 @@ def ask_name(who: Annotated[Name, Resolve(_ask_for_name)]) -> str:
     return f"hello {who.name}"
 
 
-@server.tool(description="Register a new tool <name> on this server (the tool list changes)")
-async def add_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
-                   ctx: Context) -> str:
-    def added() -> str:
-        return f"{name} here"
-
-    server.add_tool(added, name=name, description="Added at runtime by add_tool")
-    await ctx.notify_tools_changed()
-    return f"added {name}"
+add_tool_adder(server, Context)  # shared with py_http_modern.py
 
 
 if __name__ == "__main__":

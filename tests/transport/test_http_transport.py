@@ -49,6 +49,18 @@ def methods(server) -> list[str | None]:
     return [(r.get("body") or {}).get("method") for r in posts(server)]
 
 
+def refused(url: str, *, allow_legacy: bool = False,
+            negotiation: NegotiationConfig = FAST) -> EraRefused:
+    """Start a Peer for ``url`` that must fail closed; the refusal (reason, evidence)."""
+    async def main():
+        peer = Peer("s", http(url), allow_legacy=allow_legacy, negotiation=negotiation)
+        with pytest.raises(EraRefused) as caught:
+            await peer.start()
+        assert peer.state is PeerState.REFUSED
+        return caught.value
+    return run(main())
+
+
 def decoded(value: str) -> str:
     if value.startswith("=?base64?") and value.endswith("?="):
         return base64.b64decode(value[len("=?base64?"):-2]).decode()
@@ -166,14 +178,8 @@ def test_reserved_headers_cannot_be_configured():
 @pytest.mark.parametrize("allow_legacy", [False, True])
 def test_503_is_ambiguous_and_fails_closed(no_leaks, http_peer, tmp_path, allow_legacy):
     server = start(http_peer, tmp_path, "--status", "503")
-
-    async def main():
-        peer = Peer("s", http(server.url), allow_legacy=allow_legacy, negotiation=FAST)
-        with pytest.raises(EraRefused) as caught:
-            await peer.start()
-        return caught.value
-    refused = run(main())
-    assert any("HTTP 503" in line for line in refused.evidence)
+    refusal = refused(server.url, allow_legacy=allow_legacy)
+    assert any("HTTP 503" in line for line in refusal.evidence)
     # The allowlist grants exactly one initialize after ambiguous evidence, never more.
     assert methods(server) == (["server/discover", "initialize"] if allow_legacy
                                else ["server/discover"])
@@ -181,26 +187,15 @@ def test_503_is_ambiguous_and_fails_closed(no_leaks, http_peer, tmp_path, allow_
 
 def test_garbage_body_is_not_evidence(no_leaks, http_peer, tmp_path):
     server = start(http_peer, tmp_path, "--garbage")
-
-    async def main():
-        with pytest.raises(EraRefused) as caught:
-            await Peer("s", http(server.url), negotiation=FAST).start()
-        return caught.value
-    refused = run(main())
-    assert any("not JSON" in line for line in refused.evidence)
+    assert any("not JSON" in line for line in refused(server.url).evidence)
 
 
 def test_unreachable_endpoint_fails_closed_with_the_network_error(no_leaks):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, never listening: connections are refused
-
-        async def main():
-            with pytest.raises(EraRefused) as caught:
-                await Peer("s", http(f"http://127.0.0.1:{port}/mcp"), negotiation=FAST).start()
-            return caught.value
-        refused = run(main())
-    assert any("could not connect" in line for line in refused.evidence)
+        refusal = refused(f"http://127.0.0.1:{port}/mcp")
+    assert any("could not connect" in line for line in refusal.evidence)
 
 
 def test_broken_stream_loses_only_that_request(no_leaks, http_peer, tmp_path):
@@ -241,13 +236,7 @@ def test_timeout_closes_the_exchange_instead_of_posting_a_cancel(no_leaks, http_
 
 def test_legacy_endpoint_needs_the_allowlist(no_leaks, http_peer, tmp_path):
     server = start(http_peer, tmp_path, "--legacy")
-
-    async def main():
-        with pytest.raises(EraRefused) as caught:
-            await Peer("s", http(server.url), negotiation=FAST).start()
-        return caught.value
-    refused = run(main())
-    assert "initialize was never sent" in refused.message
+    assert "initialize was never sent" in refused(server.url).message
     assert methods(server) == ["server/discover"]
 
 
@@ -313,10 +302,10 @@ def test_tls_is_verified_unless_configuration_says_otherwise(no_leaks, http_peer
     server = start(http_peer, tmp_path, "--tls", *_self_signed(tmp_path))
     assert server.url.startswith("https://")
 
+    refusal = refused(server.url)
+    assert any("certificate" in line.lower() for line in refusal.evidence)
+
     async def main():
-        with pytest.raises(EraRefused) as caught:
-            await Peer("s", http(server.url), negotiation=FAST).start()
-        assert any("certificate" in line.lower() for line in caught.value.evidence)
         async with Peer("s", http(server.url, verify_tls=False), negotiation=FAST) as peer:
             assert peer.era is Era.MODERN
     run(main())
@@ -331,18 +320,12 @@ def test_silent_endpoint_times_out_into_the_fail_closed_rule(no_leaks, allow_leg
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)  # the kernel completes handshakes; nobody ever reads
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
-
-        async def main():
-            peer = Peer("s", http(url), allow_legacy=allow_legacy, negotiation=quick)
-            with pytest.raises(EraRefused) as caught:
-                await peer.start()
-            return caught.value
-        refused = run(main())
-    assert any("no answer within 0.5 s" in line for line in refused.evidence)
+        refusal = refused(url, allow_legacy=allow_legacy, negotiation=quick)
+    assert any("no answer within 0.5 s" in line for line in refusal.evidence)
     if allow_legacy:
-        assert "initialize probe timed out" in refused.message
+        assert "initialize probe timed out" in refusal.message
     else:
-        assert "initialize was never sent" in refused.message
+        assert "initialize was never sent" in refusal.message
 
 
 def test_messages_that_do_not_belong_on_a_request_stream_are_dropped(no_leaks, http_peer,

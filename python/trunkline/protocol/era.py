@@ -247,11 +247,7 @@ class EraNegotiation:
             return self._fail_closed_or_fall_back(ended=False)
         if isinstance(event, ExchangeFailed):
             self._note(f"{event.probe.value} got no answer: {event.detail}")
-            if event.probe is Probe.INITIALIZE:
-                return self._fail("the legacy initialize probe got no answer")
-            if self.state is State.INITIALIZING:
-                return []  # the discover exchange is moot once initialize is out
-            return self._fail_closed_or_fall_back(ended=False)
+            return self._unanswered(event.probe, "got no answer")
         if isinstance(event, Rejected):
             self._note(f"{event.probe.value} was rejected: {event.detail}")
             return self._fail(
@@ -343,10 +339,14 @@ class EraNegotiation:
 
     def _on_timeout(self, event: TimedOut) -> list[Decision]:
         self._note(f"{event.probe.value} got no answer within {event.after_s:g} s")
-        if event.probe is Probe.INITIALIZE:
-            return self._fail("the legacy initialize probe timed out")
+        return self._unanswered(event.probe, "timed out")
+
+    def _unanswered(self, probe: Probe, how: str) -> list[Decision]:
+        """A probe that will never be answered (deadline passed, exchange failed)."""
+        if probe is Probe.INITIALIZE:
+            return self._fail(f"the legacy initialize probe {how}")
         if self.state is State.INITIALIZING:
-            return []  # the discover deadline is moot once initialize is out
+            return []  # the discover probe is moot once initialize is out
         return self._fail_closed_or_fall_back(ended=False)
 
     # -- helpers -----------------------------------------------------------------------
