@@ -53,7 +53,7 @@ from typing import Any, Protocol, TypeVar
 import orjson
 import pytest
 
-from trunkline.transports.sse import SseDecoder
+from trunkline.worker.transports.sse import SseDecoder
 
 BENCHES = Path(__file__).resolve().parent
 SERVER_SCRIPT = BENCHES / "http_echo_server.py"

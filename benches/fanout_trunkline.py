@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import orjson
 
 from trunkline.protocol import NegotiationConfig
-from trunkline.supervisor import HostSettings, ServerConfig, Supervisor
-from trunkline.transports.stdio import stdio
+from trunkline.parent.supervisor import Supervisor
+from trunkline.settings import HostSettings, ServerConfig
+from trunkline.params import stdio
 
 
 class TrunklineClient:

@@ -127,7 +127,7 @@ class TrunklineHttpClient(_HttpAdapter):
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
         import trunkline
         from trunkline.protocol import NegotiationConfig
-        from trunkline.supervisor import HostSettings
+        from trunkline.settings import HostSettings
 
         settings = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
         self._host = trunkline.Host(settings=settings, call_timeout=CALL_TIMEOUT_S)

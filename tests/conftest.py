@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from trunkline.transports.stdio import StdioParams, stdio
+from trunkline.params import StdioParams, stdio
 
 T = TypeVar("T")
 TESTS = Path(__file__).resolve().parent

@@ -9,20 +9,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .host import CallToolResult, Host
-    from .transports.http_params import HttpParams, http
-    from .transports.stdio import StdioParams, stdio
+    from .channel import ServerState
+    from .params import HttpParams, StdioParams, http, stdio
+    from .parent.host import Host, ServerStatus
+    from .parent.results import CallToolResult
+    from .settings import HostSettings, ServerConfig
 
-__all__ = ["CallToolResult", "Host", "HttpParams", "StdioParams", "__version__", "http",
-           "stdio"]
+__all__ = ["CallToolResult", "Host", "HostSettings", "HttpParams", "ServerConfig",
+           "ServerState", "ServerStatus", "StdioParams", "__version__", "http", "stdio"]
 
 _LAZY = {
-    "Host": ("host", "Host"),
-    "CallToolResult": ("host", "CallToolResult"),
-    "StdioParams": ("transports.stdio", "StdioParams"),
-    "stdio": ("transports.stdio", "stdio"),
-    "HttpParams": ("transports.http_params", "HttpParams"),
-    "http": ("transports.http_params", "http"),
+    "Host": ("parent.host", "Host"),
+    "ServerStatus": ("parent.handle", "ServerStatus"),
+    "CallToolResult": ("parent.results", "CallToolResult"),
+    "ServerState": ("channel", "ServerState"),
+    "ServerConfig": ("settings", "ServerConfig"),
+    "HostSettings": ("settings", "HostSettings"),
+    "StdioParams": ("params", "StdioParams"),
+    "stdio": ("params", "stdio"),
+    "HttpParams": ("params", "HttpParams"),
+    "http": ("params", "http"),
 }
 
 

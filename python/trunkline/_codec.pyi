@@ -15,7 +15,9 @@ KIND_REQUEST: Final[int]  # method + id
 KIND_NOTIFICATION: Final[int]  # method, no id
 KIND_RESULT: Final[int]  # id + result
 KIND_ERROR: Final[int]  # error (id may be None when the peer could not read ours)
-KIND_OVERSIZED: Final[int]  # (Event only) a line longer than max_line_bytes, skipped unbuffered
+# (Event only) a line longer than max_line_bytes, skipped unbuffered; ``id`` is its top-level
+# id when the skim found one, and a response's id is correlated like any other reply.
+KIND_OVERSIZED: Final[int]
 
 # Correlation outcomes (``Event.correlation`` / ``Correlator.resolve``).
 CORR_NONE: Final[int]  # not a response, or no correlator attached
@@ -35,6 +37,9 @@ FRAME_RESULT: Final[int]  # 16, worker -> parent: ``u64 call_id | u8 kind | u8 r
 # pseudo-frame, body ``u64 LE call_id | reason (UTF-8)``, so the worker fails just that call.
 # Nothing was registered or written for it.
 FRAME_SUBMIT_REJECTED: Final[int]
+# 254: never on the wire. ``SubmitStamper.feed`` returns each run of consecutive SUBMITs it
+# stamped as this pseudo-frame, its body the request lines ready for the server.
+FRAME_STAMPED: Final[int]
 
 # RESULT frame ``result_type`` codes, from the response's ``result.resultType``.
 RT_ABSENT: Final[int]  # no resultType (and every error)
@@ -83,11 +88,15 @@ class OversizedLine:
 class Correlator(Generic[_T]):
     """Pending request ids -> opaque tokens, for one transport lifetime.
 
-    Ids from ``allocate`` increase monotonically and are never reused. A response resolves its
-    id exactly once; later responses with that id are reported CORR_STALE, never dropped
-    silently."""
+    Ids from ``allocate`` increase monotonically and are never reused; with a ``limit``
+    they stay below it (a block of ids for one transport lifetime), and allocating past it
+    raises CodecError. A response resolves its id exactly once; later responses with that
+    id are reported CORR_STALE, never dropped silently."""
 
-    def __init__(self, first_id: int = 1) -> None: ...
+    def __init__(self, first_id: int = 1, limit: int | None = None) -> None: ...
+    @property
+    def ids_left(self) -> int:
+        """How many more ids ``allocate`` and ``allocate_call`` can hand out."""
     def allocate(self, token: _T, deadline: float | None = None) -> int:
         """Register ``token`` under the next unused integer id and return the id. With a
         ``deadline`` (seconds on the caller's clock), ``expire`` hands it back once due."""
@@ -194,8 +203,12 @@ class SubmitStamper:
         as ``params._meta`` (modern), or plain when ``meta`` is None (legacy). Until the first
         call, SUBMIT frames are returned untouched among the other frames. Raises CodecError
         if ``meta`` is not a JSON object. May be called again (a new verdict)."""
-    def feed(self, chunk: bytes, now: float | None = None) -> tuple[bytes, list[tuple[int, bytes]]]:
-        """(request lines to write to the server's stdin, every other frame as (type, body)).
+    def stop_stamping(self) -> None:
+        """Stamp no more: later SUBMIT frames come back untouched, as before the first
+        ``start_stamping`` (the connection ended; the caller fails them as never sent)."""
+    def feed(self, chunk: bytes, now: float | None = None) -> list[tuple[int, bytes]]:
+        """Every frame of ``chunk`` as (type, body), in the order the parent sent them, with
+        each run of consecutive SUBMITs stamped into one ``(FRAME_STAMPED, request lines)``.
 
         A SUBMIT that cannot be stamped comes back as ``(FRAME_SUBMIT_REJECTED, u64 call_id |
         reason)``, nothing registered for it. A corrupt channel (bad frame length, a SUBMIT

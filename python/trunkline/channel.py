@@ -1,69 +1,166 @@
-"""The internal message set between the parent and a worker: small, versioned, one module.
+"""The wire between the parent and a worker: every message, both directions, in one place.
 
-Frames on the duplex channel (an AF_UNIX socketpair) are ``u32 LE length | u8 type | body``
-where length counts the type byte and the body. The hot-path frames have fixed binary
-layouts handled by the Rust codec:
+Rules (see ``docs/architecture.md``, "The channel"):
 
-- ``SUBMIT`` (parent -> worker): ``u64 call_id | u32 timeout_ms | u16 method_len | method |
-  params JSON`` (empty params = none). Serialized once in the parent; the worker stamps
-  the JSON-RPC id and ``_meta`` around the params without decoding them.
-- ``RESULT`` (worker -> parent): ``u64 call_id | u8 kind | u8 result_type | payload``; for
-  a result the payload is the raw ``result`` value, for an error the raw response line. The
-  worker never decodes it; the parent decodes it once, at the caller.
-
-Everything else is rare and carries a small JSON object (orjson): the worker's
-configuration, cancels, failures, state changes, tool list updates, the server's log
-messages and progress notifications (forwarded with their params, undecided: the parent
-routes progress to the one call that asked for it and logs to the host).
+1. The worker's specification (``WorkerSpec``) goes once, as JSON, to the worker's stdin.
+   Everything after it travels on one duplex AF_UNIX socket as frames:
+   ``u32 LE length | u8 type | body``, the length counting the type byte and the body.
+2. The two hot frames have fixed binary layouts that only the Rust codec reads and
+   writes (their type numbers are the codec's, imported here, never restated):
+   ``SUBMIT`` (parent -> worker) ``u64 call_id | u32 timeout_ms | u16 method_len | method
+   | params JSON`` and ``RESULT`` (worker -> parent) ``u64 call_id | u8 kind | u8
+   result_type | payload``. Neither side decodes the payload on the way through.
+3. Every other frame is rare and carries one small JSON message, typed here
+   (``msgspec``): each has ``to_bytes()`` giving the whole frame and ``from_bytes(body)``.
+4. Frames are applied in the order they were sent, in both directions.
+5. Both ends come from one install: ``CHANNEL_VERSION`` changes whenever a frame layout
+   or a field changes meaning, and a worker refuses a specification of another version.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import struct
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-import orjson
+import msgspec
 
-#: Bumped whenever a frame layout or a JSON field changes meaning. The worker refuses a
-#: configuration from a parent speaking another version (both come from one install, so
-#: a mismatch means a stale process, and failing loudly beats misreading frames).
-CHANNEL_VERSION = 2
+from . import _codec
+from .errors import (
+    AuthenticationFailed,
+    HttpStatusError,
+    MalformedMessage,
+    OversizedMessage,
+    RedirectRefused,
+    RequestTimeout,
+    ServerUnavailable,
+    StreamBroken,
+    TransportLost,
+    TrunklineError,
+)
+from .protocol.era import NegotiationConfig
+from .settings import HostSettings, ServerConfig
+
+CHANNEL_VERSION = 3
 
 _HEADER = struct.Struct("<IB")
-_CANCEL = struct.Struct("<Q")
-_FAILURE_HEAD = struct.Struct("<Q")
+_CALL_ID = struct.Struct("<Q")
 
-# Frame types. The numeric values of SUBMIT and RESULT are shared with the Rust codec.
-SUBMIT = 1
+# --- frame types -----------------------------------------------------------------------
+
+#: parent -> worker, binary (codec): one call.
+SUBMIT = _codec.FRAME_SUBMIT
+#: parent -> worker: forget one call (its caller gave up); ``u64 call_id``.
 CANCEL = 2
-CONFIGURE = 3
+#: parent -> worker: stop the server and exit; no body.
 STOP = 4
-#: parent -> worker: the host's answer to a server-initiated request (legacy era),
-#: ``{"key", "result"}`` or ``{"key", "error": {"code", "message"}}``.
+#: parent -> worker: the host's answer to a server's own request (``ServerAnswer``).
 SERVER_ANSWER = 5
-RESULT = 16
+#: worker -> parent, binary (codec): one call's answer.
+RESULT = _codec.FRAME_RESULT
+#: worker -> parent: one call failed without an answer (``Failure``).
 FAILURE = 17
+#: worker -> parent: the server's state changed (``StateReport``).
 STATE = 18
-TOOLS = 19
+#: worker -> parent: the server said one of its lists changed (``ListChanged``).
+LIST_CHANGED = 19
+#: worker -> parent: the params of a ``notifications/message`` (``Notice``).
 LOG = 20
+#: worker -> parent: the params of a ``notifications/progress`` (``Notice``).
 PROGRESS = 21
-#: worker -> parent: a legacy server's request for the host (elicitation, sampling,
-#: roots), ``{"key", "method", "params"}``; answered with SERVER_ANSWER.
+#: worker -> parent: a legacy server's own request for the host (``ServerRequest``).
 SERVER_REQUEST = 22
+#: worker -> parent: the worker's counters, when they change (``Stats``).
+STATS = 23
 
 
-#: List-change notifications a worker forwards (in a TOOLS frame) as the list that changed.
-LIST_CHANGED = {
-    "notifications/tools/list_changed": "tools",
-    "notifications/prompts/list_changed": "prompts",
-    "notifications/resources/list_changed": "resources",
-}
+def frame(kind: int, body: bytes = b"") -> bytes:
+    return _HEADER.pack(len(body) + 1, kind) + body
+
+
+class ChannelProtocol(asyncio.Protocol):
+    """Either end of the channel: bytes to ``on_data``, its end to ``on_closed`` (once
+    per event: EOF and the connection's loss may both be reported)."""
+
+    def __init__(self, on_data: Callable[[bytes], None],
+                 on_closed: Callable[[str], None]) -> None:
+        self._on_data = on_data
+        self._on_closed = on_closed
+
+    def data_received(self, data: bytes) -> None:
+        self._on_data(data)
+
+    def eof_received(self) -> bool:
+        self._on_closed("the other end closed the channel")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_closed("the channel was lost")
+
+
+class _Json(msgspec.Struct, frozen=True):
+    """A JSON message of the channel; subclasses name their frame type in ``FRAME``."""
+
+    FRAME: ClassVar[int]
+
+    def to_bytes(self) -> bytes:
+        return frame(self.FRAME, _ENCODER.encode(self))
+
+    @classmethod
+    def from_bytes(cls, body: bytes | memoryview) -> Any:
+        return msgspec.json.decode(body, type=cls)
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+# --- the worker's specification ------------------------------------------------------
+
+
+class _Version(msgspec.Struct):
+    channel_version: int = 0
+
+
+class WorkerSpec(msgspec.Struct, frozen=True):
+    """Everything a worker needs, written once to its stdin: its server, the host's
+    settings, and what this worker generation inherits from the ones before it."""
+
+    server: ServerConfig
+    host: HostSettings
+    #: The first JSON-RPC id this worker may use, and one past the last: every worker
+    #: generation of one server gets its own block, so no id repeats across restarts.
+    first_request_id: int = 1
+    request_id_limit: int = 1 << 53
+    #: An earlier connection proved the server modern: it never gets ``initialize``.
+    proven_modern: bool = False
+    channel_version: int = CHANNEL_VERSION
+
+    def negotiation(self) -> NegotiationConfig:
+        return self.host.negotiation_for(self.server, proven_modern=self.proven_modern)
+
+    def to_bytes(self) -> bytes:
+        return _ENCODER.encode(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> WorkerSpec:
+        """Raises ``ValueError`` for another channel version or an invalid spec."""
+        version = msgspec.json.decode(data, type=_Version).channel_version
+        if version != CHANNEL_VERSION:
+            raise ValueError(f"channel version {version} != {CHANNEL_VERSION}: the parent "
+                             "and this worker come from different installs")
+        try:
+            return msgspec.json.decode(data, type=cls)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"invalid worker specification: {exc}") from None
+
+
+# --- state -------------------------------------------------------------------------------
 
 
 class ServerState(enum.Enum):
-    """What the host sees of one server (DESIGN.md §1)."""
+    """What the host sees of one server."""
 
     STARTING = "starting"
     NEGOTIATING = "negotiating"
@@ -73,51 +170,10 @@ class ServerState(enum.Enum):
     STOPPED = "stopped"
 
 
-class FailureKind(enum.IntEnum):
-    """Why the worker failed one call without a server answer; mapped to the error tree."""
-
-    UNAVAILABLE = 1
-    TRANSPORT_LOST = 2
-    TIMEOUT = 3
-    MALFORMED = 4
-    #: HTTP: this call's exchange ended without an answer (the others carry on).
-    STREAM_BROKEN = 5
-    #: HTTP: a status without a JSON-RPC answer; ``status`` travels beside the message.
-    HTTP_STATUS = 6
-    #: HTTP 401/403; ``status`` and ``challenge`` travel beside the message.
-    AUTHENTICATION = 7
-
-
-def frame(kind: int, body: bytes = b"") -> bytes:
-    return _HEADER.pack(len(body) + 1, kind) + body
-
-
-def json_frame(kind: int, obj: Any) -> bytes:
-    return frame(kind, orjson.dumps(obj))
-
-
-def cancel_frame(call_id: int) -> bytes:
-    return frame(CANCEL, _CANCEL.pack(call_id))
-
-
-def parse_cancel(body: bytes) -> int:
-    return _CANCEL.unpack_from(body)[0]
-
-
-def failure_frame(call_id: int, kind: FailureKind, message: str, **extra: Any) -> bytes:
-    payload = orjson.dumps({"kind": int(kind), "message": message, **extra})
-    return frame(FAILURE, _FAILURE_HEAD.pack(call_id) + payload)
-
-
-def parse_failure(body: bytes) -> tuple[int, dict[str, Any]]:
-    (call_id,) = _FAILURE_HEAD.unpack_from(body)
-    return call_id, orjson.loads(body[_FAILURE_HEAD.size :])
-
-
-@dataclass(frozen=True)
-class StateReport:
+class StateReport(_Json, frozen=True, kw_only=True):
     """A worker's view of its server, sent on every change."""
 
+    FRAME = STATE
     state: ServerState
     era: str | None = None
     version: str | None = None
@@ -129,41 +185,138 @@ class StateReport:
     stderr_tail: str | None = None
     server_pid: int | None = None
     exit_code: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: UNAVAILABLE without evidence against the server (it stayed silent): probe it
+    #: again later, in a fresh process, instead of giving up on it.
+    retry_later: bool = False
+    #: The server proved the modern era on this connection: every later connection
+    #: negotiates without ``initialize``.
+    proven_modern: bool = False
 
-    def to_frame(self) -> bytes:
-        return json_frame(
-            STATE,
-            {
-                "state": self.state.value,
-                "era": self.era,
-                "version": self.version,
-                "capabilities": self.capabilities,
-                "server_info": self.server_info,
-                "instructions": self.instructions,
-                "evidence": list(self.evidence),
-                "reason": self.reason,
-                "stderr_tail": self.stderr_tail,
-                "server_pid": self.server_pid,
-                "exit_code": self.exit_code,
-                "extra": self.extra,
-            },
-        )
+
+class Stats(_Json, frozen=True, kw_only=True):
+    FRAME = STATS
+    #: Replies that came after their caller gave up (timeout, cancel), dropped.
+    late_replies: int = 0
+    #: Lines that broke the protocol after the era was decided, dropped.
+    protocol_violations: int = 0
+
+
+# --- notifications and server requests ----------------------------------------------
+
+
+class ListChanged(_Json, frozen=True):
+    FRAME = LIST_CHANGED
+    #: ``"tools"``, ``"prompts"`` or ``"resources"``.
+    which: str
+
+
+class Notice(msgspec.Struct, frozen=True):
+    """A server notification the parent routes (log messages, progress), its params
+    forwarded as sent. The frame type says which."""
+
+    params: dict[str, Any]
+
+    def to_bytes(self, kind: int) -> bytes:
+        return frame(kind, _ENCODER.encode(self))
 
     @classmethod
-    def from_body(cls, body: bytes) -> StateReport:
-        d = orjson.loads(body)
-        return cls(
-            state=ServerState(d["state"]),
-            era=d.get("era"),
-            version=d.get("version"),
-            capabilities=d.get("capabilities"),
-            server_info=d.get("server_info"),
-            instructions=d.get("instructions"),
-            evidence=tuple(d.get("evidence") or ()),
-            reason=d.get("reason"),
-            stderr_tail=d.get("stderr_tail"),
-            server_pid=d.get("server_pid"),
-            exit_code=d.get("exit_code"),
-            extra=d.get("extra") or {},
-        )
+    def from_bytes(cls, body: bytes) -> Notice:
+        return msgspec.json.decode(body, type=cls)
+
+
+class ServerRequest(_Json, frozen=True):
+    """A legacy server's own request (elicitation, sampling, roots), for the host."""
+
+    FRAME = SERVER_REQUEST
+    key: int
+    method: str
+    params: dict[str, Any] = {}
+
+
+class ServerAnswer(_Json, frozen=True):
+    """The host's answer to ``ServerRequest`` ``key``: a result, or an error message."""
+
+    FRAME = SERVER_ANSWER
+    key: int
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+
+# --- calls -------------------------------------------------------------------------------
+
+
+def cancel_frame(call_id: int) -> bytes:
+    return frame(CANCEL, _CALL_ID.pack(call_id))
+
+
+def cancel_from_bytes(body: bytes) -> int:
+    return _CALL_ID.unpack_from(body)[0]
+
+
+def stop_frame() -> bytes:
+    return frame(STOP)
+
+
+class FailureKind(enum.IntEnum):
+    """Why the worker failed one call without a server answer."""
+
+    UNAVAILABLE = 1
+    TRANSPORT_LOST = 2
+    TIMEOUT = 3
+    MALFORMED = 4
+    STREAM_BROKEN = 5
+    HTTP_STATUS = 6
+    AUTHENTICATION = 7
+    OVERSIZED = 8
+    REDIRECT = 9
+
+
+#: The one table between failure kinds and errors: each kind, its error class, and the
+#: attributes of that class that travel beside the message. Most specific class first:
+#: an error is sent as the first row it is an instance of.
+FAILURES: tuple[tuple[FailureKind, type[TrunklineError], tuple[str, ...]], ...] = (
+    (FailureKind.OVERSIZED, OversizedMessage, ("size", "limit")),
+    (FailureKind.MALFORMED, MalformedMessage, ()),
+    (FailureKind.STREAM_BROKEN, StreamBroken, ("exit_code",)),
+    (FailureKind.TRANSPORT_LOST, TransportLost, ("exit_code",)),
+    (FailureKind.REDIRECT, RedirectRefused, ("status", "location", "body")),
+    (FailureKind.HTTP_STATUS, HttpStatusError, ("status", "body")),
+    (FailureKind.AUTHENTICATION, AuthenticationFailed, ("status", "challenge")),
+    (FailureKind.TIMEOUT, RequestTimeout, ("timeout_s",)),
+    (FailureKind.UNAVAILABLE, ServerUnavailable, ("state",)),
+)
+_BY_KIND = {kind: (cls, fields) for kind, cls, fields in FAILURES}
+
+
+class _FailureBody(msgspec.Struct, frozen=True):
+    kind: FailureKind
+    message: str
+    method: str | None = None
+    sent: bool | None = None
+    details: dict[str, Any] = {}
+
+
+class Failure:
+    """One call failed in the worker: ``u64 call_id`` then the error as JSON. The parent
+    rebuilds the same error class with the same details, naming its server."""
+
+    @staticmethod
+    def to_bytes(call_id: int, error: TrunklineError) -> bytes:
+        for kind, cls, fields in FAILURES:
+            if isinstance(error, cls):
+                break
+        else:  # anything else the worker could not tell apart: the transport's loss
+            kind, fields = FailureKind.TRANSPORT_LOST, ()
+        body = _FailureBody(kind, error.message, error.method, error.sent,
+                            {name: getattr(error, name) for name in fields})
+        return frame(FAILURE, _CALL_ID.pack(call_id) + _ENCODER.encode(body))
+
+    @staticmethod
+    def from_bytes(body: bytes, server: str | None = None) -> tuple[int, TrunklineError]:
+        (call_id,) = _CALL_ID.unpack_from(body)
+        decoded = msgspec.json.decode(body[_CALL_ID.size:], type=_FailureBody)
+        cls, fields = _BY_KIND[decoded.kind]
+        details = {name: decoded.details.get(name) for name in fields}
+        error = cls(decoded.message, server=server, method=decoded.method,
+                    sent=decoded.sent, **details)
+        return call_id, error

@@ -18,10 +18,13 @@ import orjson
 
 from . import __version__
 from .channel import ServerState
-from .config import ServerEntry, load_config
+from .config import load_config
 from .errors import ConfigurationError, TrunklineError
-from .host import CallToolResult, Host
-from .supervisor import ServerConfig, ServerStatus, Supervisor
+from .parent.handle import ServerStatus
+from .parent.host import Host
+from .parent.results import CallToolResult
+from .parent.supervisor import Supervisor
+from .settings import ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -33,7 +36,9 @@ def status_json(s: ServerStatus) -> dict[str, Any]:
     return {
         "name": s.name, "state": s.state.value, "era": s.era, "version": s.version,
         "server_info": s.server_info, "reason": s.reason, "evidence": list(s.evidence),
-        "restarts": s.restarts,
+        "stderr_tail": s.stderr_tail, "time_to_verdict_s": s.time_to_verdict_s,
+        "restarts": s.restarts, "in_flight": s.in_flight, "late_replies": s.late_replies,
+        "protocol_violations": s.protocol_violations,
     }
 
 
@@ -74,16 +79,22 @@ class Out:
             return
         from rich.table import Table
 
+        from rich.markup import escape
+
         table = Table(show_lines=True)
-        for col in ("server", "state", "era", "version", "evidence / reason"):
+        for col in ("server", "state", "era", "version", "verdict in",
+                    "evidence / reason / stderr tail"):
             table.add_column(col)
         for s in statuses:
             colour = {"ready": "green", "unavailable": "red"}.get(s.state.value, "yellow")
-            why = "\n".join(s.evidence) if s.evidence else ""
+            parts = [escape(line) for line in s.evidence]
             if s.reason:
-                why = f"{why}\n[red]{s.reason}[/red]" if why else f"[red]{s.reason}[/red]"
+                parts.append(f"[red]{escape(s.reason)}[/red]")
+            if s.stderr_tail and s.state is not ServerState.READY:
+                parts.append(f"[dim]stderr:\n{escape(s.stderr_tail)}[/dim]")
+            took = "-" if s.time_to_verdict_s is None else f"{s.time_to_verdict_s:.2f} s"
             table.add_row(s.name, f"[{colour}]{s.state.value}[/{colour}]", s.era or "-",
-                          s.version or "-", why or "-")
+                          s.version or "-", took, "\n".join(parts) or "-")
         self.console.print(table)
 
     def tools(self, host: Host) -> None:
@@ -126,13 +137,14 @@ async def demo(json_mode: bool) -> int:
     exposing ``search``, plus the same legacy server *not* allowlisted to show the
     fail-closed verdict."""
     from .demo import demo_servers
-    from .transports.stdio import stdio
+    from .params import stdio
 
     out = Out(json_mode)
     doc: dict[str, Any] = {}
-    entries = [ServerEntry(d.name, stdio(*d.argv), d.allow_legacy) for d in demo_servers()]
+    entries = [ServerConfig(d.name, stdio(*d.argv), allow_legacy=d.allow_legacy)
+               for d in demo_servers()]
     archive = next(d for d in demo_servers() if d.allow_legacy)
-    entries.append(ServerEntry("unlisted", stdio(*archive.argv), allow_legacy=False))
+    entries.append(ServerConfig("unlisted", stdio(*archive.argv), allow_legacy=False))
     async with Host(collision="prefix") as host:
         await host.add_servers(entries)
         out.heading("1. Era verdicts, from positive evidence only")
@@ -181,13 +193,13 @@ async def demo(json_mode: bool) -> int:
     return EXIT_OK
 
 
-async def probe(path: str, json_mode: bool) -> int:
-    """Era verdict and evidence per server; no tool is listed or called."""
-    entries = load_config(path)
+async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> int:
+    """Era verdict, evidence, time to verdict and stderr tail per server; no tool is
+    listed or called."""
+    configs = load_config(path, discover_timeout=discover_timeout)
     out = Out(json_mode)
     async with Supervisor() as sup:
-        statuses = await sup.add_many(
-            ServerConfig(e.name, e.params, allow_legacy=e.allow_legacy) for e in entries)
+        statuses = await sup.add_many(configs)
     out.servers(statuses)
     if json_mode:
         sys.stdout.write(orjson.dumps([status_json(s) for s in statuses],
@@ -200,9 +212,9 @@ async def probe(path: str, json_mode: bool) -> int:
     return EXIT_OK
 
 
-async def tools(path: str, json_mode: bool) -> int:
+async def tools(path: str, json_mode: bool, discover_timeout: float | None) -> int:
     out = Out(json_mode)
-    async with Host.from_config(path) as host:
+    async with Host.from_config(path, discover_timeout=discover_timeout) as host:
         out.tools(host)
         if json_mode:
             sys.stdout.write(orjson.dumps(tools_json(host), option=orjson.OPT_INDENT_2)
@@ -210,14 +222,15 @@ async def tools(path: str, json_mode: bool) -> int:
     return EXIT_OK
 
 
-async def call(path: str, tool: str, arguments: str, json_mode: bool) -> int:
+async def call(path: str, tool: str, arguments: str, json_mode: bool,
+               discover_timeout: float | None) -> int:
     try:
         args = orjson.loads(arguments)
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
-    async with Host.from_config(path) as host:
+    async with Host.from_config(path, discover_timeout=discover_timeout) as host:
         result = await host.call_tool(tool, args)
     if json_mode:
         sys.stdout.write(orjson.dumps(result_json(result), option=orjson.OPT_INDENT_2)
@@ -237,17 +250,29 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the bundled demo servers (no network, no config)")
     d.add_argument("--json", action="store_true", help="print the same as JSON")
     p = sub.add_parser("probe", help="era verdict and evidence per configured server")
-    p.add_argument("config")
-    p.add_argument("--json", action="store_true")
     t = sub.add_parser("tools", help="the merged tool catalog of a configuration")
-    t.add_argument("config")
-    t.add_argument("--json", action="store_true")
     c = sub.add_parser("call", help="call one tool and print its result")
-    c.add_argument("config")
+    for command in (p, t, c):
+        command.add_argument("config")
     c.add_argument("tool")
     c.add_argument("arguments", nargs="?", default="{}")
-    c.add_argument("--json", action="store_true")
+    for command in (p, t, c):
+        command.add_argument("--json", action="store_true")
+        command.add_argument(
+            "--discover-timeout", type=_seconds, default=None, metavar="SECONDS",
+            help="deadline of each server/discover, for servers whose entry sets no "
+                 "\"discoverTimeoutMs\" (default: 10)")
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,11 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "demo":
         coro = demo(ns.json)
     elif ns.command == "probe":
-        coro = probe(ns.config, ns.json)
+        coro = probe(ns.config, ns.json, ns.discover_timeout)
     elif ns.command == "tools":
-        coro = tools(ns.config, ns.json)
+        coro = tools(ns.config, ns.json, ns.discover_timeout)
     else:
-        coro = call(ns.config, ns.tool, ns.arguments, ns.json)
+        coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout)
     try:
         return asyncio.run(coro)
     except ConfigurationError as exc:

@@ -1,8 +1,8 @@
 """The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop, Cursor and
-VS Code, plus trunkline's own per-server ``allowLegacy`` key. A server entry is either
-stdio (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``,
-``"headers"``, optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy``
-allowlists that exact URL.
+VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTools`` and
+``discoverTimeoutMs``. A server entry is either stdio (``"command"``, ``"args"``,
+``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``, optionally
+``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that exact URL.
 
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
@@ -12,28 +12,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .errors import ConfigurationError
-from .transports.http_params import HttpParams, validated_http_params
-from .transports.stdio import StdioParams
+from .params import HttpParams, StdioParams, validated_http_params
+from .settings import ServerConfig
 
 
-@dataclass(frozen=True)
-class ServerEntry:
-    name: str
-    params: StdioParams | HttpParams
-    allow_legacy: bool = False
-    #: Tools (by the server's local names) that are safe to repeat after a failure that
-    #: may have reached the server.
-    idempotent_tools: tuple[str, ...] = ()
-
-
-_COMMON_KEYS = {"allowLegacy", "idempotentTools", "type", "disabled"}
+_COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
@@ -49,8 +38,10 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None) -> ServerEntry | None:
-    """One server entry; ``None`` for an entry marked ``"disabled": true``."""
+def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
+                discover_timeout: float | None = None) -> ServerConfig | None:
+    """One server entry; ``None`` for an entry marked ``"disabled": true``.
+    ``discover_timeout`` (seconds) applies where the entry sets no ``discoverTimeoutMs``."""
     if not isinstance(raw, dict):
         raise _fail(source, name, "entry must be an object")
     if raw.get("disabled") is True:
@@ -73,7 +64,17 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None) -> S
     idempotent = raw.get("idempotentTools", [])
     if not _str_list(idempotent):
         raise _fail(source, name, "\"idempotentTools\" must be a list of tool names")
-    return ServerEntry(name, params, allow_legacy, tuple(idempotent))
+    discover_ms = raw.get("discoverTimeoutMs")
+    if discover_ms is not None:
+        if isinstance(discover_ms, bool) or not isinstance(discover_ms, int) or discover_ms <= 0:
+            raise _fail(source, name, "\"discoverTimeoutMs\" must be a positive integer")
+        discover_timeout = discover_ms / 1000
+    try:
+        return ServerConfig(name, params, allow_legacy=allow_legacy,
+                            idempotent_tools=frozenset(idempotent),
+                            discover_timeout=discover_timeout)
+    except ConfigurationError as exc:
+        raise _fail(source, name, exc.message) from None
 
 
 def _http_params(raw: dict[str, Any], source: str, name: str) -> HttpParams:
@@ -115,8 +116,8 @@ def _stdio_params(raw: dict[str, Any], source: str, name: str,
     return StdioParams(command, tuple(args), dict(env), cwd)
 
 
-def parse_config(data: Any, *, source: str = "<config>",
-                 base_dir: Path | None = None) -> list[ServerEntry]:
+def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None = None,
+                 discover_timeout: float | None = None) -> list[ServerConfig]:
     """Servers in file order (the order that decides who keeps a contested tool name)."""
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         raise _fail(source, None, "expected an object with an \"mcpServers\" object")
@@ -126,13 +127,15 @@ def parse_config(data: Any, *, source: str = "<config>",
         if not name or "/" in name:
             # "/" separates server and tool in prefixed names: it must stay unambiguous.
             raise _fail(source, name, "server names must be non-empty and contain no '/'")
-        entry = parse_entry(name, raw, source=source, base_dir=base_dir)
+        entry = parse_entry(name, raw, source=source, base_dir=base_dir,
+                            discover_timeout=discover_timeout)
         if entry is not None:
             entries.append(entry)
     return entries
 
 
-def load_config(path: str | os.PathLike[str]) -> list[ServerEntry]:
+def load_config(path: str | os.PathLike[str], *,
+                discover_timeout: float | None = None) -> list[ServerConfig]:
     p = Path(path)
     try:
         data = orjson.loads(p.read_bytes())
@@ -140,4 +143,5 @@ def load_config(path: str | os.PathLike[str]) -> list[ServerEntry]:
         raise ConfigurationError(f"{p}: cannot read: {exc.strerror}") from exc
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"{p}: not valid JSON: {exc}") from exc
-    return parse_config(data, source=str(p), base_dir=p.parent)
+    return parse_config(data, source=str(p), base_dir=p.parent,
+                        discover_timeout=discover_timeout)

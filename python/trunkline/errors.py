@@ -23,7 +23,11 @@ from typing import Any
 
 
 class TrunklineError(Exception):
-    """Base of every error trunkline raises."""
+    """Base of every error trunkline raises.
+
+    ``sent`` says whether the request reached the wire before it failed: ``False`` when it
+    never left the host (its server was restarting, no in-flight slot was free), so even a
+    call that is not idempotent may be sent again; ``None`` when nobody knows."""
 
     def __init__(
         self,
@@ -32,12 +36,14 @@ class TrunklineError(Exception):
         server: str | None = None,
         method: str | None = None,
         stderr_tail: str | None = None,
+        sent: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.server = server
         self.method = method
         self.stderr_tail = stderr_tail
+        self.sent = sent
 
     def __str__(self) -> str:
         where = []
@@ -54,6 +60,25 @@ class TrunklineError(Exception):
 class ConfigurationError(TrunklineError):
     """The host's configuration is invalid (bad server entry, tool-name collision under
     the ``reject`` policy, ...)."""
+
+
+class ToolCollision(ConfigurationError):
+    """Two tools cannot both have the name ``name``.
+
+    ``claimants`` are the ``(server, local_name)`` pairs that wanted it, in catalog
+    order."""
+
+    def __init__(self, message: str, *, name: str, claimants: Sequence[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.name = name
+        self.claimants = tuple(claimants)
+
+
+class UnknownTool(TrunklineError, KeyError):
+    """No tool by that name in the merged catalog."""
+
+    def __str__(self) -> str:
+        return TrunklineError.__str__(self)
 
 
 # --- connection family ---------------------------------------------------------------
@@ -100,6 +125,18 @@ class HttpStatusError(ConnectionFailure):
         self.body = body
 
 
+class RedirectRefused(HttpStatusError):
+    """The server answered with a redirect that was not followed: to another origin
+    (scheme, host or port; configured headers and requests go to the configured origin
+    only), from https to http, a method-changing redirect (301/302/303: MCP requests are
+    POSTs), or one hop too many. ``location`` is where it pointed."""
+
+    def __init__(self, message: str, *, status: int, location: str | None = None,
+                 **kw: Any) -> None:
+        super().__init__(message, status=status, **kw)
+        self.location = location
+
+
 class AuthenticationFailed(ConnectionFailure):
     """HTTP 401 or 403: the server wants credentials this host did not present (or
     rejected them). Never evidence about the server's protocol era. ``challenge`` is the
@@ -124,6 +161,17 @@ class MalformedMessage(ProtocolFailure):
     shape for its method."""
 
 
+class OversizedMessage(MalformedMessage):
+    """The server's answer to this request was longer than the host accepts
+    (``max_line_bytes``); it was skipped without being buffered. The server did answer,
+    so only a request that is safe to repeat is sent again."""
+
+    def __init__(self, message: str, *, size: int, limit: int, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.size = size
+        self.limit = limit
+
+
 class SchemaViolation(ProtocolFailure):
     """A result did not match the schema the server itself declared (``outputSchema``)."""
 
@@ -136,13 +184,34 @@ class RequestTimeout(ProtocolFailure):
         self.timeout_s = timeout_s
 
 
+class InputNotSupported(ProtocolFailure):
+    """The server asked for input of a kind the host did not declare in the request's
+    ``clientCapabilities`` (or that no capability covers). The call fails locally; nothing
+    is retried. ``key`` is the ``inputRequests`` key, ``kind`` what was asked for
+    (``"elicitation/create (url mode)"``, ``"sampling/createMessage with tools"``, ...)."""
+
+    def __init__(self, message: str, *, key: str, kind: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.key = key
+        self.kind = kind
+
+
 class EraRefused(ProtocolFailure):
     """Era negotiation failed closed: the peer gave no positive evidence of an era we may
-    speak with it. ``evidence`` lists what was observed, in order."""
+    speak with it. ``evidence`` lists what was observed, in order.
 
-    def __init__(self, message: str, *, evidence: Sequence[str] = (), **kw: Any) -> None:
+    ``retry_later``: nothing was heard in time, which is no evidence against the server;
+    a fresh connection may succeed. ``renegotiate``: the connection was abandoned because
+    it holds two sessions; a fresh one is due at once. ``proven_modern``: the server proved
+    the modern era, so no later connection sends it ``initialize``."""
+
+    def __init__(self, message: str, *, evidence: Sequence[str] = (), retry_later: bool = False,
+                 renegotiate: bool = False, proven_modern: bool = False, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.evidence = tuple(evidence)
+        self.retry_later = retry_later
+        self.renegotiate = renegotiate
+        self.proven_modern = proven_modern
 
     def __str__(self) -> str:
         text = super().__str__()

@@ -1,7 +1,8 @@
 //! Pending request ids -> opaque tokens, for one transport lifetime.
 //!
-//! Integer ids: `allocate` hands out `hi, hi+1, ...`; caller-chosen integer ids widen the
-//! used interval `[lo, hi)`. Every integer inside that interval counts as used, so it can
+//! Integer ids: `allocate` hands out `hi, hi+1, ...` up to an exclusive `limit`, so the
+//! owner can give each transport lifetime its own block of ids; caller-chosen integer ids
+//! widen the used interval `[lo, hi)`. Every integer inside that interval counts as used, so it can
 //! never be registered again and a reply to it that is not pending is *stale*. (A gap
 //! inside the interval that was never actually sent is treated as used too: the
 //! conservative choice, it can only refuse a registration, never allow a reuse.)
@@ -36,6 +37,8 @@ pub struct Correlator<T> {
     lo: i64,
     /// One past the highest integer id used so far; the next id `allocate` returns.
     hi: i64,
+    /// `allocate` never returns this id or any above it.
+    limit: i64,
     ints: HashMap<i64, T>,
     strs: HashMap<String, T>,
     seen_strs: HashSet<String>,
@@ -52,6 +55,7 @@ impl<T> Correlator<T> {
         Correlator {
             lo: first_id,
             hi: first_id,
+            limit: i64::MAX,
             ints: HashMap::new(),
             strs: HashMap::new(),
             seen_strs: HashSet::new(),
@@ -80,6 +84,16 @@ impl<T> Correlator<T> {
         self.hi
     }
 
+    /// Let `allocate` hand out ids below `limit` only.
+    pub fn set_limit(&mut self, limit: i64) {
+        self.limit = limit;
+    }
+
+    /// How many more ids `allocate` can hand out.
+    pub fn ids_left(&self) -> i64 {
+        (self.limit - self.hi).max(0)
+    }
+
     fn int_used(&self, n: i64) -> bool {
         self.lo <= n && n < self.hi
     }
@@ -87,8 +101,8 @@ impl<T> Correlator<T> {
     /// Register `token` under the next unused integer id.
     pub fn allocate(&mut self, token: T) -> Result<i64, CodecError> {
         let id = self.hi;
-        if id == i64::MAX {
-            return Err(CodecError("integer request ids are exhausted".into()));
+        if id >= self.limit || id == i64::MAX {
+            return Err(CodecError(format!("request ids are used up (the limit is {})", self.limit)));
         }
         self.hi += 1;
         self.ints.insert(id, token);
@@ -271,6 +285,14 @@ impl<T> CallCorrelator<T> {
         self.ids.next_id()
     }
 
+    pub fn set_limit(&mut self, limit: i64) {
+        self.ids.set_limit(limit);
+    }
+
+    pub fn ids_left(&self) -> i64 {
+        self.ids.ids_left()
+    }
+
     /// Forwarded calls still pending.
     pub fn calls_pending(&self) -> usize {
         self.calls.len()
@@ -350,6 +372,18 @@ mod tests {
 
     fn s(x: &str) -> JsonId {
         JsonId::Str(x.into())
+    }
+
+    #[test]
+    fn a_block_of_ids_ends_at_its_limit() {
+        let mut c = CallCorrelator::<()>::new(1 << 32);
+        c.set_limit((1 << 32) + 2);
+        assert_eq!(c.ids_left(), 2);
+        assert_eq!(c.allocate_call(5, None).unwrap(), 1 << 32);
+        assert_eq!(c.allocate((), None).unwrap(), (1 << 32) + 1);
+        assert_eq!(c.ids_left(), 0);
+        assert!(c.allocate_call(6, None).unwrap_err().0.contains("used up"));
+        assert!(!c.call_pending(6), "a refused call leaves nothing behind");
     }
 
     #[test]

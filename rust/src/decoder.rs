@@ -8,7 +8,7 @@
 
 use crate::correlate::{CallCorrelator, Correlation, Token};
 use crate::frames::{put_result_frame, result_type_code};
-use crate::scan::{scan, Envelope, Kind};
+use crate::scan::{scan, Envelope, JsonId, Kind};
 use crate::splitter::{Frame, LineSplitter};
 
 /// One line of a read buffer and what the scan found (`None` for an oversized line).
@@ -23,7 +23,7 @@ fn scan_frames(frames: Vec<Frame>, chunk: &[u8]) -> Vec<Scanned> {
         .into_iter()
         .map(|frame| {
             let env = match &frame {
-                Frame::Oversized(_) => None,
+                Frame::Oversized(..) => None,
                 f => Some(scan(f.bytes(chunk))),
             };
             Scanned { frame, env }
@@ -53,6 +53,18 @@ pub struct Routed<T> {
     pub token: Option<Token<T>>,
 }
 
+/// The id a line answers, if it is a response: scanned, or skimmed from an oversized
+/// line (which then stays an event, its request to be failed by the caller).
+fn response_id(s: &Scanned) -> Option<Option<&JsonId>> {
+    match (&s.env, &s.frame) {
+        (Some(env), _) if matches!(env.kind, Kind::Result | Kind::Error) => Some(env.id.as_ref()),
+        (None, Frame::Oversized(_, skimmed)) if !skimmed.has_method && skimmed.id.is_some() => {
+            Some(skimmed.id.as_ref())
+        }
+        _ => None,
+    }
+}
+
 /// Correlate every response in `scanned` (lines of `chunk`, or owned).
 ///
 /// With `forward`, a response whose id was pending for a forwarded call is not returned:
@@ -68,8 +80,8 @@ pub fn route<T>(
 ) -> Vec<Routed<T>> {
     let mut out = Vec::with_capacity(scanned.len());
     for s in scanned {
-        let (correlation, token) = match (&mut corr, s.env.as_ref().map(|e| e.kind)) {
-            (Some(c), Some(Kind::Result | Kind::Error)) => c.resolve(s.env.as_ref().and_then(|e| e.id.as_ref())),
+        let (correlation, token) = match (&mut corr, response_id(&s)) {
+            (Some(c), Some(id)) => c.resolve(id),
             _ => (Correlation::None, None),
         };
         if let (Some(Token::Call(call_id)), Some(frames), Some(env)) = (&token, &mut forward, &s.env) {
@@ -108,7 +120,7 @@ mod tests {
         let out = feed(&mut s, &second);
         let kinds: Vec<Option<Kind>> = out.iter().map(|x| x.env.as_ref().map(|e| e.kind)).collect();
         assert_eq!(kinds, vec![Some(Kind::Notification), Some(Kind::Invalid), None]);
-        assert!(matches!(out[2].frame, Frame::Oversized(100)));
+        assert!(matches!(out[2].frame, Frame::Oversized(100, _)));
         let tail = finish(&mut s);
         assert_eq!(tail.len(), 1);
         let env = tail[0].env.as_ref().unwrap();
@@ -179,6 +191,33 @@ mod tests {
             ]
         );
         assert!(corr.is_empty() && corr.calls_pending() == 0);
+    }
+
+    #[test]
+    fn an_oversized_reply_resolves_its_request_and_stays_an_event() {
+        let mut corr = CallCorrelator::new(1);
+        let fwd = corr.allocate_call(77, None).unwrap();
+        let obj = corr.allocate("future", None).unwrap();
+        let big = "y".repeat(200);
+        let text = format!(
+            "{{\"result\":{{\"t\":\"{big}\"}},\"jsonrpc\":\"2.0\",\"id\":{fwd}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{obj},\"method\":\"x\",\"params\":{{\"t\":\"{big}\"}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{obj},\"error\":{{\"code\":1,\"message\":\"{big}\"}}}}\n"
+        );
+        let mut s = LineSplitter::new(100);
+        let mut frames = Vec::new();
+        let routed = route(feed(&mut s, text.as_bytes()), text.as_bytes(), Some(&mut corr), Some(&mut frames));
+        assert!(frames.is_empty(), "an oversized reply is never forwarded");
+        let got: Vec<_> = routed.iter().map(|r| (r.correlation, r.token.clone())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Correlation::Matched, Some(Token::Call(77))),
+                (Correlation::None, None), // a request of the server's: not an answer
+                (Correlation::Matched, Some(Token::Object("future"))),
+            ]
+        );
+        assert!(corr.is_empty());
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub const FRAME_RESULT: u8 = 16;
 /// Never sent on the channel: the stamper's report of a SUBMIT it could not stamp.
 /// Body: `u64 LE call_id | reason (UTF-8)`.
 pub const FRAME_SUBMIT_REJECTED: u8 = 255;
+/// Never sent on the channel: a run of consecutive SUBMITs, stamped. Body: their request
+/// lines, ready for the server, in the order the parent sent them.
+pub const FRAME_STAMPED: u8 = 254;
 
 /// `RESULT` frame `result_type` codes.
 pub const RT_ABSENT: u8 = 0;
@@ -317,9 +320,12 @@ pub enum Stamping {
     Modern(Vec<u8>),
 }
 
-/// A frame the stamper did not turn into a request line.
+/// What the stamper makes of a chunk, in the order of the parent's frames.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Passed {
+    /// A run of consecutive SUBMITs, stamped: `stdin[range]` holds their request lines.
+    Stamped(Range<usize>),
+    /// A frame that is not a SUBMIT (or any frame, before stamping starts).
     Frame(RawFrame),
     /// A SUBMIT whose contents cannot become a request; nothing was registered for it.
     Rejected {
@@ -373,9 +379,18 @@ impl SubmitStamper {
         Ok(())
     }
 
-    /// Split `chunk`; stamp each SUBMIT into `stdin` (registering its call in `corr`), and
-    /// return everything else. Corruption is detected before anything is registered or
-    /// written, so on error `corr` and `stdin` are as they were.
+    /// Stamp no more: later SUBMITs are handed back untouched (the connection ended, so
+    /// the caller fails them as never sent).
+    pub fn stop_stamping(&mut self) {
+        self.mode = Stamping::Off;
+    }
+
+    /// Split `chunk`; stamp each SUBMIT into `stdin` (registering its call in `corr`).
+    /// Returns the frames in the order they came, each run of stamped SUBMITs as one
+    /// [`Passed::Stamped`] range of `stdin`, so the caller applies everything in the
+    /// parent's order (a cancel before a later request stays before it). Corruption is
+    /// detected before anything is registered or written, so on error `corr` and `stdin`
+    /// are as they were.
     pub fn feed<T>(
         &mut self,
         chunk: &[u8],
@@ -403,22 +418,27 @@ impl SubmitStamper {
             let n = f.body(chunk).len();
             return Err(self.splitter.poison(format!("SUBMIT body of {n} bytes has no call id")));
         }
-        let mut passed = Vec::with_capacity(if self.mode == Stamping::Off { frames.len() } else { 0 });
+        let mut passed = Vec::with_capacity(if self.mode == Stamping::Off { frames.len() } else { 1 });
+        let mut run = stdin.len();
         for frame in frames {
             if frame.kind != FRAME_SUBMIT || self.mode == Stamping::Off {
+                close_run(&mut passed, &mut run, stdin.len());
                 passed.push(Passed::Frame(frame));
                 continue;
             }
             let body = frame.body(chunk);
             if let Err(reason) = self.stamp_one(body, corr, stdin, now_us) {
+                close_run(&mut passed, &mut run, stdin.len());
                 let call_id = submit_call_id(body).expect("checked above");
                 passed.push(Passed::Rejected { call_id, reason });
             }
         }
+        close_run(&mut passed, &mut run, stdin.len());
         Ok(passed)
     }
 
     /// Stamp one SUBMIT body; on error nothing is registered and `stdin` is unchanged.
+    /// (Every SUBMIT gets a fresh id from `corr`, whose bound ends a worker's block.)
     fn stamp_one<T>(
         &self,
         body: &[u8],
@@ -456,6 +476,14 @@ impl SubmitStamper {
             }
         }
     }
+}
+
+/// End the run of stamped lines that began at `stdin[*start]`, if it holds any.
+fn close_run(passed: &mut Vec<Passed>, start: &mut usize, end: usize) {
+    if end > *start {
+        passed.push(Passed::Stamped(*start..end));
+    }
+    *start = end;
 }
 
 // ---------------------------------------------------------------------------- parent inbound
@@ -649,17 +677,21 @@ mod tests {
                 "\n"
             )
         );
-        assert_eq!(passed.len(), 3);
-        assert!(matches!(&passed[0], Passed::Frame(RawFrame { kind: 2, .. })));
-        assert!(matches!(&passed[1], Passed::Rejected { call_id: 71, reason } if reason.contains("object")));
-        assert!(matches!(&passed[2], Passed::Rejected { call_id: 70, reason } if reason.contains("pending")));
+        // In the parent's order: the cancel stays between the two requests around it.
+        assert_eq!(passed.len(), 5);
+        let first = text.find('\n').unwrap() + 1;
+        assert_eq!(passed[0], Passed::Stamped(0..first));
+        assert!(matches!(&passed[1], Passed::Frame(RawFrame { kind: 2, .. })));
+        assert!(matches!(&passed[2], Passed::Rejected { call_id: 71, reason } if reason.contains("object")));
+        assert_eq!(passed[3], Passed::Stamped(first..text.len()));
+        assert!(matches!(&passed[4], Passed::Rejected { call_id: 70, reason } if reason.contains("pending")));
         assert_eq!((corr.len(), corr.calls_pending(), corr.next_id()), (3, 2, 4));
         assert_eq!(corr.discard_call(72), Some(3));
 
         st.start_stamping(None).unwrap();
         let mut stdin = Vec::new();
         let sub = encode_submit(80, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
-        assert!(st.feed(&sub, &mut corr, &mut stdin).unwrap().is_empty());
+        assert_eq!(st.feed(&sub, &mut corr, &mut stdin).unwrap(), vec![Passed::Stamped(0..stdin.len())]);
         assert_eq!(stdin, b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
     }
 
@@ -741,7 +773,8 @@ mod tests {
         let mut stream = encode_submit(7, 1500, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
         stream.extend(encode_submit(8, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap());
         let mut stdin = Vec::new();
-        assert!(st.feed_at(&stream, &mut corr, &mut stdin, Some(1_000_000)).unwrap().is_empty());
+        let passed = st.feed_at(&stream, &mut corr, &mut stdin, Some(1_000_000)).unwrap();
+        assert!(matches!(&passed[..], [Passed::Stamped(_)]));
         assert_eq!(corr.next_deadline(), Some(2_500_000), "now + 1500 ms");
         assert_eq!(corr.deadlines_pending(), 1, "timeout 0 means no deadline");
         let expired = corr.expire(2_500_000);

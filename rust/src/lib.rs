@@ -4,6 +4,7 @@
 //! free of Python so `cargo test` needs no interpreter:
 //!
 //! - [`splitter`]: newline framing over whole read buffers, memory-bounded;
+//! - [`skim`]: the top-level `id` of a line too long to keep, learned as it is discarded;
 //! - [`json`]: the allocation-free JSON cursor (skip, check, decode the few fields we need);
 //! - [`scan`]: JSON-RPC envelope classification without decoding the payload;
 //! - [`stamp`]: request stamping (`_meta` splicing) and the other line encoders;
@@ -19,6 +20,7 @@ pub mod decoder;
 pub mod frames;
 pub mod json;
 pub mod scan;
+pub mod skim;
 pub mod splitter;
 pub mod stamp;
 mod strscan;

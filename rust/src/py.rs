@@ -234,7 +234,7 @@ impl PyLineSplitter {
         let list = PyList::empty(py);
         for f in frames {
             match f {
-                Frame::Oversized(size) => list.append(Bound::new(py, PyOversizedLine { size })?)?,
+                Frame::Oversized(size, _) => list.append(Bound::new(py, PyOversizedLine { size })?)?,
                 f => list.append(PyBytes::new(py, f.bytes(chunk)))?,
             }
         }
@@ -286,9 +286,22 @@ pub struct PyCorrelator {
 #[pymethods]
 impl PyCorrelator {
     #[new]
-    #[pyo3(signature = (first_id = 1))]
-    fn new(first_id: i64) -> Self {
-        PyCorrelator { inner: CallCorrelator::new(first_id) }
+    #[pyo3(signature = (first_id = 1, limit = None))]
+    fn new(first_id: i64, limit: Option<i64>) -> PyResult<Self> {
+        let mut inner = CallCorrelator::new(first_id);
+        if let Some(limit) = limit {
+            if limit <= first_id {
+                return Err(CodecError::new_err(format!("limit {limit} leaves no id after {first_id}")));
+            }
+            inner.set_limit(limit);
+        }
+        Ok(PyCorrelator { inner })
+    }
+
+    /// How many more ids `allocate` and `allocate_call` can hand out.
+    #[getter]
+    fn ids_left(&self) -> i64 {
+        self.inner.ids_left()
     }
 
     #[pyo3(signature = (token, deadline = None))]
@@ -474,18 +487,24 @@ impl PyStreamDecoder {
         for Routed { scanned: Scanned { frame, env }, correlation, token } in routed {
             let (source, span, size, env) = match (frame, env) {
                 (frame, None) => {
-                    // Only oversized lines go unscanned.
-                    let size = if let Frame::Oversized(s) = frame { s } else { 0 };
+                    // Only oversized lines go unscanned; their id is what the skim found.
                     let mut env = scanner::Envelope::invalid("");
                     env.kind = Kind::Oversized;
                     env.reason = None;
+                    let size = match frame {
+                        Frame::Oversized(size, skimmed) => {
+                            env.id = skimmed.id;
+                            size
+                        }
+                        _ => 0,
+                    };
                     (None, (0, 0), size, env)
                 }
                 (Frame::Chunk(r), Some(env)) => {
                     let chunk = chunk.expect("chunk frames come from a chunk");
                     (Some(chunk.clone().unbind()), (r.start, r.end), r.len(), env)
                 }
-                (Frame::Oversized(size), Some(env)) => (None, (0, 0), size, env),
+                (Frame::Oversized(size, _), Some(env)) => (None, (0, 0), size, env),
                 (Frame::Owned(v), Some(env)) => (Some(PyBytes::new(py, &v).unbind()), (0, v.len()), v.len(), env),
             };
             let token = token.map(|t| token_to_py(py, t)).transpose()?;
@@ -617,6 +636,10 @@ impl PySubmitStamper {
         self.inner.start_stamping(meta).map_err(codec_err)
     }
 
+    fn stop_stamping(&mut self) {
+        self.inner.stop_stamping();
+    }
+
     /// With ``now`` (seconds on the caller's clock), each stamped call gets the deadline
     /// ``now + timeout_ms`` from its SUBMIT frame, for ``Correlator.expire``.
     #[pyo3(signature = (chunk, now = None))]
@@ -625,7 +648,7 @@ impl PySubmitStamper {
         py: Python<'py>,
         chunk: Bound<'py, PyBytes>,
         now: Option<f64>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let bytes = chunk.as_bytes();
         let mut stdin = Vec::new();
         let now_us = now.map(deadline_us);
@@ -643,18 +666,19 @@ impl PySubmitStamper {
             }
         }
         .map_err(corrupt_err)?;
-        let others = PyList::empty(py);
+        let ordered = PyList::empty(py);
         for p in passed {
             match p {
-                Passed::Frame(f) => others.append(frame_tuple(py, f.kind, f.body(bytes))?)?,
-                Passed::Rejected { call_id, reason } => others.append(frame_tuple(
+                Passed::Stamped(range) => ordered.append(frame_tuple(py, frames::FRAME_STAMPED, &stdin[range])?)?,
+                Passed::Frame(f) => ordered.append(frame_tuple(py, f.kind, f.body(bytes))?)?,
+                Passed::Rejected { call_id, reason } => ordered.append(frame_tuple(
                     py,
                     frames::FRAME_SUBMIT_REJECTED,
                     &Passed::rejected_body(call_id, &reason),
                 )?)?,
             }
         }
-        Ok((PyBytes::new(py, &stdin), others))
+        Ok(ordered)
     }
 
     /// Whether SUBMIT frames are being stamped (`start_stamping` was called).
@@ -822,6 +846,7 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FRAME_SUBMIT", frames::FRAME_SUBMIT)?;
     m.add("FRAME_RESULT", frames::FRAME_RESULT)?;
     m.add("FRAME_SUBMIT_REJECTED", frames::FRAME_SUBMIT_REJECTED)?;
+    m.add("FRAME_STAMPED", frames::FRAME_STAMPED)?;
     m.add("RT_ABSENT", frames::RT_ABSENT)?;
     m.add("RT_COMPLETE", frames::RT_COMPLETE)?;
     m.add("RT_INPUT_REQUIRED", frames::RT_INPUT_REQUIRED)?;

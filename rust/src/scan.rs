@@ -242,6 +242,17 @@ fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
     Ok(env)
 }
 
+/// A standalone JSON-RPC id value (`7`, `"abc"`) read the way `scan` reads one inside a
+/// line; None for anything that is not a usable id.
+pub fn id_value(raw: &[u8]) -> Option<JsonId> {
+    std::str::from_utf8(raw).ok()?;
+    let mut cur = Cursor::new(raw, Mode::Fast);
+    match parse_id(&mut cur) {
+        Ok(IdField::Value(id)) if cur.end().is_ok() => Some(id),
+        _ => None,
+    }
+}
+
 fn parse_id(cur: &mut Cursor<'_>) -> Result<IdField, JsonError> {
     cur.skip_ws();
     if cur.peek() == Some(b'"') {

@@ -8,9 +8,13 @@
 //!
 //! Memory is bounded: once a partial line grows past `max_line_bytes` (+1 for a possible
 //! `\r` that would be stripped) the carry is dropped and the splitter only counts bytes
-//! until the next newline, then reports the line as [`Frame::Oversized`].
+//! until the next newline, then reports the line as [`Frame::Oversized`]. Meanwhile a
+//! [`Skim`] follows the discarded bytes for the line's top-level `id`, so the request the
+//! line answers can be failed at once instead of waiting for its deadline.
 
 use std::ops::Range;
+
+use crate::skim::{Skim, Skimmed};
 
 /// 16 MiB: large enough for any sane MCP message, small enough to bound a hostile peer.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -22,8 +26,9 @@ pub enum Frame {
     Chunk(Range<usize>),
     /// A complete line assembled from earlier chunks plus the head of this one.
     Owned(Vec<u8>),
-    /// A line longer than the limit; it was skipped. Carries its length in bytes.
-    Oversized(usize),
+    /// A line longer than the limit; it was skipped. Carries its length in bytes and
+    /// what the skim learned of it.
+    Oversized(usize, Skimmed),
 }
 
 impl Frame {
@@ -32,7 +37,7 @@ impl Frame {
         match self {
             Frame::Chunk(r) => &chunk[r.clone()],
             Frame::Owned(v) => v,
-            Frame::Oversized(_) => &[],
+            Frame::Oversized(..) => &[],
         }
     }
 }
@@ -44,6 +49,8 @@ pub struct LineSplitter {
     carry: Vec<u8>,
     /// `Some(n)` while discarding an oversized line: `n` bytes of it seen so far.
     skipping: Option<usize>,
+    /// Follows the line being discarded (set while `skipping` is).
+    skim: Skim,
     /// Whether the last byte seen while skipping was `\r` (it is not part of the size).
     skip_last_cr: bool,
 }
@@ -59,7 +66,13 @@ fn strip_cr(line: &[u8]) -> &[u8] {
 
 impl LineSplitter {
     pub fn new(max_line_bytes: usize) -> Self {
-        LineSplitter { max_line: max_line_bytes, carry: Vec::new(), skipping: None, skip_last_cr: false }
+        LineSplitter {
+            max_line: max_line_bytes,
+            carry: Vec::new(),
+            skipping: None,
+            skim: Skim::new(),
+            skip_last_cr: false,
+        }
     }
 
     pub fn max_line_bytes(&self) -> usize {
@@ -86,7 +99,7 @@ impl LineSplitter {
         if let Some(seen) = self.skipping.take() {
             let size = if self.skip_last_cr { seen - 1 } else { seen };
             self.skip_last_cr = false;
-            out.push(Frame::Oversized(size));
+            out.push(Frame::Oversized(size, std::mem::take(&mut self.skim).finish()));
         } else if !self.carry.is_empty() {
             let mut line = std::mem::take(&mut self.carry);
             if line.last() == Some(&b'\r') {
@@ -104,11 +117,12 @@ impl LineSplitter {
             let last_cr = head.last().map_or(self.skip_last_cr, |&b| b == b'\r');
             let total = seen + head.len() - usize::from(last_cr);
             self.skip_last_cr = false;
-            out.push(Frame::Oversized(total));
+            self.skim.feed(head);
+            out.push(Frame::Oversized(total, std::mem::take(&mut self.skim).finish()));
         } else if self.carry.is_empty() {
             let line = strip_cr(head);
             if line.len() > self.max_line {
-                out.push(Frame::Oversized(line.len()));
+                out.push(Frame::Oversized(line.len(), skimmed(&[line])));
             } else if !line.is_empty() {
                 out.push(Frame::Chunk(start..start + line.len()));
             }
@@ -117,8 +131,9 @@ impl LineSplitter {
             let last_cr = head.last().map_or(self.carry.last() == Some(&b'\r'), |&b| b == b'\r');
             let len = self.carry.len() + head.len() - usize::from(last_cr);
             if len > self.max_line {
+                let found = skimmed(&[&self.carry, head]);
                 self.carry.clear();
-                out.push(Frame::Oversized(len));
+                out.push(Frame::Oversized(len, found));
             } else {
                 let mut line = std::mem::take(&mut self.carry);
                 line.extend_from_slice(head);
@@ -130,7 +145,7 @@ impl LineSplitter {
 
     fn push_owned(&mut self, line: Vec<u8>, out: &mut Vec<Frame>) {
         if line.len() > self.max_line {
-            out.push(Frame::Oversized(line.len()));
+            out.push(Frame::Oversized(line.len(), skimmed(&[&line])));
         } else if !line.is_empty() {
             out.push(Frame::Owned(line));
         }
@@ -145,11 +160,15 @@ impl LineSplitter {
         if let Some(seen) = self.skipping.as_mut() {
             *seen += tail.len();
             self.skip_last_cr = tail.last() == Some(&b'\r');
+            self.skim.feed(tail);
             return;
         }
         let total = self.carry.len() + tail.len();
         // `+ 1`: a trailing `\r` is not part of the line, so max+1 bytes may still fit.
         if total > self.max_line.saturating_add(1) {
+            self.skim = Skim::new();
+            self.skim.feed(&self.carry);
+            self.skim.feed(tail);
             self.carry.clear();
             // Release a large carry allocation: we are no longer going to need it.
             if self.carry.capacity() > 1 << 20 {
@@ -161,6 +180,15 @@ impl LineSplitter {
             self.carry.extend_from_slice(tail);
         }
     }
+}
+
+/// What a skim learns from a line held in pieces.
+fn skimmed(pieces: &[&[u8]]) -> Skimmed {
+    let mut skim = Skim::new();
+    for p in pieces {
+        skim.feed(p);
+    }
+    skim.finish()
 }
 
 #[cfg(test)]
@@ -177,7 +205,7 @@ mod tests {
             assert!(s.buffered() <= max + 1);
             for f in &out {
                 res.push(match f {
-                    Frame::Oversized(n) => Err(*n),
+                    Frame::Oversized(n, _) => Err(*n),
                     f => Ok(f.bytes(c).to_vec()),
                 });
             }
@@ -186,7 +214,7 @@ mod tests {
         s.finish(&mut out);
         for f in out {
             res.push(match f {
-                Frame::Oversized(n) => Err(n),
+                Frame::Oversized(n, _) => Err(n),
                 Frame::Owned(v) => Ok(v),
                 Frame::Chunk(_) => unreachable!("finish never refers to a chunk"),
             });
@@ -243,7 +271,7 @@ mod tests {
         assert!(out.is_empty());
         s.feed(b"\nok\n", &mut out);
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0], Frame::Oversized(4096 * 1000));
+        assert_eq!(out[0], Frame::Oversized(4096 * 1000, Skimmed::default()));
         assert_eq!(out[1].bytes(b"\nok\n"), b"ok");
     }
 

@@ -19,6 +19,7 @@ from trunkline._codec import (
     DEFAULT_MAX_FRAME_BYTES,
     FRAME_RESULT,
     FRAME_SUBMIT,
+    FRAME_STAMPED,
     FRAME_SUBMIT_REJECTED,
     KIND_ERROR,
     KIND_NOTIFICATION,
@@ -51,6 +52,14 @@ CANCEL, STATE = 2, 18  # opaque to the codec
 
 def frame(kind: int, body: bytes = b"") -> bytes:
     return struct.pack("<IB", len(body) + 1, kind) + body
+
+
+def stamp(stamper: SubmitStamper, chunk: bytes) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """The stamper's ordered output split in two: every stamped request line, and every
+    other frame (the order between the two is checked where it matters)."""
+    out = stamper.feed(chunk)
+    return (b"".join(body for kind, body in out if kind == FRAME_STAMPED),
+            [(kind, body) for kind, body in out if kind != FRAME_STAMPED])
 
 
 def cuts(data: bytes, points: list[int]) -> list[bytes]:
@@ -152,12 +161,52 @@ def test_submits_pass_untouched_until_stamping_starts():
     st_ = SubmitStamper(corr)
     assert not st_.stamping
     sub = encode_submit(5, 100, "tools/list", None)
-    stdin, others = st_.feed(sub + frame(CANCEL, struct.pack("<Q", 5)))
+    stdin, others = stamp(st_, sub + frame(CANCEL, struct.pack("<Q", 5)))
     assert stdin == b"" and len(corr) == 0
     assert others == [(FRAME_SUBMIT, sub[5:]), (CANCEL, struct.pack("<Q", 5))]
     with pytest.raises(CodecError):
         st_.start_stamping(b"[1]")
     assert not st_.stamping
+
+
+def test_frames_come_back_in_the_order_the_parent_sent_them():
+    """Issue 11, defect 7: a cancel the parent sent before a later request stays before it,
+    so the worker writes notifications/cancelled before that request reaches the server."""
+    corr: Correlator[object] = Correlator()
+    st_ = SubmitStamper(corr)
+    st_.start_stamping(None)
+    cancel = frame(CANCEL, struct.pack("<Q", 1))
+    state = frame(STATE, b"{}")
+    out = st_.feed(encode_submit(1, 5, "ping", None) + cancel + encode_submit(2, 5, "ping", None)
+                   + encode_submit(3, 5, "ping", None) + state)
+    assert [kind for kind, _ in out] == [FRAME_STAMPED, CANCEL, FRAME_STAMPED, STATE]
+    assert out[0][1].count(b"\n") == 1 and out[2][1].count(b"\n") == 2
+    assert b'"id":1' in out[0][1] and b'"id":2' in out[2][1] and b'"id":3' in out[2][1]
+
+
+def test_stopped_stamping_hands_submits_back():
+    corr: Correlator[object] = Correlator()
+    st_ = SubmitStamper(corr)
+    st_.start_stamping(None)
+    st_.stop_stamping()
+    sub = encode_submit(4, 5, "ping", None)
+    assert st_.feed(sub) == [(FRAME_SUBMIT, sub[5:])] and len(corr) == 0
+
+
+def test_a_block_of_ids_is_never_left():
+    """Issue 11, defect 6 (codec half): a correlator given a block of ids hands out those
+    and no other; a SUBMIT past the block is rejected, nothing registered."""
+    corr: Correlator[object] = Correlator(first_id=2**32 + 1, limit=2**32 + 3)
+    assert corr.ids_left == 2
+    st_ = SubmitStamper(corr)
+    st_.start_stamping(None)
+    out = st_.feed(b"".join(encode_submit(i, 5, "ping", None) for i in (1, 2, 3)))
+    assert [kind for kind, _ in out] == [FRAME_STAMPED, FRAME_SUBMIT_REJECTED]
+    assert [orjson.loads(line)["id"] for line in out[0][1].splitlines()] == [2**32 + 1, 2**32 + 2]
+    assert out[1][1][:8] == struct.pack("<Q", 3) and b"used up" in out[1][1]
+    assert corr.ids_left == 0 and len(corr) == 2
+    with pytest.raises(CodecError):
+        Correlator(first_id=5, limit=5)
 
 
 def test_modern_stamping_is_schema_valid_and_ids_are_monotonic():
@@ -175,7 +224,7 @@ def test_modern_stamping_is_schema_valid_and_ids_are_monotonic():
     stdin = b""
     others: list[tuple[int, bytes]] = []
     for chunk in cuts(stream, [1, 7, 30, 31, 90]):
-        lines, more = st_.feed(chunk)
+        lines, more = stamp(st_, chunk)
         stdin += lines
         others += more
     assert others == [(STATE, b"{}")]
@@ -199,7 +248,7 @@ def test_legacy_stamping_writes_plain_requests():
     st_.start_stamping(None)
     assert st_.stamping
     params = b'{ "name" : "x" }'
-    stdin, others = st_.feed(encode_submit(1, 5, "tools/call", params) + encode_submit(2, 5, "ping", None))
+    stdin, others = stamp(st_, encode_submit(1, 5, "tools/call", params) + encode_submit(2, 5, "ping", None))
     assert others == []
     assert stdin == encode_request(40, "tools/call", params) + encode_request(41, "ping", None)
     assert b"_meta" not in stdin
@@ -210,7 +259,7 @@ def test_rejected_submit_registers_nothing(params):
     corr: Correlator[object] = Correlator()
     st_ = SubmitStamper(corr)
     st_.start_stamping(META)
-    stdin, others = st_.feed(encode_submit(77, 5, "tools/call", params) + encode_submit(78, 5, "ping", None))
+    stdin, others = stamp(st_, encode_submit(77, 5, "tools/call", params) + encode_submit(78, 5, "ping", None))
     assert len(others) == 1
     kind, body = others[0]
     assert kind == FRAME_SUBMIT_REJECTED == 255
@@ -227,7 +276,7 @@ def test_rejected_submit_for_a_pending_call_id_and_bad_heads():
     corr.allocate_call(9)
     truncated = frame(FRAME_SUBMIT, struct.pack("<QI", 10, 1))  # no method length
     bad_method = frame(FRAME_SUBMIT, struct.pack("<QIH", 11, 1, 2) + b"\xff\xfe")
-    stdin, others = st_.feed(encode_submit(9, 1, "ping", None) + truncated + bad_method)
+    stdin, others = stamp(st_, encode_submit(9, 1, "ping", None) + truncated + bad_method)
     assert stdin == b""
     assert [(k, struct.unpack_from("<Q", b)[0]) for k, b in others] == [(FRAME_SUBMIT_REJECTED, n) for n in (9, 10, 11)]
     assert b"already pending" in others[0][1]
@@ -239,10 +288,10 @@ def test_stamper_corruption_raises_before_registering():
     st_ = SubmitStamper(corr)
     st_.start_stamping(None)
     with pytest.raises(CodecError):
-        st_.feed(encode_submit(1, 1, "ping", None) + frame(FRAME_SUBMIT, b"short"))
+        stamp(st_, encode_submit(1, 1, "ping", None) + frame(FRAME_SUBMIT, b"short"))
     assert len(corr) == 0
     with pytest.raises(CodecError):
-        st_.feed(b"")
+        stamp(st_, b"")
 
 
 # ---------------------------------------------------------------------------- feed_forward
@@ -466,7 +515,7 @@ def test_end_to_end_round_trip(modern, seed):
     stamper.start_stamping(META if modern else None)
     stdin = b""
     for chunk in cuts(channel, [rng.randrange(len(channel)) for _ in range(40)]):
-        lines, others = stamper.feed(chunk)
+        lines, others = stamp(stamper, chunk)
         assert others == []
         stdin += lines
     assert len(wcorr) == n

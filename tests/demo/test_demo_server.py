@@ -4,6 +4,8 @@ schema of its era; requests the tests send on purpose as valid are validated too
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import functools
 import json
 import os
@@ -24,9 +26,9 @@ from mcp_schema import LEGACY, MODERN, SCHEMA_ROOT, validate_message
 
 from trunkline.demo import DemoServer, demo_servers
 from trunkline.errors import EraRefused
-from trunkline.peer import Peer
+from trunkline.worker.peer import Peer
 from trunkline.protocol import Era, NegotiationConfig
-from trunkline.transports import stdio
+from trunkline.params import stdio
 
 PV = "io.modelcontextprotocol/protocolVersion"
 CAPS = "io.modelcontextprotocol/clientCapabilities"
@@ -565,8 +567,8 @@ FAST = NegotiationConfig(discover_timeout_s=5.0, legacy_probe_timeout_s=5.0)
 def test_trunkline_peer_talks_to_each_demo_server(server: DemoServer):
     """End to end through trunkline's own era negotiation, as ``trunkline demo`` will."""
     async def main():
-        async with Peer(server.name, stdio(*server.argv), allow_legacy=server.allow_legacy,
-                        negotiation=FAST) as peer:
+        async with Peer(server.name, stdio(*server.argv), negotiation=replace(FAST, allow_legacy=server.allow_legacy),
+                        ) as peer:
             assert peer.era is (Era.LEGACY if server.allow_legacy else Era.MODERN)
             tools = await peer.call("tools/list", {}, timeout=5)
             assert "search" in {t["name"] for t in tools["tools"]}
@@ -579,7 +581,7 @@ def test_trunkline_refuses_the_archive_unless_allowlisted():
     archive = demo_servers()[2]
 
     async def main():
-        peer = Peer("archive", stdio(*archive.argv), allow_legacy=False, negotiation=FAST)
+        peer = Peer("archive", stdio(*archive.argv), negotiation=replace(FAST, allow_legacy=False))
         with pytest.raises(EraRefused):
             await peer.start()
         await peer.aclose()

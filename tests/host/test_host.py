@@ -27,11 +27,12 @@ from trunkline.errors import (
     ServerUnavailable,
     TransportLost,
 )
-from trunkline.host import Host, UnknownTool
+from trunkline.errors import UnknownTool
+from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
-from trunkline.supervisor import HostSettings, RestartPolicy
-from trunkline.transports.http_params import HttpParams
-from trunkline.transports.stdio import stdio
+from trunkline.settings import HostSettings, RestartPolicy
+from trunkline.params import HttpParams
+from trunkline.params import stdio
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
                                                       legacy_probe_timeout_s=20.0),
@@ -337,7 +338,7 @@ def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_l
             assert seen_a == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
             assert seen_b == seen_a  # each call saw exactly its own three, nothing else
             assert orjson.loads(a.text) == {"n": 1} and orjson.loads(b.text) == {"n": 2}
-            assert host._sup.handle("talk").dropped_progress == 2  # the "not ours" tokens
+            assert host._servers.handle("talk").progress.dropped == 2  # the "not ours" tokens
     run(main())
     assert logs == [("talk", {"level": "info", "logger": "chatty", "data": "asked for level info"})]
     sent = calls(tap)

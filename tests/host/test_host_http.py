@@ -29,7 +29,7 @@ from trunkline.errors import (
 )
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.retry import RetryPolicy
-from trunkline.supervisor import HostSettings, RestartPolicy
+from trunkline.settings import HostSettings, RestartPolicy
 
 # Python servers take 1-3 s to start under load; a refused server is not restarted.
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=15.0,

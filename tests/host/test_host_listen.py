@@ -13,10 +13,10 @@ from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
 
 import taplog
-from trunkline.host import Host
-from trunkline.listen import ListenStream, Verdict
+from trunkline.parent.host import Host
+from trunkline.protocol.listen import ListenStream, Verdict
 from trunkline.protocol import NegotiationConfig
-from trunkline.supervisor import HostSettings
+from trunkline.settings import HostSettings
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0))
 

@@ -12,10 +12,11 @@ from mcp_schema import MODERN, validate_message
 
 import taplog
 from trunkline.errors import ProtocolFailure
-from trunkline.host import Host
+from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
-from trunkline.protocol.mrtr import InputNotSupported, MrtrLimits
-from trunkline.supervisor import HostSettings
+from trunkline.errors import InputNotSupported
+from trunkline.protocol.mrtr import MrtrLimits
+from trunkline.settings import HostSettings
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0))
 

@@ -17,10 +17,10 @@ from mcp_schema import MODERN, validate_message
 
 import realpeers
 import taplog
-from trunkline.host import Host
+from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
-from trunkline.supervisor import HostSettings
-from trunkline.transports.stdio import stdio
+from trunkline.settings import HostSettings
+from trunkline.params import stdio
 
 pytestmark = pytest.mark.real_servers
 

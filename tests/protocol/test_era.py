@@ -246,20 +246,139 @@ def test_initialize_failures_fail_closed(event):
     assert m.verdict is None
 
 
-def test_late_discover_result_after_initialize_was_sent_wins():
+def test_late_discover_result_waits_for_the_outstanding_initialize():
+    """One session per connection: a DiscoverResult that arrives while initialize is out
+    decides nothing until the initialize's fate is known; refused, and modern stands."""
     m, _ = machine(allow_legacy=True)
     assert kinds(m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))) == [e.SendInitialize]
+    assert m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK)) == []
+    assert m.state is e.State.CONFIRMING and m.verdict is None
+    out = m.handle(e.ErrorReplied(e.Probe.INITIALIZE, -32601, "Method not found"))
+    assert kinds(out) == [e.Decide]
+    assert out[0].verdict.era is e.Era.MODERN
+    assert any("refused the legacy session" in line for line in out[0].verdict.evidence)
+
+
+@pytest.mark.parametrize("initialize_fate", [
+    e.Replied(e.Probe.INITIALIZE, INIT_OK),
+    e.Replied(e.Probe.INITIALIZE, {"not": "an InitializeResult"}),
+    e.TimedOut(e.Probe.INITIALIZE, 10.0),
+    e.ExchangeFailed(e.Probe.INITIALIZE, "the stream broke"),
+], ids=repr)
+def test_discover_result_and_an_accepted_initialize_mean_two_sessions(initialize_fate):
+    """The reverse race (TS SDK v2 serveStdio started slowly): the server answers the
+    discover *and* takes the late initialize, or may have. The connection is abandoned
+    and the next one starts as proven modern."""
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
+    out = m.handle(initialize_fate)
+    assert kinds(out) == [e.Renegotiate]
+    assert "two sessions" in out[0].reason or "legacy session" in out[0].reason
+    assert m.state is e.State.ABANDONED and m.proven_modern and m.verdict is None
+    assert m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK)) == []
+
+
+def test_a_late_discover_result_after_a_legacy_verdict_means_two_sessions():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    assert kinds(m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))) == [e.SendInitialized, e.Decide]
+    assert m.awaits_discover
+    assert m.handle(e.Unexpected("noise")) == []
     out = m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
-    assert out[0] == e.Abandon(e.Probe.INITIALIZE)
-    assert out[-1].verdict.era is e.Era.MODERN
+    assert kinds(out) == [e.Renegotiate] and m.proven_modern
 
 
-def test_late_modern_error_after_initialize_was_sent_wins():
+def test_a_late_discover_error_after_a_legacy_verdict_settles_it():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))
+    assert m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found")) == []
+    assert not m.awaits_discover
+    assert m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK)) == []
+    assert m.verdict.era is e.Era.LEGACY
+
+
+def test_a_legacy_verdict_after_a_discover_error_awaits_nothing():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found"))
+    m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))
+    assert m.verdict.era is e.Era.LEGACY
+    assert not m.awaits_discover, "an answered discover cannot be answered again"
+
+
+def test_late_modern_error_to_discover_waits_for_the_outstanding_initialize():
     m, _ = machine(allow_legacy=True, modern_versions=("2027-01-01", MODERN))
     m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
-    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
-                                  {"supported": [MODERN], "requested": "2027-01-01"}))
-    assert out == [e.Abandon(e.Probe.INITIALIZE), e.SendDiscover(MODERN, 10.0)]
+    assert m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                                   {"supported": [MODERN], "requested": "2027-01-01"})) == []
+    out = m.handle(e.ErrorReplied(e.Probe.INITIALIZE, -32600, "Invalid request"))
+    assert out == [e.SendDiscover(MODERN, 10.0)]
+    assert kinds(m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))) == [e.Decide]
+
+
+def test_a_modern_error_to_initialize_is_modern_evidence():
+    """Issue 11, defect 2: an allowlisted server whose discover answer is slow gets the one
+    initialize and answers it with -32022 listing only modern revisions: it has proved it
+    is modern. Discover is asked again (a new id), never initialize."""
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.ErrorReplied(e.Probe.INITIALIZE, -32022, "Unsupported protocol version",
+                                  {"supported": [MODERN], "requested": "2025-11-25"}))
+    assert out == [e.SendDiscover(MODERN, 10.0)]
+    assert m.proven_modern
+    out = m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
+    assert kinds(out) == [e.Decide] and out[0].verdict.era is e.Era.MODERN
+    assert any("a modern error, so the peer is modern" in line for line in out[0].verdict.evidence)
+
+
+def test_a_modern_error_to_initialize_naming_legacy_revisions_is_no_evidence():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.ErrorReplied(e.Probe.INITIALIZE, -32022, "x",
+                                  {"supported": ["2025-06-18", MODERN], "requested": "2025-11-25"}))
+    assert kinds(out) == [e.Fail] and not m.proven_modern
+
+
+def test_a_missing_capability_error_to_initialize_fails_as_modern():
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.ErrorReplied(e.Probe.INITIALIZE, -32021, "x",
+                                  {"requiredCapabilities": {"sampling": {}}}))
+    assert kinds(out) == [e.Fail]
+    assert "requires client capabilities" in out[0].refusal.reason
+    assert out[0].refusal.proven_modern
+
+
+@pytest.mark.parametrize("allow_legacy", [False, True])
+def test_proven_modern_never_gets_initialize(allow_legacy):
+    m, first = machine(allow_legacy=allow_legacy, proven_modern=True)
+    assert kinds(first) == [e.SendDiscover]
+    assert any("earlier connection proved" in line for line in m.evidence)
+    out = m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    never_initialize(out)
+    assert kinds(out) == [e.Fail]
+    assert out[0].refusal.next_attempt is e.NextAttempt.LATER
+
+
+def test_silence_is_no_evidence_yet_and_answers_are_final():
+    """Issue 11, defect 4: a deadline that passed in silence fails *for now*; an answer
+    that is not evidence fails for good."""
+    m, _ = machine()
+    out = m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    assert out[0].refusal.next_attempt is e.NextAttempt.LATER
+    assert "initialize was never sent" in out[0].refusal.reason
+    m, _ = machine()
+    out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found"))
+    assert out[0].refusal.next_attempt is e.NextAttempt.NEVER
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.TimedOut(e.Probe.INITIALIZE, 10.0))
+    assert out[0].refusal.next_attempt is e.NextAttempt.LATER
+    m, _ = machine(allow_legacy=True)
+    m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
+    out = m.handle(e.ErrorReplied(e.Probe.INITIALIZE, -32602, "bad"))
+    assert out[0].refusal.next_attempt is e.NextAttempt.NEVER
 
 
 def test_discover_timeout_while_initializing_is_ignored():
@@ -361,5 +480,8 @@ def test_invariants_for_any_event_sequence(allow_legacy, events):
     assert len(inits) <= (1 if allow_legacy else 0)
     ends = [d for d in history if isinstance(d, (e.Decide, e.Fail))]
     assert len(ends) <= 1
+    renegotiations = [i for i, d in enumerate(history) if isinstance(d, e.Renegotiate)]
+    assert len(renegotiations) <= 1
+    assert not renegotiations or renegotiations[0] == len(history) - 1, "nothing after it"
     if m.verdict is not None and m.verdict.era is e.Era.LEGACY:
         assert inits and any(isinstance(d, e.SendInitialized) for d in history)

@@ -20,6 +20,7 @@ from trunkline.errors import (
     ConfigurationError,
     EraRefused,
     MalformedMessage,
+    OversizedMessage,
     RequestTimeout,
     SchemaViolation,
     ServerError,
@@ -27,10 +28,11 @@ from trunkline.errors import (
     SpawnFailed,
     TransportLost,
 )
+from trunkline.parent.retrying import run_with_retries
 from trunkline.protocol import retry as r
 from trunkline.protocol.retry import GiveUp, GiveUpReason, Outcome, Retry
 
-# Spelled out from the issue and spec §23.8, not copied from the module.
+# Spelled out from the issue, not copied from the module.
 READS = ["tools/list", "prompts/list", "resources/list", "resources/templates/list",
          "resources/read", "prompts/get", "server/discover", "completion/complete"]
 MAYBE_DELIVERED = [TransportLost("pipe closed"), RequestTimeout("no reply", timeout_s=1.0)]
@@ -106,8 +108,8 @@ class Script:
 
 
 def drive(send, plan, clock: FakeClock, seed: int = 7, **kw):
-    return asyncio.run(r.run_with_retries(send, plan, sleep=clock.sleep, now=clock.now,
-                                          rng=random.Random(seed), **kw))
+    return asyncio.run(run_with_retries(send, plan, sleep=clock.sleep, now=clock.now,
+                                        rng=random.Random(seed), **kw))
 
 
 # --- backoff -------------------------------------------------------------------------
@@ -285,15 +287,36 @@ def test_tools_call_waits_for_a_restart_and_goes_out_exactly_once():
     assert [a.index for a in send.attempts] == [0, 1]
 
 
-def test_was_sent_lets_the_host_mark_a_pre_send_timeout():
-    pre_send = RequestTimeout("server was not ready within 5 s (restarting)")
+def test_an_error_marked_not_sent_is_retried_for_any_method():
+    pre_send = RequestTimeout("server was not ready within 5 s (restarting)", sent=False)
     plan = r.plan_call(r.RetryPolicy(), "tools/call", tool="send_mail")
     send = Script([pre_send, {"ok": 1}])
-    assert drive(send, plan, FakeClock(), was_sent=lambda e: e is not pre_send) == {"ok": 1}
-    send = Script([pre_send, {"ok": 1}])
+    assert drive(send, plan, FakeClock()) == {"ok": 1}
+    send = Script([RequestTimeout("server was not ready within 5 s (restarting)"), {"ok": 1}])
     with pytest.raises(RequestTimeout):
         drive(send, plan, FakeClock())  # without the host's word: maybe delivered
     assert len(send.attempts) == 1
+
+
+@pytest.mark.parametrize("method,idempotent,retried", [
+    ("tools/list", None, True),
+    ("resources/read", None, True),
+    ("tools/call", None, False),
+    ("tools/call", True, True),
+])
+def test_an_answer_too_large_to_read_is_retried_only_when_safe(method, idempotent, retried):
+    """Issue 11, defect 5: the server answered (so it ran), but the answer was over the
+    size limit: a safe request is sent again, anything else is not."""
+    oversized = OversizedMessage("the answer was 20 MiB", size=20 << 20, limit=16 << 20)
+    assert r.classify(oversized) is Outcome.SERVER_FAULT
+    plan = r.plan_call(r.RetryPolicy(), method, tool="t", idempotent=idempotent)
+    send = Script([oversized, {"ok": 1}])
+    if retried:
+        assert drive(send, plan, FakeClock()) == {"ok": 1}
+    else:
+        with pytest.raises(OversizedMessage):
+            drive(send, plan, FakeClock())
+    assert len(send.attempts) == (2 if retried else 1)
 
 
 annotations = st.fixed_dictionaries({}, optional={

@@ -10,8 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from trunkline.supervisor import ServerConfig, Supervisor
-from trunkline.transports.stdio import stdio
+from trunkline.parent.supervisor import Supervisor
+from trunkline.settings import ServerConfig
+from trunkline.params import stdio
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 

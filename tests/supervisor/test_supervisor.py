@@ -25,7 +25,8 @@ import taplog
 from trunkline.channel import ServerState
 from trunkline.errors import RequestTimeout, ServerUnavailable, TransportLost
 from trunkline.protocol import NegotiationConfig
-from trunkline.supervisor import HostSettings, RestartPolicy, ServerConfig, Supervisor
+from trunkline.parent.supervisor import Supervisor
+from trunkline.settings import HostSettings, RestartPolicy, ServerConfig
 
 FAST_RESTART = RestartPolicy(base_s=0.001, cap_s=0.01, max_restarts=10_000, window_s=1.0)
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=10.0),
@@ -229,7 +230,7 @@ def test_refused_server_is_unavailable_without_restart_and_isolated(no_leaks):
 def test_spawn_failure_is_reported(no_leaks):
     async def main():
         async with Supervisor(SETTINGS) as sup:
-            from trunkline.transports.stdio import stdio
+            from trunkline.params import stdio
             status = await sup.add(ServerConfig("ghost", stdio("/nonexistent/mcp-server")))
             assert status.state is ServerState.UNAVAILABLE
             assert "spawn failed" in status.reason

@@ -9,7 +9,7 @@ import pytest
 
 from trunkline import _codec
 from trunkline.protocol.headers import HeaderValueError
-from trunkline.transports.http_headers import ACCEPT, HeaderPlan, Outgoing
+from trunkline.protocol.header_plan import ACCEPT, HeaderPlan, Outgoing
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN}

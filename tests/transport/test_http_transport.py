@@ -8,6 +8,8 @@ evidence and the allowlist), and which exchanges the client closed (cancellation
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import asyncio
 import base64
 import logging
@@ -29,7 +31,7 @@ from trunkline.errors import (
     StreamBroken,
     TransportLost,
 )
-from trunkline.peer import Peer, PeerState
+from trunkline.worker.peer import Peer, PeerState
 from trunkline.protocol.era import Era, NegotiationConfig
 from trunkline.protocol.identity import ClientIdentity
 
@@ -53,10 +55,13 @@ def refused(url: str, *, allow_legacy: bool = False,
             negotiation: NegotiationConfig = FAST) -> EraRefused:
     """Start a Peer for ``url`` that must fail closed; the refusal (reason, evidence)."""
     async def main():
-        peer = Peer("s", http(url), allow_legacy=allow_legacy, negotiation=negotiation)
-        with pytest.raises(EraRefused) as caught:
-            await peer.start()
-        assert peer.state is PeerState.REFUSED
+        peer = Peer("s", http(url), negotiation=replace(negotiation, allow_legacy=allow_legacy))
+        try:
+            with pytest.raises(EraRefused) as caught:
+                await peer.start()
+            assert peer.state is PeerState.REFUSED
+        finally:
+            await peer.aclose()
         return caught.value
     return run(main())
 
@@ -144,9 +149,10 @@ def test_authentication_challenge_is_reported_and_never_downgrades(
     server = start(http_peer, tmp_path, "--status", str(status))
 
     async def main():
-        peer = Peer("s", http(server.url), allow_legacy=allow_legacy, negotiation=FAST)
+        peer = Peer("s", http(server.url), negotiation=replace(FAST, allow_legacy=allow_legacy))
         with pytest.raises(AuthenticationFailed) as caught:
-            await peer.start()
+            async with peer:
+                pass
         assert peer.state is PeerState.REFUSED
         return caught.value
     error = run(main())
@@ -244,7 +250,7 @@ def test_allowlisted_legacy_endpoint_gets_a_session(no_leaks, http_peer, tmp_pat
     server = start(http_peer, tmp_path, "--legacy")
 
     async def main():
-        async with Peer("s", http(server.url), allow_legacy=True, negotiation=FAST,
+        async with Peer("s", http(server.url), negotiation=replace(FAST, allow_legacy=True),
                         identity=ClientIdentity()) as peer:
             assert (peer.era, peer.verdict.version) == (Era.LEGACY, LEGACY)
             result = await peer.call("tools/call", {"name": "echo", "arguments": {
@@ -273,7 +279,7 @@ def test_expired_legacy_session_ends_the_transport(no_leaks, http_peer, tmp_path
     closed: list[str] = []
 
     async def main():
-        peer = Peer("s", http(server.url), allow_legacy=True, negotiation=FAST,
+        peer = Peer("s", http(server.url), negotiation=replace(FAST, allow_legacy=True),
                     on_closed=closed.append)
         await peer.start()
         try:

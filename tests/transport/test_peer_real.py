@@ -4,6 +4,8 @@ reached the server (recorded by tests/peers/tap.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sys
 
 import orjson
@@ -14,9 +16,9 @@ from mcp_schema import LEGACY, MODERN, validate_message
 import realpeers
 import taplog
 from trunkline.errors import EraRefused
-from trunkline.peer import Peer
+from trunkline.worker.peer import Peer
 from trunkline.protocol import Era, NegotiationConfig
-from trunkline.transports.stdio import stdio
+from trunkline.params import stdio
 
 pytestmark = pytest.mark.real_servers
 
@@ -56,7 +58,7 @@ LEGACY_SERVERS = {
 def test_modern_server_is_modern_and_never_sees_initialize(tap, no_leaks, name, allow_legacy):
     server, (tool, args) = MODERN_SERVERS[name]
     async def main():
-        peer = Peer(name, tapped(server, tap), allow_legacy=allow_legacy, negotiation=CONFIG)
+        peer = Peer(name, tapped(server, tap), negotiation=replace(CONFIG, allow_legacy=allow_legacy))
         async with peer:
             assert peer.era is Era.MODERN
             assert peer.verdict.version == MODERN
@@ -79,7 +81,8 @@ def test_legacy_server_without_allowlist_fails_closed(tap, no_leaks, name):
     async def main():
         peer = Peer(name, tapped(server, tap), negotiation=CONFIG)
         with pytest.raises(EraRefused) as info:
-            await peer.start()
+            async with peer:
+                pass
         assert any(str(code) in line for line in info.value.evidence), info.value.evidence
         assert "allow_legacy=False" in info.value.message
         assert not group_alive(peer.pid)
@@ -94,7 +97,7 @@ def test_legacy_server_without_allowlist_fails_closed(tap, no_leaks, name):
 def test_allowlisted_legacy_server_becomes_legacy(tap, no_leaks, name):
     server, code, (tool, args) = LEGACY_SERVERS[name]
     async def main():
-        peer = Peer(name, tapped(server, tap), allow_legacy=True, negotiation=CONFIG)
+        peer = Peer(name, tapped(server, tap), negotiation=replace(CONFIG, allow_legacy=True))
         async with peer:
             assert peer.era is Era.LEGACY
             assert peer.verdict.version in CONFIG.legacy_versions

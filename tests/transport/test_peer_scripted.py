@@ -4,6 +4,8 @@ ids, late answers, floods)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import asyncio
 import time
 
@@ -14,7 +16,7 @@ from mcp_schema import LEGACY, MODERN, validate_message
 
 import taplog
 from trunkline.errors import EraRefused, RequestTimeout, TransportLost
-from trunkline.peer import Peer, PeerState
+from trunkline.worker.peer import Peer, PeerState
 from trunkline.protocol import ClientIdentity, Era, NegotiationConfig
 
 FAST = NegotiationConfig(discover_timeout_s=1.0, legacy_probe_timeout_s=1.0)
@@ -35,10 +37,15 @@ def methods(tap) -> list[str]:
 
 
 async def refused(params, *, allow_legacy=False, config=FAST, **kw) -> tuple[EraRefused, Peer]:
-    peer = Peer("hostile", params, allow_legacy=allow_legacy, negotiation=config, **kw)
-    with pytest.raises(EraRefused) as info:
-        await peer.start()
-    assert peer.state is PeerState.REFUSED
+    peer = Peer("hostile", params, negotiation=replace(config, allow_legacy=allow_legacy), **kw)
+    try:
+        with pytest.raises(EraRefused) as info:
+            await peer.start()
+        assert peer.state is PeerState.REFUSED
+    finally:
+        # start() reports the verdict without waiting for the server's stop ladder;
+        # closing the peer runs it.
+        await peer.aclose()
     assert not group_alive(peer.pid), "a refused peer's process group must be gone"
     return info.value, peer
 
@@ -69,7 +76,7 @@ def test_32022_retries_discover_with_a_new_id_and_never_initializes(tap, no_leak
     config = NegotiationConfig(modern_versions=("2027-01-01", MODERN), discover_timeout_s=2)
     async def main():
         peer = Peer("m", scripted("--era", "modern", "--supported", MODERN, tap=tap),
-                    allow_legacy=True, negotiation=config)
+                    negotiation=replace(config, allow_legacy=True))
         async with peer:
             assert peer.verdict.version == MODERN
     run(main())
@@ -140,8 +147,8 @@ def test_oversized_line_during_probe_is_reported_and_bounded(tap, no_leaks):
 
 def test_allowlisted_legacy_peer_becomes_legacy_after_valid_initialize(tap, no_leaks):
     async def main():
-        peer = Peer("legacy", scripted("--era", "legacy", tap=tap), allow_legacy=True,
-                    negotiation=FAST)
+        peer = Peer("legacy", scripted("--era", "legacy", tap=tap), negotiation=replace(FAST, allow_legacy=True),
+                    )
         async with peer:
             assert peer.era is Era.LEGACY and peer.verdict.version == "2025-11-25"
             assert peer.verdict.server_info["name"] == "scripted-peer"
@@ -160,7 +167,7 @@ def test_allowlisted_legacy_peer_becomes_legacy_after_valid_initialize(tap, no_l
 def test_silent_until_initialize_becomes_legacy_only_when_allowlisted(tap, no_leaks):
     async def main():
         peer = Peer("slow", scripted("--discover", "silence", "--initialize", "result", tap=tap),
-                    allow_legacy=True, negotiation=FAST)
+                    negotiation=replace(FAST, allow_legacy=True))
         async with peer:
             assert peer.era is Era.LEGACY
     run(main())
@@ -183,21 +190,42 @@ def test_bad_legacy_result_leaves_peer_unavailable(tap, no_leaks, behaviour):
     assert "tools/list" not in sent_methods
 
 
-def test_late_discover_result_after_initialize_makes_the_peer_modern(tap, no_leaks):
-    config = NegotiationConfig(discover_timeout_s=0.3, legacy_probe_timeout_s=5.0)
+def test_a_discover_answer_and_an_accepted_initialize_are_two_sessions(tap, no_leaks):
+    """Issue 11, defect 3: a slow server answers the discover *and* accepts the late
+    initialize. Its connection now holds a legacy session too, so no call is served over
+    it: the peer gives it up, proven modern, and never sends notifications/initialized."""
+    config = NegotiationConfig(discover_timeout_s=0.3, legacy_probe_timeout_s=5.0,
+                               allow_legacy=True)
     async def main():
-        peer = Peer("late", scripted("--era", "dual", "--discover", "late:1.0",
-                                     "--initialize", "late:3.0", tap=tap),
-                    allow_legacy=True, negotiation=config)
+        err, peer = await refused(scripted("--era", "dual", "--discover", "late:1.0",
+                                           "--initialize", "late:1.5", tap=tap), config=config,
+                                  allow_legacy=True)
+        assert err.renegotiate and err.proven_modern and not err.retry_later
+        assert "two sessions" in err.message
+        assert any("DiscoverResult arrived while initialize was outstanding" in line
+                   for line in err.evidence)
+    run(main())
+    assert methods(tap) == ["server/discover", "initialize"]
+
+
+def test_a_modern_error_to_the_late_initialize_proves_modern(tap, no_leaks):
+    """Issue 11, defect 2: the allowlisted server's discover answer is slow, so the one
+    initialize goes out; it answers that with -32022 listing only modern revisions, which
+    proves it modern; the DiscoverResult that follows is taken, not dropped."""
+    config = NegotiationConfig(discover_timeout_s=0.5, legacy_probe_timeout_s=5.0)
+    async def main():
+        peer = Peer("slow", scripted("--era", "modern", "--discover", "late:0.8", tap=tap),
+                    negotiation=replace(config, allow_legacy=True))
         async with peer:
             assert peer.era is Era.MODERN
-            assert any("modern wins" in line for line in peer.evidence)
+            assert any("a modern error, so the peer is modern" in line
+                       for line in peer.evidence)
             await peer.call("tools/list", {}, timeout=5)
     run(main())
     sent_methods = methods(tap)
-    assert sent_methods[:2] == ["server/discover", "initialize"]
+    assert sent_methods[:3] == ["server/discover", "initialize", "server/discover"]
+    assert sent_methods.count("initialize") == 1
     assert "notifications/initialized" not in sent_methods
-    # After the verdict, requests are stamped modern.
     assert sent(tap)[-1]["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == MODERN
 
 
@@ -211,8 +239,8 @@ def test_legacy_duties_ping_and_server_requests(tap, no_leaks):
         peer = Peer("legacy", scripted("--era", "legacy", "--ping-first",
                                        "--server-request", "roots/list",
                                        "--server-request", "sampling/createMessage", tap=tap),
-                    allow_legacy=True, negotiation=FAST, identity=identity,
-                    server_request_handlers={"sampling/createMessage": sampling})
+                    negotiation=replace(FAST, allow_legacy=True), identity=identity,
+                    input_handlers={"sampling/createMessage": sampling})
         async with peer:
             for _ in range(100):
                 if len([m for m in sent(tap) if "method" not in m]) >= 3:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trunkline.transports.sse import SseDecoder, SseError, SseEvent
+from trunkline.worker.transports.sse import SseDecoder, SseError, SseEvent
 
 BOM = b"\xef\xbb\xbf"
 

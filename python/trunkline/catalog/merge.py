@@ -22,24 +22,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ToolCollision
 from .model import CatalogWarning, ToolEntry, ToolListing
 from .names import assign_aliases
 
 CollisionPolicy = Literal["prefix", "reject"]
 COLLISION_POLICIES: tuple[str, ...] = get_args(CollisionPolicy)
-
-
-class ToolCollision(ConfigurationError):
-    """Two tools cannot both have the name ``name``.
-
-    ``claimants`` are the ``(server, local_name)`` pairs that wanted it, in catalog
-    order."""
-
-    def __init__(self, message: str, *, name: str, claimants: Sequence[tuple[str, str]]) -> None:
-        super().__init__(message)
-        self.name = name
-        self.claimants = tuple(claimants)
 
 
 class Catalog:

@@ -1,27 +1,38 @@
 """Era negotiation as a pure state machine: events in, decisions out, no I/O.
 
-The driver (``trunkline.peer``) sends what the machine asks for, enforces the deadlines
-the machine names, correlates replies by id, and feeds back what happened. The machine
-decides the era from *positive evidence only* (DESIGN.md §4):
+The driver (``trunkline.worker.negotiation``) sends what the machine asks for, enforces
+the deadlines the machine names, correlates replies by id, and feeds back what happened.
+The machine decides the era from *positive evidence only* (``docs/architecture.md``,
+"Era negotiation"):
 
 1. Probe with ``server/discover``. A valid ``DiscoverResult`` proves a modern peer; the
    highest shared version is chosen, or negotiation fails naming both lists.
-2. A recognized modern error proves a modern peer: -32022 retries discover with a shared
-   modern version (the driver gives every send a new id), -32020/-32021 fail with the
-   reason. ``initialize`` is never sent after modern evidence, allowlisted or not.
+2. A recognized modern error (-32020, -32021, -32022 with their exact data shapes) proves
+   a modern peer, whichever probe it answers: -32022 retries discover with a shared modern
+   version (the driver gives every send a new id), -32020/-32021 fail with the reason.
+   ``initialize`` is never sent after modern evidence, allowlisted or not, nor on a
+   connection to a server that proved modern on an earlier one (``proven_modern``).
 3. Everything else is ambiguous. Without ``allow_legacy`` the peer fails closed with the
    evidence. With it, exactly one ``initialize`` goes out under its own deadline, and only
    a well-formed result with a configured legacy version makes the peer legacy.
-4. A valid ``DiscoverResult`` that arrives while ``initialize`` is outstanding still wins:
-   positive modern evidence beats the fallback.
+4. Silence is not evidence either way: a probe whose deadline passed with nothing else
+   observed fails with ``NextAttempt.LATER`` (try again on a fresh connection, after a
+   backoff). An answer that is not evidence, garbage, or a closed transport fail with
+   ``NextAttempt.NEVER``.
+5. One connection, one session. A ``DiscoverResult`` that arrives while ``initialize`` is
+   outstanding waits for the initialize's fate: refused, and the modern verdict stands;
+   accepted (or unanswered), and the server may now hold a legacy session on this very
+   connection, so it is abandoned (``Renegotiate``) and the next connection starts as
+   proven modern. After a legacy verdict the discover stays pending for the same reason:
+   a late ``DiscoverResult`` also means two sessions.
 
-A verdict, once reached, is final for the transport's lifetime; a new transport gets a new
-machine.
+A verdict, once reached, is final for the connection; a new connection gets a new machine.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +77,8 @@ class NegotiationConfig:
     #: Bound on -32022 round trips (each with a new id), so a confused server cannot
     #: keep us negotiating forever.
     max_discover_attempts: int = 3
+    #: An earlier connection to this server proved it modern: never send ``initialize``.
+    proven_modern: bool = False
 
 
 # --- events (what the driver observed) ----------------------------------------------
@@ -165,6 +178,15 @@ class Abandon:
 
 
 @dataclass(frozen=True)
+class Renegotiate:
+    """This connection holds two sessions (the server answered ``server/discover`` and
+    accepted, or may have accepted, ``initialize``): carry nothing more over it; open a
+    new one, on which the server counts as proven modern."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Verdict:
     era: Era
     version: str
@@ -175,10 +197,22 @@ class Verdict:
     raw_result: Any = field(default=None, repr=False, compare=False)
 
 
+class NextAttempt(enum.Enum):
+    """What a refusal leaves open."""
+
+    #: The server answered in a way that is no evidence (or broke the protocol): final.
+    NEVER = "never"
+    #: Nothing was heard in time: no evidence yet; a fresh connection may succeed later.
+    LATER = "later"
+
+
 @dataclass(frozen=True)
 class Refusal:
     reason: str
     evidence: tuple[str, ...]
+    next_attempt: NextAttempt = NextAttempt.NEVER
+    #: The server proved modern before the negotiation failed.
+    proven_modern: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,15 +225,21 @@ class Fail:
     refusal: Refusal
 
 
-Decision = SendDiscover | SendInitialize | SendInitialized | Abandon | Decide | Fail
+Decision = (SendDiscover | SendInitialize | SendInitialized | Abandon | Decide | Fail
+            | Renegotiate)
 
 
 class State(enum.Enum):
     IDLE = "idle"
     DISCOVERING = "discovering"
     INITIALIZING = "initializing"
+    #: Modern evidence arrived while ``initialize`` was outstanding: the decision it
+    #: implies waits until the initialize is known not to have opened a session.
+    CONFIRMING = "confirming"
     DECIDED = "decided"
     FAILED = "failed"
+    #: Two sessions on one connection: ``Renegotiate`` was decided.
+    ABANDONED = "abandoned"
 
 
 class EraNegotiation:
@@ -212,9 +252,17 @@ class EraNegotiation:
         self.verdict: Verdict | None = None
         self.refusal: Refusal | None = None
         self._attempts = 0
-        # Set by the first recognized modern error: from then on, nothing may lead to
-        # ``initialize``, whatever the allowlist says.
-        self._proven_modern = False
+        # Set by modern evidence (here, or on an earlier connection): from then on nothing
+        # may lead to ``initialize``, whatever the allowlist says.
+        self._proven_modern = self.config.proven_modern
+        # CONFIRMING: what the modern evidence decides, worked out once the outstanding
+        # initialize is known not to have opened a session.
+        self._held: Callable[[], list[Decision]] | None = None
+        # Whether the latest server/discover got an answer of any kind (a deadline passing
+        # is not one: the server may still answer).
+        self._discover_answered = False
+        # A legacy verdict was reached with a discover still unanswered.
+        self._discover_pending_after_legacy = False
 
     # -- public ------------------------------------------------------------------------
 
@@ -224,15 +272,24 @@ class EraNegotiation:
         if not self.config.modern_versions:
             raise ValueError("at least one modern version must be configured")
         self.state = State.DISCOVERING
+        if self._proven_modern:
+            self._note("an earlier connection proved the server modern: initialize is "
+                       "never sent on this one")
         return [self._discover(self.config.modern_versions[0])]
 
     def handle(self, event: Event) -> list[Decision]:
-        if self.state in (State.DECIDED, State.FAILED):
-            # The verdict is final for this transport; later lines are the driver's
-            # business (a late reply is dropped, a close after a verdict is a crash).
+        if self.state is State.DECIDED:
+            return self._after_verdict(event)
+        if self.state in (State.FAILED, State.ABANDONED):
+            # Final for this connection; later lines are the driver's business (a late
+            # reply is dropped, a close after a verdict is a crash).
             return []
         if self.state is State.IDLE:
             raise RuntimeError("handle() before start()")
+        if getattr(event, "probe", None) is Probe.DISCOVER and not isinstance(event, TimedOut):
+            self._discover_answered = True
+        if self.state is State.CONFIRMING:
+            return self._confirming(event)
         if isinstance(event, Replied):
             return self._on_reply(event)
         if isinstance(event, ErrorReplied):
@@ -258,7 +315,17 @@ class EraNegotiation:
 
     @property
     def done(self) -> bool:
-        return self.state in (State.DECIDED, State.FAILED)
+        return self.state in (State.DECIDED, State.FAILED, State.ABANDONED)
+
+    @property
+    def proven_modern(self) -> bool:
+        return self._proven_modern
+
+    @property
+    def awaits_discover(self) -> bool:
+        """After a legacy verdict: whether a late answer to ``server/discover`` still
+        matters (the driver keeps that request pending)."""
+        return self._discover_pending_after_legacy
 
     # -- transitions -------------------------------------------------------------------
 
@@ -268,6 +335,12 @@ class EraNegotiation:
             if problem is not None:
                 self._note(f"server/discover answered with a malformed DiscoverResult: {problem}")
                 return self._fail_closed_or_fall_back(ended=False)
+            if self.state is State.INITIALIZING:
+                self._proven_modern = True
+                self._note("a valid DiscoverResult arrived while initialize was outstanding: "
+                           "the verdict waits for the initialize answer (one session per "
+                           "connection)")
+                return self._confirm(lambda: self._modern_from_discover(event.result))
             return self._modern_from_discover(event.result)
         # Probe.INITIALIZE
         if self.state is not State.INITIALIZING:
@@ -293,30 +366,50 @@ class EraNegotiation:
             evidence=tuple(self.evidence),
             raw_result=result,
         )
+        # server/discover went out first and was never answered: should it still be, the
+        # server holds two sessions on this connection (see _after_verdict).
+        self._discover_pending_after_legacy = not self._discover_answered
         return self._decide(verdict, [SendInitialized()])
 
     def _on_error(self, event: ErrorReplied) -> list[Decision]:
         label = f"{event.probe.value} answered error {event.code} {event.message!r}"
-        if event.probe is Probe.INITIALIZE:
-            self._note(label)
-            return self._fail("the legacy initialize probe was answered with an error")
-        if not is_recognized_modern_error(event.code, event.data):
+        if not self._modern_evidence(event):
+            if event.probe is Probe.INITIALIZE:
+                self._note(label)
+                return self._fail("the legacy initialize probe was answered with an error")
             self._note(f"{label}: not a recognized modern error, so not evidence of an era")
             return self._fail_closed_or_fall_back(ended=False)
 
         # From here on the peer has proven it is modern: never downgrade.
         self._proven_modern = True
         self._note(f"{label}: a modern error, so the peer is modern")
+        if event.probe is Probe.INITIALIZE:
+            # It refused the legacy session: the connection holds one session, modern.
+            self.state = State.DISCOVERING
+            return self._modern_error(event)
         if self.state is State.INITIALIZING:
-            # The probe's answer came after we fell back; modern evidence still wins.
-            pre = [Abandon(Probe.INITIALIZE)]
-        else:
-            pre = []
+            # The discover's answer came after we fell back: wait for the initialize.
+            return self._confirm(lambda: self._modern_error(event))
+        return self._modern_error(event)
+
+    def _modern_evidence(self, event: ErrorReplied) -> bool:
+        """A recognized modern error. Answering ``initialize``, -32022 counts only when
+        every revision it lists as supported is one that is not legacy: a server that
+        names legacy revisions there is negotiating the legacy handshake, not proving
+        the modern era."""
+        if not is_recognized_modern_error(event.code, event.data):
+            return False
+        if event.probe is Probe.INITIALIZE and event.code == UNSUPPORTED_PROTOCOL_VERSION:
+            return not set(event.data["supported"]) & set(LEGACY_VERSIONS)
+        return True
+
+    def _modern_error(self, event: ErrorReplied) -> list[Decision]:
+        """What a recognized modern error decides (the peer is modern)."""
         if event.code == UNSUPPORTED_PROTOCOL_VERSION:
             supported = list(event.data["supported"])
             shared = highest_shared(self.config.modern_versions, supported)
             if shared is None:
-                return pre + self._fail(
+                return self._fail(
                     f"no shared modern protocol version: server supports {supported}, "
                     f"client supports {list(self.config.modern_versions)}"
                 )
@@ -324,43 +417,96 @@ class EraNegotiation:
             # the retry itself): asking again with that version is legitimate, and the
             # attempt bound below ends a server that keeps doing it.
             if self._attempts >= self.config.max_discover_attempts:
-                return pre + self._fail(
+                return self._fail(
                     f"gave up after {self._attempts} server/discover attempts"
                 )
             self.state = State.DISCOVERING
-            return pre + [self._discover(shared)]
+            return [self._discover(shared)]
         if event.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
             required = event.data["requiredCapabilities"]
-            return pre + self._fail(
+            return self._fail(
                 f"modern server requires client capabilities this host does not declare: {required}"
             )
         assert event.code == HEADER_MISMATCH
-        return pre + self._fail(f"modern server reported a header mismatch: {event.message}")
+        return self._fail(f"modern server reported a header mismatch: {event.message}")
 
     def _on_timeout(self, event: TimedOut) -> list[Decision]:
         self._note(f"{event.probe.value} got no answer within {event.after_s:g} s")
-        return self._unanswered(event.probe, "timed out")
+        return self._unanswered(event.probe, "timed out", silent=True)
 
-    def _unanswered(self, probe: Probe, how: str) -> list[Decision]:
-        """A probe that will never be answered (deadline passed, exchange failed)."""
+    def _unanswered(self, probe: Probe, how: str, *, silent: bool = False) -> list[Decision]:
+        """A probe that will never be answered (deadline passed, exchange failed).
+        ``silent``: nothing at all was heard, which is no evidence against the server."""
+        later = NextAttempt.LATER if silent else NextAttempt.NEVER
         if probe is Probe.INITIALIZE:
-            return self._fail(f"the legacy initialize probe {how}")
+            return self._fail(f"the legacy initialize probe {how}", later)
         if self.state is State.INITIALIZING:
             return []  # the discover probe is moot once initialize is out
-        return self._fail_closed_or_fall_back(ended=False)
+        return self._fail_closed_or_fall_back(ended=False, silent=silent)
+
+    # -- one session per connection ------------------------------------------------------
+
+    def _confirm(self, decide: Callable[[], list[Decision]]) -> list[Decision]:
+        """Modern evidence while ``initialize`` is outstanding: what it decides is worked
+        out only once the initialize is known not to have opened a session."""
+        self.state = State.CONFIRMING
+        self._held = decide
+        return []
+
+    def _confirming(self, event: Event) -> list[Decision]:
+        if isinstance(event, ErrorReplied) and event.probe is Probe.INITIALIZE:
+            self._note(f"initialize answered error {event.code} {event.message!r}: the "
+                       "server refused the legacy session, so the modern evidence stands")
+            decide, self._held = self._held, None
+            assert decide is not None
+            self.state = State.DISCOVERING
+            return decide()
+        if isinstance(event, Replied) and event.probe is Probe.INITIALIZE:
+            return self._abandon("the server answered server/discover and accepted "
+                                 "initialize: this connection holds two sessions")
+        if isinstance(event, (TimedOut, ExchangeFailed, Rejected)) \
+                and event.probe is Probe.INITIALIZE:
+            self._note(f"initialize got no answer ({event!r})")
+            return self._abandon("the server answered server/discover while initialize "
+                                 "went unanswered: it may hold a legacy session on this "
+                                 "connection")
+        if isinstance(event, Closed):
+            self._note(f"transport closed: {event.detail}")
+            return self._fail("the transport closed while waiting for the initialize answer")
+        if isinstance(event, Unexpected):
+            self._note(f"unexpected output: {event.detail}")
+        return []
+
+    def _after_verdict(self, event: Event) -> list[Decision]:
+        """Only a legacy verdict with its discover still unanswered listens on."""
+        if not self._discover_pending_after_legacy or getattr(event, "probe", None) \
+                is not Probe.DISCOVER:
+            return []
+        if isinstance(event, Replied) and discover_result_problem(event.result) is None:
+            self._discover_pending_after_legacy = False
+            self._proven_modern = True
+            self._note("a valid DiscoverResult arrived after the legacy verdict")
+            return self._abandon("the server accepted initialize and then answered "
+                                 "server/discover: this connection holds two sessions")
+        if isinstance(event, (Replied, ErrorReplied, ExchangeFailed, Rejected)):
+            self._discover_pending_after_legacy = False  # answered: one session
+        return []
+
+    def _abandon(self, reason: str) -> list[Decision]:
+        self._proven_modern = True
+        self._note(f"{reason}; starting afresh on a new connection, without initialize")
+        self.state = State.ABANDONED
+        self._held = None
+        return [Renegotiate(reason)]
 
     # -- helpers -----------------------------------------------------------------------
 
     def _modern_from_discover(self, result: dict[str, Any]) -> list[Decision]:
         supported = result["supportedVersions"]
         shared = highest_shared(self.config.modern_versions, supported)
-        pre: list[Decision] = []
-        if self.state is State.INITIALIZING:
-            self._note("a valid DiscoverResult arrived after the legacy fallback: modern wins")
-            pre.append(Abandon(Probe.INITIALIZE))
         if shared is None:
             self._note(f"DiscoverResult lists supportedVersions {supported}")
-            return pre + self._fail(
+            return self._fail(
                 f"no shared modern protocol version: server supports {supported}, "
                 f"client supports {list(self.config.modern_versions)}"
             )
@@ -376,11 +522,14 @@ class EraNegotiation:
             evidence=tuple(self.evidence),
             raw_result=result,
         )
-        return pre + self._decide(verdict, [])
+        return self._decide(verdict, [])
 
-    def _fail_closed_or_fall_back(self, *, ended: bool) -> list[Decision]:
+    def _fail_closed_or_fall_back(self, *, ended: bool, silent: bool = False
+                                  ) -> list[Decision]:
         """Ambiguous evidence: fail closed, or spend the allowlisted peer's one
-        ``initialize``. A closed transport cannot carry an ``initialize``."""
+        ``initialize``. A closed transport cannot carry an ``initialize``. Silence fails
+        with ``LATER``: it proves nothing against the server."""
+        later = NextAttempt.LATER if silent else NextAttempt.NEVER
         if self.state is State.INITIALIZING:
             if ended:
                 return self._fail("the transport closed during the legacy initialize probe")
@@ -389,10 +538,14 @@ class EraNegotiation:
             return self._fail("the transport closed before the peer proved an era")
         if self._proven_modern:
             return self._fail(
-                "the peer answered in the modern error vocabulary, then gave no usable "
-                "answer; a modern peer is never downgraded to initialize"
-            )
+                "the peer proved it is modern, then gave no usable answer; a modern peer "
+                "is never downgraded to initialize", later)
         if not self.config.allow_legacy:
+            if silent:
+                return self._fail(
+                    "no answer yet, so no evidence of an era; the peer is not allowlisted "
+                    "for legacy (allow_legacy=False), so initialize was never sent; it is "
+                    "probed again later on a fresh connection", later)
             return self._fail(
                 "no positive evidence of a modern peer, and the peer is not allowlisted "
                 "for legacy (allow_legacy=False), so initialize was never sent"
@@ -404,6 +557,7 @@ class EraNegotiation:
 
     def _discover(self, version: str) -> SendDiscover:
         self._attempts += 1
+        self._discover_answered = False
         return SendDiscover(version, self.config.discover_timeout_s)
 
     def _decide(self, verdict: Verdict, then: list[Decision]) -> list[Decision]:
@@ -411,9 +565,11 @@ class EraNegotiation:
         self.verdict = verdict
         return [*then, Decide(verdict)]
 
-    def _fail(self, reason: str) -> list[Decision]:
+    def _fail(self, reason: str, next_attempt: NextAttempt = NextAttempt.NEVER
+              ) -> list[Decision]:
         self.state = State.FAILED
-        self.refusal = Refusal(reason, tuple(self.evidence))
+        self.refusal = Refusal(reason, tuple(self.evidence), next_attempt,
+                               self._proven_modern)
         return [Fail(self.refusal)]
 
     def _note(self, line: str) -> None:

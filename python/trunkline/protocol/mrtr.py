@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from .. import _codec
-from ..errors import MalformedMessage, ProtocolFailure
+from ..errors import InputNotSupported, MalformedMessage, ProtocolFailure
 from .validate import json_type
 from .versions import META_CLIENT_CAPABILITIES
 
@@ -55,20 +55,13 @@ ROOTS = "roots/list"
 #: Each input request method -> the top-level client capability that gates it.
 CAPABILITY_OF: Mapping[str, str] = {ELICIT: "elicitation", SAMPLE: "sampling", ROOTS: "roots"}
 
+#: The host's answer to one input request, of one kind: ``params`` in, result out. The
+#: same handlers answer a modern server's ``inputRequests`` and a legacy server's own
+#: requests of those kinds.
+InputHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
 _ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
 _ROLES = frozenset({"user", "assistant"})
-
-
-class InputNotSupported(ProtocolFailure):
-    """The server asked for input of a kind the host did not declare in the request's
-    ``clientCapabilities`` (or that no capability covers). The call fails locally; nothing
-    is retried. ``key`` is the ``inputRequests`` key, ``kind`` what was asked for
-    (``"elicitation/create (url mode)"``, ``"sampling/createMessage with tools"``, ...)."""
-
-    def __init__(self, message: str, *, key: str, kind: str, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.key = key
-        self.kind = kind
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """Retry policy for requests: whether a failed request may be re-issued, and when.
 
-Pure logic, no I/O, no wall clock: the host owns sending; this module only decides. Every
-retry is a *new* JSON-RPC request with a *new* id (spec §23.8); building it is the
-caller's job. The rules (spec §4, §16, §23.8):
+Pure logic, no I/O, no wall clock: the host owns sending (``trunkline.parent.retrying``
+drives these rules); this module only decides. Every retry is a *new* JSON-RPC request
+with a *new* id (MCP 2026-07-28, basic/patterns/cancellation: an id is never reused);
+building it is the caller's job. The rules:
 
-- **Reads are retried by default** after transport loss, a timeout, or ``-32603``:
+- **Reads are retried by default** after transport loss, a timeout, ``-32603``, or an
+  answer too large to read (``OversizedMessage``):
   ``READ_METHODS`` (``tools/list``, ``prompts/list``, ``resources/list``,
   ``resources/templates/list``, ``resources/read``, ``prompts/get``, ``server/discover``,
   ``completion/complete``). ``RetryPolicy(retry_reads=False)`` turns this off.
@@ -22,9 +24,8 @@ caller's job. The rules (spec §4, §16, §23.8):
 - **Always bounded**: by ``RetryPolicy.max_attempts`` (sends, counting the first) and, when
   the call has a deadline, no retry is scheduled that would start at or after it.
 
-Backoff is capped exponential with full jitter, the style of ``RestartPolicy.delay``:
-before retry ``k`` (0 for the first retry) the wait is uniform in
-``[0, min(cap_s, base_s * factor**k)]``.
+Backoff is ``protocol.backoff.Backoff`` (restarts use the same): before retry ``k`` (0 for
+the first retry) the wait is uniform in ``[0, min(cap_s, base_s * factor**k)]``.
 
 Classification table (``classify(exc, sent=None)``; LOST and TIMEOUT abbreviate
 ``MAYBE_DELIVERED_TRANSPORT_LOST`` and ``MAYBE_DELIVERED_TIMEOUT``)::
@@ -36,6 +37,7 @@ Classification table (``classify(exc, sent=None)``; LOST and TIMEOUT abbreviate
     HttpStatusError 429/502/503/504            LOST          NOT_SENT     LOST
     RequestTimeout                             TIMEOUT       NOT_SENT     TIMEOUT
     ServerError -32603 (answered)              SERVER_FAULT  SERVER_FAULT SERVER_FAULT
+    OversizedMessage (answered, unreadable)    SERVER_FAULT  SERVER_FAULT SERVER_FAULT
     ServerError, any other code                FINAL         FINAL        FINAL
     SpawnFailed, MalformedMessage, SchemaViolation, EraRefused, AuthenticationFailed,
     other HttpStatusError, ConfigurationError,
@@ -44,7 +46,7 @@ Classification table (``classify(exc, sent=None)``; LOST and TIMEOUT abbreviate
 ``RequestTimeout`` is raised both *after* the write (no reply in time) and *before* it
 (server not ready in time, no free in-flight slot); the type cannot tell them apart, so
 the default is the safe one (maybe delivered), and a host that knows the request was never
-written passes ``sent=False`` (through ``run_with_retries(..., was_sent=...)``).
+written says so in the error's ``sent`` attribute, which the driver passes on.
 
 Host integration (the intended use)::
 
@@ -60,11 +62,7 @@ Host integration (the intended use)::
         timeout = per_try if left is None else min(per_try, left)
         return await handle.request("tools/call", orjson.dumps(params), timeout=timeout)
 
-    reply = await run_with_retries(send, plan)   # optional: was_sent=lambda exc: ...
-
-``run_with_retries`` re-raises the last error when it gives up, with ``exc.attempts`` (the
-number of sends made) and a note (``exc.__notes__``) saying why it stopped.
-``asyncio.CancelledError`` is never caught: cancelling the caller cancels the retries.
+    reply = await run_with_retries(send, plan)          # trunkline.parent.retrying
 
 For hand-rolled loops the pieces are public: ``classify`` then ``RetryPlan.decide``, which
 returns ``Retry(after_s, attempt)`` or ``GiveUp(reason, outcome)``.
@@ -72,23 +70,24 @@ returns ``Retry(after_s, attempt)`` or ``GiveUp(reason, outcome)``.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ..errors import (
     ConfigurationError,
     HttpStatusError,
     RequestTimeout,
+    OversizedMessage,
     ServerError,
     ServerUnavailable,
     SpawnFailed,
     TransportLost,
 )
+from .backoff import Backoff
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
@@ -104,11 +103,8 @@ __all__ = [
     "classify",
     "new_idempotency_key",
     "plan_call",
-    "run_with_retries",
     "with_idempotency_key",
 ]
-
-T = TypeVar("T")
 
 #: Requests that only read, safe to repeat (spec §23.8).
 READ_METHODS: frozenset[str] = frozenset({
@@ -147,7 +143,8 @@ class Outcome(enum.Enum):
     MAYBE_DELIVERED_TRANSPORT_LOST = "maybe_delivered_transport_lost"
     #: Written, no reply in time: the server may have acted on it.
     MAYBE_DELIVERED_TIMEOUT = "maybe_delivered_timeout"
-    #: Delivered, and the server answered ``-32603``: retry only if idempotent (§4).
+    #: Delivered, and the server answered ``-32603`` (or too much to read): retry only
+    #: if idempotent.
     SERVER_FAULT = "server_fault"
     #: Never retried.
     FINAL = "final"
@@ -161,6 +158,8 @@ def classify(exc: BaseException, *, sent: bool | None = None) -> Outcome:
     ``ServerUnavailable`` maybe-delivered. It never makes a final error retryable."""
     if isinstance(exc, ServerError):
         return Outcome.SERVER_FAULT if exc.code == INTERNAL_ERROR else Outcome.FINAL
+    if isinstance(exc, OversizedMessage):
+        return Outcome.SERVER_FAULT
     if isinstance(exc, SpawnFailed):
         return Outcome.FINAL
     if isinstance(exc, ServerUnavailable):
@@ -180,44 +179,23 @@ def classify(exc: BaseException, *, sent: bool | None = None) -> Outcome:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(Backoff):
     """Capped exponential backoff with full jitter, and an attempt limit.
 
     ``max_attempts`` counts sends, the first included: 1 means never retry."""
 
-    base_s: float = 0.1
-    factor: float = 2.0
-    cap_s: float = 5.0
     max_attempts: int = 3
     #: Retry ``READ_METHODS`` after maybe-delivered failures without being told they are
     #: idempotent. (``NOT_SENT`` is retried regardless.)
     retry_reads: bool = True
 
     def __post_init__(self) -> None:
-        if not (self.base_s >= 0 and self.cap_s >= 0 and self.factor >= 1):
-            raise ConfigurationError(
-                f"retry policy needs base_s >= 0, cap_s >= 0, factor >= 1 (got base_s="
-                f"{self.base_s}, cap_s={self.cap_s}, factor={self.factor})")
+        super().__post_init__()
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
                 or self.max_attempts < 1:
             raise ConfigurationError(
                 "retry policy needs an integer max_attempts >= 1 "
                 f"(got {self.max_attempts!r})")
-
-    def ceiling(self, attempt: int) -> float:
-        """The largest delay before retry ``attempt`` (0 for the first retry)."""
-        k = max(attempt, 0)
-        if self.base_s == 0:
-            return 0.0
-        try:
-            raw = self.base_s * self.factor ** k
-        except OverflowError:
-            return self.cap_s
-        return min(self.cap_s, raw)
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """Full jitter: uniform in [0, min(cap, base * factor**attempt)]."""
-        return rng.uniform(0.0, self.ceiling(attempt))
 
 
 # --- decisions -----------------------------------------------------------------------
@@ -343,15 +321,12 @@ def with_idempotency_key(params: Mapping[str, Any] | None,
     return out
 
 
-# --- the driver ----------------------------------------------------------------------
-
-#: Backoff jitter needs spread, not secrecy or reproducibility: one generator serves all.
-_JITTER = random.Random()
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """What ``send`` gets for each attempt: build a new request (new id) from it."""
+    """What a driver's ``send`` gets for each attempt: build a new request (new id) from
+    it."""
 
     #: 0 for the first send, 1 for the first retry, ...
     index: int
@@ -363,42 +338,3 @@ class Attempt:
 
     def stamp(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         return with_idempotency_key(params, self.idempotency_key)
-
-
-async def run_with_retries(
-    send: Callable[[Attempt], Awaitable[T]],
-    plan: RetryPlan,
-    *,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    now: Callable[[], float] | None = None,
-    rng: random.Random | None = None,
-    was_sent: Callable[[Exception], bool | None] | None = None,
-) -> T:
-    """Send, and on failure follow ``plan`` until a result or a give-up.
-
-    ``sleep``/``now`` default to ``asyncio.sleep`` and the running loop's ``time``.
-    ``was_sent(exc)`` may tell ``classify`` whether the failed attempt was written.
-    On give-up the last error is re-raised with ``attempts`` set and a note added."""
-    if sleep is None:
-        sleep = asyncio.sleep
-    if now is None:
-        now = asyncio.get_running_loop().time
-    if rng is None:
-        rng = _JITTER  # one shared generator: a new Random() per call costs ~16 µs
-    index = 0
-    while True:
-        remaining = None if plan.deadline is None else plan.deadline - now()
-        try:
-            return await send(Attempt(index, plan.idempotency_key, remaining))
-        except Exception as exc:  # CancelledError is a BaseException: not caught
-            made = index + 1
-            outcome = classify(exc, sent=None if was_sent is None else was_sent(exc))
-            remaining = None if plan.deadline is None else plan.deadline - now()
-            decision = plan.decide(made, outcome, rng=rng, remaining_s=remaining)
-            if isinstance(decision, GiveUp):
-                exc.attempts = made  # type: ignore[attr-defined]
-                exc.add_note(f"trunkline retry: gave up after {made} attempt(s) of "
-                             f"{plan.method}: {decision}")
-                raise
-        await sleep(decision.after_s)
-        index = decision.attempt

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from ..protocol import headers as mcp_headers
-from ..protocol.versions import META_PROTOCOL_VERSION
+from . import headers as mcp_headers
+from .versions import META_PROTOCOL_VERSION
 
 log = logging.getLogger("trunkline.transports.http")
 

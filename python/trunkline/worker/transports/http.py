@@ -36,22 +36,22 @@ from typing import Any
 import aiohttp
 import orjson
 
-from .. import _codec
-from ..errors import (
+from ... import _codec
+from ...errors import (
     AuthenticationFailed,
     HttpStatusError,
     MalformedMessage,
     StreamBroken,
     TrunklineError,
 )
-from ..protocol import headers as mcp_headers
-from ..protocol.versions import (
+from ...params import HttpParams
+from ...protocol import headers as mcp_headers
+from ...protocol.header_plan import HeaderPlan, Outgoing
+from ...protocol.versions import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
-from .http_headers import HeaderPlan, Outgoing
-from .http_params import HttpParams
 from .sse import SseDecoder, SseError
 
 log = logging.getLogger("trunkline.transports.http")
@@ -539,9 +539,6 @@ def _describe_network_error(exc: BaseException) -> str:
 
 
 def _user_agent() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from ... import __version__
 
-    try:
-        return f"trunkline/{version('trunkline')}"
-    except PackageNotFoundError:
-        return "trunkline"
+    return f"trunkline/{__version__}"

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from . import _codec
+from .. import _codec
 
 #: The loop clock may fire a timer a hair early (uvloop counts milliseconds): expire
 #: what is due within one tick so the timer is not re-armed for the same instant.

@@ -1,11 +1,13 @@
-"""One ``subscriptions/listen`` stream, as a pure state machine.
+"""One ``subscriptions/listen`` stream, as a pure state machine, and the one table of
+list-change notifications.
 
-The worker owns the stream (DESIGN.md §1): it opens a listen request with the filter the
-host asked for, and every notification on the stdio stream passes through ``accept``,
-which decides from the subscription id alone whether it belongs to this stream (spec
-digest §15, §23.13): nothing counts before the server's acknowledgement, nothing without
-the listen request's id (compared with its JSON type: ``1`` is not ``"1"``), and nothing
-the server did not agree to send. A graceful close (the listen result) or a server-sent
+The worker owns the stream: it opens a listen request with the filter the host asked for,
+and every notification on the connection passes through ``accept``, which decides from
+the subscription id alone whether it belongs to this stream (MCP 2026-07-28,
+basic/patterns/subscriptions): nothing counts before the server's acknowledgement, nothing
+without the listen request's id (compared with its JSON type: ``1`` is not ``"1"``; a
+notification for another stream is dropped, never routed), and nothing the server did not
+agree to send. A graceful close (the listen result) or a server-sent
 ``notifications/cancelled`` for the listen id ends the stream; the worker then opens a new
 one with a new id and has the lists refetched, since changes may have been missed. The
 modern stream is never resumed (no Last-Event-ID on stdio, and none on HTTP either).
@@ -19,15 +21,20 @@ from typing import Any
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
-#: Filter field -> the list-changed notification it asks for, and the list it concerns.
-FILTERS = {
-    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
-    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
-    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
-}
-#: Server capability that makes each filter field worth asking for.
-CAPABILITY_FOR = {"toolsListChanged": "tools", "promptsListChanged": "prompts",
-                  "resourcesListChanged": "resources"}
+#: The lists a server announces changes of: each list's name (also the server capability
+#: that says it can), the listen filter field that asks for it, and the notification.
+LISTS: tuple[tuple[str, str, str], ...] = (
+    ("tools", "toolsListChanged", "notifications/tools/list_changed"),
+    ("prompts", "promptsListChanged", "notifications/prompts/list_changed"),
+    ("resources", "resourcesListChanged", "notifications/resources/list_changed"),
+)
+#: Filter field -> (its notification, the list it concerns).
+FILTERS = {field: (notification, which) for which, field, notification in LISTS}
+#: Filter field -> the server capability that makes it worth asking for.
+CAPABILITY_FOR = {field: which for which, field, _ in LISTS}
+#: List-changed notification -> the list it concerns (a legacy server sends them on its
+#: connection, unasked).
+LIST_CHANGED = {notification: which for which, _, notification in LISTS}
 
 
 def filter_for(capabilities: dict[str, Any], wanted: dict[str, bool]) -> dict[str, bool]:
@@ -96,10 +103,6 @@ class ListenStream:
                     return self._drop("a notification type the stream did not agree to")
                 return Accepted(Verdict.CHANGED, which=which)
         return self._drop(f"{method} does not travel on a listen stream")
-
-    def closed_by_result(self, result: Any) -> Accepted:
-        """The listen request was answered: the server closed the stream gracefully."""
-        return Accepted(Verdict.CLOSED, reason="the server closed the stream")
 
     def _drop(self, reason: str) -> Accepted:
         self.dropped += 1

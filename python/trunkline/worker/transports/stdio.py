@@ -16,10 +16,10 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
-from ..batching import TickBatcher
-from ..errors import SpawnFailed
+from ...errors import SpawnFailed
+from ...loop.batching import TickBatcher
+from ...params import StdioParams
 
 #: Variables a server inherits from the host's environment; everything else must be
 #: configured explicitly. The same short list the official SDKs use on POSIX.
@@ -29,34 +29,6 @@ INHERITED_ENV_VARS: tuple[str, ...] = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM
 #: before the transport is reported closed: enough to learn the exit status and to read
 #: the last lines, never long enough to hang on a grandchild holding the pipe open.
 _END_GRACE_S = 0.1
-
-
-@dataclass(frozen=True)
-class StdioParams:
-    """How to start one stdio server. Its identity (argv, env, cwd) is what an operator's
-    legacy allowlist is bound to."""
-
-    command: str
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-
-    @property
-    def argv(self) -> list[str]:
-        return [self.command, *self.args]
-
-    def identity(self) -> tuple[object, ...]:
-        return (tuple(self.argv), tuple(sorted(self.env.items())), self.cwd)
-
-    def describe(self) -> str:
-        return " ".join(self.argv)
-
-
-def stdio(
-    command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | None = None
-) -> StdioParams:
-    """``trunkline.stdio("python", "-m", "calc_server")``: a stdio server definition."""
-    return StdioParams(command, tuple(args), dict(env or {}), cwd)
 
 
 def server_environment(configured: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,120 @@
+"""The call path: one logical request to its server, with its semantics kept.
+
+``CallPath`` sends a ``tools/call`` (or a ``resources/read``, ``prompts/get``) through the
+server's handle under the retry rules (``protocol.retry``; every retry a new request), with
+a progress token unique to the call when the caller wants progress, a log level for the
+call when asked, the idempotency key when given, the ``-32020`` recovery of Streamable
+HTTP (the server's ``x-mcp-header`` definitions changed: re-list, send once more), and
+the input rounds of a multi round-trip request. The result's checks are ``ResultChecks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from ..catalog import ToolEntry
+from ..errors import MalformedMessage
+from ..params import HttpParams
+from ..protocol.reply import Reply
+from ..protocol.retry import Attempt, RetryPlan, RetryPolicy, plan_call
+from ..protocol.versions import HEADER_MISMATCH
+from .handle import WorkerHandle
+from .input_rounds import InputRounds
+from .retrying import run_with_retries
+
+log = logging.getLogger("trunkline.host")
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+ProgressCallback = Callable[[Any, Any, Any], None]
+
+
+class CallPath:
+    def __init__(self, *, retry_policy: RetryPolicy, call_timeout: float,
+                 input_rounds: InputRounds,
+                 relist: Callable[[str], Any]) -> None:
+        self.retry_policy = retry_policy
+        self.call_timeout = call_timeout
+        self._input_rounds = input_rounds
+        self._relist = relist
+
+    def timeout_for(self, handle: WorkerHandle, timeout: float | None) -> float:
+        """The call's own, else the server's, else the host's."""
+        if timeout is not None:
+            return timeout
+        server_timeout = handle.config.call_timeout
+        return self.call_timeout if server_timeout is None else server_timeout
+
+    async def call_tool(self, handle: WorkerHandle, entry: ToolEntry,
+                        arguments: Mapping[str, Any] | None, *, timeout: float | None,
+                        on_progress: ProgressCallback | None, log_level: str | None,
+                        idempotent: bool | None, idempotency_key: str | bool | None) -> Any:
+        """The decoded, complete result of one ``tools/call`` (its checks are the
+        caller's)."""
+        body: dict[str, Any] = {"name": entry.local_name, "arguments": dict(arguments or {})}
+        meta: dict[str, Any] = {}
+        token = None
+        if on_progress is not None:
+            token = handle.progress.watch(lambda p: on_progress(
+                p.get("progress"), p.get("total"), p.get("message")))
+            meta["progressToken"] = token
+        if log_level is not None and handle.era == "modern":
+            meta[META_LOG_LEVEL] = log_level
+        if meta:
+            body["_meta"] = meta
+        timeout = self.timeout_for(handle, timeout)
+        plan = plan_call(self.retry_policy, "tools/call", tool=entry, idempotent=idempotent,
+                         idempotent_tools=handle.config.idempotent_tools,
+                         deadline=asyncio.get_running_loop().time() + timeout,
+                         idempotency_key=idempotency_key)
+        try:
+            reply = await self._send(handle, "tools/call", body, plan, timeout)
+            if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
+                                                                  HttpParams):
+                # The server's x-mcp-header definitions changed under our catalog. It
+                # rejected the request before running it, so re-listing and sending once
+                # more (a new request) is safe for any tool.
+                log.info("server %r: header mismatch on %r (%s); re-listing its tools",
+                         handle.name, entry.local_name, reply.error_message)
+                await self._relist(handle.name)
+                reply = await self._send(handle, "tools/call", body, plan, timeout)
+            return await self._completed(handle, "tools/call", body, reply, timeout)
+        finally:
+            if token is not None:
+                handle.progress.unwatch(token)
+
+    async def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
+                   timeout: float | None) -> dict[str, Any]:
+        """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
+        timeout; the result as sent."""
+        timeout = self.timeout_for(handle, timeout)
+        plan = plan_call(self.retry_policy, method,
+                         deadline=asyncio.get_running_loop().time() + timeout)
+        reply = await self._send(handle, method, body, plan, timeout)
+        result = await self._completed(handle, method, body, reply, timeout)
+        if not isinstance(result, dict):
+            raise MalformedMessage(f"{method} result is not an object", server=handle.name,
+                                   method=method)
+        return result
+
+    async def _send(self, handle: WorkerHandle, method: str, body: dict[str, Any],
+                    plan: RetryPlan, timeout: float) -> Reply:
+        async def send(attempt: Attempt) -> Reply:
+            left = attempt.remaining_s
+            return await handle.request(
+                method, orjson.dumps(attempt.stamp(body)),
+                timeout=timeout if left is None else max(min(timeout, left), 0.001))
+        return await run_with_retries(send, plan)
+
+    async def _completed(self, handle: WorkerHandle, method: str, body: dict[str, Any],
+                         reply: Reply, timeout: float) -> Any:
+        result = reply.decode(server=handle.name, method=method)
+        if isinstance(result, dict) and result.get("resultType") == "input_required":
+            result = await self._input_rounds.complete(handle, method, body, result, reply,
+                                                       timeout)
+        return result

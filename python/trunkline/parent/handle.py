@@ -1,0 +1,468 @@
+"""The parent's side of one server: its state, its worker, the calls routed to it.
+
+A ``WorkerHandle`` follows one configured server through its workers (``Generation``):
+it starts each one, routes calls to the current one with back-pressure (the hot path of
+the whole host: ``request``), follows its state reports, and when a worker is gone asks
+the ``RestartPlanner`` what to do and does it. Progress goes to the ``ProgressRegistry``,
+a legacy server's own requests to the ``ServerRequestRelay``.
+
+Each worker generation gets its own block of JSON-RPC ids, so no id is ever used twice
+for one server during the host's lifetime, and inherits what earlier ones proved (a
+server that proved modern never gets ``initialize`` again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _codec
+from .. import channel as ch
+from ..channel import ServerState, StateReport
+from ..errors import (
+    MalformedMessage,
+    RequestTimeout,
+    ServerUnavailable,
+    TransportLost,
+)
+from ..loop.tasks import TaskScope
+from ..protocol.mrtr import InputHandler
+from ..protocol.reply import Reply
+from ..settings import HostSettings, ServerConfig
+from .generation import Generation
+from .progress import ProgressRegistry
+from .relay import ServerRequestRelay
+from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
+
+log = logging.getLogger("trunkline.supervisor")
+
+#: States in which a call waits for the server instead of failing at once.
+_ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTARTING)
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What the host knows of one server, for operators."""
+
+    name: str
+    state: ServerState
+    era: str | None = None
+    version: str | None = None
+    capabilities: dict[str, Any] | None = None
+    server_info: dict[str, Any] | None = None
+    instructions: str | None = None
+    reason: str | None = None
+    evidence: tuple[str, ...] = ()
+    stderr_tail: str | None = None
+    #: Workers started after the first (crash restarts and re-probes).
+    restarts: int = 0
+    worker_pid: int | None = None
+    server_pid: int | None = None
+    #: Calls sent and not yet answered.
+    in_flight: int = 0
+    #: Replies that came after their caller gave up (timeout, cancel), dropped; over the
+    #: host's lifetime.
+    late_replies: int = 0
+    #: Lines that broke the protocol after the era was decided, dropped; same.
+    protocol_violations: int = 0
+    #: Seconds from starting the current worker to its era verdict (None: not yet).
+    time_to_verdict_s: float | None = None
+
+
+class WorkerHandle:
+    def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random,
+                 *, on_state: Callable[[WorkerHandle], None] | None = None,
+                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
+                 on_log: Callable[[str, dict[str, Any]], None] | None = None,
+                 input_handlers: Mapping[str, InputHandler] | None = None) -> None:
+        self.config = config
+        self.settings = settings
+        self._on_state = on_state
+        self._on_list_changed = on_list_changed
+        self._on_log = on_log
+        self.progress = ProgressRegistry(config.name)
+        self._relay = ServerRequestRelay(input_handlers or {})
+        self._planner = RestartPlanner(settings.restart, rng)
+        self._scope = TaskScope(f"server {config.name!r}")
+        self.state = ServerState.STARTING
+        self.report: StateReport | None = None
+        self.reason: str | None = None
+        self.restarts = 0
+        self._gen: Generation | None = None
+        self._generations = 0
+        self._unreaped: set[Generation] = set()
+        self._supervision: asyncio.Task[Any] | None = None
+        self._proven_modern = False
+        self._counted_late = 0
+        self._counted_violations = 0
+        self._inflight = 0
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._changed: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> ServerStatus:
+        """Start the worker and wait until the server is ready or unavailable."""
+        await self._scope.open()
+        await self._spawn()
+        await self.wait_settled()
+        return self.status()
+
+    async def wait_settled(self) -> None:
+        while self.state in _ON_ITS_WAY:
+            await self._next_change()
+
+    async def retry(self) -> ServerStatus:
+        """An explicit retry of an unavailable server: a fresh restart budget, now."""
+        if self.state is not ServerState.UNAVAILABLE:
+            return self.status()
+        self._planner.reset()
+        await self._end_supervision()
+        await self._spawn()
+        await self.wait_settled()
+        return self.status()
+
+    async def aclose(self) -> None:
+        """Stop the worker (which stops its server), bounded in time. Idempotent."""
+        self._stopping = True
+        # A restart that was spawning a worker finishes unwinding first, so the worker it
+        # may have created is stopped below, not orphaned.
+        await self._end_supervision()
+        gen = self._gen
+        if gen is not None and not gen.gone:
+            gen.send(ch.stop_frame())
+        # Every worker this handle started and nobody reaped yet, including ones already
+        # gone from the channel but still exiting: none may outlive the host.
+        await asyncio.gather(*(g.reap(self.settings.stop_timeout_s)
+                               for g in list(self._unreaped)))
+        if self._gen is not None:
+            await self._gen.scope.aclose()
+        await self._scope.aclose()
+        self._set_state(ServerState.STOPPED)
+
+    @property
+    def era(self) -> str | None:
+        """The current worker's era (``"modern"``/``"legacy"``), without building a whole
+        ``status()``: read on every call."""
+        return self.report.era if self.report is not None else None
+
+    @property
+    def version(self) -> str | None:
+        """The protocol revision the current worker's server negotiated."""
+        return self.report.version if self.report is not None else None
+
+    @property
+    def generation(self) -> int:
+        """Bumped for every new worker: a READY with a new generation is a new connection
+        (a new era verdict, empty caches)."""
+        return self._generations
+
+    def status(self) -> ServerStatus:
+        r = self.report
+        gen = self._gen
+        late, violations = self._counted_late, self._counted_violations
+        if gen is not None:
+            late += gen.late_replies()
+            violations += gen.stats.protocol_violations
+        return ServerStatus(
+            name=self.name,
+            state=self.state,
+            era=r.era if r else None,
+            version=r.version if r else None,
+            capabilities=r.capabilities if r else None,
+            server_info=r.server_info if r else None,
+            instructions=r.instructions if r else None,
+            reason=self.reason,
+            evidence=r.evidence if r else (),
+            stderr_tail=r.stderr_tail if r else None,
+            restarts=self.restarts,
+            worker_pid=gen.pid if gen else None,
+            server_pid=r.server_pid if r else None,
+            in_flight=self._inflight,
+            late_replies=late,
+            protocol_violations=violations,
+            time_to_verdict_s=gen.verdict_after_s if gen else None,
+        )
+
+    # -- calls -------------------------------------------------------------------------
+
+    async def request(self, method: str, params: bytes | None, *, timeout: float) -> Reply:
+        """Send one request through the worker; the hot path of the whole host.
+
+        Per call: one future, one correlator entry, one SUBMIT frame queued for the
+        tick's single channel write, one deadline in the generation's ordered set (one
+        timer for all). No task, no wait_for."""
+        loop = self._loop or asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if self.state is not ServerState.READY:
+            await self._wait_ready(deadline, timeout, method)
+        if self._inflight >= self.config.max_inflight:
+            await self._wait_slot(deadline, timeout, method)
+        self._inflight += 1
+        try:
+            gen = self._gen
+            if gen is None or gen.ending:
+                raise ServerUnavailable(
+                    self._unavailable_message(), state=self.state.value,
+                    server=self.name, method=method, sent=False)
+            future: asyncio.Future[Any] = loop.create_future()
+            call_id = gen.calls.allocate(future, deadline)
+            try:
+                frame = _codec.encode_submit(call_id, int(timeout * 1000), method, params,
+                                             self.settings.max_frame_bytes)
+            except _codec.CodecError as exc:
+                gen.calls.discard(call_id)
+                raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
+                                       method=method, sent=False) from None
+            gen.out.push(frame)
+            gen.deadlines.note(deadline)
+            try:
+                kind, result_type, payload = await future
+            except RequestTimeout:
+                raise RequestTimeout(
+                    f"no reply within {timeout:g} s", timeout_s=timeout,
+                    server=self.name, method=method) from None
+            except asyncio.CancelledError:
+                if gen.calls.discard(call_id) is not None and not gen.gone:
+                    gen.send(ch.cancel_frame(call_id))
+                raise
+        finally:
+            self._inflight -= 1
+            if self._slot_waiters:
+                self._wake_slot_waiter()
+        return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
+
+    def _expired(self, gen: Generation, expired: list[tuple[Any, Any]]) -> None:
+        """Deadlines passed: tell the worker to cancel those calls (it sends
+        ``notifications/cancelled``) and resolve their callers at once. A reply that still
+        comes is dropped and counted by the demux as stale."""
+        if gen.gone:
+            return
+        for call_id, future in expired:
+            gen.send(ch.cancel_frame(call_id))
+            if not future.done():
+                future.set_exception(RequestTimeout("deadline passed", server=self.name))
+
+    async def _wait_ready(self, deadline: float, timeout: float, method: str) -> None:
+        loop = asyncio.get_running_loop()
+        while self.state is not ServerState.READY:
+            if not self.config.wait_ready or self.state not in _ON_ITS_WAY:
+                raise ServerUnavailable(
+                    self._unavailable_message(), state=self.state.value,
+                    server=self.name, method=method, sent=False)
+            try:
+                await asyncio.wait_for(self._next_change(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                raise RequestTimeout(
+                    f"server was not ready within {timeout:g} s ({self.state.value})",
+                    timeout_s=timeout, server=self.name, method=method, sent=False,
+                ) from None
+
+    async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
+        """Back-pressure: wait, within the call's own deadline, for a free slot."""
+        loop = asyncio.get_running_loop()
+        while self._inflight >= self.config.max_inflight:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._slot_waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, deadline - loop.time())
+            except asyncio.TimeoutError:
+                raise RequestTimeout(
+                    f"no free in-flight slot within {timeout:g} s "
+                    f"(max_inflight={self.config.max_inflight})",
+                    timeout_s=timeout, server=self.name, method=method, sent=False,
+                ) from None
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+
+    def _wake_slot_waiter(self) -> None:
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _unavailable_message(self) -> str:
+        if self.reason:
+            return f"server is {self.state.value}: {self.reason}"
+        return f"server is {self.state.value}"
+
+    # -- the worker process ------------------------------------------------------------
+
+    def _spec(self, number: int) -> ch.WorkerSpec:
+        block = self.settings.request_ids_per_connection
+        first = 1 + (number - 1) * block
+        return ch.WorkerSpec(server=self.config, host=self.settings, first_request_id=first,
+                             request_id_limit=first + block,
+                             proven_modern=self._proven_modern)
+
+    async def _spawn(self) -> None:
+        # Kept: asyncio.get_running_loop() costs a getpid() syscall, on the hot path.
+        self._loop = asyncio.get_running_loop()
+        self._retire(self._gen)
+        self._generations += 1
+        gen = Generation(self._generations, self.name, self.settings.max_frame_bytes,
+                         self._expired)
+        self._gen = gen
+        self.report = None
+        self._set_state(ServerState.STARTING)
+        try:
+            parent_end = await gen.launch(self._spec(gen.number))
+        except OSError as exc:
+            gen.ending = gen.gone = True
+            self.reason = f"could not start the worker process: {exc}"
+            self._set_state(ServerState.UNAVAILABLE)
+            return
+        # From here the worker exists: whatever interrupts us, it must be watched (and so
+        # reaped), never left behind.
+        self._unreaped.add(gen)
+        gen.watcher = self._scope.spawn(self._watch(gen), name=f"watch worker {gen.number}")
+        await gen.connect(parent_end, lambda data: self._on_channel_data(gen, data),
+                          lambda detail: self._on_worker_gone(gen, detail))
+
+    def _retire(self, gen: Generation | None) -> None:
+        """Fold a finished generation's counters into the handle's totals."""
+        if gen is not None:
+            self._counted_late += gen.late_replies()
+            self._counted_violations += gen.stats.protocol_violations
+
+    async def _watch(self, gen: Generation) -> None:
+        assert gen.process is not None
+        code = await gen.process.wait()
+        self._unreaped.discard(gen)
+        self._on_worker_gone(gen, f"worker process exited (code {code})")
+
+    # -- channel traffic ---------------------------------------------------------------
+
+    def _on_channel_data(self, gen: Generation, data: bytes) -> None:
+        if gen is not self._gen:
+            return
+        try:
+            resolved, others = gen.demux.feed(data)
+        except _codec.CodecError as exc:
+            # A broken channel is a broken worker: treat it as lost.
+            log.error("server %r: corrupt worker channel: %s", self.name, exc)
+            gen.kill()
+            return
+        for future, kind, result_type, payload in resolved:
+            if not future.done():
+                future.set_result((kind, result_type, payload))
+        for kind, body in others:
+            if kind == ch.STATE:
+                self._on_report(gen, StateReport.from_bytes(body))
+            elif kind == ch.FAILURE:
+                self._on_failure(gen, body)
+            elif kind == ch.LIST_CHANGED:
+                if self._on_list_changed is not None:
+                    self._on_list_changed(self, ch.ListChanged.from_bytes(body).which)
+            elif kind == ch.PROGRESS:
+                self.progress.deliver(ch.Notice.from_bytes(body).params)
+            elif kind == ch.LOG:
+                params = ch.Notice.from_bytes(body).params
+                if self._on_log is not None:
+                    self._on_log(self.name, params)
+                else:
+                    log.info("server %r: %s", self.name, params)
+            elif kind == ch.SERVER_REQUEST:
+                self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
+            elif kind == ch.STATS:
+                gen.stats = ch.Stats.from_bytes(body)
+
+    def _on_failure(self, gen: Generation, body: bytes) -> None:
+        call_id, error = ch.Failure.from_bytes(body, server=self.name)
+        status, future = gen.calls.resolve(call_id)
+        if status == _codec.CORR_MATCHED and future is not None and not future.done():
+            future.set_exception(error)
+
+    def _on_report(self, gen: Generation, report: StateReport) -> None:
+        loop = asyncio.get_running_loop()
+        gen.report = report
+        self.report = report
+        self._proven_modern = self._proven_modern or report.proven_modern
+        state = report.state
+        if state in (ServerState.READY, ServerState.UNAVAILABLE) and gen.verdict_after_s is None:
+            gen.verdict_after_s = loop.time() - gen.spawned_at
+        if state is ServerState.READY:
+            self.reason = None
+            self._planner.ready()
+        elif state in (ServerState.RESTARTING, ServerState.UNAVAILABLE):
+            # The worker says it is ending: its calls fail now, not when its server's stop
+            # ladder has run.
+            self.reason = report.reason
+            gen.ending = True
+            gen.fail_calls(lambda: TransportLost(
+                report.reason or "the server's connection ended", server=self.name,
+                stderr_tail=report.stderr_tail, exit_code=report.exit_code))
+        if state is not ServerState.STOPPED:
+            self._set_state(state)
+
+    # -- loss and restart --------------------------------------------------------------
+
+    def _on_worker_gone(self, gen: Generation, detail: str) -> None:
+        if gen.gone:
+            return
+        report = gen.report
+        cause = (report.reason if report is not None and report.reason
+                 and report.state is ServerState.RESTARTING else detail)
+        gen.fail_calls(lambda: TransportLost(
+            cause, server=self.name, stderr_tail=report.stderr_tail if report else None,
+            exit_code=report.exit_code if report else None))
+        gen.end()
+        if self._stopping or gen is not self._gen:
+            return
+        if self.state is ServerState.UNAVAILABLE:
+            decision = self._planner.refused(self.reason or cause,
+                                             retry_later=bool(report and report.retry_later))
+        else:
+            decision = self._planner.lost(asyncio.get_running_loop().time(), cause)
+        self._supervision = self._scope.spawn(self._carry_out(decision),
+                                              name=f"supervise {self.name}")
+
+    async def _carry_out(self, decision: Decision) -> None:
+        """Decided by the planner, done here."""
+        if isinstance(decision, StayDown):
+            return
+        self.reason = decision.reason
+        if isinstance(decision, RestartIn):
+            self._set_state(ServerState.RESTARTING)
+        else:  # CoolDown, ReprobeIn: unavailable meanwhile
+            self._set_state(ServerState.UNAVAILABLE)
+        await asyncio.sleep(decision.delay_s)
+        self.restarts += 1
+        await self._spawn()
+
+    async def _end_supervision(self) -> None:
+        task, self._supervision = self._supervision, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+
+    # -- state changes -----------------------------------------------------------------
+
+    def _set_state(self, state: ServerState) -> None:
+        previous, self.state = self.state, state
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+        if self._on_state is not None and state is not previous:
+            self._on_state(self)
+
+    def _next_change(self) -> asyncio.Future[None]:
+        if self._changed is None or self._changed.done():
+            self._changed = asyncio.get_running_loop().create_future()
+        return asyncio.shield(self._changed)
+
+
+__all__ = ["CoolDown", "ReprobeIn", "ServerStatus", "WorkerHandle"]

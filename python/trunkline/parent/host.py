@@ -1,0 +1,309 @@
+"""The public host API: many servers, one collision-safe tool catalog, calls routed to
+their owners.
+
+``Host`` is a facade over three parts, each with one job: the ``Supervisor`` (a worker
+process per server: start, route, restart, stop), the ``CatalogKeeper`` (each server's
+listing and the merged catalog, kept in step with the servers) and the ``CallPath`` (one
+logical request to its server: retries, progress, input rounds), whose tool results the
+``ResultChecks`` check. A server that is not ready is never sent a call: the call waits
+for it within its timeout, or fails at once with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
+from ..channel import ServerState
+from ..config import load_config
+from ..errors import ToolCollision, UnknownTool
+from ..loop.tasks import TaskScope
+from ..params import TransportParams
+from ..protocol.identity import ClientIdentity
+from ..protocol.mrtr import InputHandler, MrtrLimits
+from ..protocol.retry import RetryPolicy
+from ..settings import HostSettings, ServerConfig
+from .calls import LOG_LEVELS, CallPath, ProgressCallback
+from .handle import ServerStatus, WorkerHandle
+from .input_rounds import InputRounds
+from .listings import CatalogKeeper
+from .results import CallToolResult, ResultChecks
+from .supervisor import Supervisor
+
+log = logging.getLogger("trunkline.host")
+
+
+class Host:
+    """``async with Host(collision="prefix") as host: ...`` (see the README)."""
+
+    def __init__(
+        self,
+        *,
+        collision: CollisionPolicy = "prefix",
+        client_info: Mapping[str, str] | ClientIdentity | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        model_safe_names: bool = False,
+        settings: HostSettings | None = None,
+        call_timeout: float = 60.0,
+        list_timeout: float = 30.0,
+        on_log: Callable[[str, dict[str, Any]], None] | None = None,
+        retry: RetryPolicy | None = None,
+        input_handlers: Mapping[str, InputHandler] | None = None,
+        mrtr_limits: MrtrLimits | None = None,
+    ) -> None:
+        """``on_log(server, params)`` receives every ``notifications/message`` a server
+        sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
+        without it they go to the ``trunkline.host`` logger.
+
+        ``input_handlers`` answer a server's ``input_required`` rounds (multi round-trip
+        requests): ``{"sampling/createMessage": f, "elicitation/create": g,
+        "roots/list": h}``, each ``async (params) -> result``; the same handlers answer
+        a legacy server's own requests of those kinds. Declare the matching
+        ``capabilities`` (``sampling``, ``elicitation``, ``roots``): a server asking for
+        anything undeclared fails the call locally, and trunkline never answers an input
+        request by itself."""
+        base = settings or HostSettings()
+        identity = (_identity(client_info, capabilities) if (client_info or capabilities)
+                    else base.identity)
+        handlers = dict(input_handlers or {})
+        self.settings = replace(base, identity=identity, answered_requests=frozenset(handlers))
+        self._scope = TaskScope("host")
+        self._servers = Supervisor(self.settings, on_state=self._on_server_state,
+                                   on_list_changed=self._on_list_changed,
+                                   on_log=on_log or _log_to_logger, input_handlers=handlers)
+        self._results = ResultChecks()
+        #: Capped exponential backoff with full jitter; reads are retried after transport
+        #: loss or a timeout, tools/call only when declared idempotent.
+        self.retry_policy = retry or RetryPolicy()
+        self._catalog = CatalogKeeper(
+            self._servers, policy=collision, model_safe=model_safe_names,
+            list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
+            on_rebuilt=self._results.forget)
+        self._calls = CallPath(
+            retry_policy=self.retry_policy, call_timeout=call_timeout,
+            input_rounds=InputRounds(handlers, identity.capabilities,
+                                     mrtr_limits or MrtrLimits()),
+            relist=lambda name: self.refresh_tools(name))
+        self._pending_config: list[ServerConfig] = []
+        self._closed = False
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str], *, discover_timeout: float | None = None,
+                    **kwargs: Any) -> Host:
+        """A host for the servers of an ``{"mcpServers": {...}}`` file; they start when the
+        host is entered (``async with``). ``discover_timeout`` (seconds) applies to the
+        servers whose entry sets no ``"discoverTimeoutMs"``."""
+        host = cls(**kwargs)
+        host._pending_config = load_config(path, discover_timeout=discover_timeout)
+        return host
+
+    async def __aenter__(self) -> Host:
+        await self._scope.open()
+        if self._pending_config:
+            configs, self._pending_config = self._pending_config, []
+            try:
+                await self.add_servers(configs)
+            except BaseException:
+                await self.aclose()
+                raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._scope.aclose()
+        await self._servers.aclose()
+
+    # -- servers -------------------------------------------------------------------------
+
+    async def add_server(
+        self,
+        name: str,
+        transport: TransportParams,
+        *,
+        allow_legacy: bool = False,
+        max_inflight: int = 1024,
+        wait_ready: bool = True,
+        call_timeout: float | None = None,
+        discover_timeout: float | None = None,
+        idempotent_tools: Sequence[str] = (),
+    ) -> ServerStatus:
+        """Start one server, decide its era, list its tools and merge them. Under the
+        ``reject`` policy a tool-name collision stops the new server and raises
+        ``ToolCollision`` naming both servers and the tool. ``call_timeout`` overrides the
+        host's default for this server's calls (a call's own ``timeout`` wins over both);
+        ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter).
+        ``idempotent_tools`` names (by the server's own local names) the tools that are
+        safe to repeat, so a call to them may be retried after it may have reached the
+        server; a tool's own ``idempotentHint`` is untrusted and never counts."""
+        config = ServerConfig(name, transport, allow_legacy=allow_legacy,
+                              idempotent_tools=frozenset(idempotent_tools),
+                              call_timeout=call_timeout, discover_timeout=discover_timeout,
+                              max_inflight=max_inflight, wait_ready=wait_ready)
+        return (await self.add_servers([config]))[0]
+
+    async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
+        """Start several servers concurrently; their configured order (the order given
+        here) decides who keeps a contested tool name."""
+        await self._scope.open()
+        names = [c.name for c in configs]
+        self._catalog.adding.update(names)  # their first listing is here, not in a callback
+        try:
+            await self._servers.add_many(configs)
+            await self._catalog.list_ready(names)
+        finally:
+            self._catalog.adding.difference_update(names)
+        try:
+            self._catalog.rebuild()
+        except ToolCollision:
+            self._catalog.drop(names)
+            for name in names:
+                await self._servers.remove(name)
+            self._catalog.rebuild()
+            raise
+        return [self._servers.handle(name).status() for name in names]
+
+    def servers(self) -> list[ServerStatus]:
+        """State, era, version, reason, evidence and counters of every server, in
+        configured order."""
+        return self._servers.statuses()
+
+    async def retry(self, name: str) -> ServerStatus:
+        """Try an unavailable server again (fresh restart budget); a server that comes back
+        ready is listed and merged before this returns."""
+        self._catalog.adding.add(name)
+        try:
+            status = await self._servers.retry(name)
+            if status.state is ServerState.READY:
+                self._catalog.forget_cache(name)
+                await self._catalog.list_server(name)
+        finally:
+            self._catalog.adding.discard(name)
+        self._catalog.rebuild_or_keep()
+        return self._servers.handle(name).status()
+
+    def _on_server_state(self, handle: WorkerHandle) -> None:
+        if not self._closed:
+            self._catalog.on_server_state(handle)
+
+    def _on_list_changed(self, handle: WorkerHandle, which: str) -> None:
+        if not self._closed:
+            self._catalog.on_list_changed(handle, which)
+
+    # -- the catalog ---------------------------------------------------------------------
+
+    def tools(self) -> list[ToolEntry]:
+        """The merged catalog as last listed (no I/O)."""
+        return self._catalog.tools()
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog.catalog
+
+    @property
+    def warnings(self) -> list[CatalogWarning]:
+        return self._catalog.warnings
+
+    async def list_tools(self) -> list[ToolEntry]:
+        """The merged catalog, refetching (lazily, now that it is needed) every listing
+        whose TTL has passed."""
+        await self._catalog.list_stale()
+        return self.tools()
+
+    async def refresh_tools(self, server: str | None = None) -> list[ToolEntry]:
+        """Re-list one server (or all) now, whatever the TTL says, e.g. after the server
+        reported a list change."""
+        await self._catalog.refresh([server] if server is not None else self._servers.names())
+        return self.tools()
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        log_level: str | None = None,
+        idempotent: bool | None = None,
+        idempotency_key: str | bool | None = None,
+    ) -> CallToolResult:
+        """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
+        ``ServerError``; ``isError`` results are returned.
+
+        ``on_progress(progress, total, message)`` receives the server's progress
+        notifications for this call only (a ``progressToken`` unique to the call is sent
+        in ``_meta``). ``log_level`` asks a modern server to send log messages at that
+        level or above for this call (``io.modelcontextprotocol/logLevel``); they reach
+        the host's ``on_log``.
+
+        A call that failed before it left the host (its server restarting) is sent again
+        once the server is back. After it may have reached the server (transport lost,
+        timeout) it is retried only if it is idempotent: ``idempotent=True`` here, or the
+        tool listed in the server's ``idempotent_tools``. ``idempotency_key`` (a string, or
+        ``True`` for a generated one) is carried in ``_meta`` under
+        ``dev.trunkline/idempotencyKey``, identical on every retry, so a server that knows
+        it can deduplicate. Every retry is a new JSON-RPC request with a new id."""
+        try:
+            entry = self._catalog.catalog.lookup(name)
+        except KeyError:
+            raise UnknownTool(f"no tool named {name!r} in the catalog",
+                              method="tools/call") from None
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise TypeError("arguments must be a mapping")
+        if log_level is not None and log_level not in LOG_LEVELS:
+            raise ValueError(f"log_level must be one of {LOG_LEVELS}")
+        result = await self._calls.call_tool(
+            self._servers.handle(entry.server), entry, arguments, timeout=timeout,
+            on_progress=on_progress, log_level=log_level, idempotent=idempotent,
+            idempotency_key=idempotency_key)
+        return self._results.to_result(entry, result)
+
+    async def read_resource(self, server: str, uri: str, *,
+                            timeout: float | None = None) -> dict[str, Any]:
+        """``resources/read`` on one server; the result (``contents``) as sent."""
+        return await self._calls.read(self._servers.handle(server), "resources/read",
+                                      {"uri": uri}, timeout)
+
+    async def get_prompt(self, server: str, name: str, arguments: Mapping[str, str] | None = None,
+                         *, timeout: float | None = None) -> dict[str, Any]:
+        """``prompts/get`` on one server; the result (``messages``) as sent."""
+        body: dict[str, Any] = {"name": name}
+        if arguments:
+            body["arguments"] = dict(arguments)
+        return await self._calls.read(self._servers.handle(server), "prompts/get", body,
+                                      timeout)
+
+
+def _log_to_logger(server: str, params: dict[str, Any]) -> None:
+    level = params.get("level")
+    py_level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
+                "warning": logging.WARNING}.get(level if isinstance(level, str) else "",
+                                                logging.ERROR)
+    log.log(py_level, "server %r: %s", server, params.get("data"))
+
+
+def _identity(client_info: Mapping[str, str] | ClientIdentity | None,
+              capabilities: Mapping[str, Any] | None) -> ClientIdentity:
+    if isinstance(client_info, ClientIdentity):
+        if capabilities is None:
+            return client_info
+        return replace(client_info, capabilities=dict(capabilities))
+    info = dict(client_info or {})
+    defaults = ClientIdentity()
+    return ClientIdentity(
+        name=info.get("name", defaults.name), version=info.get("version", defaults.version),
+        title=info.get("title"), capabilities=dict(capabilities or {}),
+    )
+
+
+__all__ = ["CallToolResult", "Host", "ServerStatus", "UnknownTool"]

@@ -1,0 +1,31 @@
+"""A legacy server's own requests (elicitation, sampling, roots), answered in the parent
+by the host's input handlers, the answer sent back to the worker that asked and never to a
+later one (a restarted worker's server did not ask). A kind the host has no handler for
+is answered with an error: the server is never left waiting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .. import channel as ch
+from ..protocol.mrtr import InputHandler
+from .generation import Generation
+
+
+class ServerRequestRelay:
+    def __init__(self, handlers: Mapping[str, InputHandler]) -> None:
+        self._handlers = dict(handlers)
+
+    def relay(self, gen: Generation, request: ch.ServerRequest) -> None:
+        gen.scope.spawn(self._answer(gen, request), name=f"answer {request.method}")
+
+    async def _answer(self, gen: Generation, request: ch.ServerRequest) -> None:
+        handler = self._handlers.get(request.method)
+        try:
+            if handler is None:
+                raise LookupError(f"the host answers no {request.method} requests")
+            answer = ch.ServerAnswer(request.key, result=await handler(request.params))
+        except Exception as exc:  # noqa: BLE001 - the server is told why, not left waiting
+            answer = ch.ServerAnswer(request.key, error=str(exc) or type(exc).__name__)
+        if not gen.ending:
+            gen.send(answer.to_bytes())

@@ -1,0 +1,90 @@
+"""A ``tools/call`` result, checked: its shape, and its structured content against the
+``outputSchema`` the tool declared (a server that breaks that promise must not have its
+result forwarded as trusted data). ``isError`` results are returned, never raised: the
+model is meant to see them and correct itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..catalog import ToolEntry
+from ..errors import MalformedMessage, SchemaViolation
+from ..protocol.output_schema import OutputChecker, SchemaRefused
+
+
+@dataclass(frozen=True)
+class CallToolResult:
+    content: list[dict[str, Any]]
+    structured_content: Any = None
+    is_error: bool = False
+    meta: dict[str, Any] | None = None
+    tool: str = ""
+    server: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (what most models are shown)."""
+        return "\n".join(
+            block["text"] for block in self.content
+            if block.get("type") == "text" and isinstance(block.get("text"), str)
+        )
+
+
+class ResultChecks:
+    """Turns decoded ``tools/call`` results into ``CallToolResult``; keeps one compiled
+    output checker per tool for as long as the catalog it came from."""
+
+    def __init__(self) -> None:
+        self._checkers: dict[tuple[str, str], OutputChecker | SchemaRefused] = {}
+
+    def forget(self) -> None:
+        """The catalog changed: schemas may have too."""
+        self._checkers.clear()
+
+    def to_result(self, entry: ToolEntry, result: Any) -> CallToolResult:
+        where = {"server": entry.server, "method": "tools/call"}
+        if not isinstance(result, dict):
+            raise MalformedMessage("tools/call result is not an object", **where)
+        # Absent means "complete" (a MUST for clients; the conformance suite checks it).
+        result_type = result.get("resultType", "complete")
+        if result_type != "complete":
+            raise MalformedMessage(f"tools/call resultType is {result_type!r}", **where)
+        content = result.get("content")
+        if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+            raise MalformedMessage("tools/call result has no content list", **where)
+        is_error = result.get("isError", False)
+        if not isinstance(is_error, bool):
+            raise MalformedMessage("tools/call isError is not a boolean", **where)
+        structured = result.get("structuredContent")
+        if entry.output_schema is not None and not is_error:
+            self._check_output(entry, result, structured)
+        meta = result.get("_meta")
+        return CallToolResult(content=content, structured_content=structured, is_error=is_error,
+                              meta=meta if isinstance(meta, dict) else None,
+                              tool=entry.name, server=entry.server, raw=result)
+
+    def _check_output(self, entry: ToolEntry, result: dict[str, Any], structured: Any) -> None:
+        where = {"server": entry.server, "method": "tools/call"}
+        key = (entry.server, entry.local_name)
+        checker = self._checkers.get(key)
+        if checker is None:
+            try:
+                checker = OutputChecker(entry.output_schema)
+            except SchemaRefused as exc:
+                checker = exc
+            self._checkers[key] = checker
+        if isinstance(checker, SchemaRefused):
+            raise SchemaViolation(
+                f"tool {entry.name!r} declares an outputSchema that cannot be used: {checker}",
+                **where)
+        if "structuredContent" not in result:
+            raise SchemaViolation(
+                f"tool {entry.name!r} declares an outputSchema but returned no "
+                "structuredContent", **where)
+        problems = checker.problems(structured)
+        if problems:
+            raise SchemaViolation(
+                f"tool {entry.name!r} returned structuredContent that violates its "
+                f"outputSchema: {'; '.join(problems)}", **where)

@@ -1,0 +1,96 @@
+"""All servers of one host: start them, route to them by name, report them, stop them.
+
+Each configured server gets a ``WorkerHandle`` (the parent's side of one server); the
+supervisor keeps them in configured order (the order that decides who keeps a contested
+tool name) and closes them together. It holds no state of its own about any server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..errors import ConfigurationError, ServerUnavailable
+from ..protocol.mrtr import InputHandler
+from ..protocol.reply import Reply
+from ..settings import HostSettings, RestartPolicy, ServerConfig
+from .handle import ServerStatus, WorkerHandle
+
+
+class Supervisor:
+    def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None,
+                 on_state: Callable[[WorkerHandle], None] | None = None,
+                 on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
+                 on_log: Callable[[str, dict[str, Any]], None] | None = None,
+                 input_handlers: Mapping[str, InputHandler] | None = None) -> None:
+        """``on_state`` is called (synchronously, on the loop) after every state change of
+        any server, e.g. to re-list tools when a restarted server is ready again;
+        ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
+        changed; ``input_handlers`` answer legacy servers' own requests."""
+        self.settings = settings or HostSettings()
+        self._rng = random.Random(seed)
+        self._on_state = on_state
+        self._on_list_changed = on_list_changed
+        self._on_log = on_log
+        self._input_handlers = dict(input_handlers or {})
+        self._handles: dict[str, WorkerHandle] = {}
+
+    async def add(self, config: ServerConfig) -> ServerStatus:
+        return (await self.add_many([config]))[0]
+
+    async def add_many(self, configs: Iterable[ServerConfig]) -> list[ServerStatus]:
+        """Start several servers concurrently, each ready or unavailable on return."""
+        configs = list(configs)
+        names = [c.name for c in configs]
+        for name in names:
+            if name in self._handles or names.count(name) > 1:
+                raise ConfigurationError(f"server {name!r} is already configured")
+        handles = [WorkerHandle(c, self.settings, self._rng, on_state=self._on_state,
+                                on_list_changed=self._on_list_changed, on_log=self._on_log,
+                                input_handlers=self._input_handlers)
+                   for c in configs]
+        for handle in handles:
+            self._handles[handle.name] = handle
+        return list(await asyncio.gather(*(h.start() for h in handles)))
+
+    def handle(self, name: str) -> WorkerHandle:
+        try:
+            return self._handles[name]
+        except KeyError:
+            raise ServerUnavailable(f"no server named {name!r}", server=name) from None
+
+    async def request(self, name: str, method: str, params: bytes | None, *,
+                      timeout: float) -> Reply:
+        return await self.handle(name).request(method, params, timeout=timeout)
+
+    def statuses(self) -> list[ServerStatus]:
+        return [h.status() for h in self._handles.values()]
+
+    async def retry(self, name: str) -> ServerStatus:
+        return await self.handle(name).retry()
+
+    async def remove(self, name: str) -> None:
+        """Stop one server and forget it."""
+        handle = self._handles.pop(name, None)
+        if handle is not None:
+            await handle.aclose()
+
+    def names(self) -> list[str]:
+        """Server names in the order they were added (the catalog's merge order)."""
+        return list(self._handles)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(h.aclose() for h in self._handles.values()),
+                             return_exceptions=True)
+
+    async def __aenter__(self) -> Supervisor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+__all__ = ["HostSettings", "RestartPolicy", "ServerConfig", "ServerStatus", "Supervisor",
+           "WorkerHandle"]

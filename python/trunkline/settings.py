@@ -1,0 +1,133 @@
+"""Settings: one server's (``ServerConfig``) and one host's (``HostSettings``).
+
+Both are plain frozen dataclasses and both cross the process boundary whole, inside the
+worker's specification (``trunkline.channel.WorkerSpec``): a new setting is one field
+here, read where it is used, and nothing mirrors it by hand. Fields only the parent uses
+(``max_inflight``, ``call_timeout``, ``restart``) travel too, and the worker ignores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from . import _codec
+from .errors import ConfigurationError
+from .params import HttpParams, TransportParams, validated_http_params
+from .protocol.backoff import Backoff
+from .protocol.era import NegotiationConfig
+from .protocol.identity import ClientIdentity
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One configured server. ``name`` is the host's own id for it (the prefix of its
+    contested tool names); ``params`` how to reach it, which is also what an operator's
+    allowlist (``allow_legacy``) is bound to."""
+
+    name: str
+    params: TransportParams
+    #: Operator intent for this one server: it may get one legacy ``initialize`` when it
+    #: gives no positive evidence of the modern era.
+    allow_legacy: bool = False
+    #: Tools (by the server's local names) safe to repeat after a failure that may have
+    #: reached the server; a tool's own ``idempotentHint`` never counts.
+    idempotent_tools: frozenset[str] = frozenset()
+    #: Seconds for this server's calls; None: the host's ``call_timeout``.
+    call_timeout: float | None = None
+    #: Seconds for each ``server/discover`` attempt; None: the host's negotiation default.
+    discover_timeout: float | None = None
+    #: Bound on calls in flight to this server; beyond it callers wait (within their
+    #: timeout) instead of growing memory without limit.
+    max_inflight: int = 1024
+    #: While the server (re)starts: wait for it within the call's timeout (True), or
+    #: fail at once with ServerUnavailable (False).
+    wait_ready: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name:
+            # "/" separates server and tool in prefixed names: it must stay unambiguous.
+            raise ConfigurationError(
+                f"server name {self.name!r}: must be non-empty and contain no '/'")
+        for setting in ("call_timeout", "discover_timeout"):
+            value = getattr(self, setting)
+            if value is not None and not value > 0:
+                raise ConfigurationError(
+                    f"server {self.name!r}: {setting} must be positive, not {value!r}")
+        if self.max_inflight < 1:
+            raise ConfigurationError(f"server {self.name!r}: max_inflight must be at least 1")
+        if isinstance(self.params, HttpParams):
+            validated_http_params(self.params)
+
+
+@dataclass(frozen=True)
+class RestartPolicy(Backoff):
+    """When a server goes down: capped exponential backoff with full jitter between
+    attempts, and a restart intensity limit (Erlang/OTP style)."""
+
+    base_s: float = 0.05
+    max_restarts: int = 5
+    window_s: float = 30.0
+    #: After the intensity limit trips, the server stays unavailable this long, then one
+    #: fresh attempt is made (``retry()`` makes it at once).
+    cool_down_s: float = 60.0
+    #: A server that has not answered yet (its era is unproven, it stayed silent) is
+    #: probed again in a fresh process after this backoff: the same curve, its own cap.
+    reprobe_cap_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    """What every worker of one host shares."""
+
+    identity: ClientIdentity = field(default_factory=ClientIdentity)
+    negotiation: NegotiationConfig = field(default_factory=NegotiationConfig)
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    max_line_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES
+    #: Largest channel frame: a reply of ``max_line_bytes`` plus its frame head must fit.
+    max_frame_bytes: int = _codec.DEFAULT_MAX_FRAME_BYTES
+    #: The stop ladder of a stdio server: after its stdin is closed it gets this long to
+    #: exit, then SIGTERM and ``term_wait_s``, then SIGKILL.
+    close_wait_s: float = 2.0
+    term_wait_s: float = 2.0
+    #: What each modern server's listen stream asks to be told (``subscriptions/listen``
+    #: filter); only the lists a server says it announces are asked for.
+    listen: Mapping[str, bool] = field(
+        default_factory=lambda: {"toolsListChanged": True})
+    #: Server-initiated requests (legacy era) the host answers, e.g.
+    #: ``"elicitation/create"``; the worker refuses the rest itself.
+    answered_requests: frozenset[str] = frozenset()
+    #: JSON-RPC ids one connection may use: worker ``n`` of a server uses
+    #: ``[1 + (n-1)*block, n*block]``, so an id never repeats for one server. A connection
+    #: that uses its block up is replaced (2**32 of them: 2**21 connections stay below
+    #: 2**53, which JavaScript servers read exactly).
+    request_ids_per_connection: int = 1 << 32
+
+    def __post_init__(self) -> None:
+        # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
+        if self.max_frame_bytes < self.max_line_bytes + 64:
+            raise ConfigurationError(
+                f"max_frame_bytes ({self.max_frame_bytes}) must exceed max_line_bytes "
+                f"({self.max_line_bytes}) by at least 64 bytes of frame head"
+            )
+        if not (self.close_wait_s >= 0 and self.term_wait_s >= 0):
+            raise ConfigurationError("the stop ladder's waits must not be negative")
+
+    @property
+    def stop_timeout_s(self) -> float:
+        """How long a stopping worker gets before it is killed: its server's whole stop
+        ladder, plus a margin for the worker's own exit."""
+        return self.close_wait_s + self.term_wait_s + 2.0
+
+    def negotiation_for(self, server: ServerConfig, *, proven_modern: bool = False
+                        ) -> NegotiationConfig:
+        """The negotiation one server gets: the host's, with that server's allowlist
+        entry and deadline, and what earlier connections proved about it."""
+        return replace(
+            self.negotiation,
+            allow_legacy=server.allow_legacy,
+            proven_modern=proven_modern or self.negotiation.proven_modern,
+            discover_timeout_s=(self.negotiation.discover_timeout_s
+                                if server.discover_timeout is None
+                                else server.discover_timeout),
+        )

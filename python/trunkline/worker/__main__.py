@@ -1,0 +1,62 @@
+"""``python -m trunkline.worker FD``: a worker process (see ``worker.py``).
+
+It reads its ``WorkerSpec`` from stdin, then talks to the parent over the socket
+inherited as ``FD``. Started by the parent only, with a fresh interpreter (spawn, never a
+fork of a threaded parent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+
+from ..channel import WorkerSpec
+from .worker import EXIT_BAD_CONFIG, Worker
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Belt and braces beside channel EOF: SIGTERM when the parent dies, which runs the
+    same orderly stop (the server's process group is stopped before we exit)."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _install_loop() -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    fd = int(argv[1])
+    try:
+        worker = Worker(WorkerSpec.from_bytes(sys.stdin.buffer.read()))
+    except Exception as exc:  # a broken parent/worker pairing: say so loudly
+        print(f"trunkline worker: bad configuration: {exc}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    sock = socket.socket(fileno=fd)
+    _install_loop()
+    profile_dir = os.environ.get("TRUNKLINE_WORKER_PROFILE")
+    if profile_dir:  # a developer's aid: one cProfile dump per worker process
+        import cProfile
+
+        with cProfile.Profile() as prof:
+            code = asyncio.run(worker.run(sock))
+        prof.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))
+        return code
+    return asyncio.run(worker.run(sock))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

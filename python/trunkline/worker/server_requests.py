@@ -1,0 +1,62 @@
+"""A legacy server's own requests: ``ping`` answered here, elicitation, sampling and roots
+handed to the host's handlers, everything else refused. Never left unanswered.
+
+Only the legacy era has server-initiated requests; a modern server sending one has broken
+the protocol (the caller counts it). The same client capabilities gate these requests as
+gate modern input requests: a kind the host did not declare is refused here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from .. import _codec
+from ..loop.tasks import TaskScope
+from ..protocol.mrtr import CAPABILITY_OF, InputHandler
+from ..protocol.versions import INTERNAL_ERROR, METHOD_NOT_FOUND
+
+log = logging.getLogger("trunkline.worker")
+
+
+class ServerRequests:
+    def __init__(self, handlers: Mapping[str, InputHandler], capabilities: Mapping[str, Any],
+                 *, write: Callable[[bytes], None], scope: TaskScope) -> None:
+        self._handlers = dict(handlers)
+        self._capabilities = capabilities
+        self._write = write
+        self._scope = scope
+        #: False once the connection ends: an answer finished later is not written.
+        self.open = True
+
+    def on_request(self, request_id: Any, method: str, line: bytes) -> None:
+        if method == "ping":
+            self._write(_codec.encode_result(request_id, b"{}"))
+            return
+        handler = self._handlers.get(method)
+        if handler is None or CAPABILITY_OF.get(method) not in self._capabilities:
+            self._write(_codec.encode_error(
+                request_id, METHOD_NOT_FOUND, f"client does not support {method}"))
+            return
+        self._scope.spawn(self._answer(request_id, handler, line),
+                          name=f"answer {method}")
+
+    async def _answer(self, request_id: Any, handler: InputHandler, line: bytes) -> None:
+        try:
+            params = orjson.loads(line).get("params") or {}
+            reply = _codec.encode_result(request_id, orjson.dumps(await handler(params)))
+        except BaseException as exc:
+            message = ("client is shutting down" if not isinstance(exc, Exception)
+                       else f"client error: {exc}")
+            self._send(_codec.encode_error(request_id, INTERNAL_ERROR, message))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._send(reply)
+
+    def _send(self, line: bytes) -> None:
+        if self.open:
+            self._write(line)

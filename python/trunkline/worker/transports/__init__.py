@@ -1,0 +1,6 @@
+"""Transports: how JSON-RPC lines reach one server and come back, inside its worker.
+
+stdio moves bytes and knows nothing of JSON-RPC; Streamable HTTP (``http``, imported only
+when an HTTP server is configured) must read each message to choose its headers and to
+map HTTP outcomes to the request they belong to. Their parameters are value types in
+``trunkline.params``."""
