@@ -77,6 +77,8 @@ SERVER-INITIATED REQUESTS (legacy)
 
 PROCESS AND STREAM BEHAVIOUR
   --startup-delay S      sleep S seconds before reading stdin
+  --startup-delay-once PATH  only the first start that finds no PATH sleeps (it creates
+                         PATH): a cold start that is slow, then warm ones that are not
   --stdout-garbage-first print a non-JSON banner line on stdout at start
   --oversized-line BYTES before the first answer, write one line of BYTES bytes
                          (a valid notifications/message padded to size)
@@ -848,6 +850,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notify-after-call", action="append", default=[], metavar="METHOD")
     p.add_argument("--ignore-cancel", action="store_true")
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
+    p.add_argument("--startup-delay-once", default=None, metavar="PATH")
     p.add_argument("--stdout-garbage-first", action="store_true")
     p.add_argument("--oversized-line", type=parse_bytes, default=0, metavar="BYTES")
     p.add_argument("--stderr-flood", type=parse_flood, default=0, metavar="BYTES")
@@ -949,7 +952,9 @@ def main(argv: list[str] | None = None) -> None:
         flood_stderr(ns.stderr_flood)
     elif ns.stderr_flood:
         threading.Thread(target=flood_stderr, args=(ns.stderr_flood,), daemon=True).start()
-    if ns.startup_delay:
+    if ns.startup_delay and not (ns.startup_delay_once and os.path.exists(ns.startup_delay_once)):
+        if ns.startup_delay_once:
+            open(ns.startup_delay_once, "w").close()
         time.sleep(ns.startup_delay)
     serve(Peer(cfg, out, tap), cfg.exit_on_eof)
 
