@@ -85,6 +85,36 @@ def test_probe_exit_code_names_unavailable_servers(tmp_path, no_leaks):
     assert done.stderr.strip().splitlines()[-1] == "trunkline: 1 of 1 servers unavailable: old"
 
 
+def test_probe_shows_time_to_verdict_and_the_stderr_tail_of_a_refused_server(tmp_path,
+                                                                             no_leaks):
+    """Issue 11, defect 8: how long each verdict took, and what a refused server said on
+    stderr, in the table and in --json; --discover-timeout sets the probe deadline."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "new": {"command": sys.executable, "args": [str(PEERS / "scripted.py")]},
+        "old": {"command": sys.executable, "args": [str(PEERS / "scripted.py"), "--era",
+                                                     "legacy", "-v"]},
+        "mute": {"command": sys.executable, "args": [str(PEERS / "scripted.py"),
+                                                      "--discover", "silence"]}}}))
+    done = trunkline("probe", str(path), "--json", "--discover-timeout", "0.5")
+    assert done.returncode == 3
+    statuses = {s["name"]: s for s in orjson.loads(done.stdout)}
+    assert all(s["time_to_verdict_s"] > 0 for s in statuses.values())
+    assert statuses["mute"]["time_to_verdict_s"] >= 0.5
+    assert "no answer within 0.5 s" in "\n".join(statuses["mute"]["evidence"])
+    assert "scripted[" in statuses["old"]["stderr_tail"]
+    assert statuses["new"]["in_flight"] == 0 and statuses["new"]["late_replies"] == 0
+    table = trunkline("probe", str(path), "--discover-timeout", "0.5")
+    assert table.returncode == 3
+    assert "verdict in" in table.stdout and "stderr:" in table.stdout
+    assert "scripted[" in table.stdout
+
+
+def test_discover_timeout_must_be_positive(config, no_leaks):
+    done = trunkline("probe", str(config), "--discover-timeout", "0")
+    assert done.returncode == 2 and "positive number of seconds" in done.stderr
+
+
 @pytest.mark.parametrize("args,code,message", [
     (("call", "{config}", "nope", "{}"), 1, "no tool named 'nope'"),
     (("call", "{config}", "echo", "[1]"), 2, "must be a JSON object"),

@@ -132,12 +132,33 @@ def test_from_config_starts_servers_in_file_order_and_honours_allow_legacy(tmp_p
     ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp",
                            "headers": {"X-Evil": "a\r\nInjected: 1"}}}}, "X-Evil"),
     ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp", "verifyTls": "no"}}}, "verifyTls"),
+    ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": 0}}}, "discoverTimeoutMs"),
+    ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": "500"}}}, "discoverTimeoutMs"),
+    ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": 1.5}}}, "discoverTimeoutMs"),
+    ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": True}}}, "discoverTimeoutMs"),
 ])
 def test_bad_config_fails_with_the_key_named(tmp_path, bad, message):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps(bad))
     with pytest.raises(ConfigurationError, match=message):
         Host.from_config(config)
+
+
+def test_discover_timeout_per_server_or_from_the_caller(tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "cold": {"command": "npx", "args": ["-y", "some-server"], "discoverTimeoutMs": 30000},
+        "warm": {"command": "warm-server"},
+    }}))
+    cold, warm = load_config(config)
+    assert (cold.discover_timeout, warm.discover_timeout) == (30.0, None)
+    cold, warm = load_config(config, discover_timeout=2.5)
+    assert (cold.discover_timeout, warm.discover_timeout) == (30.0, 2.5)
+    settings = HostSettings()
+    assert settings.negotiation_for(cold).discover_timeout_s == 30.0
+    assert settings.negotiation_for(warm).discover_timeout_s == 2.5
+    assert HostSettings().negotiation_for(load_config(config)[1]).discover_timeout_s == \
+        settings.negotiation.discover_timeout_s
 
 
 def test_config_http_entries_keep_url_headers_and_tls_setting(tmp_path):
@@ -422,3 +443,17 @@ async def until_sent(tap, method, timeout=20.0):
                   for m in map(orjson.loads, taplog.lines(tap, taplog.IN))):
         assert time.monotonic() < deadline, f"{method} never reached the server"
         await asyncio.sleep(0.02)
+
+
+def test_retry_of_an_unavailable_server_starts_it_afresh(no_leaks, tap):
+    """``Host.retry(name)`` used to be shadowed by the retry policy attribute (now
+    ``retry_policy``): calling it raised TypeError."""
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            first = await host.add_server("old", scripted("--era", "legacy", tap=tap))
+            assert first.state is ServerState.UNAVAILABLE
+            again = await host.retry("old")
+            assert again.state is ServerState.UNAVAILABLE and again.restarts == 0
+            assert again.worker_pid != first.worker_pid
+    run(main())
+    assert [m.get("method") for m in taplog.messages(tap)] == ["server/discover"] * 2

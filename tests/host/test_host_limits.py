@@ -1,0 +1,84 @@
+"""Answers over the size limit (issue 11, defect 5): the request they answer fails at once
+with the server, the size and the limit; a safe read is retried; other requests go on; the
+worker never holds the line (its memory stays near the limit, whatever the line's size)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import run, scripted
+
+import taplog
+from trunkline.errors import OversizedMessage
+from trunkline.parent.host import Host
+from trunkline.protocol import NegotiationConfig
+from trunkline.settings import HostSettings
+
+LIMIT = 1 << 20
+SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0),
+                        max_line_bytes=LIMIT)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_an_oversized_answer_fails_its_call_at_once_and_the_others_go_on(no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted())
+            # The call's own timeout is long: only the answer itself can end it early.
+            big = asyncio.ensure_future(host.call_tool("big", {"bytes": 3 * LIMIT}, timeout=10))
+            small = await asyncio.gather(*(host.call_tool("echo", {"i": i}) for i in range(50)))
+            assert [json.loads(r.text) for r in small] == [{"i": i} for i in range(50)]
+            with pytest.raises(OversizedMessage) as info:
+                await big
+            error = info.value
+            assert error.server == "s" and error.limit == LIMIT and error.size > 3 * LIMIT
+            assert f"{error.size} bytes" in str(error) and f"{LIMIT} bytes" in str(error)
+            # Not idempotent: the server did answer, so the call was not sent again.
+            assert getattr(error, "attempts", 1) == 1
+            after = await host.call_tool("echo", {"after": True})
+            assert json.loads(after.text) == {"after": True}
+    run(main())
+
+
+def test_an_oversized_listing_is_retried_as_a_safe_read(no_leaks, tap):
+    """tools/list is a read: retried under the retry policy (each time a new request with
+    a new id), then the error names the size and the limit."""
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            with pytest.raises(OversizedMessage) as info:
+                await host.add_server("many", scripted("--extra-tools", "20000", tap=tap))
+            assert info.value.attempts == host.retry_policy.max_attempts
+    run(main())
+    lists = [json.loads(line) for line in taplog.lines(tap, taplog.IN)
+             if b'"tools/list"' in line]
+    assert len(lists) == 3 and len({m["id"] for m in lists}) == 3
+
+
+def test_the_worker_never_holds_an_oversized_line(no_leaks):
+    """A 64 MiB answer against the default 16 MiB limit: the worker's peak memory grows by
+    less than 1.5 times the limit (the line is skimmed for its id, never assembled; what
+    is held is at most the limit's worth of a line that might still have fitted)."""
+    limit = 16 << 20
+    settings = replace(SETTINGS, max_line_bytes=limit)
+    async def main():
+        async with Host(settings=settings) as host:
+            status = await host.add_server("s", scripted())
+            # Warm the path with a call just under the limit, so the baseline includes
+            # the buffers an ordinary large answer needs.
+            await host.call_tool("big", {"bytes": limit // 2}, timeout=30)
+            before = peak_rss_bytes(status.worker_pid)
+            with pytest.raises(OversizedMessage):
+                await host.call_tool("big", {"bytes": 64 << 20}, timeout=60)
+            grown = peak_rss_bytes(status.worker_pid) - before
+            assert grown < 1.5 * limit, f"the worker's peak grew by {grown >> 20} MiB"
+    run(main())
