@@ -14,8 +14,15 @@ from collections.abc import Mapping
 
 import msgspec
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, RedirectRefused
 from .protocol import headers as mcp_headers
+
+#: Redirects one request may follow, all within the configured origin.
+MAX_REDIRECTS = 3
+#: The only redirects that keep the method and the body (RFC 9110 §15.4.8, §15.4.9);
+#: 301/302/303 would turn an MCP POST into a GET.
+_SAME_METHOD_REDIRECTS = frozenset({307, 308})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class StdioParams(msgspec.Struct, frozen=True, tag="stdio"):
@@ -55,6 +62,44 @@ class HttpParams(msgspec.Struct, frozen=True, tag="http"):
 
     def describe(self) -> str:
         return self.url
+
+    def follow(self, status: int, location: str | None, current: str, hops: int) -> str:
+        """Where a redirect (``status``, ``Location``) answering a request for ``current``
+        leads, as an absolute URL; ``hops`` redirects were followed already. Only 307/308
+        within the configured URL's origin (scheme, host, port), at most
+        ``MAX_REDIRECTS`` times: anything else raises ``RedirectRefused`` naming both URLs.
+        Requests, configured headers and the era verdict stay with the configured
+        origin."""
+        if not location:
+            raise RedirectRefused(f"HTTP {status} redirect from {current} without a Location",
+                                  status=status)
+        target = urllib.parse.urljoin(current, location)
+        if status not in _SAME_METHOD_REDIRECTS:
+            raise RedirectRefused(
+                f"HTTP {status} redirect from {current} to {target} not followed: only 307 "
+                "and 308 keep an MCP request's method and body", status=status, location=target)
+        if _origin(target) != _origin(self.url):
+            downgrade = " (https to http)" if urllib.parse.urlsplit(self.url).scheme == "https" \
+                and urllib.parse.urlsplit(target).scheme == "http" else ""
+            raise RedirectRefused(
+                f"HTTP {status} redirect from {current} to {target} not followed: it leaves "
+                f"the configured origin{downgrade}; requests and configured headers go to "
+                f"{self.url}'s origin only", status=status, location=target)
+        if hops >= MAX_REDIRECTS:
+            raise RedirectRefused(
+                f"HTTP {status} redirect from {current} to {target} not followed: more than "
+                f"{MAX_REDIRECTS} redirects", status=status, location=target)
+        return target
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:  # a port that is not a number: no origin we could share
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port
 
 
 TransportParams = StdioParams | HttpParams

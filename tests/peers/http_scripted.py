@@ -59,6 +59,9 @@ Flags:
                       same 400 as mcp 1.x, with a session -> -32601
   --expire-session-after N  (legacy) the session answers N POSTs after initialize
                       (notifications included), then 404 and is forgotten
+  --redirect STATUS LOCATION  every request to /mcp gets STATUS with that Location
+                      (absolute, or a path on this server); any other path is served
+                      as /mcp would be
 """
 
 from __future__ import annotations
@@ -170,6 +173,10 @@ class Peer:
         self.record({"method": request.method, "path": request.path,
                      "headers": {k.lower(): v for k, v in request.headers.items()}, "body": body})
         a = self.args
+        if a.redirect and request.path == "/mcp":
+            status, location = a.redirect
+            return web.Response(status=int(status), headers={"Location": location},
+                                text=f"moved to {location}\n")
         status_applies = a.status is not None and (
             a.status_for is None or (isinstance(body, dict) and body.get("method") == a.status_for))
         if status_applies or (a.require_bearer is not None and
@@ -364,7 +371,7 @@ def sse_event(message: dict[str, Any]) -> bytes:
 async def main(args: argparse.Namespace) -> None:
     peer = Peer(args)
     app = web.Application()
-    app.router.add_route("*", "/mcp", peer.handle)
+    app.router.add_route("*", "/{path:.*}", peer.handle)
     runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -403,6 +410,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--invalid-header-tool", action="store_true")
     p.add_argument("--legacy", action="store_true")
     p.add_argument("--expire-session-after", type=int)
+    p.add_argument("--redirect", nargs=2, metavar=("STATUS", "LOCATION"))
     return p.parse_args(argv)
 
 

@@ -41,6 +41,7 @@ from ...errors import (
     AuthenticationFailed,
     HttpStatusError,
     MalformedMessage,
+    RedirectRefused,
     StreamBroken,
     TrunklineError,
 )
@@ -52,6 +53,7 @@ from ...protocol.versions import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from ...loop.tasks import TaskScope
 from .sse import SseDecoder, SseError
 
 log = logging.getLogger("trunkline.transports.http")
@@ -65,6 +67,7 @@ _EXCERPT_BYTES = 300
 _ERROR_BODY_BYTES = 64 * 1024
 _MODERN_ERROR_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION})
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 class HttpTransport:
@@ -98,9 +101,10 @@ class HttpTransport:
         self._max_message_bytes = max_message_bytes
         self._close_timeout_s = close_timeout_s
         self._session: aiohttp.ClientSession | None = None
-        self._exchanges: dict[Any, asyncio.Task[None]] = {}
-        self._posts: set[asyncio.Task[None]] = set()
-        self._standalone: asyncio.Task[None] | None = None
+        #: Every exchange, one-way POST and stream runs in this scope; closing it ends them.
+        self._scope = TaskScope(f"HTTP transport to {params.url}")
+        #: The exchange of each request still being read, to abort it by request id.
+        self._exchanges: dict[Any, asyncio.Task[Any]] = {}
         # Set once the legacy session's standalone stream is open (or known not to be):
         # requests wait for it, so anything the server sends outside a request's own
         # stream from then on has a stream to arrive on.
@@ -112,6 +116,7 @@ class HttpTransport:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
+        await self._scope.open()
         ssl_arg: ssl.SSLContext | bool = True if self.params.verify_tls else False
         connector = aiohttp.TCPConnector(limit=self.params.max_connections, ssl=ssl_arg)
         # No total or read timeout: a listen stream stays open for hours and every
@@ -133,13 +138,7 @@ class HttpTransport:
 
     async def close(self) -> int | None:
         """Abort every exchange, end a legacy session (DELETE), release the pool."""
-        tasks = [*self._exchanges.values(), *self._posts]
-        if self._standalone is not None:
-            tasks.append(self._standalone)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._scope.aclose()
         session, self._session = self._session, None
         if session is not None:
             if self._headers.session_id is not None:
@@ -152,9 +151,9 @@ class HttpTransport:
         headers = self._headers.one_way()
         try:
             async with asyncio.timeout(self._close_timeout_s):
-                async with session.delete(self.params.url, headers=headers) as resp:
+                async with self._http("DELETE", headers, session=session) as resp:
                     await resp.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError, RedirectRefused) as exc:
             # The server may answer 405 or be gone; the session ends with us either way.
             log.debug("DELETE of session at %s failed: %r", self.params.url, exc)
         self._headers.session_id = None
@@ -184,9 +183,8 @@ class HttpTransport:
         return Outgoing(line, env.kind, env.id, env.method, params)
 
     def _send(self, out: Outgoing) -> None:
-        loop = asyncio.get_running_loop()
         if out.kind == _codec.KIND_REQUEST:
-            task = loop.create_task(self._request_exchange(out))
+            task = self._scope.spawn(self._request_exchange(out), name=f"{out.method} exchange")
             self._exchanges[out.id] = task
             task.add_done_callback(lambda _t, rid=out.id: self._exchange_done(rid, _t))
             return
@@ -200,11 +198,9 @@ class HttpTransport:
             self._abort(out.params.get("requestId") if out.params else None)
         if out.method == "notifications/initialized":
             self._standalone_settled = asyncio.Event()
-        task = loop.create_task(self._post_one_way(out))
-        self._posts.add(task)
-        task.add_done_callback(self._posts.discard)
+        self._scope.spawn(self._post_one_way(out), name=f"POST {out.method or 'response'}")
 
-    def _exchange_done(self, request_id: Any, task: asyncio.Task[None]) -> None:
+    def _exchange_done(self, request_id: Any, task: asyncio.Task[Any]) -> None:
         if self._exchanges.get(request_id) is task:
             del self._exchanges[request_id]
 
@@ -230,8 +226,7 @@ class HttpTransport:
                     await self._standalone_settled.wait()
         assert self._session is not None
         try:
-            async with self._session.post(self.params.url, data=out.line,
-                                          headers=headers) as resp:
+            async with self._http("POST", headers, out.line) as resp:
                 try:
                     await self._read_answer(out, resp)
                 finally:
@@ -241,6 +236,11 @@ class HttpTransport:
                         resp.close()
         except asyncio.CancelledError:
             raise
+        except RedirectRefused as exc:
+            exc.server, exc.method = self.server, out.method
+            self._note(f"{out.method}: {exc.message}")
+            self._fail(request_id, exc)
+            return
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             detail = _describe_network_error(exc)
             self._note(f"{out.method}: {detail}")
@@ -414,9 +414,7 @@ class HttpTransport:
         """A legacy GET stream (resumption, or the standalone stream): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
-        assert self._session is not None
-        async with self._session.get(self.params.url,
-                                     headers=self._headers.stream(last_event_id)) as resp:
+        async with self._http("GET", self._headers.stream(last_event_id)) as resp:
             if resp.status == 404 and self._headers.session_id is not None:
                 self._report_closed("the server ended the session (HTTP 404 to a GET "
                                     "carrying Mcp-Session-Id)")
@@ -454,13 +452,39 @@ class HttpTransport:
                     async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
                         async for line in lines:
                             self._on_data(line)
-            except (aiohttp.ClientError, OSError, TimeoutError, SseError) as exc:
+            except (aiohttp.ClientError, OSError, TimeoutError, SseError, RedirectRefused) as exc:
                 self._note(f"GET stream: {_describe_network_error(exc)}")
             fruitless = 0 if decoder.last_event_id != seen else fruitless + 1
             if fruitless >= _MAX_RESUMES:
                 self._note("GET stream: stopped reopening it (it keeps ending empty)")
                 return
             await asyncio.sleep((decoder.last_retry_ms or _DEFAULT_RETRY_MS) / 1000)
+
+    @contextlib.asynccontextmanager
+    async def _http(self, method: str, headers: dict[str, str], data: bytes | None = None,
+                    *, session: aiohttp.ClientSession | None = None
+                    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One HTTP exchange with the configured endpoint. A redirect is followed only as
+        ``HttpParams.follow`` allows (307/308, same origin, a few hops), else
+        ``RedirectRefused`` names both URLs: aiohttp's own following would carry requests,
+        configured headers and the allowlisted URL's trust to any host."""
+        session = session or self._session
+        assert session is not None
+        url = self.params.url
+        hops = 0
+        while True:
+            resp = await session.request(method, url, data=data, headers=headers,
+                                         allow_redirects=False)
+            if resp.status not in _REDIRECT_STATUSES:
+                break
+            resp.release()
+            url = self.params.follow(resp.status, resp.headers.get("Location"), url, hops)
+            hops += 1
+            self._note(f"{method} followed HTTP {resp.status} to {url}")
+        try:
+            yield resp
+        finally:
+            resp.release()
 
     def _deliver(self, out: Outgoing, line: bytes) -> None:
         """Hand a response line up, after the transport's own reading of it."""
@@ -472,19 +496,17 @@ class HttpTransport:
             return
         headers = self._headers.one_way()
         try:
-            async with self._session.post(self.params.url, data=out.line,
-                                          headers=headers) as resp:
+            async with self._http("POST", headers, out.line) as resp:
                 await resp.read()
                 if out.method == "notifications/initialized" and resp.status in (200, 202, 204):
-                    self._standalone = asyncio.get_running_loop().create_task(
-                        self._standalone_stream())
+                    self._scope.spawn(self._standalone_stream(), name="standalone stream")
                 elif out.method == "notifications/initialized":
                     self._settle_standalone()
                 if resp.status not in (200, 202, 204):
                     self._note(f"{out.method or 'response'}: HTTP {resp.status}")
                     log.warning("server %r: %s answered HTTP %d", self.server,
                                 out.method or "a response", resp.status)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except (aiohttp.ClientError, OSError, TimeoutError, RedirectRefused) as exc:
             self._note(f"{out.method or 'response'}: {_describe_network_error(exc)}")
             if out.method == "notifications/initialized":
                 self._settle_standalone()
@@ -529,6 +551,8 @@ def _jsonrpc_error(body: bytes) -> dict[str, Any] | None:
 
 
 def _describe_network_error(exc: BaseException) -> str:
+    if isinstance(exc, RedirectRefused):
+        return exc.message
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"could not connect: {exc.os_error or exc}"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
