@@ -20,6 +20,12 @@ PEERS = TESTS / "peers"
 sys.path.append(str(PEERS))
 
 
+def pytest_report_header(config: Any) -> str:
+    from mcp_schema import validator_name
+
+    return f"MCP messages are validated against {validator_name()}"
+
+
 def run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
     """Run one test coroutine on a fresh loop, bounded so a bug cannot hang the suite."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

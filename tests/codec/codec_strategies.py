@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import strategies as st
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
-
-# The repository is checked out beside shared/ (CI lays it out the same way).
-SCHEMA_ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "mcp-schema"
 
 json_scalars = (
     st.none()

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import functools
 import json
-import os
 import queue
 import signal
 import subprocess

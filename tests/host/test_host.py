@@ -24,7 +24,6 @@ from trunkline.errors import (
     ConfigurationError,
     SchemaViolation,
     ServerError,
-    ServerUnavailable,
     TransportLost,
 )
 from trunkline.errors import UnknownTool
