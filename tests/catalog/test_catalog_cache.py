@@ -81,7 +81,7 @@ def test_expiry_does_not_trigger_anything_until_the_next_get() -> None:
     assert len(cache) == 1
 
 
-# --- seed exercise 3: authorization contexts -----------------------------------------
+# --- authorization contexts -----------------------------------------------------------
 
 
 def test_private_lists_never_cross_authorization_contexts() -> None:

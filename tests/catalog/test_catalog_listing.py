@@ -226,7 +226,7 @@ def test_legacy_result_type_if_sent_is_still_checked() -> None:
 
 
 def test_legacy_cache_fields_are_not_read() -> None:
-    # Spec §22.9: no caching metadata in the legacy era; TTL is effectively 0.
+    # MCP 2025-11-25: no caching metadata in the legacy era; TTL is effectively 0.
     result = listing({None: {"tools": [], "ttlMs": 60_000, "cacheScope": "public"}}, "legacy")
     assert (result.ttl_ms, result.cache_scope) == (0, "private")
 

@@ -23,7 +23,7 @@ def shape(catalog: Catalog) -> list[tuple[str, str, str, str | None]]:
     return [(e.name, e.server, e.local_name, e.alias) for e in catalog]
 
 
-# --- the two policies on the seed's example ------------------------------------------
+# --- the two policies on one example ------------------------------------------------
 
 
 def test_prefix_keeps_the_first_configured_name_and_prefixes_later_ones() -> None:
@@ -48,7 +48,7 @@ def test_configured_order_decides_who_keeps_the_name_not_arrival() -> None:
 
 
 def test_reject_refuses_naming_both_servers_and_the_tool() -> None:
-    # Seed exercise 4.
+    # Two servers offering one name.
     with pytest.raises(ToolCollision) as caught:
         build_catalog([listing("github", "search"), listing("gitlab", "search")], policy="reject")
     error = caught.value

@@ -235,7 +235,7 @@ def test_http_status_on_a_call_reaches_the_caller_typed(no_leaks, http_peer, tmp
 
 def test_header_mismatch_after_a_definition_change_relists_and_resends(no_leaks, http_peer,
                                                                       tmp_path):
-    """§8.4 recovery: the server started annotating `echo.text` after we listed it. Its
+    """The -32020 recovery: the server started annotating `echo.text` after we listed it. Its
     -32020 makes the host re-list that server and send the call again (a new request);
     the rejected one never ran, so this holds for tools that are not idempotent."""
     argv, env = httppeers.scripted("--annotate-echo-after-list")

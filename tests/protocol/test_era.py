@@ -1,8 +1,8 @@
 """The era negotiation state machine, event by event, with no I/O.
 
-Every rule of DESIGN.md §4 and seed 000's boundary list is a row here: positive evidence
+Every rule of docs/architecture.md, "Era negotiation", is a row here: positive evidence
 only, no downgrade after modern evidence, one bounded initialize for allowlisted peers,
-and late modern evidence winning over the fallback.
+late modern evidence winning over the fallback, and one session per connection.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_32022_retries_discover_with_shared_version_never_initialize():
 @pytest.mark.parametrize("allow_legacy", [False, True])
 @pytest.mark.parametrize("supported", [["2099-01-01"], ["2025-11-25"], []])
 def test_32022_without_shared_modern_version_fails_closed(allow_legacy, supported):
-    """Seed exercise 1, and the legacy-only `supported` list (spec digest §23.3)."""
+    """-32022 with no shared modern revision, including a legacy-only `supported` list."""
     m, _ = machine(allow_legacy=allow_legacy)
     out = m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
                                   {"supported": supported, "requested": MODERN}))
@@ -238,7 +238,7 @@ def test_malformed_or_unsupported_legacy_result_leaves_peer_unavailable(bad):
     e.Closed("server exited (exit code 0)"),
 ])
 def test_initialize_failures_fail_closed(event):
-    """Seed exercise 2: the bounded initialize probe times out (or errs, or closes) and
+    """The bounded initialize probe times out (or errs, or closes) and
     the peer stays unavailable."""
     m, _ = machine(allow_legacy=True)
     m.handle(e.TimedOut(e.Probe.DISCOVER, 10.0))
@@ -411,7 +411,7 @@ def test_start_twice_is_an_error():
 @pytest.mark.parametrize("status", [401, 403])
 def test_authentication_challenge_is_never_era_evidence(allow_legacy, status):
     """HTTP 401/403 to the probe: fail with the authentication reason, even for an
-    allowlisted peer (a challenge says nothing about the era; §23.4)."""
+    allowlisted peer (a challenge says nothing about the era)."""
     m, _ = machine(allow_legacy=allow_legacy)
     out = m.handle(e.Rejected(e.Probe.DISCOVER, f"HTTP {status}"))
     assert kinds(out) == [e.Fail]

@@ -1,4 +1,4 @@
-"""HTTP header rules of MCP 2026-07-28 (spec digest §8.2-§8.4, §23.16), rule by rule."""
+"""HTTP header rules of MCP 2026-07-28 (basic/transports/streamable-http), rule by rule."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def annotated(name: str, json_type: object = "string", **extra: object) -> dict:
     return {"type": json_type, "x-mcp-header": name, **extra}
 
 
-# --- §8.3 value encoding -------------------------------------------------------------
+# --- value encoding -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,7 @@ def test_decoder_passes_plain_text_through() -> None:
     assert h.decode_header_value("=?base64??=") == ""
 
 
-# --- §8.4 x-mcp-header validation ----------------------------------------------------
+# --- x-mcp-header validation ---------------------------------------------------------
 
 
 def test_schema_without_annotations_has_no_params() -> None:
@@ -268,7 +268,7 @@ def test_node_limit_is_an_invalid_definition() -> None:
         h.tool_header_params(wide)
 
 
-# --- §8.4 extraction -----------------------------------------------------------------
+# --- extraction ---------------------------------------------------------------------
 
 REGION = HeaderParam("Mcp-Param-Region", ("region",), "string")
 COUNT = HeaderParam("Mcp-Param-Count", ("opts", "count"), "integer")

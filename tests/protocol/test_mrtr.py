@@ -1,4 +1,4 @@
-"""The MRTR state machine (spec digest §13, §14, §23.9, §23.20), event by event, no I/O.
+"""The MRTR state machine (MCP 2026-07-28, basic/patterns/mrtr), event by event, no I/O.
 
 Results are written here as raw bytes, the way a server sends them, and decoded with
 orjson, the way the driver does: so a test can put escapes into ``requestState`` that a
@@ -207,7 +207,7 @@ def test_two_rounds_sampling_then_elicitation_then_done():
     params2 = valid_retry("tools/call", resend2, id=3)
     assert params2["inputResponses"] == {"login": FORM_RES}
     assert params2["requestState"] == "round-2"
-    # §23.20: the same capabilities on every retry; the original params repeat verbatim.
+    # The same capabilities on every retry; the original params repeat verbatim.
     assert resend2.client_capabilities == resend.client_capabilities
     assert resend.params.startswith(orjson.dumps(CALL)[:-1])
     assert resend2.params.startswith(orjson.dumps(CALL)[:-1])

@@ -481,7 +481,7 @@ _META_KEY = re.compile(rf"(?:(?P<prefix>{_LABEL}(?:\.{_LABEL})*)/)?(?P<name>{_NA
 
 
 def meta_key_ok(key: str) -> bool:
-    """Spec §2.4, written out independently of the module: valid and not reserved."""
+    """The _meta key syntax (MCP 2026-07-28, basic/index), written out independently of the module: valid and not reserved."""
     m = _META_KEY.fullmatch(key)
     if m is None:
         return False

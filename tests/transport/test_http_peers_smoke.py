@@ -366,7 +366,7 @@ def test_official_client_talks_to_the_scripted_peer(no_leaks, http_peer, tmp_pat
     out = subprocess.run([str(python), "-c", CLIENT, peer.url, "auto"], capture_output=True,
                          text=True, timeout=60, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
-    # the invalid tool is dropped by the client (spec §8.4)
+    # the invalid tool is dropped by the client (MCP 2026-07-28: the client MUST drop it)
     assert out.stdout.split("\n")[0] == (
         f"{version} ['echo', 'headered', 'slow'] region= eu-ü count=3 flag=true")
     call = [r for r in peer.records() if (r["body"] or {}).get("method") == "tools/call"][-1]

@@ -237,7 +237,7 @@ def test_timeout_closes_the_exchange_instead_of_posting_a_cancel(no_leaks, http_
             assert peer.pending == 0
     run(main())
     assert [e["event"] for e in server.events()] == ["cancelled"]
-    assert "notifications/cancelled" not in methods(server)  # stdio only (spec §8.7)
+    assert "notifications/cancelled" not in methods(server)  # stdio only: over HTTP closing the exchange cancels
 
 
 def test_legacy_endpoint_needs_the_allowlist(no_leaks, http_peer, tmp_path):

@@ -89,7 +89,7 @@ def test_32022_retries_discover_with_a_new_id_and_never_initializes(tap, no_leak
 
 @pytest.mark.parametrize("allow_legacy", [False, True])
 def test_32022_without_shared_version_fails_without_initialize(tap, no_leaks, allow_legacy):
-    """Seed exercise 1."""
+    """A -32022 naming only revisions we do not speak: refused, never initialize."""
     async def main():
         err, _ = await refused(scripted("--discover", "error-32022:2099-01-01", tap=tap),
                                allow_legacy=allow_legacy)

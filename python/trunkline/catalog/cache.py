@@ -4,7 +4,7 @@ Pure bookkeeping with an injected clock (``now``, in seconds, from any monotonic
 It never triggers a fetch: the host asks ``get`` when it needs a server's tools and
 refetches on a miss, so an expired list is refetched lazily, on use, and nothing polls.
 
-Keys (spec §9, §23.10): every entry belongs to one server and one negotiated protocol
+Keys (MCP 2026-07-28, server/utilities/caching; docs/architecture.md, "Cache keys"): every entry belongs to one server and one negotiated protocol
 version; a ``private`` entry also belongs to one authorization context and answers only
 that context. ``None`` is the anonymous context: a private list fetched anonymously
 answers later anonymous lookups and never a named context, and vice versa. A ``public``
@@ -69,7 +69,7 @@ class ToolCache:
 
         A fresh entry of the context's own wins over a fresh public one. With
         ``allow_stale``, when nothing is fresh, an expired entry is returned too, for
-        serving while a refetch fails (spec §9: MAY); entries removed by ``invalidate``
+        serving while a refetch fails (the caching page's MAY); entries removed by ``invalidate``
         or ``drop`` are gone even then."""
         entries = self._entries.get(server)
         if not entries:
@@ -126,7 +126,7 @@ class ToolCache:
         return self._forget(server)
 
     def drop(self, server: str) -> int:
-        """The server's transport restarted: its caches die with it (DESIGN.md §4.7).
+        """The server's transport restarted: its caches die with it.
 
         Same effect as ``invalidate``; a separate name so call sites say why."""
         return self._forget(server)

@@ -11,7 +11,8 @@ the list loads. Misuse by the caller (a page after the end, ``finish`` too early
 ``RuntimeError``, because that is a bug in the host, not the server.
 
 If the server rejects a cursor mid-list (-32602), throw the driver away and start a new
-one: spec §9 says to discard every page and start over.
+one: the specification says to discard every page and start over (MCP 2026-07-28,
+server/utilities/pagination).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ METHOD = "tools/list"
 #: A list longer than this many pages is treated as a hostile or broken server. Real
 #: servers put dozens of tools on a page; 100 pages is far past any honest catalog.
 DEFAULT_MAX_PAGES = 100
-#: Spec §11.1 tool-name SHOULD. Names outside it are kept (clients must cope) but warned.
+#: The tool-name SHOULD of MCP 2026-07-28, server/tools. Names outside it are kept (clients must cope) but warned.
 STANDARD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 _MISSING = object()
@@ -154,8 +155,9 @@ class ListingDriver:
     def _check_result_type(self, result: dict[str, Any], page: int) -> None:
         value = result.get("resultType", _MISSING)
         if value is _MISSING:
-            # Spec §3: absent means complete for earlier-era servers. A server we proved
-            # modern MUST send it, so absence there is a violation (spec §23.7).
+            # Absent means complete for earlier-era servers (MCP 2026-07-28, basic/index,
+            # ResultType). A server we proved modern MUST send it, so absence there is a
+            # violation (docs/architecture.md, "Missing resultType").
             if self.era is Era.LEGACY:
                 return
             raise self._malformed(f"page {page}: modern result has no resultType")
@@ -166,7 +168,7 @@ class ListingDriver:
                 f"page {page}: resultType 'input_required' is only legal for tools/call, "
                 "resources/read and prompts/get"
             )
-        # Spec §3: unknown values are invalid; we advertise no extension that adds any.
+        # Unknown values are invalid (basic/index, ResultType); we advertise no extension that adds any.
         raise self._malformed(f"page {page}: unknown resultType {value!r}")
 
     def _check_next_cursor(self, result: dict[str, Any], page: int) -> str | None:
@@ -189,7 +191,7 @@ class ListingDriver:
 
     def _absorb_cache_hints(self, result: dict[str, Any]) -> None:
         if self.era is Era.LEGACY:
-            # Spec §22.9: legacy results carry no cache metadata; never require it, and
+            # Legacy (2025-11-25) results carry no cache metadata; never require it, and
             # do not read meaning into fields the legacy schema does not define.
             return
         ttl = self._page_ttl(result.get("ttlMs", _MISSING))
@@ -239,7 +241,8 @@ class ListingDriver:
         if entry is None:
             return
         if entry.local_name in self._names:
-            # Spec §23.18: decide deterministically. The first keeps its place.
+            # Only a SHOULD in the spec: decided deterministically (docs/architecture.md,
+            # "Tool names"). The first keeps its place.
             self._warn(
                 "duplicate", f"{where} repeats the name of an earlier tool; dropped",
                 entry.local_name,
@@ -314,7 +317,7 @@ class ListingDriver:
         return None
 
     def _requires_task(self, raw: dict[str, Any]) -> bool:
-        # Spec §22.9: a legacy "required" tool cannot be called without task support.
+        # MCP 2025-11-25: a "required" task-support tool cannot be called without tasks.
         if self.era is not Era.LEGACY:
             return False
         execution = raw.get("execution")

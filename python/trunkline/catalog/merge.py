@@ -4,7 +4,7 @@ Order: servers in their *configured* order, each server's tools sorted by name (
 point order, so no locale can change it). The order in which servers became ready never
 matters.
 
-Collisions (DESIGN.md §4.6, spec §23.17), never a silent overwrite:
+Collisions, never a silent overwrite (docs/architecture.md, "Tool names"):
 
 - ``prefix``: the first server (in configured order) keeps the plain name; every later
   server offering the same name exposes it as ``<server>/<tool>``, ``<server>`` being the

@@ -80,7 +80,7 @@ class ToolEntry:
 
     @property
     def display_name(self) -> str:
-        """Spec §11.1 precedence: ``title``, then ``annotations.title``, then ``name``."""
+        """The precedence of MCP 2026-07-28, server/tools: ``title``, then ``annotations.title``, then ``name``."""
         if self.title:
             return self.title
         annotated = self.annotations.get("title") if self.annotations else None

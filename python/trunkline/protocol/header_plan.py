@@ -1,6 +1,6 @@
 """Which HTTP headers each message gets, and what the transport learns from the answers
-that decides them. Pure: messages and answers in, header maps out (spec digest §8.2-§8.4,
-§22.4).
+that decides them. Pure: messages and answers in, header maps out (MCP 2026-07-28 and
+2025-11-25, basic/transports/streamable-http).
 
 - A modern request carries ``MCP-Protocol-Version`` read from its own ``_meta`` (so the
   two can never differ), ``Mcp-Method``, ``Mcp-Name`` where the method names something,
@@ -26,7 +26,7 @@ from .versions import META_PROTOCOL_VERSION
 log = logging.getLogger("trunkline.transports.http")
 
 ACCEPT = "application/json, text/event-stream"
-#: Methods whose ``Mcp-Name`` header comes from a params member (§8.2).
+#: Methods whose ``Mcp-Name`` header comes from a params member.
 _NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 

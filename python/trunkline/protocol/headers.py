@@ -1,4 +1,5 @@
-"""HTTP header rules of MCP 2026-07-28 for a client (spec digest §8.2-§8.4, §23.16). No I/O.
+"""HTTP header rules of MCP 2026-07-28 for a client (basic/transports/streamable-http:
+sending, value encoding, custom headers from tool parameters). No I/O.
 
 * ``encode_header_value`` / ``decode_header_value``: the ``Mcp-Name`` / ``Mcp-Param-*``
   value encoding with its ``=?base64?…?=`` sentinel.
@@ -50,7 +51,7 @@ class HeaderValueError(ValueError):
 
 
 class InvalidToolHeaders(ValueError):
-    """A tool whose x-mcp-header annotations break §8.4; ``str()`` is the reason."""
+    """A tool whose x-mcp-header annotations break the custom-header rules; ``str()`` is the reason."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class ToolHeaderTable:
 
 
 def encode_header_value(value: str | int | bool) -> str:
-    """§8.3: the header text for a string, integer or boolean value."""
+    """Value encoding: the header text for a string, integer or boolean value."""
     # bool before int: bool is a subclass of int, and True must become "true", not "1".
     if isinstance(value, bool):
         text = "true" if value else "false"
@@ -223,7 +224,7 @@ def _has_json_type(value: object, json_type: str) -> bool:
 
 def filter_tools_result(result: Mapping[str, object]) -> tuple[dict, ToolHeaderTable]:
     """A copy of a tools/list result without the tools whose x-mcp-header annotations are
-    invalid (§8.4: the client MUST drop them), plus the header table of the tools kept.
+    invalid (the client MUST drop them), plus the header table of the tools kept.
 
     Tools that are not objects or lack a string name are kept untouched: judging those is
     the catalog layer's job. With duplicate names the first kept tool's params win.
@@ -252,7 +253,7 @@ def configured_headers_problem(headers: Mapping[str, str]) -> str | None:
     """None if the operator's headers may be sent as they are, else a one-line reason.
 
     The transport owns the reserved names; letting configuration set them would break
-    framing (Content-Length, Transfer-Encoding) or the §8.2 header/body agreement."""
+    framing (Content-Length, Transfer-Encoding) or the agreement of headers and body."""
     if not isinstance(headers, Mapping):
         return f"configured headers must be a mapping, not a {type(headers).__name__}"
     seen: set[str] = set()

@@ -2,7 +2,7 @@
 
 The ``_meta`` object a modern request carries depends only on the negotiated version and
 the client's identity and capabilities, so it is serialized once per peer and spliced into
-every request by the codec (DESIGN.md §2b).
+every request by the codec (docs/architecture.md, "The hot path of one call").
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _default_version() -> str:
 class ClientIdentity:
     """The client's self-description. ``capabilities`` uses the modern ``ClientCapabilities``
     shape and must list only what the host really implements: servers gate their input
-    requests on it (spec digest §2.1, §23.22)."""
+    requests on it (docs/architecture.md, "Capabilities are stable")."""
 
     name: str = "trunkline"
     version: str = field(default_factory=_default_version)

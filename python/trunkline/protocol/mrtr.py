@@ -1,7 +1,7 @@
 """Multi round-trip requests (MRTR) as a pure state machine: events in, decisions out.
 
 When a ``tools/call``, ``resources/read`` or ``prompts/get`` result has ``resultType:
-"input_required"`` (spec digest §13), the server wants client input before it can finish:
+"input_required"`` (MCP 2026-07-28, basic/patterns/mrtr), the server wants client input before it can finish:
 
 1. ``MrtrLoop.on_result`` checks the ``InputRequiredResult`` (shape, bounds, and that every
    ``inputRequests`` entry is of a kind the host *declared* in its capabilities) and
@@ -12,10 +12,12 @@ When a ``tools/call``, ``resources/read`` or ``prompts/get`` result has ``result
    ``inputResponses`` and the server's ``requestState`` spliced in as the exact bytes the
    server sent (``_codec.raw_member``): never decoded and re-encoded, since re-encoding
    rewrites escapes such as ``\\u00e9`` or ``\\/``. The driver sends them as a new request
-   with a *new* JSON-RPC id and the *same* ``clientCapabilities`` (§23.20).
+   with a *new* JSON-RPC id and the *same* ``clientCapabilities`` (docs/architecture.md,
+   "Capabilities are stable").
 3. The retry's result goes to ``on_result`` again: another round, or ``Done``.
 
-Where the spec is silent the machine is strict (§23.9): it bounds the rounds, the total
+Where the spec is silent the machine is strict (docs/architecture.md, "Bounded input
+rounds"): it bounds the rounds, the total
 time (a clock is injected: every call takes ``now``), the count and size of
 ``inputRequests`` and the size of ``requestState``; it fails the call locally
 (``InputNotSupported``) when the server asks for something the host did not declare (a
@@ -45,7 +47,7 @@ from ..errors import InputNotSupported, MalformedMessage, ProtocolFailure
 from .validate import json_type
 from .versions import META_CLIENT_CAPABILITIES
 
-#: The only methods whose result may be an ``InputRequiredResult`` (spec digest §13).
+#: The only methods whose result may be an ``InputRequiredResult`` (basic/patterns/mrtr).
 MRTR_METHODS: frozenset[str] = frozenset({"tools/call", "resources/read", "prompts/get"})
 
 ELICIT = "elicitation/create"
@@ -235,8 +237,8 @@ class MrtrLoop:
             return self._fail(MalformedMessage, f"{self.method} result is not a JSON object")
         result_type = result.get("resultType", "complete")
         if result_type == "complete":
-            # Absent is "complete" for earlier-era servers (§3); whether a modern server
-            # may omit it is the era-aware caller's check (§23.7).
+            # Absent is "complete" for earlier-era servers; whether a modern server may
+            # omit it is the era-aware caller's check.
             self.state = State.DONE
             return Done(result)
         if result_type != "input_required":
@@ -389,7 +391,7 @@ class MrtrLoop:
             params = base[:-1] + sep + body + b"}"
         else:
             params = base
-        # This round's inputs belong to this retry only (§13 rule 4).
+        # This round's inputs belong to this retry only (basic/patterns/mrtr).
         self._pending = ()
         self._state_raw = None
         self.state = State.AWAITING_RESULT
@@ -470,7 +472,7 @@ def _undeclared(item: InputRequestItem, caps: Mapping[str, Any]) -> tuple[str, s
         if cap not in caps:
             return what, "the host did not declare the 'elicitation' capability"
         declared = caps[cap]
-        # ``{}`` alone means form only (§14.1).
+        # ``{}`` alone means form only (client/elicitation).
         form = "form" in declared or "url" not in declared
         if item.mode == "form" and not form:
             return what, "the host declared elicitation without the form mode"

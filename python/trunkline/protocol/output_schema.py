@@ -1,8 +1,9 @@
 """Checking ``structuredContent`` against a tool's ``outputSchema``, within bounds.
 
 A server that declares an ``outputSchema`` promises conforming structured results; when it
-breaks that promise the result must not be forwarded as trusted data (spec digest §23.15).
-The checker follows the spec's JSON Schema rules (§11.3): 2020-12 unless ``$schema`` says
+breaks that promise the result must not be forwarded as trusted data (docs/architecture.md,
+"Output schemas"). The checker follows the spec's JSON Schema rules (MCP 2026-07-28,
+basic/index, JSON Schema Usage): 2020-12 unless ``$schema`` says
 otherwise, no network ``$ref`` ever (an unresolvable reference rejects the schema rather
 than passing everything), and bounded work: a schema too large or too deep, or an instance
 too large, is refused instead of validated.

@@ -106,7 +106,7 @@ __all__ = [
     "with_idempotency_key",
 ]
 
-#: Requests that only read, safe to repeat (spec §23.8).
+#: Requests that only read, safe to repeat (docs/architecture.md, "Retries").
 READ_METHODS: frozenset[str] = frozenset({
     "tools/list",
     "prompts/list",
@@ -118,11 +118,11 @@ READ_METHODS: frozenset[str] = frozenset({
     "completion/complete",
 })
 
-#: JSON-RPC "Internal error": a server fault, retried only for idempotent operations (§4).
+#: JSON-RPC "Internal error": a server fault, retried only for idempotent operations.
 INTERNAL_ERROR = -32603
 
 #: The ``params._meta`` key that carries an idempotency key to the server, identical on
-#: every retry of one logical call. Reverse-DNS prefix per spec §2.4 (not reserved: its
+#: every retry of one logical call. Reverse-DNS prefix (MCP 2026-07-28, basic/index, _meta) (not reserved: its
 #: second label is neither ``modelcontextprotocol`` nor ``mcp``).
 IDEMPOTENCY_META_KEY = "dev.trunkline/idempotencyKey"
 

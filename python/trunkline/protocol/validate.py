@@ -57,7 +57,7 @@ def discover_result_problem(result: Any) -> str | None:
 
 def initialize_result_problem(result: Any, legacy_versions: Sequence[str]) -> str | None:
     """A legacy ``InitializeResult`` is accepted only when every field we rely on is
-    well-formed and the version is one we were configured to speak (DESIGN.md §4.3)."""
+    well-formed and the version is one we were configured to speak."""
     if not isinstance(result, dict):
         return f"result is {type(result).__name__}, not an object"
     version = result.get("protocolVersion")
@@ -79,7 +79,7 @@ def initialize_result_problem(result: Any, legacy_versions: Sequence[str]) -> st
 
 def is_recognized_modern_error(code: int, data: Any) -> bool:
     """Only -32020/-32021/-32022 with their exact ``data`` shapes prove a modern peer
-    (spec digest §4, §23.2). Anything else, including look-alikes with the wrong ``data``,
+    (docs/architecture.md, "Recognized modern errors"). Anything else, including look-alikes with the wrong ``data``,
     is not evidence."""
     if code == UNSUPPORTED_PROTOCOL_VERSION:
         return (

@@ -2,7 +2,7 @@
 
 To the ``Peer`` it looks like the stdio transport: ``write`` takes newline-terminated
 JSON-RPC lines, ``on_data`` receives them. Underneath, every request is its own HTTP
-exchange (spec digest §8): its answer comes back as one JSON body or as a per-request SSE
+exchange (MCP 2026-07-28, basic/transports/streamable-http): its answer comes back as one JSON body or as a per-request SSE
 stream carrying that request's notifications (progress, logs) and then its response. What
 HTTP adds is reported per request through ``on_failed(request_id, error)``: a status
 without a JSON-RPC answer, an authentication challenge, a broken stream. Only that request
@@ -16,7 +16,7 @@ annotations are invalid before anyone above sees it. Cancellation in the modern 
 closing the request's exchange, so a ``notifications/cancelled`` line is never POSTed:
 it aborts the exchange of the request it names.
 
-Legacy (2025-11-25 and earlier) servers get the legacy shape (§22.4): the version header
+Legacy (2025-11-25 and earlier) servers get the legacy shape (MCP 2025-11-25, basic/transports): the version header
 and ``Mcp-Session-Id`` learned from the ``initialize`` answer, notifications and
 responses POSTed (202), an SSE stream that drops before its response resumed with a GET
 and ``Last-Event-ID`` after the server's ``retry`` delay, a DELETE of the session on
@@ -189,7 +189,7 @@ class HttpTransport:
             task.add_done_callback(lambda _t, rid=out.id: self._exchange_done(rid, _t))
             return
         if out.method == "notifications/cancelled" and not self._headers.legacy:
-            # Closing the request's exchange *is* the cancellation (§8.7); nothing is sent.
+            # Closing the request's exchange *is* the cancellation; nothing is sent.
             self._abort(out.params.get("requestId") if out.params else None)
             return
         if out.method == "notifications/cancelled":
@@ -269,7 +269,7 @@ class HttpTransport:
                 challenge=challenge, server=self.server, method=out.method))
             return
         if status == 404 and self._headers.session_id is not None:
-            # §22.4: the session expired. Everything pending is lost; the peer starts over
+            # The session expired (MCP 2025-11-25). Everything pending is lost; the peer starts over
             # with a fresh initialize when its worker restarts.
             self._note("HTTP 404 for the session: it has expired")
             self._report_closed("the server ended the session (HTTP 404 to a request "
@@ -376,9 +376,9 @@ class HttpTransport:
     def _stray(self, out: Outgoing, env: _codec.Envelope, line: bytes,
                response: bool) -> str | None:
         """Why a message does not belong on this modern request's stream, or None. The
-        stream carries that request's progress and logs, then its response (§8.5); an
+        stream carries that request's progress and logs, then its response; an
         answer to another request, or progress for another token, is dropped there
-        rather than routed (§23.13). Legacy streams may carry more, and the Peer judges
+        rather than routed (docs/architecture.md, "Notifications on the wrong stream"). Legacy streams may carry more, and the Peer judges
         server requests (a modern server sending one is counted as a violation)."""
         if self._headers.legacy or out.modern_version is None:
             return None
