@@ -102,3 +102,15 @@ class TaskScope:
 
 async def _nothing() -> None:
     return None
+
+
+async def gather_all(*coros: Coroutine[Any, Any, T]) -> list[T]:
+    """Run ``coros`` concurrently and return their results in order. The first failure
+    cancels the others and is raised as itself (not wrapped in an exception group), once
+    all of them have ended: none is left running behind the caller."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(coro) for coro in coros]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]

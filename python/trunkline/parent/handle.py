@@ -30,7 +30,7 @@ from ..errors import (
     ServerUnavailable,
     TransportLost,
 )
-from ..loop.tasks import TaskScope
+from ..loop.tasks import TaskScope, gather_all
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
@@ -144,8 +144,7 @@ class WorkerHandle:
             gen.send(ch.stop_frame())
         # Every worker this handle started and nobody reaped yet, including ones already
         # gone from the channel but still exiting: none may outlive the host.
-        await asyncio.gather(*(g.reap(self.settings.stop_timeout_s)
-                               for g in list(self._unreaped)))
+        await gather_all(*(g.reap(self.settings.stop_timeout_s) for g in list(self._unreaped)))
         if self._gen is not None:
             await self._gen.scope.aclose()
         await self._scope.aclose()

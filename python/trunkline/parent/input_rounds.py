@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InputNotSupported, RequestTimeout
+from ..loop.tasks import gather_all
 from ..protocol.mrtr import Done, Fail, InputHandler, MrtrLimits, MrtrLoop, NeedInput, Resend
 from ..protocol.reply import Reply
 from .handle import WorkerHandle
@@ -61,10 +62,5 @@ class InputRounds:
                     f"server asked for {item.method} but the host registered no handler for "
                     "it", key=item.key, kind=item.method, server=server, method=method)
             return item.key, await handler(dict(item.params or {}))
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(answer(item)) for item in need.requests]
-        except BaseExceptionGroup as failed:
-            # The first handler's failure is the call's; the others were cancelled with it.
-            raise failed.exceptions[0] from None
-        return dict(task.result() for task in tasks)
+        # The first handler's failure is the call's; the others are cancelled with it.
+        return dict(await gather_all(*(answer(item) for item in need.requests)))

@@ -28,7 +28,7 @@ from ..catalog import (
 )
 from ..channel import ServerState
 from ..errors import ToolCollision, TrunklineError
-from ..loop.tasks import TaskScope
+from ..loop.tasks import TaskScope, gather_all
 from ..protocol.retry import RetryPolicy, plan_call
 from .handle import WorkerHandle
 from .retrying import run_with_retries
@@ -70,8 +70,8 @@ class CatalogKeeper:
 
     async def list_ready(self, names: list[str]) -> None:
         """List these servers (those ready), now."""
-        await asyncio.gather(*(self.list_server(n) for n in names
-                               if self._servers.handle(n).state is ServerState.READY))
+        await gather_all(*(self.list_server(n) for n in names
+                           if self._servers.handle(n).state is ServerState.READY))
 
     async def list_stale(self) -> None:
         """Refetch every listing whose TTL has passed, and rebuild if any was."""
@@ -84,7 +84,7 @@ class CatalogKeeper:
             is None
         ]
         if stale:
-            await asyncio.gather(*(self.list_server(name) for name in stale))
+            await gather_all(*(self.list_server(name) for name in stale))
             self.rebuild()
 
     async def refresh(self, names: list[str]) -> None:

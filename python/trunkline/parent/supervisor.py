@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigurationError, ServerUnavailable
+from ..loop.tasks import gather_all
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, RestartPolicy, ServerConfig
@@ -53,7 +54,7 @@ class Supervisor:
                    for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle
-        return list(await asyncio.gather(*(h.start() for h in handles)))
+        return await gather_all(*(h.start() for h in handles))
 
     def handle(self, name: str) -> WorkerHandle:
         try:
@@ -82,6 +83,7 @@ class Supervisor:
         return list(self._handles)
 
     async def aclose(self) -> None:
+        # Every handle is closed, whatever another one's close raised.
         await asyncio.gather(*(h.aclose() for h in self._handles.values()),
                              return_exceptions=True)
 
