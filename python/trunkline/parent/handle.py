@@ -18,7 +18,7 @@ import collections
 import logging
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _codec
@@ -47,22 +47,15 @@ _ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTAR
 
 @dataclass(frozen=True)
 class ServerStatus:
-    """What the host knows of one server, for operators."""
+    """What the host knows of one server, for operators. What the server's current worker
+    reported (era, evidence, stderr tail, ...) is read from its last ``StateReport``."""
 
     name: str
     state: ServerState
-    era: str | None = None
-    version: str | None = None
-    capabilities: dict[str, Any] | None = None
-    server_info: dict[str, Any] | None = None
-    instructions: str | None = None
     reason: str | None = None
-    evidence: tuple[str, ...] = ()
-    stderr_tail: str | None = None
     #: Workers started after the first (crash restarts and re-probes).
     restarts: int = 0
     worker_pid: int | None = None
-    server_pid: int | None = None
     #: Calls sent and not yet answered.
     in_flight: int = 0
     #: Replies that came after their caller gave up (timeout, cancel), dropped; over the
@@ -72,6 +65,39 @@ class ServerStatus:
     protocol_violations: int = 0
     #: Seconds from starting the current worker to its era verdict (None: not yet).
     time_to_verdict_s: float | None = None
+    report: StateReport | None = field(default=None, repr=False)
+
+    @property
+    def era(self) -> str | None:
+        return self.report.era if self.report else None
+
+    @property
+    def version(self) -> str | None:
+        return self.report.version if self.report else None
+
+    @property
+    def capabilities(self) -> dict[str, Any] | None:
+        return self.report.capabilities if self.report else None
+
+    @property
+    def server_info(self) -> dict[str, Any] | None:
+        return self.report.server_info if self.report else None
+
+    @property
+    def instructions(self) -> str | None:
+        return self.report.instructions if self.report else None
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        return self.report.evidence if self.report else ()
+
+    @property
+    def stderr_tail(self) -> str | None:
+        return self.report.stderr_tail if self.report else None
+
+    @property
+    def server_pid(self) -> int | None:
+        return self.report.server_pid if self.report else None
 
 
 class WorkerHandle:
@@ -168,7 +194,6 @@ class WorkerHandle:
         return self._generations
 
     def status(self) -> ServerStatus:
-        r = self.report
         gen = self._gen
         late, violations = self._counted_late, self._counted_violations
         if gen is not None:
@@ -177,17 +202,10 @@ class WorkerHandle:
         return ServerStatus(
             name=self.name,
             state=self.state,
-            era=r.era if r else None,
-            version=r.version if r else None,
-            capabilities=r.capabilities if r else None,
-            server_info=r.server_info if r else None,
-            instructions=r.instructions if r else None,
             reason=self.reason,
-            evidence=r.evidence if r else (),
-            stderr_tail=r.stderr_tail if r else None,
             restarts=self.restarts,
             worker_pid=gen.pid if gen else None,
-            server_pid=r.server_pid if r else None,
+            report=self.report,
             in_flight=self._inflight,
             late_replies=late,
             protocol_violations=violations,

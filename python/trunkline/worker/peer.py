@@ -360,11 +360,8 @@ class Peer:
         log.warning("server %r: %s", self.name, error.message)
         if isinstance(token, ProbeToken):
             self._unexpected(f"{what}, answering {token.probe.value}")
-        elif isinstance(token, asyncio.Future):
-            if not token.done():
-                token.set_exception(error)
-        elif self._forwarder is not None:
-            self._forwarder.fail(token, error)
+        else:
+            self._fail_request(token, error)
 
     def _unexpected(self, detail: str) -> None:
         if self.state is PeerState.NEGOTIATING:
@@ -407,7 +404,13 @@ class Peer:
         if isinstance(token, ProbeToken):
             assert self._negotiator is not None
             self._negotiator.on_failed(token.probe, request_id, error)
-        elif isinstance(token, asyncio.Future):
+        else:
+            self._fail_request(token, error)
+
+    def _fail_request(self, token: Any, error: TrunklineError) -> None:
+        """One request ends without an answer: the worker's own (a future), or the
+        parent's (its call id, reported back as a FAILURE)."""
+        if isinstance(token, asyncio.Future):
             if not token.done():
                 token.set_exception(error)
         elif self._forwarder is not None:
