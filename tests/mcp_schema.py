@@ -45,16 +45,30 @@ def validate_message(line: bytes | dict[str, Any], revision: str) -> dict[str, A
     """Validate one client-written message (a raw line or a decoded object); return it
     decoded. Raises ``Invalid`` on the first violation."""
     message = orjson.loads(line) if isinstance(line, (bytes, bytearray)) else line
+    return conforms(message, revision, definition_for(message))
+
+
+def conforms(value: Any, revision: str, definition: str) -> Any:
+    """Validate ``value`` as the protocol definition named ``definition`` (the schema's
+    ``$defs`` name, e.g. ``CallToolResult``) of ``revision``; return it."""
     if _official_schemas():
-        _with_json_schema(message, revision)
+        import jsonschema
+
+        try:
+            _json_validator(revision, definition).validate(value)
+        except jsonschema.ValidationError as exc:
+            raise Invalid(f"{definition} ({revision}): {exc.message}") from exc
     else:
-        _with_models(message, revision)
-    return message
+        import pydantic
+
+        try:
+            _model(revision, definition).model_validate(value, strict=True)
+        except pydantic.ValidationError as exc:
+            raise Invalid(f"{definition} ({revision}): {exc}") from exc
+    return value
 
 
-# --- the official JSON Schemas ------------------------------------------------------
-
-# Client-sent methods -> the $defs entry describing the whole message.
+# Client-sent methods -> the definition describing the whole message.
 _DEFINITIONS = {
     "server/discover": "DiscoverRequest",
     "initialize": "InitializeRequest",
@@ -73,6 +87,13 @@ _DEFINITIONS = {
 }
 
 
+def definition_for(message: dict[str, Any]) -> str:
+    """The definition that describes ``message`` as a whole."""
+    if "method" in message:
+        return _DEFINITIONS[message["method"]]
+    return "JSONRPCErrorResponse" if "error" in message else "JSONRPCResultResponse"
+
+
 @functools.cache
 def _json_validator(revision: str, definition: str) -> Any:
     import jsonschema
@@ -84,38 +105,14 @@ def _json_validator(revision: str, definition: str) -> Any:
                                             "$defs": schema["$defs"]})
 
 
-def definition_for(message: dict[str, Any]) -> str:
-    """The schema definition that describes ``message`` as a whole."""
-    if "method" in message:
-        return _DEFINITIONS[message["method"]]
-    return "JSONRPCErrorResponse" if "error" in message else "JSONRPCResultResponse"
+@functools.cache
+def _model(revision: str, definition: str) -> Any:
+    """The model mcp-types generated from the same schema for that definition (one
+    module per revision, its classes named as the schema's ``$defs``)."""
+    import importlib
 
-
-def _with_json_schema(message: dict[str, Any], revision: str) -> None:
-    import jsonschema
-
-    definition = definition_for(message)
-    try:
-        _json_validator(revision, definition).validate(message)
-    except jsonschema.ValidationError as exc:
-        raise Invalid(f"{definition} ({revision}): {exc.message}") from exc
-
-
-# --- the mcp-types protocol models ---------------------------------------------------
-
-
-def _with_models(message: dict[str, Any], revision: str) -> None:
-    import pydantic
-    from mcp_types import jsonrpc
-    from mcp_types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
-
-    method = message.get("method")
-    if method is not None:
-        table = CLIENT_REQUESTS if "id" in message else CLIENT_NOTIFICATIONS
-        model = table[(method, revision)]
-    else:
-        model = jsonrpc.JSONRPCError if "error" in message else jsonrpc.JSONRPCResponse
-    try:
-        model.model_validate(message, strict=True)
-    except pydantic.ValidationError as exc:
-        raise Invalid(f"{model.__name__} ({revision}): {exc}") from exc
+    module = importlib.import_module(f"mcp_types._v{revision.replace('-', '_')}")
+    model = getattr(module, definition, None)
+    if model is None:
+        raise KeyError(f"{definition} is not defined in mcp-types for {revision}")
+    return model

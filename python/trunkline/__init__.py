@@ -32,18 +32,11 @@ _LAZY = {
 }
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("trunkline")
-    except PackageNotFoundError:  # running from a source tree without an install
-        return "0.0.0+unknown"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        value: Any = _version()
+        from .version import VERSION
+
+        value: Any = VERSION
     elif name in _LAZY:
         import importlib
 

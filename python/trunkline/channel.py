@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from . import _codec
+from ._codec import FRAME_RESULT, FRAME_SUBMIT
 from .errors import (
     AuthenticationFailed,
     HttpStatusError,
@@ -51,7 +51,7 @@ _CALL_ID = struct.Struct("<Q")
 # --- frame types -----------------------------------------------------------------------
 
 #: parent -> worker, binary (codec): one call.
-SUBMIT = _codec.FRAME_SUBMIT
+SUBMIT = FRAME_SUBMIT
 #: parent -> worker: forget one call (its caller gave up); ``u64 call_id``.
 CANCEL = 2
 #: parent -> worker: stop the server and exit; no body.
@@ -59,7 +59,7 @@ STOP = 4
 #: parent -> worker: the host's answer to a server's own request (``ServerAnswer``).
 SERVER_ANSWER = 5
 #: worker -> parent, binary (codec): one call's answer.
-RESULT = _codec.FRAME_RESULT
+RESULT = FRAME_RESULT
 #: worker -> parent: one call failed without an answer (``Failure``).
 FAILURE = 17
 #: worker -> parent: the server's state changed (``StateReport``).

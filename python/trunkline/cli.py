@@ -77,9 +77,8 @@ class Out:
     def servers(self, statuses: Sequence[ServerStatus]) -> None:
         if self.json_mode:
             return
-        from rich.table import Table
-
         from rich.markup import escape
+        from rich.table import Table
 
         table = Table(show_lines=True)
         for col in ("server", "state", "era", "version", "verdict in",

@@ -21,7 +21,6 @@ from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
 from .settings import ServerConfig
 
-
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls"}

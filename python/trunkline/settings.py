@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from . import _codec
+from ._codec import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_LINE_BYTES
 from .errors import ConfigurationError
 from .params import HttpParams, TransportParams, validated_http_params
 from .protocol.backoff import Backoff
@@ -83,9 +83,9 @@ class HostSettings:
     identity: ClientIdentity = field(default_factory=ClientIdentity)
     negotiation: NegotiationConfig = field(default_factory=NegotiationConfig)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
-    max_line_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: Largest channel frame: a reply of ``max_line_bytes`` plus its frame head must fit.
-    max_frame_bytes: int = _codec.DEFAULT_MAX_FRAME_BYTES
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     #: The stop ladder of a stdio server: after its stdin is closed it gets this long to
     #: exit, then SIGTERM and ``term_wait_s``, then SIGKILL.
     close_wait_s: float = 2.0

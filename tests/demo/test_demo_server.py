@@ -4,9 +4,6 @@ schema of its era; requests the tests send on purpose as valid are validated too
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-import functools
 import json
 import queue
 import signal
@@ -15,19 +12,19 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
-import orjson
+import mcp_schema
 import pytest
 from conftest import run
-from mcp_schema import LEGACY, MODERN, SCHEMA_ROOT, validate_message
-
+from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline.demo import DemoServer, demo_servers
 from trunkline.errors import EraRefused
-from trunkline.worker.peer import Peer
-from trunkline.protocol import Era, NegotiationConfig
 from trunkline.params import stdio
+from trunkline.protocol import Era, NegotiationConfig
+from trunkline.worker.peer import Peer
 
 PV = "io.modelcontextprotocol/protocolVersion"
 CAPS = "io.modelcontextprotocol/clientCapabilities"
@@ -40,17 +37,8 @@ TIMEOUT = 10.0
 # --- schema ------------------------------------------------------------------------
 
 
-@functools.cache
-def _validator(revision: str, definition: str) -> jsonschema.Draft202012Validator:
-    path = SCHEMA_ROOT / revision / "schema.json"
-    defs = orjson.loads(path.read_bytes())["$defs"]  # a missing schema fails, never skips
-    assert definition in defs, f"{definition} is not defined in the {revision} schema"
-    return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": defs})
-
-
 def conforms(revision: str, definition: str, value: Any) -> Any:
-    _validator(revision, definition).validate(value)
-    return value
+    return mcp_schema.conforms(value, revision, definition)
 
 
 # --- a server under test -----------------------------------------------------------

@@ -14,13 +14,12 @@ import textwrap
 from typing import Any
 
 import aiohttp
-import pytest
-from conftest import child_pids, group_alive, run
-from mcp_schema import MODERN, _validator
-
 import httppeers
+import pytest
 import realpeers
+from conftest import child_pids, group_alive, run
 from httppeers import http_peer, start_http_peer  # noqa: F401  (http_peer is a fixture)
+from mcp_schema import MODERN, conforms
 
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -66,8 +65,7 @@ async def answer(url: str, body: dict, headers: dict[str, str]) -> tuple[int, An
 
 
 def valid(definition: str, result: dict) -> dict:
-    _validator(MODERN, definition).validate(result)
-    return result
+    return conforms(result, MODERN, definition)
 
 
 # ---- scripted peer ---------------------------------------------------------------------

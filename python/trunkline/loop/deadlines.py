@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .. import _codec
+from .._codec import Correlator
 
 #: The loop clock may fire a timer a hair early (uvloop counts milliseconds): expire
 #: what is due within one tick so the timer is not re-armed for the same instant.
@@ -25,7 +25,7 @@ class DeadlineTimer:
 
     __slots__ = ("_loop", "_correlator", "_on_expired", "_handle", "_at")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, correlator: _codec.Correlator[Any],
+    def __init__(self, loop: asyncio.AbstractEventLoop, correlator: Correlator[Any],
                  on_expired: Callable[[list[tuple[Any, Any]]], None]) -> None:
         self._loop = loop
         self._correlator = correlator

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .. import _codec
 from .. import channel as ch
+from .._codec import Correlator, ResultDemux
 from ..errors import TrunklineError
 from ..loop.batching import TickBatcher
 from ..loop.deadlines import DeadlineTimer
@@ -34,8 +34,8 @@ class Generation:
                  on_expired: Callable[[Generation, list[tuple[Any, Any]]], None]) -> None:
         loop = asyncio.get_running_loop()
         self.number = number
-        self.calls: _codec.Correlator[asyncio.Future[Any]] = _codec.Correlator()
-        self.demux = _codec.ResultDemux(self.calls, max_frame_bytes)
+        self.calls: Correlator[asyncio.Future[Any]] = Correlator()
+        self.demux = ResultDemux(self.calls, max_frame_bytes)
         self.out = TickBatcher(loop)
         self.deadlines = DeadlineTimer(loop, self.calls, lambda due: on_expired(self, due))
         self.scope = TaskScope(f"server {server!r} worker {number}")

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _codec
 from .. import channel as ch
+from .._codec import CORR_MATCHED, CodecError, encode_submit
 from ..channel import ServerState, StateReport
 from ..errors import (
     MalformedMessage,
@@ -236,9 +236,9 @@ class WorkerHandle:
             future: asyncio.Future[Any] = loop.create_future()
             call_id = gen.calls.allocate(future, deadline)
             try:
-                frame = _codec.encode_submit(call_id, int(timeout * 1000), method, params,
+                frame = encode_submit(call_id, int(timeout * 1000), method, params,
                                              self.settings.max_frame_bytes)
-            except _codec.CodecError as exc:
+            except CodecError as exc:
                 gen.calls.discard(call_id)
                 raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
                                        method=method, sent=False) from None
@@ -368,7 +368,7 @@ class WorkerHandle:
             return
         try:
             resolved, others = gen.demux.feed(data)
-        except _codec.CodecError as exc:
+        except CodecError as exc:
             # A broken channel is a broken worker: treat it as lost.
             log.error("server %r: corrupt worker channel: %s", self.name, exc)
             gen.kill()
@@ -400,7 +400,7 @@ class WorkerHandle:
     def _on_failure(self, gen: Generation, body: bytes) -> None:
         call_id, error = ch.Failure.from_bytes(body, server=self.name)
         status, future = gen.calls.resolve(call_id)
-        if status == _codec.CORR_MATCHED and future is not None and not future.done():
+        if status == CORR_MATCHED and future is not None and not future.done():
             future.set_exception(error)
 
     def _on_report(self, gen: Generation, report: StateReport) -> None:

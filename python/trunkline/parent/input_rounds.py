@@ -15,7 +15,15 @@ from typing import Any
 
 from ..errors import InputNotSupported, RequestTimeout
 from ..loop.tasks import gather_all
-from ..protocol.mrtr import Done, Fail, InputHandler, MrtrLimits, MrtrLoop, NeedInput, Resend
+from ..protocol.mrtr import (
+    Done,
+    Fail,
+    InputHandler,
+    MrtrLimits,
+    MrtrLoop,
+    NeedInput,
+    Resend,
+)
 from ..protocol.reply import Reply
 from .handle import WorkerHandle
 

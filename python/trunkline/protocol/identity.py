@@ -13,13 +13,8 @@ from typing import Any
 
 import orjson
 
+from ..version import VERSION
 from .versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
-
-
-def _default_version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 @dataclass(frozen=True)
@@ -29,7 +24,7 @@ class ClientIdentity:
     requests on it (docs/architecture.md, "Capabilities are stable")."""
 
     name: str = "trunkline"
-    version: str = field(default_factory=_default_version)
+    version: str = VERSION
     title: str | None = None
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     send_client_info: bool = True

@@ -10,7 +10,7 @@ When a ``tools/call``, ``resources/read`` or ``prompts/get`` result has ``result
 2. ``MrtrLoop.responses_ready`` takes the callbacks' results, one per key, and answers
    ``Resend``: the params of the retry. They are the original params, byte for byte, plus
    ``inputResponses`` and the server's ``requestState`` spliced in as the exact bytes the
-   server sent (``_codec.raw_member``): never decoded and re-encoded, since re-encoding
+   server sent (``raw_member``): never decoded and re-encoded, since re-encoding
    rewrites escapes such as ``\\u00e9`` or ``\\/``. The driver sends them as a new request
    with a *new* JSON-RPC id and the *same* ``clientCapabilities`` (docs/architecture.md,
    "Capabilities are stable").
@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from .. import _codec
+from .._codec import CodecError, raw_member
 from ..errors import InputNotSupported, MalformedMessage, ProtocolFailure
 from .validate import json_type
 from .versions import META_CLIENT_CAPABILITIES
@@ -311,8 +311,8 @@ class MrtrLoop:
                     f"requestState is a JSON {json_type(result['requestState'])}, not a string",
                 )
             try:
-                state_raw = _codec.raw_member(raw, "requestState")
-            except _codec.CodecError as exc:
+                state_raw = raw_member(raw, "requestState")
+            except CodecError as exc:
                 return self._fail(MalformedMessage, f"input_required result: {exc}")
             if state_raw is None or not state_raw.startswith(b'"'):
                 # The decoded result and its raw bytes disagree: a driver bug, not the
@@ -339,8 +339,8 @@ class MrtrLoop:
                     f"{self.limits.max_input_requests}",
                 )
             try:
-                requests_raw = _codec.raw_member(raw, "inputRequests")
-            except _codec.CodecError as exc:
+                requests_raw = raw_member(raw, "inputRequests")
+            except CodecError as exc:
                 return self._fail(MalformedMessage, f"input_required result: {exc}")
             if requests_raw is None:
                 raise ValueError("raw_result is not the result that was decoded")

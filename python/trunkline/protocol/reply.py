@@ -12,15 +12,22 @@ from typing import Any
 
 import orjson
 
-from .. import _codec
+from .._codec import (
+    KIND_ERROR,
+    KIND_RESULT,
+    RT_ABSENT,
+    RT_COMPLETE,
+    RT_INPUT_REQUIRED,
+    Event,
+)
 from ..errors import MalformedMessage, ServerError
 
 #: RESULT frame ``result_type`` codes (the codec's) -> ``resultType``; any other value
 #: reads as ``"other"``. Absent stays None: the caller decides what absence means.
 RESULT_TYPES: dict[int, str | None] = {
-    _codec.RT_ABSENT: None,
-    _codec.RT_COMPLETE: "complete",
-    _codec.RT_INPUT_REQUIRED: "input_required",
+    RT_ABSENT: None,
+    RT_COMPLETE: "complete",
+    RT_INPUT_REQUIRED: "input_required",
 }
 
 
@@ -52,9 +59,9 @@ class Reply:
             ) from exc
 
     @classmethod
-    def from_event(cls, event: _codec.Event) -> Reply:
+    def from_event(cls, event: Event) -> Reply:
         """From a scanned response line (result bytes sliced, error fields decoded)."""
-        if event.kind == _codec.KIND_ERROR:
+        if event.kind == KIND_ERROR:
             return cls(None, None, event.error_code, event.error_message,
                        decode_error_data(event.error_data))
         return cls(event.result, event.result_type)
@@ -63,7 +70,7 @@ class Reply:
     def from_frame(cls, kind: int, result_type: int, payload: bytes, *, server: str,
                    method: str) -> Reply:
         """From a RESULT frame: the raw ``result`` value, or the whole error line."""
-        if kind == _codec.KIND_RESULT:
+        if kind == KIND_RESULT:
             return cls(payload, RESULT_TYPES.get(result_type, "other"))
         try:
             error = orjson.loads(payload)["error"]

@@ -80,8 +80,8 @@ from typing import Any, Protocol
 from ..errors import (
     ConfigurationError,
     HttpStatusError,
-    RequestTimeout,
     OversizedMessage,
+    RequestTimeout,
     ServerError,
     ServerUnavailable,
     SpawnFailed,

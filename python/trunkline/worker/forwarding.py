@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .. import _codec
+from .._codec import Correlator, SubmitStamper
 from ..channel import Failure
 from ..errors import RequestTimeout, TrunklineError
 from ..loop.deadlines import DeadlineTimer
@@ -26,7 +26,7 @@ from ..loop.deadlines import DeadlineTimer
 class Forwarder:
     def __init__(
         self,
-        correlator: _codec.Correlator[Any],
+        correlator: Correlator[Any],
         *,
         write: Callable[[bytes], None],
         to_parent: Callable[[bytes], None],
@@ -37,7 +37,7 @@ class Forwarder:
         self._write = write
         self._to_parent = to_parent
         self._cancel = cancel
-        self._stamper = _codec.SubmitStamper(correlator, max_frame_bytes)
+        self._stamper = SubmitStamper(correlator, max_frame_bytes)
         self._loop = asyncio.get_running_loop()
         self._deadlines = DeadlineTimer(self._loop, correlator, self._expired)
 

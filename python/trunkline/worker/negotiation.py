@@ -16,7 +16,14 @@ from typing import Any
 
 import orjson
 
-from .. import _codec
+from .._codec import (
+    KIND_ERROR,
+    Correlator,
+    Event,
+    encode_notification,
+    encode_request,
+    stamp_request,
+)
 from ..errors import AuthenticationFailed, EraRefused, TrunklineError
 from ..protocol import era
 from ..protocol.identity import ClientIdentity
@@ -39,7 +46,7 @@ class Negotiator:
         identity: ClientIdentity,
         *,
         server: str,
-        correlator: _codec.Correlator[Any],
+        correlator: Correlator[Any],
         write: Callable[[bytes], None],
         on_verdict: Callable[[era.Verdict], None],
         on_renegotiate: Callable[[str], None],
@@ -79,9 +86,9 @@ class Negotiator:
 
     # -- what the connection saw ----------------------------------------------------------
 
-    def on_reply(self, probe: era.Probe, event: _codec.Event) -> None:
+    def on_reply(self, probe: era.Probe, event: Event) -> None:
         self._settled(probe, event.id)
-        if event.kind == _codec.KIND_ERROR:
+        if event.kind == KIND_ERROR:
             self._feed(era.ErrorReplied(probe, event.error_code or 0, event.error_message or "",
                                         decode_error_data(event.error_data)))
             return
@@ -118,13 +125,13 @@ class Negotiator:
             if isinstance(decision, era.SendDiscover):
                 meta = self._identity.modern_meta(decision.version)
                 self._send(era.Probe.DISCOVER, decision.timeout_s, lambda rid: (
-                    _codec.stamp_request(rid, "server/discover", None, meta)))
+                    stamp_request(rid, "server/discover", None, meta)))
             elif isinstance(decision, era.SendInitialize):
                 params = self._identity.initialize_params(decision.version)
                 self._send(era.Probe.INITIALIZE, decision.timeout_s, lambda rid: (
-                    _codec.encode_request(rid, "initialize", params)))
+                    encode_request(rid, "initialize", params)))
             elif isinstance(decision, era.SendInitialized):
-                self._write(_codec.encode_notification("notifications/initialized", None))
+                self._write(encode_notification("notifications/initialized", None))
             elif isinstance(decision, era.Abandon):
                 self._forget(decision.probe)
             elif isinstance(decision, era.Decide):

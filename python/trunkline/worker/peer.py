@@ -23,7 +23,22 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .. import _codec
+from .._codec import (
+    CORR_MATCHED,
+    CORR_STALE,
+    DEFAULT_MAX_LINE_BYTES,
+    KIND_ERROR,
+    KIND_NOTIFICATION,
+    KIND_OVERSIZED,
+    KIND_REQUEST,
+    KIND_RESULT,
+    Correlator,
+    Event,
+    StreamDecoder,
+    encode_notification,
+    encode_request,
+    stamp_request,
+)
 from ..errors import (
     EraRefused,
     OversizedMessage,
@@ -71,7 +86,7 @@ class Peer:
         input_handlers: Mapping[str, InputHandler] | None = None,
         on_notification: NotificationSink | None = None,
         on_closed: Callable[[str], None] | None = None,
-        max_line_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         first_request_id: int = 1,
         request_id_limit: int | None = None,
         close_wait_s: float = 2.0,
@@ -96,9 +111,9 @@ class Peer:
         self.protocol_violations = 0
         self.on_counters: Callable[[], None] | None = None
 
-        self._correlator: _codec.Correlator[Any] = _codec.Correlator(
+        self._correlator: Correlator[Any] = Correlator(
             first_request_id, request_id_limit)
-        self._decoder = _codec.StreamDecoder(self._correlator, max_line_bytes)
+        self._decoder = StreamDecoder(self._correlator, max_line_bytes)
         self._transport: StdioTransport | HttpTransport
         if isinstance(params, HttpParams):
             from .transports.http import HttpTransport
@@ -239,9 +254,9 @@ class Peer:
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         request_id = self._correlator.allocate(future)
         if self._modern:
-            line = _codec.stamp_request(request_id, method, params, self._meta)
+            line = stamp_request(request_id, method, params, self._meta)
         else:
-            line = _codec.encode_request(request_id, method, params)
+            line = encode_request(request_id, method, params)
         self._transport.write(line)
         return request_id, future
 
@@ -265,7 +280,7 @@ class Peer:
         if self.state is not PeerState.READY:
             return
         params = orjson.dumps({"requestId": request_id, "reason": reason})
-        self._transport.write(_codec.encode_notification("notifications/cancelled", params))
+        self._transport.write(encode_notification("notifications/cancelled", params))
 
     # -- the parent's calls ------------------------------------------------------------
 
@@ -313,31 +328,31 @@ class Peer:
         for event in events:
             self._dispatch(event)
 
-    def _dispatch(self, event: _codec.Event) -> None:
+    def _dispatch(self, event: Event) -> None:
         kind = event.kind
-        if kind == _codec.KIND_RESULT or kind == _codec.KIND_ERROR:
+        if kind == KIND_RESULT or kind == KIND_ERROR:
             self._on_response(event)
-        elif kind == _codec.KIND_NOTIFICATION:
+        elif kind == KIND_NOTIFICATION:
             if self.state is PeerState.READY and self._on_notification is not None:
                 self._on_notification(event.method or "", event.line)
-        elif kind == _codec.KIND_REQUEST:
+        elif kind == KIND_REQUEST:
             self._on_server_request(event)
-        elif kind == _codec.KIND_OVERSIZED:
+        elif kind == KIND_OVERSIZED:
             self._on_oversized(event)
         else:
             excerpt = event.line[:120].decode("utf-8", "replace")
             self._unexpected(f"not a JSON-RPC message ({event.reason}): {excerpt!r}")
 
-    def _on_response(self, event: _codec.Event) -> None:
+    def _on_response(self, event: Event) -> None:
         corr = event.correlation
-        if corr == _codec.CORR_MATCHED:
+        if corr == CORR_MATCHED:
             token = event.token
             if isinstance(token, ProbeToken):
                 assert self._negotiator is not None
                 self._negotiator.on_reply(token.probe, event)
             elif not token.done():
                 token.set_result(Reply.from_event(event))
-        elif corr == _codec.CORR_STALE:
+        elif corr == CORR_STALE:
             self.late_replies += 1  # its caller timed out or cancelled: drop, but count
             self._counters_changed()
         elif event.id is None:
@@ -346,12 +361,12 @@ class Peer:
         else:
             self._unexpected(f"a response with id {event.id!r}, which was never sent")
 
-    def _on_oversized(self, event: _codec.Event) -> None:
+    def _on_oversized(self, event: Event) -> None:
         """A line over the limit, skipped unread. When it answered a pending request, that
         request fails now, naming the size and the limit, instead of at its deadline."""
         what = (f"a line of {event.size} bytes, over the line limit of "
                 f"{self._max_line_bytes} bytes")
-        if event.correlation != _codec.CORR_MATCHED:
+        if event.correlation != CORR_MATCHED:
             self._unexpected(f"{what}; skipped")
             return
         token = event.token
@@ -376,7 +391,7 @@ class Peer:
         if self.on_counters is not None:
             self.on_counters()
 
-    def _on_server_request(self, event: _codec.Event) -> None:
+    def _on_server_request(self, event: Event) -> None:
         method = event.method or ""
         if self.state is PeerState.NEGOTIATING:
             self._unexpected(f"the server sent a {method!r} request before its era was known")

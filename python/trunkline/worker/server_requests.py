@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from .. import _codec
+from .._codec import encode_error, encode_result
 from ..loop.tasks import TaskScope
 from ..protocol.mrtr import CAPABILITY_OF, InputHandler
 from ..protocol.versions import INTERNAL_ERROR, METHOD_NOT_FOUND
@@ -34,11 +34,11 @@ class ServerRequests:
 
     def on_request(self, request_id: Any, method: str, line: bytes) -> None:
         if method == "ping":
-            self._write(_codec.encode_result(request_id, b"{}"))
+            self._write(encode_result(request_id, b"{}"))
             return
         handler = self._handlers.get(method)
         if handler is None or CAPABILITY_OF.get(method) not in self._capabilities:
-            self._write(_codec.encode_error(
+            self._write(encode_error(
                 request_id, METHOD_NOT_FOUND, f"client does not support {method}"))
             return
         self._scope.spawn(self._answer(request_id, handler, line),
@@ -47,11 +47,11 @@ class ServerRequests:
     async def _answer(self, request_id: Any, handler: InputHandler, line: bytes) -> None:
         try:
             params = orjson.loads(line).get("params") or {}
-            reply = _codec.encode_result(request_id, orjson.dumps(await handler(params)))
+            reply = encode_result(request_id, orjson.dumps(await handler(params)))
         except BaseException as exc:
             message = ("client is shutting down" if not isinstance(exc, Exception)
                        else f"client error: {exc}")
-            self._send(_codec.encode_error(request_id, INTERNAL_ERROR, message))
+            self._send(encode_error(request_id, INTERNAL_ERROR, message))
             if not isinstance(exc, Exception):
                 raise
             return

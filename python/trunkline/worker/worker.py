@@ -17,8 +17,8 @@ import signal
 import socket
 from typing import Any
 
-from .. import _codec
 from .. import channel as ch
+from .._codec import FRAME_STAMPED, FRAME_SUBMIT_REJECTED, CodecError
 from ..channel import ServerState, StateReport, WorkerSpec
 from ..errors import (
     AuthenticationFailed,
@@ -79,12 +79,12 @@ class Worker:
         forwarder = self.peer.forwarder
         try:
             frames = forwarder.feed(data)
-        except _codec.CodecError as exc:
+        except CodecError as exc:
             log.error("server %r: corrupt channel from the parent: %s", self.peer.name, exc)
             self.stop()
             return
         for kind, body in frames:
-            if kind == _codec.FRAME_STAMPED:
+            if kind == FRAME_STAMPED:
                 forwarder.write_stamped(body)
             elif kind == ch.CANCEL:
                 forwarder.cancel(ch.cancel_from_bytes(body), "cancelled by the caller")
@@ -93,7 +93,7 @@ class Worker:
                 state = self.peer.state.value
                 forwarder.fail(_call_id(body), ServerUnavailable(
                     f"server is {state}", state=state, sent=False))
-            elif kind == _codec.FRAME_SUBMIT_REJECTED:
+            elif kind == FRAME_SUBMIT_REJECTED:
                 self._rejected(_call_id(body), body[8:].decode("utf-8", "replace"))
             elif kind == ch.SERVER_ANSWER:
                 self._questions.on_answer(ch.ServerAnswer.from_bytes(body))

@@ -36,7 +36,16 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ... import _codec
+from ..._codec import (
+    DEFAULT_MAX_LINE_BYTES,
+    KIND_ERROR,
+    KIND_INVALID,
+    KIND_NOTIFICATION,
+    KIND_REQUEST,
+    KIND_RESULT,
+    Envelope,
+    scan,
+)
 from ...errors import (
     AuthenticationFailed,
     HttpStatusError,
@@ -45,6 +54,7 @@ from ...errors import (
     StreamBroken,
     TrunklineError,
 )
+from ...loop.tasks import TaskScope
 from ...params import HttpParams
 from ...protocol import headers as mcp_headers
 from ...protocol.header_plan import HeaderPlan, Outgoing
@@ -53,7 +63,7 @@ from ...protocol.versions import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
-from ...loop.tasks import TaskScope
+from ...version import VERSION
 from .sse import SseDecoder, SseError
 
 log = logging.getLogger("trunkline.transports.http")
@@ -87,7 +97,7 @@ class HttpTransport:
         on_failed: Callable[[Any, TrunklineError], None],
         is_pending: Callable[[Any], bool] = lambda _request_id: True,
         server: str | None = None,
-        max_message_bytes: int = _codec.DEFAULT_MAX_LINE_BYTES,
+        max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
         close_timeout_s: float = 2.0,
     ) -> None:
         self.params = params
@@ -175,15 +185,15 @@ class HttpTransport:
                 self._send(self._classify(line))
 
     def _classify(self, line: bytes) -> Outgoing:
-        env = _codec.scan(line)
+        env = scan(line)
         params = None
-        if env.kind in (_codec.KIND_REQUEST, _codec.KIND_NOTIFICATION):
+        if env.kind in (KIND_REQUEST, KIND_NOTIFICATION):
             decoded = orjson.loads(line).get("params")
             params = decoded if isinstance(decoded, dict) else None
         return Outgoing(line, env.kind, env.id, env.method, params)
 
     def _send(self, out: Outgoing) -> None:
-        if out.kind == _codec.KIND_REQUEST:
+        if out.kind == KIND_REQUEST:
             task = self._scope.spawn(self._request_exchange(out), name=f"{out.method} exchange")
             self._exchanges[out.id] = task
             task.add_done_callback(lambda _t, rid=out.id: self._exchange_done(rid, _t))
@@ -361,8 +371,8 @@ class HttpTransport:
         """Deliver events until this request's response; True once it was delivered."""
         async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
             async for line in lines:
-                env = _codec.scan(line[:-1])
-                response = env.kind in (_codec.KIND_RESULT, _codec.KIND_ERROR)
+                env = scan(line[:-1])
+                response = env.kind in (KIND_RESULT, KIND_ERROR)
                 if response and env.id == out.id:
                     self._deliver(out, line)
                     return True
@@ -373,7 +383,7 @@ class HttpTransport:
                 self._on_data(line)
         return False
 
-    def _stray(self, out: Outgoing, env: _codec.Envelope, line: bytes,
+    def _stray(self, out: Outgoing, env: Envelope, line: bytes,
                response: bool) -> str | None:
         """Why a message does not belong on this modern request's stream, or None. The
         stream carries that request's progress and logs, then its response; an
@@ -530,7 +540,7 @@ def _one_line(body: bytes) -> bytes | None:
         # Already one line: the codec's envelope scan (no payload decode) is the check,
         # as it is for a stdio line.
         stripped = body.strip()
-        if _codec.scan(stripped).kind != _codec.KIND_INVALID:
+        if scan(stripped).kind != KIND_INVALID:
             return stripped + b"\n"
     try:
         return orjson.dumps(orjson.loads(body)) + b"\n"
@@ -563,6 +573,4 @@ def _describe_network_error(exc: BaseException) -> str:
 
 
 def _user_agent() -> str:
-    from ... import __version__
-
-    return f"trunkline/{__version__}"
+    return f"trunkline/{VERSION}"
