@@ -11,7 +11,10 @@ from dataclasses import replace
 import pytest
 from conftest import run, scripted
 
+import httppeers
 import taplog
+from httppeers import http_peer  # noqa: F401  (a fixture)
+from trunkline import http
 from trunkline.errors import OversizedMessage
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
@@ -81,4 +84,20 @@ def test_the_worker_never_holds_an_oversized_line(no_leaks):
                 await host.call_tool("big", {"bytes": 64 << 20}, timeout=60)
             grown = peak_rss_bytes(status.worker_pid) - before
             assert grown < 1.5 * limit, f"the worker's peak grew by {grown >> 20} MiB"
+    run(main())
+
+
+def test_an_oversized_http_answer_fails_its_call_the_same_way(no_leaks, http_peer, tmp_path):
+    """Over Streamable HTTP the body is read up to the limit, no further."""
+    argv, env = httppeers.scripted()
+    server = http_peer(argv, env, record=tmp_path / "record.jsonl")
+    settings = replace(SETTINGS, max_line_bytes=64 << 10)
+    async def main():
+        async with Host(settings=settings) as host:
+            await host.add_server("remote", http(server.url))
+            with pytest.raises(OversizedMessage) as info:
+                await host.call_tool("echo", {"text": "x" * (100 << 10)}, timeout=10)
+            assert info.value.server == "remote" and info.value.limit == 64 << 10
+            small = await host.call_tool("echo", {"text": "fits"})
+            assert small.text == "fits"
     run(main())

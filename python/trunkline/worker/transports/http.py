@@ -50,6 +50,7 @@ from ...errors import (
     AuthenticationFailed,
     HttpStatusError,
     MalformedMessage,
+    OversizedMessage,
     RedirectRefused,
     StreamBroken,
     TrunklineError,
@@ -246,7 +247,7 @@ class HttpTransport:
                         resp.close()
         except asyncio.CancelledError:
             raise
-        except RedirectRefused as exc:
+        except (RedirectRefused, OversizedMessage) as exc:
             exc.server, exc.method = self.server, out.method
             self._note(f"{out.method}: {exc.message}")
             self._fail(request_id, exc)
@@ -309,7 +310,10 @@ class HttpTransport:
         async for chunk in resp.content.iter_any():
             size += len(chunk)
             if size > limit:
-                raise SseError(f"a response body over {limit} bytes")
+                # Read no further: the body is never held whole.
+                raise OversizedMessage(
+                    f"the answer was an HTTP body of over {limit} bytes, the limit; it was "
+                    "not read further", size=size, limit=limit)
             chunks.append(chunk)
         return b"".join(chunks)
 
