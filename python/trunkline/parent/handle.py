@@ -126,6 +126,9 @@ class WorkerHandle:
         self._proven_modern = False
         self._counted_late = 0
         self._counted_violations = 0
+        # Read on every call: kept at hand rather than behind two attribute lookups.
+        self._max_inflight = config.max_inflight
+        self._max_frame_bytes = settings.max_frame_bytes
         self._inflight = 0
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._changed: asyncio.Future[None] | None = None
@@ -224,7 +227,7 @@ class WorkerHandle:
         deadline = loop.time() + timeout
         if self.state is not ServerState.READY:
             await self._wait_ready(deadline, timeout, method)
-        if self._inflight >= self.config.max_inflight:
+        if self._inflight >= self._max_inflight:
             await self._wait_slot(deadline, timeout, method)
         self._inflight += 1
         try:
@@ -237,7 +240,7 @@ class WorkerHandle:
             call_id = gen.calls.allocate(future, deadline)
             try:
                 frame = encode_submit(call_id, int(timeout * 1000), method, params,
-                                             self.settings.max_frame_bytes)
+                                      self._max_frame_bytes)
             except CodecError as exc:
                 gen.calls.discard(call_id)
                 raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
@@ -289,7 +292,7 @@ class WorkerHandle:
     async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
         """Back-pressure: wait, within the call's own deadline, for a free slot."""
         loop = asyncio.get_running_loop()
-        while self._inflight >= self.config.max_inflight:
+        while self._inflight >= self._max_inflight:
             waiter: asyncio.Future[None] = loop.create_future()
             self._slot_waiters.append(waiter)
             try:
@@ -297,7 +300,7 @@ class WorkerHandle:
             except asyncio.TimeoutError:
                 raise RequestTimeout(
                     f"no free in-flight slot within {timeout:g} s "
-                    f"(max_inflight={self.config.max_inflight})",
+                    f"(max_inflight={self._max_inflight})",
                     timeout_s=timeout, server=self.name, method=method, sent=False,
                 ) from None
             finally:

@@ -102,9 +102,6 @@ class Peer:
         self._max_line_bytes = max_line_bytes
         self.state = PeerState.STARTING
         self.verdict: era.Verdict | None = None
-        self.closed_detail: str | None = None
-        #: Set when the connection was abandoned because it held two sessions.
-        self.renegotiation: str | None = None
         # Counters a host can watch: replies that came after their caller gave up, and
         # lines that broke the protocol after the era was decided.
         self.late_replies = 0
@@ -308,7 +305,6 @@ class Peer:
     def _renegotiate(self, reason: str) -> None:
         """The ready connection holds two sessions: it carries nothing more."""
         log.warning("server %r: %s", self.name, reason)
-        self.renegotiation = reason
         self.end(reason)
 
     def end(self, reason: str) -> None:
@@ -451,7 +447,6 @@ class Peer:
         if self._closed_reported:
             return
         self._closed_reported = True
-        self.closed_detail = detail
         if self._server_requests is not None:
             self._server_requests.open = False
         if self._forwarder is not None:

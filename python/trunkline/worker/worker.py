@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..loop.batching import TickBatcher
 from ..protocol.era import Era, Verdict
+from .forwarding import Forwarder
 from .notices import NotificationRouter
 from .peer import Peer
 from .questions import HostQuestions
@@ -61,6 +62,7 @@ class Worker:
         self.peer.on_counters = self._counters_changed
         self._notices = NotificationRouter(self.peer, host.listen, self.send)
         self._out: TickBatcher | None = None
+        self._forwarder: Forwarder | None = None
         self._lost: asyncio.Future[str] | None = None
         self._main: asyncio.Task[Any] | None = None
         self._stop_requested = False
@@ -76,7 +78,8 @@ class Worker:
 
     def on_channel_data(self, data: bytes) -> None:
         """Apply the parent's frames in the order it sent them."""
-        forwarder = self.peer.forwarder
+        forwarder = self._forwarder
+        assert forwarder is not None, "frames before run()"
         try:
             frames = forwarder.feed(data)
         except CodecError as exc:
@@ -158,7 +161,7 @@ class Worker:
         channel, _ = await loop.connect_accepted_socket(
             lambda: ch.ChannelProtocol(self.on_channel_data, self.on_channel_closed), sock=sock)
         self._out.attach(channel)
-        self.peer.forward_to(self.send, self.spec.host.max_frame_bytes)
+        self._forwarder = self.peer.forward_to(self.send, self.spec.host.max_frame_bytes)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self.stop)
         try:
