@@ -82,11 +82,13 @@ def test_a_slow_starter_is_probed_again_and_becomes_ready_without_an_operator(
     the configuration file): unavailable now, nothing sent but server/discover, then
     probed again in a fresh process, ready, listed and callable."""
     config = tmp_path / "mcp.json"
-    params = scripted("--startup-delay", "1.5", "--startup-delay-once",
+    # Cold: 3 s before it reads anything, twice the 1.5 s deadline; warm starts answer well
+    # within it, even on a loaded machine.
+    params = scripted("--startup-delay", "3.0", "--startup-delay-once",
                       str(tmp_path / "warm"), tap=tap)
     config.write_text(json.dumps({"mcpServers": {"cold": {
         "command": params.command, "args": list(params.args), "env": dict(params.env),
-        "discoverTimeoutMs": 400}}}))
+        "discoverTimeoutMs": 1500}}}))
     async def main():
         async with Host.from_config(config, settings=SETTINGS) as host:
             first = status(host, "cold")
@@ -132,8 +134,8 @@ def test_two_sessions_on_one_connection_restart_the_server_as_proven_modern(
     connection is abandoned before any call; the next one is negotiated as proven modern:
     discover only, no initialize, and calls are served there."""
     settings = replace(SETTINGS, negotiation=NegotiationConfig(
-        discover_timeout_s=0.4, legacy_probe_timeout_s=10.0))
-    params = scripted("--era", "dual", "--startup-delay", "1.0", "--startup-delay-once",
+        discover_timeout_s=1.5, legacy_probe_timeout_s=10.0))
+    params = scripted("--era", "dual", "--startup-delay", "3.0", "--startup-delay-once",
                       str(tmp_path / "warm"), tap=tap)
     async def main():
         async with Host(settings=settings) as host:
