@@ -1,4 +1,4 @@
-"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``.
+"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``.
 
 Exit codes: 0 success; 1 a call failed or returned ``isError``; 2 bad usage or
 configuration; 3 a server is unavailable (probe) or the host could not start.
@@ -239,6 +239,25 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     return EXIT_CALL_FAILED if result.is_error else EXIT_OK
 
 
+async def serve(path: str, discover_timeout: float | None) -> int:
+    """The whole fleet as one MCP server on stdin/stdout, until the client closes stdin.
+    Stdout carries protocol messages only; everything else goes to stderr."""
+    from .gateway.stdio import serve_stdio
+
+    # SIGTERM ends the session as EOF does: calls cancelled, every worker stopped.
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    try:
+        async with Host.from_config(path, discover_timeout=discover_timeout) as host:
+            await serve_stdio(host, server_info={"name": "trunkline", "version": __version__},
+                              max_line_bytes=host.settings.max_line_bytes)
+    except asyncio.CancelledError:
+        main.uncancel()
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trunkline",
@@ -251,12 +270,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("probe", help="era verdict and evidence per configured server")
     t = sub.add_parser("tools", help="the merged tool catalog of a configuration")
     c = sub.add_parser("call", help="call one tool and print its result")
-    for command in (p, t, c):
+    g = sub.add_parser("serve", help="serve the configured servers as one MCP server")
+    for command in (p, t, c, g):
         command.add_argument("config")
     c.add_argument("tool")
     c.add_argument("arguments", nargs="?", default="{}")
+    g.add_argument("--stdio", action="store_true", required=True,
+                   help="on stdin/stdout, for a desktop client's mcpServers entry")
     for command in (p, t, c):
         command.add_argument("--json", action="store_true")
+    for command in (p, t, c, g):
         command.add_argument(
             "--discover-timeout", type=_seconds, default=None, metavar="SECONDS",
             help="deadline of each server/discover, for servers whose entry sets no "
@@ -286,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         coro = probe(ns.config, ns.json, ns.discover_timeout)
     elif ns.command == "tools":
         coro = tools(ns.config, ns.json, ns.discover_timeout)
+    elif ns.command == "serve":
+        coro = serve(ns.config, ns.discover_timeout)
     else:
         coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout)
     try:

@@ -82,13 +82,15 @@ class Host:
         self._catalog = CatalogKeeper(
             self._servers, policy=collision, model_safe=model_safe_names,
             list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
-            on_rebuilt=self._results.forget)
+            on_rebuilt=self._on_rebuilt)
         self._calls = CallPath(
             retry_policy=self.retry_policy, call_timeout=call_timeout,
             input_rounds=InputRounds(handlers, identity.capabilities,
                                      mrtr_limits or MrtrLimits()),
             relist=lambda name: self.refresh_tools(name))
         self._pending_config: list[ServerConfig] = []
+        self._catalog_watchers: list[Callable[[Catalog], None]] = []
+        self._last_entries = self._catalog.catalog.entries
         self._closed = False
 
     # -- lifetime ------------------------------------------------------------------------
@@ -211,6 +213,26 @@ class Host:
     @property
     def warnings(self) -> list[CatalogWarning]:
         return self._catalog.warnings
+
+    def watch_catalog(self, on_change: Callable[[Catalog], None]) -> Callable[[], None]:
+        """Call ``on_change(catalog)`` (on the loop, synchronously) whenever the merged
+        catalog changes: a server's tools changed, a server came, went or came back.
+        Returns the function that stops the watching."""
+        self._catalog_watchers.append(on_change)
+        return lambda: self._catalog_watchers.remove(on_change) \
+            if on_change in self._catalog_watchers else None
+
+    def _on_rebuilt(self) -> None:
+        self._results.forget()
+        catalog = self._catalog.catalog
+        if catalog.entries == self._last_entries:
+            return  # rebuilt, but nothing a client could see changed
+        self._last_entries = catalog.entries
+        for watcher in list(self._catalog_watchers):
+            try:
+                watcher(catalog)
+            except Exception:  # noqa: BLE001 - one watcher must not break the catalog
+                log.exception("a catalog watcher failed")
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing

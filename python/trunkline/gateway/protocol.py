@@ -1,0 +1,244 @@
+"""The gateway's side of MCP, as a server: what a downstream message is, and the answers
+that do not depend on the fleet behind it. Pure: JSON objects in, JSON objects out.
+
+Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/lifecycle):
+
+1. A request whose ``params._meta`` names a protocol revision is a modern request, served
+   statelessly whatever came before on the connection. A revision we do not serve is
+   answered -32022 with the revisions we do.
+2. ``initialize`` opens a legacy session on the connection (2025-11-25 and earlier): the
+   client's revision if we serve it, else our newest legacy one. Requests without a
+   modern ``_meta`` are served only inside such a session.
+3. ``server/discover`` and ``ping`` are answered in either era.
+4. Serving a legacy *client* is our own server answering; it never relaxes anything
+   toward the servers behind the gateway.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog import ToolEntry
+from ..errors import (
+    ConnectionFailure,
+    InputNotSupported,
+    RequestTimeout,
+    ServerError,
+    ServerUnavailable,
+    TrunklineError,
+    UnknownTool,
+)
+from ..protocol.versions import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LEGACY_VERSIONS,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+
+PARSE_ERROR = -32700
+#: ``_meta`` keys the protocol itself defines (they describe one hop, not the content).
+RESERVED_META_PREFIX = "io.modelcontextprotocol/"
+INVALID_REQUEST = -32600
+
+
+class ClientEra(enum.Enum):
+    """The era a downstream client speaks (not the era of a server behind us)."""
+
+    MODERN = "modern"
+    LEGACY = "legacy"
+
+
+@dataclass(frozen=True)
+class Request:
+    id: Any
+    method: str
+    params: dict[str, Any]
+    era: ClientEra
+    #: The revision the request speaks: its ``_meta`` one, or the session's.
+    version: str
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        meta = self.params.get("_meta")
+        return meta if isinstance(meta, dict) else {}
+
+
+@dataclass(frozen=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A message we answer with an error and nothing else (``id`` None: we could not read
+    one, or it was a notification, which gets no answer)."""
+
+    id: Any
+    error: dict[str, Any]
+
+
+Inbound = Request | Notification | Refused | None
+
+
+def read(message: Any, legacy_version: str | None) -> Inbound:
+    """What a decoded downstream message is, given the connection's legacy session (its
+    revision, or None). Responses from the client (there are none to expect yet) and
+    anything unreadable without an id come back as None: ignored."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return Refused(_id_of(message), error(INVALID_REQUEST, "not a JSON-RPC 2.0 message"))
+    method = message.get("method")
+    params = message.get("params", {})
+    if not isinstance(method, str):
+        return None if "id" in message and ("result" in message or "error" in message) else \
+            Refused(_id_of(message), error(INVALID_REQUEST, "a request needs a method"))
+    if not isinstance(params, dict):
+        return Refused(_id_of(message), error(INVALID_PARAMS, "params must be an object"))
+    if "id" not in message:
+        return Notification(method, params)
+    request_id = message["id"]
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return Refused(None, error(INVALID_REQUEST, "a request id must be a string or an integer"))
+    meta = params.get("_meta")
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    if version is not None:
+        if version not in MODERN_VERSIONS:
+            return Refused(request_id, error(
+                UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                {"supported": list(MODERN_VERSIONS), "requested": str(version)}))
+        return Request(request_id, method, params, ClientEra.MODERN, version)
+    if method in ("initialize", "server/discover", "ping"):
+        return Request(request_id, method, params, ClientEra.LEGACY, legacy_version or LEGACY_VERSIONS[0])
+    if legacy_version is None:
+        return Refused(request_id, error(
+            INVALID_REQUEST, "no session: send initialize first (2025-11-25), or carry the "
+            f"protocol revision in _meta ({MODERN_VERSIONS[0]})"))
+    return Request(request_id, method, params, ClientEra.LEGACY, legacy_version)
+
+
+def _id_of(message: Any) -> Any:
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) \
+        else None
+
+
+# --- answers ------------------------------------------------------------------------
+
+
+def response(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        out["data"] = data
+    return out
+
+
+def error_response(request_id: Any, err: dict[str, Any]) -> dict[str, Any]:
+    """An error answer; without an ``id`` when the request's could not be read (MCP's
+    schema has no null id)."""
+    if request_id is None:
+        return {"jsonrpc": "2.0", "error": err}
+    return {"jsonrpc": "2.0", "id": request_id, "error": err}
+
+
+def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def capabilities() -> dict[str, Any]:
+    """What the gateway serves: the merged tools, announcing changes."""
+    return {"tools": {"listChanged": True}}
+
+
+def discover_result(server_info: Mapping[str, Any], instructions: str | None) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "resultType": "complete",
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": capabilities(),
+        # The fleet behind us changes: nothing about it may be cached.
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {META_SERVER_INFO: dict(server_info)},
+    }
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+def initialize_result(requested: Any, server_info: Mapping[str, Any],
+                      instructions: str | None) -> dict[str, Any]:
+    """The legacy handshake's answer: the client's revision when we serve it, else ours."""
+    version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+    result: dict[str, Any] = {"protocolVersion": version, "capabilities": capabilities(),
+                              "serverInfo": dict(server_info)}
+    if instructions:
+        result["instructions"] = instructions
+    return result
+
+
+def served_tool(entry: ToolEntry) -> dict[str, Any]:
+    """A catalog entry as the gateway's own tool: the upstream definition, under the name
+    the catalog gave it (canonical, or the model-safe alias when the host has them)."""
+    tool = {key: value for key, value in entry.raw.items() if key != "name"}
+    tool["name"] = entry.model_name
+    return tool
+
+
+def list_result(tools: list[dict[str, Any]], era: ClientEra) -> dict[str, Any]:
+    if era is ClientEra.LEGACY:
+        return {"tools": tools}
+    # Never a promise the servers behind did not make: no caching, private to the caller.
+    return {"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"}
+
+
+def call_result(raw: Mapping[str, Any], era: ClientEra) -> dict[str, Any]:
+    """An upstream ``tools/call`` result, as our answer in the client's era. The
+    protocol's own ``_meta`` keys described the hop behind us (that server's info), so
+    they stay behind; the server's other ``_meta`` keys pass through."""
+    result = dict(raw)
+    meta = result.pop("_meta", None)
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if not k.startswith(RESERVED_META_PREFIX)}
+        if kept:
+            result["_meta"] = kept
+    if era is ClientEra.MODERN:
+        result["resultType"] = "complete"
+    else:
+        result.pop("resultType", None)
+    return result
+
+
+def error_for(exc: BaseException) -> dict[str, Any]:
+    """A failure behind the gateway, as the JSON-RPC error the client gets. An upstream's
+    own JSON-RPC error passes through as it was; everything else names the server and
+    what happened, never more (no stderr tail: it is the operator's, not the client's)."""
+    if isinstance(exc, ServerError):
+        return error(exc.code, exc.message, exc.data)
+    if isinstance(exc, UnknownTool):
+        return error(INVALID_PARAMS, exc.message)
+    if isinstance(exc, TrunklineError):
+        data: dict[str, Any] = {"server": exc.server, "kind": type(exc).__name__}
+        if isinstance(exc, ServerUnavailable) and exc.state:
+            data["state"] = exc.state
+        if isinstance(exc, RequestTimeout) and exc.timeout_s is not None:
+            data["timeoutS"] = exc.timeout_s
+        if isinstance(exc, InputNotSupported):
+            data["input"] = exc.kind
+        where = f"server {exc.server!r}: " if exc.server else ""
+        kind = "unreachable" if isinstance(exc, ConnectionFailure) else "failed"
+        return error(INTERNAL_ERROR, f"{where}{kind}: {exc.message}", data)
+    return error(INTERNAL_ERROR, "internal error")
+
+
+def unknown_method(method: str) -> dict[str, Any]:
+    return error(METHOD_NOT_FOUND, f"Method not found: {method}")

@@ -1,0 +1,100 @@
+"""The gateway's protocol half alone: what a downstream message is, and the answers that
+need nothing behind the gateway."""
+
+from __future__ import annotations
+
+import pytest
+from mcp_schema import LEGACY, MODERN, conforms
+
+from trunkline.catalog import ToolEntry
+from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable, UnknownTool
+from trunkline.gateway import protocol as p
+
+PV = "io.modelcontextprotocol/protocolVersion"
+
+
+def test_a_request_with_a_modern_meta_is_modern_whatever_the_session():
+    for session in (None, "2025-06-18"):
+        r = p.read({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                    "params": {"_meta": {PV: MODERN}}}, session)
+        assert isinstance(r, p.Request) and r.era is p.ClientEra.MODERN and r.version == MODERN
+
+
+def test_an_unserved_revision_gets_32022_with_what_is_served():
+    r = p.read({"jsonrpc": "2.0", "id": "a", "method": "tools/list",
+                "params": {"_meta": {PV: "2030-01-01"}}}, None)
+    assert isinstance(r, p.Refused) and r.id == "a"
+    assert r.error == {"code": -32022, "message": "Unsupported protocol version",
+                       "data": {"supported": [MODERN], "requested": "2030-01-01"}}
+
+
+def test_without_a_modern_meta_only_a_legacy_session_is_served():
+    plain = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    refused = p.read(plain, None)
+    assert isinstance(refused, p.Refused) and refused.error["code"] == -32600
+    served = p.read(plain, "2025-06-18")
+    assert isinstance(served, p.Request) and served.era is p.ClientEra.LEGACY
+    assert served.version == "2025-06-18"
+    for method in ("initialize", "ping", "server/discover"):
+        assert isinstance(p.read({"jsonrpc": "2.0", "id": 3, "method": method}, None), p.Request)
+
+
+@pytest.mark.parametrize("message,code", [
+    ([1, 2], -32600),
+    ({"jsonrpc": "1.0", "id": 1, "method": "x"}, -32600),
+    ({"jsonrpc": "2.0", "id": 1}, -32600),
+    ({"jsonrpc": "2.0", "id": 1, "method": "x", "params": [1]}, -32602),
+    ({"jsonrpc": "2.0", "id": True, "method": "x"}, -32600),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "x"}, -32600),
+])
+def test_malformed_messages_are_refused_precisely(message, code):
+    refused = p.read(message, None)
+    assert isinstance(refused, p.Refused) and refused.error["code"] == code
+
+
+def test_notifications_and_client_responses():
+    note = p.read({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": 4}}, None)
+    assert note == p.Notification("notifications/cancelled", {"requestId": 4})
+    assert p.read({"jsonrpc": "2.0", "id": 9, "result": {}}, None) is None
+
+
+def test_the_answers_conform_to_their_schemas():
+    info = {"name": "trunkline", "version": "0.1.0"}
+    conforms(p.discover_result(info, "Use the tools."), MODERN, "DiscoverResult")
+    conforms(p.initialize_result("2025-11-25", info, None), LEGACY, "InitializeResult")
+    assert p.initialize_result("2024-11-05", info, None)["protocolVersion"] == "2024-11-05"
+    assert p.initialize_result("1999-01-01", info, None)["protocolVersion"] == LEGACY
+    conforms(p.list_result([], p.ClientEra.MODERN), MODERN, "ListToolsResult")
+    conforms(p.error_response(None, p.error(-32700, "Parse error")), MODERN,
+             "JSONRPCErrorResponse")
+
+
+def test_a_served_tool_is_the_upstream_definition_under_the_catalogs_name():
+    raw = {"name": "search", "description": "d", "inputSchema": {"type": "object"},
+           "_meta": {"x.example/tag": 1}}
+    entry = ToolEntry("docs/search", "docs", "search", None, "d", raw["inputSchema"], raw=raw,
+                      alias="docs_2fsearch_1234")
+    assert p.served_tool(entry) == {**raw, "name": "docs_2fsearch_1234"}
+
+
+def test_a_call_result_keeps_the_servers_meta_but_not_the_hops():
+    raw = {"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"},
+                                    "x.example/trace": "t"}}
+    assert p.call_result(raw, p.ClientEra.MODERN) == {
+        "content": [], "_meta": {"x.example/trace": "t"}, "resultType": "complete"}
+    assert p.call_result({"content": [], "resultType": "complete"}, p.ClientEra.LEGACY) == {
+        "content": []}
+
+
+def test_failures_behind_the_gateway_become_errors_that_name_the_server():
+    assert p.error_for(ServerError("nope", code=-32042, data={"a": 1})) == {
+        "code": -32042, "message": "nope", "data": {"a": 1}}
+    assert p.error_for(UnknownTool("no tool named 'x'"))["code"] == -32602
+    down = p.error_for(ServerUnavailable("server is unavailable: crash loop", server="s",
+                                         state="unavailable", stderr_tail="SECRET"))
+    assert down["code"] == -32603 and "server 's'" in down["message"]
+    assert down["data"] == {"server": "s", "kind": "ServerUnavailable", "state": "unavailable"}
+    assert "SECRET" not in str(down), "a server's stderr is the operator's, not the client's"
+    slow = p.error_for(RequestTimeout("no reply", timeout_s=2.0, server="s"))
+    assert slow["data"]["timeoutS"] == 2.0

@@ -1,0 +1,69 @@
+"""An official Python SDK client, run by the test venvs of tests/realpeers.py, against a
+stdio server (here: ``trunkline serve --stdio``). Prints one JSON document.
+
+    .peers/py-modern/bin/python tests/peers/sdk_client.py TOOL ARGS_JSON -- COMMAND ARG...
+    .peers/py-legacy/bin/python tests/peers/sdk_client.py TOOL ARGS_JSON -- COMMAND ARG...
+
+It lists the tools (every page), calls TOOL with ARGS_JSON with a progress callback, and
+prints {"sdk", "protocol", "tools", "result", "progress"}. mcp 2.x connects with
+``mode="auto"`` (server/discover first), mcp 1.x with the initialize handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from importlib.metadata import version
+
+
+def parse(argv: list[str]) -> tuple[str, dict, str, list[str]]:
+    split = argv.index("--")
+    tool, arguments = argv[1], json.loads(argv[2])
+    command, *args = argv[split + 1:]
+    return tool, arguments, command, args
+
+
+async def modern(tool: str, arguments: dict, command: str, args: list[str]) -> dict:
+    from mcp import Client, StdioServerParameters
+
+    progress: list[list] = []
+    async with Client(StdioServerParameters(command=command, args=args), mode="auto") as client:
+        listed = await client.list_tools()
+        result = await client.call_tool(
+            tool, arguments, progress_callback=lambda p, t, m: progress.append([p, t, m]))
+        return {"protocol": str(getattr(client, "protocol_version", None)),
+                "tools": [t.name for t in listed.tools],
+                "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "progress": progress}
+
+
+async def legacy(tool: str, arguments: dict, command: str, args: list[str]) -> dict:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    progress: list[list] = []
+
+    async def on_progress(p: float, t: float | None, m: str | None) -> None:
+        progress.append([p, t, m])
+
+    async with stdio_client(StdioServerParameters(command=command, args=args)) as (r, w):
+        async with ClientSession(r, w) as session:
+            init = await session.initialize()
+            listed = await session.list_tools()
+            result = await session.call_tool(tool, arguments, progress_callback=on_progress)
+            return {"protocol": init.protocolVersion, "tools": [t.name for t in listed.tools],
+                    "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    "progress": progress}
+
+
+def main() -> None:
+    tool, arguments, command, args = parse(sys.argv)
+    sdk = version("mcp")
+    run = modern if int(sdk.split(".")[0]) >= 2 else legacy
+    doc = asyncio.run(run(tool, arguments, command, args))
+    print(json.dumps({"sdk": sdk, **doc}))
+
+
+if __name__ == "__main__":
+    main()
