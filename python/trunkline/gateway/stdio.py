@@ -22,7 +22,8 @@ from ..loop.batching import TickBatcher
 from ..loop.tasks import TaskScope
 from ..parent.host import Host
 from . import protocol as p
-from .session import ClientSession, Send
+from .answers import Answerer, Send
+from .session import ClientSession
 
 
 async def serve_stdio(host: Host, *, server_info: Mapping[str, Any],
@@ -41,8 +42,8 @@ async def serve_stdio(host: Host, *, server_info: Mapping[str, Any],
     splitter = LineSplitter(max_line_bytes)
     try:
         async with TaskScope("stdio client") as scope:
-            session = ClientSession(host, send, scope, server_info=server_info,
-                                    instructions=instructions)
+            answerer = Answerer(host, server_info=server_info, instructions=instructions)
+            session = ClientSession(answerer, send, scope)
             try:
                 while chunk := await reader.read(1 << 16):
                     for line in splitter.feed(chunk):
