@@ -96,3 +96,14 @@ def no_leaks() -> Iterator[None]:
 @pytest.fixture
 def tap(tmp_path: Path) -> Path:
     return tmp_path / "tap.jsonl"
+
+
+@pytest.fixture
+def gateways(no_leaks: None) -> Iterator[Any]:
+    """The ``trunkline serve`` processes a test starts (``gateways.add(pid)``), killed if
+    still running when it ends, before ``no_leaks`` (which this depends on) looks."""
+    from gateways import Started
+
+    started = Started()
+    yield started
+    started.reap()

@@ -239,23 +239,71 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     return EXIT_CALL_FAILED if result.is_error else EXIT_OK
 
 
-async def serve(path: str, discover_timeout: float | None) -> int:
-    """The whole fleet as one MCP server on stdin/stdout, until the client closes stdin.
-    Stdout carries protocol messages only; everything else goes to stderr."""
-    from .gateway.stdio import serve_stdio
+async def serve(ns: argparse.Namespace) -> int:
+    """The whole fleet as one MCP server: on stdin/stdout until the client closes stdin
+    (stdout then carries protocol messages only), or over HTTP until SIGTERM, which
+    drains."""
+    from .gateway.answers import Answerer
 
-    # SIGTERM ends the session as EOF does: calls cancelled, every worker stopped.
     main = asyncio.current_task()
     assert main is not None
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)
+    info = {"name": "trunkline", "version": __version__}
     try:
-        async with Host.from_config(path, discover_timeout=discover_timeout) as host:
-            await serve_stdio(host, server_info={"name": "trunkline", "version": __version__},
-                              max_line_bytes=host.settings.max_line_bytes)
+        async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout) as host:
+            answerer = Answerer(host, server_info=info)
+            if ns.stdio:
+                from .gateway.stdio import serve_stdio
+
+                await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
+            else:
+                await _serve_http(answerer, ns)
     except asyncio.CancelledError:
         main.uncancel()
     return EXIT_OK
+
+
+async def _serve_http(answerer: Any, ns: argparse.Namespace) -> None:
+    from .gateway.http import HttpFace
+    from .gateway.http_rules import SessionSigner
+
+    bind, _, port = ns.http.rpartition(":")
+    face = HttpFace(answerer, bind=bind.strip("[]") or "127.0.0.1", port=int(port or 0),
+                    api_keys=_api_keys(ns.api_key_file), signer=SessionSigner(_session_key()),
+                    max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
+                    drain_s=ns.drain_timeout)
+    url = await face.start()
+    print(f"LISTENING {url}", flush=True)
+    try:
+        await asyncio.get_running_loop().create_future()  # until SIGTERM
+    finally:
+        await face.stop()
+
+
+def _api_keys(path: str | None) -> list[bytes]:
+    """API keys: one per line of ``--api-key-file``, and/or comma-separated in
+    ``TRUNKLINE_API_KEYS``. Never echoed anywhere."""
+    keys = [k for k in os.environ.get("TRUNKLINE_API_KEYS", "").split(",") if k.strip()]
+    if path is not None:
+        try:
+            with open(path) as f:
+                keys += [line.strip() for line in f if line.strip()]
+        except OSError as exc:
+            raise ConfigurationError(f"{path}: cannot read the API keys: {exc.strerror}") from None
+    return [k.strip().encode() for k in keys]
+
+
+def _session_key() -> bytes:
+    """The key legacy session ids are signed with: ``TRUNKLINE_SESSION_KEY`` when replicas
+    share their sessions, else a fresh one for this process."""
+    key = os.environ.get("TRUNKLINE_SESSION_KEY")
+    if key is None:
+        return os.urandom(32)
+    if len(key) < 16:
+        raise ConfigurationError("TRUNKLINE_SESSION_KEY needs at least 16 characters")
+    return key.encode()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -275,8 +323,19 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("config")
     c.add_argument("tool")
     c.add_argument("arguments", nargs="?", default="{}")
-    g.add_argument("--stdio", action="store_true", required=True,
-                   help="on stdin/stdout, for a desktop client's mcpServers entry")
+    face = g.add_mutually_exclusive_group(required=True)
+    face.add_argument("--stdio", action="store_true",
+                      help="on stdin/stdout, for a desktop client's mcpServers entry")
+    face.add_argument("--http", metavar="HOST:PORT",
+                      help="Streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 by default; "
+                           "any other address needs API keys)")
+    g.add_argument("--api-key-file", metavar="PATH",
+                   help="API keys, one per line (also TRUNKLINE_API_KEYS, comma-separated)")
+    g.add_argument("--max-body-bytes", type=_positive_int, default=None, metavar="BYTES",
+                   help="largest request body over HTTP (default: the largest message line, "
+                        "16 MiB)")
+    g.add_argument("--drain-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="on SIGTERM, how long calls in flight may take to finish")
     for command in (p, t, c):
         command.add_argument("--json", action="store_true")
     for command in (p, t, c, g):
@@ -297,6 +356,12 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -310,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif ns.command == "tools":
         coro = tools(ns.config, ns.json, ns.discover_timeout)
     elif ns.command == "serve":
-        coro = serve(ns.config, ns.discover_timeout)
+        coro = serve(ns)
     else:
         coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout)
     try:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,44 +17,7 @@ from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
 import taplog
-
-PV = "io.modelcontextprotocol/protocolVersion"
-CAPS = "io.modelcontextprotocol/clientCapabilities"
-SUB = "io.modelcontextprotocol/subscriptionId"
-
-
-def modern_meta(**extra: Any) -> dict[str, Any]:
-    return {PV: MODERN, CAPS: {}, **extra}
-
-
-def config(tmp_path: Path, servers: dict[str, Any]) -> Path:
-    path = tmp_path / "mcp.json"
-    entries = {}
-    for name, params in servers.items():
-        entries[name] = {"command": params.command, "args": list(params.args),
-                         "env": dict(params.env)}
-    path.write_text(json.dumps({"mcpServers": entries}))
-    return path
-
-
-_STARTED: list[int] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_gateway_left_behind():
-    """A test that failed before closing its gateway must not leave it running (this
-    fixture ends before ``no_leaks`` looks)."""
-    yield
-    while _STARTED:
-        pid = _STARTED.pop()
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            continue  # ended and reaped: this pid may be someone else's by now
-        if not done:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-
+from gateways import PV, SUB, alive_with, fleet_config, modern_meta
 
 class Gateway:
     """A ``trunkline serve --stdio`` process and the messages it wrote."""
@@ -70,12 +31,12 @@ class Gateway:
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls, path: Path) -> Gateway:
+    async def start(cls, path: Path, gateways: Any) -> Gateway:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL)
-        _STARTED.append(proc.pid)
+        gateways.add(proc.pid)
         return cls(proc)
 
     async def _read(self) -> None:
@@ -128,25 +89,12 @@ class Gateway:
 
 
 
-def alive_with(marker: str) -> list[int]:
-    """Live processes whose command line carries ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
-
-def test_a_modern_client_gets_one_server_with_every_tool(no_leaks, tmp_path, tap):
-    path = config(tmp_path, {"alpha": scripted("--name", "alpha-gw-1", tap=tap),
+def test_a_modern_client_gets_one_server_with_every_tool(gateways, tmp_path, tap):
+    path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-gw-1", tap=tap),
                              "beta": scripted("--name", "beta-gw-1")})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         found = await gw.call("server/discover", {"_meta": modern_meta()})
         conforms(found["result"], MODERN, "DiscoverResult")
         assert found["result"]["supportedVersions"] == [MODERN]
@@ -172,10 +120,10 @@ def test_a_modern_client_gets_one_server_with_every_tool(no_leaks, tmp_path, tap
     assert not alive_with("alpha-gw-1") and not alive_with("beta-gw-1")
 
 
-def test_a_legacy_client_is_served_through_initialize(no_leaks, tmp_path):
-    path = config(tmp_path, {"alpha": scripted()})
+def test_a_legacy_client_is_served_through_initialize(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         refused = await gw.call("tools/list", {})
         assert refused["error"]["code"] == -32600, "no session before initialize"
         init = await gw.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -194,10 +142,10 @@ def test_a_legacy_client_is_served_through_initialize(no_leaks, tmp_path):
     run(main())
 
 
-def test_bad_input_gets_a_precise_error_and_disturbs_nothing(no_leaks, tmp_path):
-    path = config(tmp_path, {"alpha": scripted()})
+def test_bad_input_gets_a_precise_error_and_disturbs_nothing(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         gw.send(b"this is not json\n")
         parse = await gw.answer()
         assert "id" not in parse and parse["error"]["code"] == -32700
@@ -224,10 +172,10 @@ def test_bad_input_gets_a_precise_error_and_disturbs_nothing(no_leaks, tmp_path)
     run(main())
 
 
-def test_an_upstream_error_passes_through(no_leaks, tmp_path):
-    path = config(tmp_path, {"alpha": scripted("--tools-call", "error:-32042")})
+def test_an_upstream_error_passes_through(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted("--tools-call", "error:-32042")})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         failed = await gw.call("tools/call", {"name": "echo", "arguments": {},
                                               "_meta": modern_meta()})
         assert failed["error"]["code"] == -32042
@@ -235,10 +183,10 @@ def test_an_upstream_error_passes_through(no_leaks, tmp_path):
     run(main())
 
 
-def test_progress_reaches_the_caller_under_its_own_token_only(no_leaks, tmp_path):
-    path = config(tmp_path, {"alpha": scripted()})
+def test_progress_reaches_the_caller_under_its_own_token_only(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         done = await gw.call("tools/call", {"name": "chatty", "arguments": {"a": 1},
                                             "_meta": modern_meta(progressToken="mine-7")})
         assert "result" in done
@@ -252,10 +200,10 @@ def test_progress_reaches_the_caller_under_its_own_token_only(no_leaks, tmp_path
     run(main())
 
 
-def test_cancelling_a_call_cancels_it_behind_the_gateway(no_leaks, tmp_path, tap):
-    path = config(tmp_path, {"alpha": scripted(tap=tap)})
+def test_cancelling_a_call_cancels_it_behind_the_gateway(gateways, tmp_path, tap):
+    path = fleet_config(tmp_path, {"alpha": scripted(tap=tap)})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         slow = gw.request("tools/call", {"name": "sleep", "arguments": {"seconds": 30},
                                          "_meta": modern_meta()})
         for _ in range(200):
@@ -279,14 +227,14 @@ def test_cancelling_a_call_cancels_it_behind_the_gateway(no_leaks, tmp_path, tap
     assert [c["params"]["requestId"] for c in cancels] == [sleep_id]
 
 
-def test_a_listen_stream_hears_of_a_changed_catalog(no_leaks, tmp_path):
+def test_a_listen_stream_hears_of_a_changed_catalog(gateways, tmp_path):
     """A server behind the gateway adds a tool at runtime (the mcp 2.x SDK); the modern
     client's open listen stream is told, and the new tool is listed and callable."""
     server = realpeers.MODERN_PY_ECHO
     params = type(scripted())(server.argv[0], (*server.argv[1:], "--listen"), dict(server.env))
-    path = config(tmp_path, {"py": params})
+    path = fleet_config(tmp_path, {"py": params})
     async def main():
-        gw = await Gateway.start(path)
+        gw = await Gateway.start(path, gateways)
         listen = gw.request("subscriptions/listen", {
             "notifications": {"toolsListChanged": True, "promptsListChanged": True},
             "_meta": modern_meta()})
@@ -314,9 +262,9 @@ def test_a_listen_stream_hears_of_a_changed_catalog(no_leaks, tmp_path):
 
 @pytest.mark.real_servers
 @pytest.mark.parametrize("venv", ["py-modern", "py-legacy"])
-def test_the_official_python_clients_of_both_eras(no_leaks, tmp_path, venv):
+def test_the_official_python_clients_of_both_eras(gateways, tmp_path, venv):
     python = realpeers.PEERS_DIR / venv / "bin" / "python"
-    path = config(tmp_path, {"alpha": scripted(), "beta": scripted("--name", "beta")})
+    path = fleet_config(tmp_path, {"alpha": scripted(), "beta": scripted("--name", "beta")})
     done = _run_sdk_client(python, "beta/echo", {"hello": venv}, path)
     assert "beta/echo" in done["tools"] and "echo" in done["tools"]
     assert json.loads(done["result"]["content"][0]["text"]) == {"hello": venv}

@@ -1,8 +1,9 @@
 """An official Python SDK client, run by the test venvs of tests/realpeers.py, against a
-stdio server (here: ``trunkline serve --stdio``). Prints one JSON document.
+stdio server (here: ``trunkline serve --stdio``) or a Streamable HTTP one (``trunkline serve
+--http``). Prints one JSON document.
 
     .peers/py-modern/bin/python tests/peers/sdk_client.py TOOL ARGS_JSON -- COMMAND ARG...
-    .peers/py-legacy/bin/python tests/peers/sdk_client.py TOOL ARGS_JSON -- COMMAND ARG...
+    .peers/py-legacy/bin/python tests/peers/sdk_client.py TOOL ARGS_JSON -- http://HOST:PORT/mcp
 
 It lists the tools (every page), calls TOOL with ARGS_JSON with a progress callback, and
 prints {"sdk", "protocol", "tools", "result", "progress"}. mcp 2.x connects with
@@ -28,7 +29,8 @@ async def modern(tool: str, arguments: dict, command: str, args: list[str]) -> d
     from mcp import Client, StdioServerParameters
 
     progress: list[list] = []
-    async with Client(StdioServerParameters(command=command, args=args), mode="auto") as client:
+    target = command if _is_url(command) else StdioServerParameters(command=command, args=args)
+    async with Client(target, mode="auto") as client:
         listed = await client.list_tools()
         result = await client.call_tool(
             tool, arguments, progress_callback=lambda p, t, m: progress.append([p, t, m]))
@@ -47,7 +49,13 @@ async def legacy(tool: str, arguments: dict, command: str, args: list[str]) -> d
     async def on_progress(p: float, t: float | None, m: str | None) -> None:
         progress.append([p, t, m])
 
-    async with stdio_client(StdioServerParameters(command=command, args=args)) as (r, w):
+    if _is_url(command):
+        from mcp.client.streamable_http import streamablehttp_client
+
+        transport = streamablehttp_client(command)
+    else:
+        transport = stdio_client(StdioServerParameters(command=command, args=args))
+    async with transport as (r, w, *_):
         async with ClientSession(r, w) as session:
             init = await session.initialize()
             listed = await session.list_tools()
@@ -55,6 +63,10 @@ async def legacy(tool: str, arguments: dict, command: str, args: list[str]) -> d
             return {"protocol": init.protocolVersion, "tools": [t.name for t in listed.tools],
                     "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
                     "progress": progress}
+
+
+def _is_url(target: str) -> bool:
+    return target.startswith(("http://", "https://"))
 
 
 def main() -> None:

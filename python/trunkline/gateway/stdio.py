@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -20,14 +19,12 @@ import orjson
 from .._codec import LineSplitter, OversizedLine
 from ..loop.batching import TickBatcher
 from ..loop.tasks import TaskScope
-from ..parent.host import Host
 from . import protocol as p
 from .answers import Answerer, Send
 from .session import ClientSession
 
 
-async def serve_stdio(host: Host, *, server_info: Mapping[str, Any],
-                      max_line_bytes: int, instructions: str | None = None) -> None:
+async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
     """Serve one client on stdin/stdout until it closes stdin."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 16)
@@ -42,7 +39,6 @@ async def serve_stdio(host: Host, *, server_info: Mapping[str, Any],
     splitter = LineSplitter(max_line_bytes)
     try:
         async with TaskScope("stdio client") as scope:
-            answerer = Answerer(host, server_info=server_info, instructions=instructions)
             session = ClientSession(answerer, send, scope)
             try:
                 while chunk := await reader.read(1 << 16):

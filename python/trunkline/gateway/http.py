@@ -1,0 +1,294 @@
+"""The gateway over Streamable HTTP: ``trunkline serve CONFIG --http HOST:PORT``.
+
+One endpoint, ``/mcp``, serving both eras (aiohttp's server, already a dependency):
+
+- **Modern (2026-07-28)**, stateless: every POST is one request, its headers checked
+  against its body (``http_rules``); a ``tools/call`` answers as an SSE stream when the
+  client accepts one (its progress, then its response) or as JSON; closing the exchange
+  cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
+  until the client closes it, told of every catalog change.
+- **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
+  signed, not stored (``SessionSigner``), so any replica sharing the key serves the
+  session; a GET with it opens the session's stream for list changes; DELETE ends nothing
+  that needs ending. An id no replica signed is 404, which tells the client to start over.
+
+Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
+the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
+not loopback; a body over the limit is 413 naming the limit. Stopping drains: no new
+requests, calls in flight finish within the drain deadline, listen streams end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..catalog import Catalog
+from ..errors import ConfigurationError
+from ..protocol import headers as mcp_headers
+from ..protocol.listen import SUBSCRIPTION_ID
+from . import protocol as p
+from .answers import CALL, LISTEN, Answerer, listen_grant
+from .http_rules import (
+    SessionSigner,
+    check_modern_headers,
+    host_allowed,
+    key_accepted,
+    loopback_names,
+    origin_allowed,
+    status_for,
+)
+
+log = logging.getLogger("trunkline.gateway")
+
+ENDPOINT = "/mcp"
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+               "X-Accel-Buffering": "no"}
+
+
+def _sse(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
+
+
+def _json(message: dict[str, Any], status: int = 200,
+          headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(message), status=status,
+                        content_type="application/json", headers=headers)
+
+
+def _refusal(status: int, code: int, message: str, **headers: str) -> web.Response:
+    return _json(p.error_response(None, p.error(code, message)), status, headers)
+
+
+class HttpFace:
+    """The HTTP server around one ``Answerer``; ``start`` binds, ``stop`` drains."""
+
+    def __init__(self, answerer: Answerer, *, bind: str, port: int, api_keys: Iterable[bytes],
+                 signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
+                 names: Iterable[str] = ()) -> None:
+        self._answerer = answerer
+        self._bind, self._port = bind, port
+        self._keys = tuple(api_keys)
+        if not self._keys and bind not in loopback_names():
+            raise ConfigurationError(
+                f"serving on {bind} (not loopback) needs API keys: set TRUNKLINE_API_KEYS "
+                "or --api-key-file")
+        self._signer = signer
+        self._limit = max_body_bytes
+        self._drain_s = drain_s
+        #: The host names requests may be addressed to (``Host``, ``Origin``).
+        self._hosts = {n.strip("[]").lower() for n in names} | (
+            {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
+        self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._legacy_streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._draining = False
+        self._runner: web.AppRunner | None = None
+        self.url: str | None = None
+        self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=self._limit + 1)
+        app.router.add_route("POST", ENDPOINT, self._post)
+        app.router.add_route("GET", ENDPOINT, self._get)
+        app.router.add_route("DELETE", ENDPOINT, self._delete)
+        app.router.add_route("GET", "/healthz", self._healthz)
+        app.router.add_route("GET", "/readyz", self._readyz)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None,
+                                     handler_cancellation=True,
+                                     shutdown_timeout=self._drain_s)
+        await self._runner.setup()
+        family = socket.AF_INET6 if ":" in self._bind else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._bind, self._port))  # port 0: the kernel picks one, read back below
+        await web.SockSite(self._runner, sock).start()
+        host = f"[{self._bind}]" if family == socket.AF_INET6 else self._bind
+        self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
+        return self.url
+
+    async def stop(self) -> None:
+        """Drain: refuse new requests, end the streams, let calls in flight finish within
+        the drain deadline (then they are cancelled), release the port."""
+        self._draining = True
+        self._unwatch()
+        for queue in (*self._streams, *self._legacy_streams):
+            queue.put_nowait(None)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- checks every request passes ---------------------------------------------------
+
+    def _gate(self, request: web.Request) -> web.Response | None:
+        if self._draining:
+            return _refusal(503, p.INTERNAL_ERROR, "the gateway is stopping", **{"Retry-After": "1"})
+        if self._keys and not key_accepted(request.headers.get("Authorization"), self._keys):
+            return _refusal(401, p.INVALID_REQUEST, "an API key is required",
+                            **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
+        if not host_allowed(request.headers.get("Host"), self._hosts):
+            return _refusal(403, p.INVALID_REQUEST, "unknown Host")
+        if not origin_allowed(request.headers.get("Origin"), self._hosts):
+            return _refusal(403, p.INVALID_REQUEST, "Origin not allowed")
+        return None
+
+    # -- POST: one message ---------------------------------------------------------------
+
+    async def _post(self, request: web.Request) -> web.StreamResponse:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        if request.content_length is not None and request.content_length > self._limit:
+            return _refusal(413, p.INVALID_REQUEST,
+                            f"a body of {request.content_length} bytes, over the limit of "
+                            f"{self._limit} bytes")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _refusal(413, p.INVALID_REQUEST,
+                            f"a body over the limit of {self._limit} bytes")
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return _refusal(400, p.PARSE_ERROR, f"Parse error: {exc}")
+        session_id = request.headers.get("Mcp-Session-Id")
+        session = self._signer.verify(session_id) if session_id else None
+        inbound = p.read(message, session.version if session else None)
+        if session_id and session is None and not (isinstance(inbound, p.Request)
+                                                  and inbound.era is p.ClientEra.MODERN):
+            return _refusal(404, p.INVALID_REQUEST, "Session not found")
+        if isinstance(inbound, p.Refused):
+            return _json(p.error_response(inbound.id, inbound.error), status_for(inbound.error))
+        if isinstance(inbound, p.Notification) or inbound is None:
+            return web.Response(status=202)
+        return await self._request(request, inbound)
+
+    async def _request(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+        if request.era is p.ClientEra.MODERN:
+            mismatch = check_modern_headers(http.headers, request, self._header_params(request))
+            if mismatch is not None:
+                return _json(p.error_response(request.id, mismatch), status_for(mismatch))
+        elif request.method != "initialize":
+            version = http.headers.get("MCP-Protocol-Version")
+            if version is not None and version != request.version:
+                return _json(p.error_response(request.id, p.error(
+                    p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
+                    f"session's ({request.version})")), 400)
+        if request.method == CALL:
+            return await self._call(http, request)
+        if request.method == LISTEN and request.era is p.ClientEra.MODERN:
+            return await self._listen(http, request)
+        answer = self._answerer.immediate(request)
+        headers = {}
+        if request.method == "initialize" and "result" in answer:
+            headers["Mcp-Session-Id"] = self._signer.mint(answer["result"]["protocolVersion"])
+        return _json(answer, status_for(answer.get("error", {})), headers)
+
+    def _header_params(self, request: p.Request) -> tuple[mcp_headers.HeaderParam, ...]:
+        """The ``x-mcp-header`` arguments of the tool a ``tools/call`` names (as served)."""
+        if request.method != CALL:
+            return ()
+        name = request.params.get("name")
+        try:
+            entry = self._answerer.host.catalog.lookup(name) if isinstance(name, str) else None
+        except KeyError:
+            return ()
+        if entry is None:
+            return ()
+        try:
+            return mcp_headers.tool_header_params(entry.input_schema)
+        except mcp_headers.InvalidToolHeaders:
+            return ()
+
+    async def _call(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+        if "text/event-stream" not in http.headers.get("Accept", ""):
+            answer = await self._answerer.call(request, lambda _note: None)
+            return _json(answer, status_for(answer.get("error", {})))
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(http)
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait))
+        try:
+            while not task.done() or not queue.empty():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait([getter, task], return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    await response.write(_sse(getter.result()))
+                else:
+                    getter.cancel()
+            await response.write(_sse(task.result()))
+        finally:
+            # The client closed the exchange: that is the cancellation (2026-07-28).
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return response
+
+    async def _listen(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+        granted = listen_grant(request)
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(http)
+        await response.write(_sse(p.notification("notifications/subscriptions/acknowledged", {
+            "_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted})))
+        if not granted:
+            await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
+            return response
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._streams.add(queue)
+        try:
+            while (note := await queue.get()) is not None:
+                note = {**note, "params": {"_meta": {SUBSCRIPTION_ID: request.id}}}
+                await response.write(_sse(note))
+            # The gateway is stopping: the subscription ends gracefully.
+            await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
+        finally:
+            self._streams.discard(queue)
+        return response
+
+    # -- GET / DELETE: a legacy session's stream, and its end ----------------------------------
+
+    async def _get(self, http: web.Request) -> web.StreamResponse:
+        refused = self._gate(http)
+        if refused is not None:
+            return refused
+        if self._signer.verify(http.headers.get("Mcp-Session-Id")) is None:
+            return web.Response(status=405, headers={"Allow": "POST"})
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(http)
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._legacy_streams.add(queue)
+        try:
+            while (note := await queue.get()) is not None:
+                await response.write(_sse(note))
+        finally:
+            self._legacy_streams.discard(queue)
+        return response
+
+    async def _delete(self, http: web.Request) -> web.StreamResponse:
+        refused = self._gate(http)
+        if refused is not None:
+            return refused
+        if self._signer.verify(http.headers.get("Mcp-Session-Id")) is None:
+            return web.Response(status=405, headers={"Allow": "POST"})
+        return web.Response(status=200)  # nothing is stored: nothing to forget
+
+    # -- health ---------------------------------------------------------------------------
+
+    async def _healthz(self, http: web.Request) -> web.Response:
+        return _json({"status": "ok"})
+
+    async def _readyz(self, http: web.Request) -> web.Response:
+        down = [s.name for s in self._answerer.host.servers() if s.state.value == "unavailable"]
+        ready = not self._draining
+        return _json({"ready": ready, "tools": len(self._answerer.host.tools()),
+                      "unavailable": down}, 200 if ready else 503)
+
+    def _catalog_changed(self, catalog: Catalog) -> None:
+        note = p.notification("notifications/tools/list_changed", {})
+        for queue in (*self._streams, *self._legacy_streams):
+            queue.put_nowait(note)

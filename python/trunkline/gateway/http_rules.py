@@ -1,0 +1,180 @@
+"""The HTTP rules of the gateway's Streamable HTTP face, pure: headers checked against the
+body, statuses for errors, who may call, and legacy session ids any replica can verify.
+
+- A modern request (MCP 2026-07-28, basic/transports/streamable-http) must carry
+  ``MCP-Protocol-Version`` equal to its ``_meta`` revision, ``Mcp-Method`` equal to its
+  method, ``Mcp-Name`` for ``tools/call`` (equal to the tool's name), and one
+  ``Mcp-Param-*`` for each ``x-mcp-header`` argument present in the body: a mismatch is
+  400 with -32020 naming the header.
+- A legacy session id (2025-11-25) is ``payload.signature``: the payload carries the
+  negotiated revision and when it was issued, the signature is HMAC-SHA256 under a key the
+  replicas share. Any replica verifies it; none stores it.
+- ``Origin`` and ``Host`` are checked against the names the gateway is reachable by
+  (DNS rebinding); API keys are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ..protocol import headers as mcp_headers
+from ..protocol.versions import HEADER_MISMATCH, LEGACY_VERSIONS, META_PROTOCOL_VERSION
+from . import protocol as p
+
+#: Methods whose ``Mcp-Name`` comes from a params member.
+_NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def status_for(err: Mapping[str, Any]) -> int:
+    """The HTTP status an error answer goes with."""
+    code = err.get("code")
+    if code == p.METHOD_NOT_FOUND:
+        return 404
+    if code in (p.PARSE_ERROR, p.INVALID_REQUEST, HEADER_MISMATCH,
+                p.UNSUPPORTED_PROTOCOL_VERSION, -32021):
+        return 400
+    return 200
+
+
+def _mismatch(header: str, expected: str | None, received: str | None) -> dict[str, Any]:
+    return p.error(HEADER_MISMATCH, f"Header mismatch: {header} is {received!r}, the body "
+                   f"says {expected!r}",
+                   {"header": header, "expected": expected, "received": received})
+
+
+def check_modern_headers(headers: Mapping[str, str], request: p.Request,
+                         header_params: tuple[mcp_headers.HeaderParam, ...] = ()
+                         ) -> dict[str, Any] | None:
+    """None if the headers agree with the body, else the -32020 error. Header names are
+    case-insensitive (``headers`` is an aiohttp ``CIMultiDict`` or lower-cased)."""
+    def get(name: str) -> str | None:
+        value = headers.get(name)
+        return value if value is not None else headers.get(name.lower())
+
+    version = request.meta.get(META_PROTOCOL_VERSION)
+    if get("MCP-Protocol-Version") != version:
+        return _mismatch("MCP-Protocol-Version", version, get("MCP-Protocol-Version"))
+    if get("Mcp-Method") != request.method:
+        return _mismatch("Mcp-Method", request.method, get("Mcp-Method"))
+    source = _NAME_SOURCE.get(request.method)
+    if source is not None:
+        expected = request.params.get(source)
+        if not _decoded_equals(get("Mcp-Name"), expected):
+            return _mismatch("Mcp-Name", expected if isinstance(expected, str) else None,
+                             get("Mcp-Name"))
+    if request.method == "tools/call" and header_params:
+        arguments = request.params.get("arguments")
+        try:
+            wanted = mcp_headers.param_headers(header_params,
+                                               arguments if isinstance(arguments, dict) else None)
+        except mcp_headers.HeaderValueError as exc:
+            return p.error(p.INVALID_PARAMS, str(exc))
+        for name, value in wanted:
+            if not _decoded_equals(get(name), mcp_headers.decode_header_value(value)):
+                return _mismatch(name, mcp_headers.decode_header_value(value), get(name))
+    return None
+
+
+def _decoded_equals(raw: str | None, expected: Any) -> bool:
+    if raw is None or not isinstance(expected, str):
+        return False
+    try:
+        return mcp_headers.decode_header_value(raw) == expected
+    except mcp_headers.HeaderValueError:
+        return False
+
+
+# --- who may call ---------------------------------------------------------------------
+
+
+def origin_allowed(origin: str | None, allowed_hosts: Iterable[str]) -> bool:
+    """A browser's ``Origin`` must name a host the gateway serves as (no header: not a
+    browser, nothing to check). ``allowed_hosts`` are lower-case bare host names."""
+    if origin is None:
+        return True
+    host = urlsplit(origin).hostname
+    return host is not None and host.lower() in set(allowed_hosts)
+
+
+def host_allowed(host_header: str | None, allowed_hosts: Iterable[str]) -> bool:
+    """The ``Host`` a request was sent to must be one of ours: a DNS name an attacker
+    pointed at 127.0.0.1 is not."""
+    if host_header is None:
+        return False
+    try:
+        host = urlsplit(f"//{host_header}").hostname
+    except ValueError:
+        return False
+    return host is not None and host.lower() in set(allowed_hosts)
+
+
+def loopback_names() -> frozenset[str]:
+    return _LOOPBACK_NAMES
+
+
+def key_accepted(authorization: str | None, keys: Iterable[bytes]) -> bool:
+    """``Authorization: Bearer <key>`` for one of ``keys``, compared in constant time
+    (every key is compared, so timing does not tell which one almost matched)."""
+    if authorization is None or not authorization.startswith("Bearer "):
+        return False
+    presented = authorization[len("Bearer "):].strip().encode()
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(presented, key)
+    return matched
+
+
+# --- legacy session ids -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LegacySession:
+    version: str
+    issued: float
+
+
+class SessionSigner:
+    """Mints and verifies legacy session ids; replicas sharing ``key`` accept each
+    other's."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 16:
+            raise ValueError("a session key needs at least 16 bytes")
+        self._key = key
+
+    def mint(self, version: str, now: float | None = None) -> str:
+        payload = _b64(orjson.dumps({"v": version, "t": round(now or time.time(), 3)}))
+        return f"{payload}.{self._sign(payload)}"
+
+    def verify(self, session_id: str | None) -> LegacySession | None:
+        """The session an id stands for, or None for one this key never signed."""
+        if not session_id or session_id.count(".") != 1:
+            return None
+        payload, signature = session_id.split(".")
+        if not hmac.compare_digest(signature, self._sign(payload)):
+            return None
+        try:
+            data = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (ValueError, orjson.JSONDecodeError):
+            return None
+        version = data.get("v") if isinstance(data, dict) else None
+        if version not in LEGACY_VERSIONS or not isinstance(data.get("t"), (int, float)):
+            return None
+        return LegacySession(version, float(data["t"]))
+
+    def _sign(self, payload: str) -> str:
+        return _b64(hmac.new(self._key, payload.encode(), hashlib.sha256).digest())
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")

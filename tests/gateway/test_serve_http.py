@@ -1,0 +1,449 @@
+"""``trunkline serve CONFIG --http HOST:PORT``: the fleet as one Streamable HTTP server, run
+as an operator runs it (a subprocess printing ``LISTENING <url>``, stopped by SIGTERM),
+spoken to with aiohttp and with the official SDK clients of both eras. Every message it
+writes is validated against the schema of the era it speaks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from conftest import PEERS, run, scripted
+from mcp_schema import LEGACY, MODERN, conforms
+
+import realpeers
+import taplog
+from gateways import PV, SUB, alive_with, fleet_config, modern_meta
+
+JSON_ONLY = "application/json"
+BOTH = "application/json, text/event-stream"
+
+
+class HttpGateway:
+    """A ``trunkline serve --http`` process and an HTTP client for it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
+        self.proc = proc
+        self.url = url
+        self.base = url.rsplit("/", 1)[0]
+        self.http = aiohttp.ClientSession()
+        self.stderr = b""
+        self._next = 0
+
+    @classmethod
+    async def start(cls, path: Path, gateways: Any, *flags: str, bind: str = "127.0.0.1:0",
+                    env: dict[str, str] | None = None) -> HttpGateway:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "trunkline", "serve", str(path), "--http", bind, *flags,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **(env or {})})
+        gateways.add(proc.pid)
+        assert proc.stdout is not None and proc.stderr is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if not line.startswith(b"LISTENING "):
+            await proc.wait()
+            raise AssertionError(f"no LISTENING line: {line!r} {await proc.stderr.read()!r}")
+        return cls(proc, line.split()[1].decode())
+
+    def message(self, method: str, params: dict[str, Any] | None = None,
+                request_id: Any = None) -> dict[str, Any]:
+        if request_id is None:
+            self._next += 1
+            request_id = self._next
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+    @staticmethod
+    def modern_headers(message: dict[str, Any], accept: str = BOTH) -> dict[str, str]:
+        """The headers a 2026-07-28 client sends with ``message``."""
+        params = message.get("params", {})
+        headers = {"Accept": accept, "Content-Type": "application/json",
+                   "MCP-Protocol-Version": params.get("_meta", {}).get(PV, MODERN),
+                   "Mcp-Method": message["method"]}
+        if message["method"] == "tools/call":
+            headers["Mcp-Name"] = params["name"]
+        return headers
+
+    async def post(self, message: dict[str, Any] | bytes, headers: dict[str, str]
+                   ) -> tuple[int, Any, aiohttp.typedefs.LooseHeaders]:
+        """One POST; its status, its answer (the JSON body, or an SSE body's last message;
+        None when empty) and its headers."""
+        body = message if isinstance(message, bytes) else orjson.dumps(message)
+        async with self.http.post(self.url, data=body, headers=headers) as response:
+            if response.content_type == "text/event-stream":
+                *_, answer = [m async for m in sse_messages(response)]
+                return response.status, answer, response.headers
+            raw = await response.read()
+            return response.status, orjson.loads(raw) if raw else None, response.headers
+
+    async def modern(self, method: str, params: dict[str, Any] | None = None,
+                     accept: str = JSON_ONLY) -> tuple[int, Any]:
+        """A 2026-07-28 request with its headers right; its status and JSON answer."""
+        message = self.message(method, {**(params or {}), "_meta": modern_meta()})
+        status, answer, _ = await self.post(message, self.modern_headers(message, accept))
+        if answer is not None and "id" in answer:
+            assert answer["id"] == message["id"], answer
+        return status, answer
+
+    async def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (the operator stops it) and wait for it to drain and end."""
+        await self.http.close()
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, self.stderr = await asyncio.wait_for(self.proc.communicate(), timeout)
+        finally:
+            if self.proc.returncode is None:  # a failed test: never leave it behind
+                self.proc.kill()
+                await self.proc.wait()
+        return self.proc.returncode
+
+
+async def sse_messages(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body, as they arrive."""
+    data: list[bytes] = []
+    async for line in response.content:
+        line = line.rstrip(b"\r\n")
+        if line.startswith(b"data:"):
+            data.append(line[5:].lstrip())
+        elif not line and data:
+            yield orjson.loads(b"\n".join(data))
+            data = []
+
+
+async def wait_for_tap(tap: Path, predicate: Any, seconds: float = 20) -> list[dict[str, Any]]:
+    for _ in range(int(seconds / 0.05)):
+        found = [m for m in taplog.messages(tap) if predicate(m)]
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError("the upstream never saw it")
+
+
+def test_a_modern_client_gets_the_fleet_over_http(gateways, tmp_path, tap):
+    path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-http-1", tap=tap),
+                                   "beta": scripted("--name", "beta-http-1")})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        status, found = await gw.modern("server/discover")
+        assert status == 200
+        conforms(found["result"], MODERN, "DiscoverResult")
+        assert found["result"]["supportedVersions"] == [MODERN]
+        _, listed = await gw.modern("tools/list")
+        conforms(listed["result"], MODERN, "ListToolsResult")
+        names = [t["name"] for t in listed["result"]["tools"]]
+        assert "echo" in names and "beta/echo" in names, names
+        _, called = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {"k": 1}})
+        conforms(called["result"], MODERN, "CallToolResult")
+        assert json.loads(called["result"]["content"][0]["text"]) == {"k": 1}
+        assert not any(key.startswith("io.modelcontextprotocol/")
+                       for key in called["result"].get("_meta", {}))
+        # Accepting SSE, a call streams its progress (under the caller's token), then
+        # its answer, and the exchange ends.
+        message = gw.message("tools/call", {"name": "chatty", "arguments": {"a": 1},
+                                             "_meta": modern_meta(progressToken="tok-9")})
+        async with gw.http.post(gw.url, data=orjson.dumps(message),
+                                headers=gw.modern_headers(message, BOTH)) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/event-stream")
+            streamed = [m async for m in sse_messages(response)]
+        *progress, last = streamed
+        assert [n["params"] for n in progress] == [
+            {"progressToken": "tok-9", "progress": step, "total": 3, "message": f"step {step}"}
+            for step in (1, 2, 3)]
+        for note in progress:
+            conforms(note, MODERN, "ProgressNotification")
+        assert last["id"] == message["id"] and "result" in last
+        conforms(last, MODERN, "JSONRPCResultResponse")
+        assert await gw.stop() == 0
+    run(main())
+    calls = [m for m in taplog.messages(tap) if m.get("method") == "tools/call"]
+    assert [c["params"]["name"] for c in calls] == ["chatty"]
+    assert not alive_with("alpha-http-1") and not alive_with("beta-http-1")
+
+
+def test_headers_must_agree_with_the_body(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        call = gw.message("tools/call", {"name": "echo", "arguments": {},
+                                         "_meta": modern_meta()})
+        right = gw.modern_headers(call)
+        for header, value in (("MCP-Protocol-Version", None), ("Mcp-Method", "tools/list"),
+                              ("Mcp-Name", "other"), ("Mcp-Name", None)):
+            headers = {k: v for k, v in right.items() if k != header}
+            if value is not None:
+                headers[header] = value
+            status, answer, _ = await gw.post(call, headers)
+            assert status == 400, (header, answer)
+            assert answer["error"]["code"] == -32020 and answer["id"] == call["id"]
+            assert answer["error"]["data"]["header"] == header
+            conforms(answer, MODERN, "JSONRPCErrorResponse")
+        # A version the gateway does not speak: -32022 naming what it does.
+        future = gw.message("tools/list", {"_meta": {**modern_meta(), PV: "2099-01-01"}})
+        status, answer, _ = await gw.post(future, gw.modern_headers(future))
+        assert status == 400 and answer["error"]["code"] == -32022
+        assert answer["error"]["data"] == {"supported": [MODERN], "requested": "2099-01-01"}
+        conforms(answer, MODERN, "UnsupportedProtocolVersionError")
+        # Not JSON: -32700 with no id; an unknown method: 404 with -32601.
+        status, answer, _ = await gw.post(b"{not json", right)
+        assert status == 400 and answer["error"]["code"] == -32700 and "id" not in answer
+        status, answer = await gw.modern("resources/unheard_of")
+        assert status == 404 and answer["error"]["code"] == -32601
+        # A notification is accepted with no body.
+        status, answer, _ = await gw.post({"jsonrpc": "2.0", "method": "notifications/x",
+                                           "params": {"_meta": modern_meta()}}, right)
+        assert (status, answer) == (202, None)
+        # GET and DELETE without a legacy session: this endpoint takes POSTs.
+        for method in ("GET", "DELETE"):
+            async with gw.http.request(method, gw.url, headers={"Accept": BOTH}) as response:
+                assert response.status == 405 and response.headers["Allow"] == "POST"
+        status, answer, _ = await gw.post(call, right)
+        assert status == 200 and "result" in answer, "nothing above disturbed it"
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_a_legacy_session_is_signed_so_any_replica_with_the_key_serves_it(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    shared = {"TRUNKLINE_SESSION_KEY": "k" * 32}
+    async def main():
+        one, two, stranger = await asyncio.gather(
+            HttpGateway.start(path, gateways, env=shared),
+            HttpGateway.start(path, gateways, env=shared),
+            HttpGateway.start(path, gateways, env={"TRUNKLINE_SESSION_KEY": "z" * 32}))
+        headers = {"Accept": BOTH, "Content-Type": "application/json"}
+        # Before initialize there is no session to speak in.
+        status, answer, _ = await one.post(one.message("tools/list", {}), headers)
+        assert status == 400 and answer["error"]["code"] == -32600
+        init = one.message("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                          "clientInfo": {"name": "old", "version": "1"}})
+        status, answer, got = await one.post(init, headers)
+        assert status == 200
+        conforms(answer["result"], LEGACY, "InitializeResult")
+        assert answer["result"]["protocolVersion"] == "2025-06-18"
+        session = got["Mcp-Session-Id"]
+        assert session.isascii() and session.isprintable()
+        in_session = {**headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-06-18"}
+        status, _, _ = await one.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                      in_session)
+        assert status == 202
+        # The other replica serves the session it never saw.
+        status, answer, _ = await two.post(two.message("tools/call", {
+            "name": "echo", "arguments": {"v": 3}}), in_session)
+        assert status == 200 and "resultType" not in answer["result"]
+        conforms(answer["result"], LEGACY, "CallToolResult")
+        assert json.loads(answer["result"]["content"][0]["text"]) == {"v": 3}
+        # A replica with another key, or a tampered id: 404, start over.
+        status, answer, _ = await stranger.post(stranger.message("tools/list", {}), in_session)
+        assert status == 404 and answer["error"]["code"] == -32600
+        forged = {**in_session, "Mcp-Session-Id": session[:-2] + ("AA" if session[-2:] != "AA"
+                                                                  else "BB")}
+        status, _, _ = await one.post(one.message("tools/list", {}), forged)
+        assert status == 404
+        # The session's version is the one spoken: another is refused.
+        status, answer, _ = await two.post(two.message("ping"), {
+            **in_session, "MCP-Protocol-Version": "2025-11-25"})
+        assert status == 400 and answer["error"]["code"] == -32600
+        async with two.http.delete(two.url, headers=in_session) as response:
+            assert response.status == 200
+        assert [await gw.stop() for gw in (one, two, stranger)] == [0, 0, 0]
+    run(main())
+
+
+def test_closing_the_exchange_cancels_the_call_behind_the_gateway(gateways, tmp_path, tap):
+    path = fleet_config(tmp_path, {"alpha": scripted(tap=tap)})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        message = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 30},
+                                            "_meta": modern_meta()})
+        async with aiohttp.ClientSession() as other:
+            response = await other.post(gw.url, data=orjson.dumps(message),
+                                        headers=gw.modern_headers(message, BOTH))
+            assert response.status == 200
+            await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")
+            response.close()  # the client gives up: the connection is gone
+        cancels = await wait_for_tap(tap, lambda m: m.get("method") == "notifications/cancelled")
+        status, after = await gw.modern("tools/call", {"name": "echo", "arguments": {"n": 1}})
+        assert status == 200 and "result" in after
+        assert await gw.stop() == 0
+        return cancels
+    cancels = run(main())
+    upstream = taplog.messages(tap)
+    sleep_id = next(m["id"] for m in upstream if m.get("params", {}).get("name") == "sleep")
+    assert [c["params"]["requestId"] for c in cancels] == [sleep_id]
+
+
+def test_streams_hear_of_a_changed_catalog_and_end_when_the_gateway_stops(gateways, tmp_path):
+    """A server behind the gateway adds a tool at runtime (the mcp 2.x SDK): a modern
+    listen stream and a legacy session's GET stream are both told; SIGTERM ends the
+    listen stream with its final answer."""
+    server = realpeers.MODERN_PY_ECHO
+    params = type(scripted())(server.argv[0], (*server.argv[1:], "--listen"), dict(server.env))
+    path = fleet_config(tmp_path, {"py": params})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        listen = gw.message("subscriptions/listen", {
+            "notifications": {"toolsListChanged": True, "resourcesListChanged": True},
+            "_meta": modern_meta()})
+        modern_stream = await gw.http.post(gw.url, data=orjson.dumps(listen),
+                                           headers=gw.modern_headers(listen))
+        heard = sse_messages(modern_stream)
+        ack = await asyncio.wait_for(anext(heard), 30)
+        assert ack == {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                       "params": {"_meta": {SUB: listen["id"]},
+                                  "notifications": {"toolsListChanged": True}}}
+        init = gw.message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                         "clientInfo": {"name": "old", "version": "1"}})
+        _, _, got = await gw.post(init, {"Accept": BOTH})
+        legacy_stream = await gw.http.get(gw.url, headers={
+            "Accept": "text/event-stream", "Mcp-Session-Id": got["Mcp-Session-Id"],
+            "MCP-Protocol-Version": "2025-11-25"})
+        assert legacy_stream.status == 200
+        legacy_heard = sse_messages(legacy_stream)
+        _, added = await gw.modern("tools/call", {"name": "add_tool",
+                                                  "arguments": {"name": "fresh"}})
+        assert "error" not in added, added
+        changed = await asyncio.wait_for(anext(heard), 30)
+        assert changed["method"] == "notifications/tools/list_changed"
+        assert changed["params"]["_meta"][SUB] == listen["id"]
+        conforms(changed, MODERN, "ToolListChangedNotification")
+        legacy_changed = await asyncio.wait_for(anext(legacy_heard), 30)
+        assert legacy_changed == {"jsonrpc": "2.0",
+                                  "method": "notifications/tools/list_changed", "params": {}}
+        _, listed = await gw.modern("tools/list")
+        assert "fresh" in [t["name"] for t in listed["result"]["tools"]]
+        # The operator stops it: the listen stream ends with its answer.
+        gw.proc.send_signal(signal.SIGTERM)
+        final = await asyncio.wait_for(anext(heard), 30)
+        assert final == {"jsonrpc": "2.0", "id": listen["id"],
+                         "result": {"resultType": "complete"}}
+        modern_stream.close()
+        legacy_stream.close()
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
+
+
+def test_stopping_drains_calls_in_flight(gateways, tmp_path, tap):
+    path = fleet_config(tmp_path, {"alpha": scripted(tap=tap)})
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--drain-timeout", "30")
+        slow = asyncio.ensure_future(gw.modern("tools/call", {
+            "name": "sleep", "arguments": {"seconds": 1.5}}))
+        await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")
+        gw.proc.send_signal(signal.SIGTERM)
+        status, answer = await slow
+        assert status == 200 and "result" in answer, "the call in flight finished"
+        assert await gw.stop() == 0
+    run(main())
+    assert not any(m.get("method") == "notifications/cancelled" for m in taplog.messages(tap))
+
+
+def test_a_body_over_the_limit_is_413_and_the_gateway_goes_on(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--max-body-bytes", "4096")
+        big = gw.message("tools/call", {"name": "echo", "arguments": {"x": "y" * 5000},
+                                        "_meta": modern_meta()})
+        status, answer, _ = await gw.post(big, gw.modern_headers(big))
+        assert status == 413 and "4096" in answer["error"]["message"]
+        # Chunked, so the length is not known up front: still refused, still 413.
+        async def chunks():
+            body = orjson.dumps(big)
+            for at in range(0, len(body), 1000):
+                yield body[at:at + 1000]
+        async with gw.http.post(gw.url, data=chunks(), headers=gw.modern_headers(big)) as r:
+            assert r.status == 413
+        status, answer = await gw.modern("tools/call", {"name": "echo", "arguments": {"x": 1}})
+        assert status == 200 and "result" in answer
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_hosts_origins_and_api_keys(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    key = "sk-trunkline-test-0123456789abcdef"
+    async def main():
+        gw = await HttpGateway.start(path, gateways, env={"TRUNKLINE_API_KEYS": f"other,{key}"})
+        message = gw.message("tools/list", {"_meta": modern_meta()})
+        headers = gw.modern_headers(message)
+        status, answer, got = await gw.post(message, headers)
+        assert status == 401 and got["WWW-Authenticate"].startswith("Bearer")
+        status, answer, _ = await gw.post(message, {**headers, "Authorization": "Bearer nope"})
+        assert status == 401 and key not in json.dumps(answer)
+        authorized = {**headers, "Authorization": f"Bearer {key}"}
+        status, answer, _ = await gw.post(message, authorized)
+        assert status == 200 and "result" in answer
+        # DNS rebinding: a name pointed at 127.0.0.1, or a page from elsewhere.
+        status, _, _ = await gw.post(message, {**authorized, "Host": "evil.example"})
+        assert status == 403
+        status, _, _ = await gw.post(message, {**authorized, "Origin": "http://evil.example"})
+        assert status == 403
+        port = gw.url.split(":")[2].split("/")[0]
+        status, _, _ = await gw.post(message, {**authorized,
+                                               "Origin": f"http://localhost:{port}"})
+        assert status == 200
+        assert await gw.stop() == 0
+        assert key.encode() not in gw.stderr
+    run(main())
+
+
+def test_a_public_bind_without_api_keys_is_refused(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    done = subprocess.run([sys.executable, "-m", "trunkline", "serve", str(path), "--http",
+                           "0.0.0.0:0"], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "TRUNKLINE_API_KEYS"})
+    assert done.returncode != 0 and "LISTENING" not in done.stdout
+    assert "API keys" in done.stderr
+
+
+def test_health_and_readiness(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted(),
+                                   "broken": scripted("--discover", "exit:3",
+                                                      "--initialize", "exit:3")})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        async with gw.http.get(f"{gw.base}/healthz") as response:
+            assert response.status == 200 and await response.json() == {"status": "ok"}
+        async with gw.http.get(f"{gw.base}/readyz") as response:
+            ready = await response.json()
+        assert response.status == 200 and ready["ready"] is True
+        assert ready["unavailable"] == ["broken"] and ready["tools"] > 0
+        assert await gw.stop() == 0
+    run(main())
+
+
+@pytest.mark.real_servers
+@pytest.mark.parametrize("venv", ["py-modern", "py-legacy"])
+def test_the_official_python_clients_of_both_eras_over_http(gateways, tmp_path, venv):
+    path = fleet_config(tmp_path, {"alpha": scripted(), "beta": scripted("--name", "beta")})
+    python = realpeers.PEERS_DIR / venv / "bin" / "python"
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        client = await asyncio.create_subprocess_exec(
+            str(python), str(PEERS / "sdk_client.py"), "beta/echo",
+            json.dumps({"hello": venv}), "--", gw.url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(client.communicate(), 120)
+        assert client.returncode == 0, err.decode()[-3000:]
+        assert await gw.stop() == 0
+        return json.loads(out.decode().strip().splitlines()[-1])
+    done = run(main())
+    assert "beta/echo" in done["tools"] and "echo" in done["tools"]
+    assert json.loads(done["result"]["content"][0]["text"]) == {"hello": venv}
+    if venv == "py-modern":
+        assert done["sdk"].startswith("2.") and MODERN in done["protocol"]
+    else:
+        assert done["sdk"].startswith("1.") and done["protocol"] == LEGACY
