@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,105 +22,16 @@ from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
 import taplog
-from gateways import PV, SUB, alive_with, fleet_config, modern_meta
-
-JSON_ONLY = "application/json"
-BOTH = "application/json, text/event-stream"
-
-
-class HttpGateway:
-    """A ``trunkline serve --http`` process and an HTTP client for it."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
-        self.proc = proc
-        self.url = url
-        self.base = url.rsplit("/", 1)[0]
-        self.http = aiohttp.ClientSession()
-        self.stderr = b""
-        self._next = 0
-
-    @classmethod
-    async def start(cls, path: Path, gateways: Any, *flags: str, bind: str = "127.0.0.1:0",
-                    env: dict[str, str] | None = None) -> HttpGateway:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "trunkline", "serve", str(path), "--http", bind, *flags,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, **(env or {})})
-        gateways.add(proc.pid)
-        assert proc.stdout is not None and proc.stderr is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if not line.startswith(b"LISTENING "):
-            await proc.wait()
-            raise AssertionError(f"no LISTENING line: {line!r} {await proc.stderr.read()!r}")
-        return cls(proc, line.split()[1].decode())
-
-    def message(self, method: str, params: dict[str, Any] | None = None,
-                request_id: Any = None) -> dict[str, Any]:
-        if request_id is None:
-            self._next += 1
-            request_id = self._next
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        return message
-
-    @staticmethod
-    def modern_headers(message: dict[str, Any], accept: str = BOTH) -> dict[str, str]:
-        """The headers a 2026-07-28 client sends with ``message``."""
-        params = message.get("params", {})
-        headers = {"Accept": accept, "Content-Type": "application/json",
-                   "MCP-Protocol-Version": params.get("_meta", {}).get(PV, MODERN),
-                   "Mcp-Method": message["method"]}
-        if message["method"] == "tools/call":
-            headers["Mcp-Name"] = params["name"]
-        return headers
-
-    async def post(self, message: dict[str, Any] | bytes, headers: dict[str, str]
-                   ) -> tuple[int, Any, aiohttp.typedefs.LooseHeaders]:
-        """One POST; its status, its answer (the JSON body, or an SSE body's last message;
-        None when empty) and its headers."""
-        body = message if isinstance(message, bytes) else orjson.dumps(message)
-        async with self.http.post(self.url, data=body, headers=headers) as response:
-            if response.content_type == "text/event-stream":
-                *_, answer = [m async for m in sse_messages(response)]
-                return response.status, answer, response.headers
-            raw = await response.read()
-            return response.status, orjson.loads(raw) if raw else None, response.headers
-
-    async def modern(self, method: str, params: dict[str, Any] | None = None,
-                     accept: str = JSON_ONLY) -> tuple[int, Any]:
-        """A 2026-07-28 request with its headers right; its status and JSON answer."""
-        message = self.message(method, {**(params or {}), "_meta": modern_meta()})
-        status, answer, _ = await self.post(message, self.modern_headers(message, accept))
-        if answer is not None and "id" in answer:
-            assert answer["id"] == message["id"], answer
-        return status, answer
-
-    async def stop(self, timeout: float = 30) -> int:
-        """SIGTERM (the operator stops it) and wait for it to drain and end."""
-        await self.http.close()
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            _, self.stderr = await asyncio.wait_for(self.proc.communicate(), timeout)
-        finally:
-            if self.proc.returncode is None:  # a failed test: never leave it behind
-                self.proc.kill()
-                await self.proc.wait()
-        return self.proc.returncode
-
-
-async def sse_messages(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body, as they arrive."""
-    data: list[bytes] = []
-    async for line in response.content:
-        line = line.rstrip(b"\r\n")
-        if line.startswith(b"data:"):
-            data.append(line[5:].lstrip())
-        elif not line and data:
-            yield orjson.loads(b"\n".join(data))
-            data = []
-
+from gateways import (
+    BOTH,
+    PV,
+    SUB,
+    HttpGateway,
+    alive_with,
+    fleet_config,
+    modern_meta,
+    sse_messages,
+)
 
 async def wait_for_tap(tap: Path, predicate: Any, seconds: float = 20) -> list[dict[str, Any]]:
     for _ in range(int(seconds / 0.05)):
