@@ -28,13 +28,23 @@ def modern_meta(**extra: Any) -> dict[str, Any]:
     return {PV: MODERN, CAPS: {}, **extra}
 
 
-def fleet_config(tmp_path: Path, servers: dict[str, StdioParams]) -> Path:
-    """An ``mcpServers`` file naming ``servers``."""
+def fleet_config(tmp_path: Path, servers: dict[str, StdioParams],
+                 allow_legacy: tuple[str, ...] = ()) -> Path:
+    """An ``mcpServers`` file naming ``servers``; those in ``allow_legacy`` allowlisted
+    for the legacy era."""
     path = tmp_path / "mcp.json"
-    entries = {name: {"command": params.command, "args": list(params.args),
-                      "env": dict(params.env)} for name, params in servers.items()}
+    entries: dict[str, Any] = {name: {"command": params.command, "args": list(params.args),
+                                      "env": dict(params.env)}
+                               for name, params in servers.items()}
+    for name in allow_legacy:
+        entries[name]["allowLegacy"] = True
     path.write_text(json.dumps({"mcpServers": entries}))
     return path
+
+
+def real_server(server: Any, *extra: str) -> StdioParams:
+    """A ``realpeers.RealServer`` (installed by .ci/install-peers) as a fleet entry."""
+    return StdioParams(server.argv[0], (*server.argv[1:], *extra), dict(server.env))
 
 
 def alive_with(marker: str) -> list[int]:
@@ -120,8 +130,9 @@ class HttpGateway:
         headers = {"Accept": accept, "Content-Type": "application/json",
                    "MCP-Protocol-Version": params.get("_meta", {}).get(PV, MODERN),
                    "Mcp-Method": message["method"]}
-        if message["method"] == "tools/call":
-            headers["Mcp-Name"] = params["name"]
+        named_by = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+        if message["method"] in named_by:
+            headers["Mcp-Name"] = params[named_by[message["method"]]]
         return headers
 
     async def post(self, message: dict[str, Any] | bytes, headers: dict[str, str]

@@ -65,7 +65,7 @@ def test_the_answers_conform_to_their_schemas():
     conforms(p.initialize_result("2025-11-25", info, None), LEGACY, "InitializeResult")
     assert p.initialize_result("2024-11-05", info, None)["protocolVersion"] == "2024-11-05"
     assert p.initialize_result("1999-01-01", info, None)["protocolVersion"] == LEGACY
-    conforms(p.list_result([], p.ClientEra.MODERN), MODERN, "ListToolsResult")
+    conforms(p.list_result("tools", [], p.ClientEra.MODERN), MODERN, "ListToolsResult")
     conforms(p.error_response(None, p.error(-32700, "Parse error")), MODERN,
              "JSONRPCErrorResponse")
 
@@ -81,9 +81,9 @@ def test_a_served_tool_is_the_upstream_definition_under_the_catalogs_name():
 def test_a_call_result_keeps_the_servers_meta_but_not_the_hops():
     raw = {"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"},
                                     "x.example/trace": "t"}}
-    assert p.call_result(raw, p.ClientEra.MODERN) == {
+    assert p.served_result(raw, p.ClientEra.MODERN) == {
         "content": [], "_meta": {"x.example/trace": "t"}, "resultType": "complete"}
-    assert p.call_result({"content": [], "resultType": "complete"}, p.ClientEra.LEGACY) == {
+    assert p.served_result({"content": [], "resultType": "complete"}, p.ClientEra.LEGACY) == {
         "content": []}
 
 

@@ -21,6 +21,13 @@ The SDK's stdio loop is dual-era: `server/discover` (or any request with a
                                 ctx.notify_tools_changed(): notifications/tools/list_changed
                                 on subscriptions/listen streams. Needs --listen.
 
+A prompt and resources, for the gateway's routing of them:
+
+    prompt   greet {name}           -> one user message "Please greet <name> warmly."
+    resource echo://about           -> text "trunkline modern echo peer"
+    template echo://items/{item}    -> text "item <item>"; completion of `item` offers
+                                       "apple", "apricot", "banana" filtered by prefix
+
 Flags:
     --listen   serve subscriptions/listen (MCPServer's default subscription bus), so the
                modern discover result advertises tools.listChanged:true. Without it the
@@ -86,6 +93,32 @@ def _ask_for_name() -> Elicit[Name]:
                          "then greet it")
 def ask_name(who: Annotated[Name, Resolve(_ask_for_name)]) -> str:
     return f"hello {who.name}"
+
+
+@server.prompt(description="Ask for a warm greeting")
+def greet(name: str) -> str:
+    return f"Please greet {name} warmly."
+
+
+@server.resource("echo://about", description="What this server is", mime_type="text/plain")
+def about() -> str:
+    return "trunkline modern echo peer"
+
+
+@server.resource("echo://items/{item}", description="One item, by name", mime_type="text/plain")
+def item(item: str) -> str:
+    return f"item {item}"
+
+
+ITEMS = ("apple", "apricot", "banana")
+
+
+@server.completion()
+async def complete(ref, argument, context):  # noqa: ANN001 - the SDK's own types
+    from mcp.types import Completion
+    if getattr(ref, "uri", None) == "echo://items/{item}" and argument.name == "item":
+        return Completion(values=[i for i in ITEMS if i.startswith(argument.value)])
+    return None
 
 
 add_tool_adder(server, Context)  # shared with py_http_modern.py

@@ -57,13 +57,16 @@ server_order=None) -> Catalog``
     ``description``, ``input_schema``, ``output_schema``, ``annotations``, ``raw``,
     ``alias``, ``display_name``, ``model_name``.
 ``CatalogWarning``: ``server``, ``kind``, ``message``, ``tool``; ``str()`` reads well.
+``prefixed_names(claimants) -> list[str]``: the ``prefix`` naming rule on its own, for
+anything else named per server (the gateway's prompts).
+
 ``assign_aliases(names) -> dict[str, str]``, ``is_model_safe(name)``: the alias scheme
     (see ``trunkline.catalog.names``).
 """
 
 from .cache import AuthContext, ToolCache
 from .listing import DEFAULT_MAX_PAGES, ListingDriver
-from .merge import Catalog, CollisionPolicy, ToolCollision, build_catalog
+from .merge import Catalog, CollisionPolicy, ToolCollision, build_catalog, prefixed_names
 from .model import CacheScope, CatalogWarning, ToolEntry, ToolListing, WarningKind
 from .names import MODEL_SAFE, assign_aliases, is_model_safe
 
@@ -84,4 +87,5 @@ __all__ = [
     "assign_aliases",
     "build_catalog",
     "is_model_safe",
+    "prefixed_names",
 ]

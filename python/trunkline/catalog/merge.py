@@ -179,40 +179,59 @@ def _reject_collisions(tools: Sequence[ToolEntry]) -> None:
     )
 
 
+def prefixed_names(claimants: Sequence[tuple[str, str]], kind: str = "tool") -> list[str]:
+    """The name each ``(server, local name)`` is exposed as under the ``prefix`` policy,
+    in the same order: the first claimant of a name keeps it, every later one becomes
+    ``<server>/<name>``. Plain names are settled first, so a prefixed name can never
+    displace one; a prefixed name that is already taken raises ``ToolCollision``
+    (``kind`` names what collided in its message: "tool", "prompt")."""
+    first: dict[str, int] = {}
+    for position, (_, local) in enumerate(claimants):
+        first.setdefault(local, position)
+    holder: dict[str, int] = dict(first)
+    names = [local for _, local in claimants]
+    for position, (server, local) in enumerate(claimants):
+        if first[local] == position:
+            continue
+        prefixed = f"{server}/{local}"
+        taken = holder.get(prefixed)
+        if taken is not None:
+            raise _prefixed_collision(kind, claimants[position], claimants[first[local]],
+                                      prefixed, claimants[taken])
+        holder[prefixed] = position
+        names[position] = prefixed
+    return names
+
+
 def _prefix_collisions(
     tools: Sequence[ToolEntry], warnings: list[CatalogWarning]
 ) -> list[ToolEntry]:
-    claims = _claims(tools)
-    # Plain names are settled first, so a prefixed name can never displace one.
-    holder: dict[str, ToolEntry] = {name: tools[owners[0]] for name, owners in claims.items()}
+    names = prefixed_names([(entry.server, entry.local_name) for entry in tools])
+    first_server: dict[str, str] = {}
     entries = list(tools)
-    for name, owners in claims.items():
-        first = tools[owners[0]]
-        for position in owners[1:]:
-            loser = tools[position]
-            prefixed = f"{loser.server}/{loser.local_name}"
-            if prefixed in holder:
-                raise _prefixed_collision(loser, first, prefixed, holder[prefixed])
-            holder[prefixed] = loser
-            entries[position] = replace(loser, name=prefixed)
-            warnings.append(CatalogWarning(
-                loser.server, "prefixed",
-                f"exposed as {prefixed!r} because server {first.server!r} already offers {name!r}",
-                loser.local_name,
-            ))
+    for position, (entry, name) in enumerate(zip(tools, names, strict=True)):
+        first_server.setdefault(entry.local_name, entry.server)
+        if name == entry.local_name:
+            continue
+        entries[position] = replace(entry, name=name)
+        warnings.append(CatalogWarning(
+            entry.server, "prefixed",
+            f"exposed as {name!r} because server {first_server[entry.local_name]!r} already "
+            f"offers {entry.local_name!r}",
+            entry.local_name,
+        ))
     return entries
 
 
-def _prefixed_collision(
-    loser: ToolEntry, first: ToolEntry, prefixed: str, taken_by: ToolEntry
-) -> ToolCollision:
+def _prefixed_collision(kind: str, loser: tuple[str, str], first: tuple[str, str],
+                        prefixed: str, taken_by: tuple[str, str]) -> ToolCollision:
     return ToolCollision(
-        f"tool {loser.local_name!r} of server {loser.server!r} collides with the same name on "
-        f"server {first.server!r}, and its prefixed name {prefixed!r} is already the name of "
-        f"tool {taken_by.local_name!r} of server {taken_by.server!r}; refusing to invent "
-        "another name (rename a server id in the configuration, or a tool)",
+        f"{kind} {loser[1]!r} of server {loser[0]!r} collides with the same name on "
+        f"server {first[0]!r}, and its prefixed name {prefixed!r} is already the name of "
+        f"{kind} {taken_by[1]!r} of server {taken_by[0]!r}; refusing to invent "
+        "another name (rename a server id in the configuration, or a " + kind + ")",
         name=prefixed,
-        claimants=[(taken_by.server, taken_by.local_name), (loser.server, loser.local_name)],
+        claimants=[taken_by, loser],
     )
 
 

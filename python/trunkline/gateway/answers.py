@@ -1,10 +1,11 @@
 """What the gateway answers to one downstream request, through the Host.
 
 Shared by every face (stdio, Streamable HTTP): ``immediate`` for what needs nothing behind
-the gateway (discover, initialize, ping, the merged tool list), ``call`` for a
-``tools/call``, whose progress goes to the given sink under the client's own token. Both
-return the whole response message, in the client's era. Connection state (a legacy
-session, in-flight tasks, listen streams) belongs to the faces.
+the gateway (discover, initialize, ping, the merged tool list; None for anything else),
+``from_fleet`` for what is asked of the servers behind (prompts, resources, completion),
+``call`` for a ``tools/call``, whose progress goes to the given sink under the client's own
+token. Each returns the whole response message, in the client's era. Connection state (a
+legacy session, in-flight tasks, listen streams) belongs to the faces.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ..errors import TrunklineError
 from ..parent.host import Host
 from . import protocol as p
+from .offerings import LISTS, Offerings
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -25,6 +27,8 @@ Send = Callable[[dict[str, Any]], None]
 #: Requests that need a call behind the gateway, or a stream: the faces run them.
 CALL = "tools/call"
 LISTEN = "subscriptions/listen"
+#: Requests answered by the servers behind (``from_fleet``).
+FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/complete"})
 
 
 class Answerer:
@@ -33,9 +37,11 @@ class Answerer:
         self.host = host
         self._server_info = dict(server_info)
         self._instructions = instructions
+        self._offerings = Offerings(host)
 
-    def immediate(self, request: p.Request) -> dict[str, Any]:
-        """The response to anything but ``tools/call`` and a modern listen."""
+    def immediate(self, request: p.Request) -> dict[str, Any] | None:
+        """The response to what needs nothing behind the gateway; None for what does
+        (``from_fleet``), and for ``tools/call`` and a modern listen, which the faces run."""
         method, era = request.method, request.era
         if method == "initialize":
             result = p.initialize_result(request.params.get("protocolVersion"),
@@ -45,9 +51,11 @@ class Answerer:
         elif method == "ping" and era is p.ClientEra.LEGACY:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
-            result = p.list_result([p.served_tool(e) for e in self.host.tools()], era)
+            result = p.list_result("tools", [p.served_tool(e) for e in self.host.tools()], era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
             result = {}  # accepted; the servers behind log to the host
+        elif method in FLEET_METHODS:
+            return None
         else:
             return p.error_response(request.id, p.unknown_method(method))
         return p.response(request.id, result)
@@ -71,7 +79,66 @@ class Answerer:
             if not isinstance(exc, TrunklineError):
                 log.exception("tools/call %r failed inside the gateway", name)
             return p.error_response(request.id, p.error_for(exc))
-        return p.response(request.id, p.call_result(result.raw, request.era))
+        return p.response(request.id, p.served_result(result.raw, request.era))
+
+    async def from_fleet(self, request: p.Request) -> dict[str, Any]:
+        """The response to a request about the fleet's prompts and resources: lists are
+        merged, the rest goes to the server the name or URI belongs to."""
+        method, era = request.method, request.era
+        if method in LISTS:
+            table = await self._offerings.refresh()
+            member = LISTS[method][1]
+            items = {"prompts": table.prompts, "resources": table.resources,
+                     "resourceTemplates": table.templates}[member]
+            return p.response(request.id, p.list_result(member, list(items), era))
+        routed = await self._route(request)
+        if "error" in routed:
+            return p.error_response(request.id, routed["error"])
+        try:
+            result = await self.host.request(routed["server"], method, routed["params"])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
+            if not isinstance(exc, TrunklineError):
+                log.exception("%s failed inside the gateway", method)
+            return p.error_response(request.id, p.error_for(exc))
+        return p.response(request.id, p.served_result(result, era))
+
+    async def _route(self, request: p.Request) -> dict[str, Any]:
+        """``{"server", "params"}`` (the params as that server knows its things), or
+        ``{"error"}``."""
+        params = {k: v for k, v in request.params.items() if k != "_meta"}
+        if request.method == "prompts/get":
+            return await self._prompt_route(params.get("name"), lambda local: {
+                **params, "name": local})
+        if request.method == "resources/read":
+            return await self._resource_route(params.get("uri"), params, request.era)
+        ref = params.get("ref")  # completion/complete
+        if not isinstance(ref, dict):
+            return {"error": p.error(p.INVALID_PARAMS, "completion/complete needs a ref")}
+        if ref.get("type") == "ref/prompt":
+            return await self._prompt_route(ref.get("name"), lambda local: {
+                **params, "ref": {**ref, "name": local}})
+        if ref.get("type") == "ref/resource":
+            return await self._resource_route(ref.get("uri"), params, request.era)
+        return {"error": p.error(p.INVALID_PARAMS, f"unknown ref type {ref.get('type')!r}")}
+
+    async def _prompt_route(self, name: Any,
+                            renamed: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        route = await self._offerings.prompt(name) if isinstance(name, str) else None
+        if route is None:
+            return {"error": p.error(p.INVALID_PARAMS, f"Prompt not found: {name!r}")}
+        server, local = route
+        return {"server": server, "params": renamed(local)}
+
+    async def _resource_route(self, uri: Any, params: dict[str, Any],
+                              era: p.ClientEra) -> dict[str, Any]:
+        if not isinstance(uri, str):
+            return {"error": p.error(p.INVALID_PARAMS, "a resource URI is required")}
+        server = await self._offerings.resource(uri)
+        if server is None:
+            return {"error": p.resource_not_found(uri, era)}
+        return {"server": server, "params": params}
 
 
 def _progress_to(token: str | int, send: Send) -> Callable[[Any, Any, Any], None]:

@@ -127,7 +127,8 @@ class HttpFace:
 
     def _gate(self, request: web.Request) -> web.Response | None:
         if self._draining:
-            return _refusal(503, p.INTERNAL_ERROR, "the gateway is stopping", **{"Retry-After": "1"})
+            return _refusal(503, p.INTERNAL_ERROR, "the gateway is stopping",
+                            **{"Retry-After": "1"})
         if self._keys and not key_accepted(request.headers.get("Authorization"), self._keys):
             return _refusal(401, p.INVALID_REQUEST, "an API key is required",
                             **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
@@ -184,6 +185,8 @@ class HttpFace:
         if request.method == LISTEN and request.era is p.ClientEra.MODERN:
             return await self._listen(http, request)
         answer = self._answerer.immediate(request)
+        if answer is None:
+            answer = await self._answerer.from_fleet(request)
         headers = {}
         if request.method == "initialize" and "result" in answer:
             headers["Mcp-Session-Id"] = self._signer.mint(answer["result"]["protocolVersion"])

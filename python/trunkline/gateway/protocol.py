@@ -46,6 +46,7 @@ PARSE_ERROR = -32700
 #: ``_meta`` keys the protocol itself defines (they describe one hop, not the content).
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
 INVALID_REQUEST = -32600
+RESOURCE_NOT_FOUND_LEGACY = -32002
 
 
 class ClientEra(enum.Enum):
@@ -115,7 +116,8 @@ def read(message: Any, legacy_version: str | None) -> Inbound:
                 {"supported": list(MODERN_VERSIONS), "requested": str(version)}))
         return Request(request_id, method, params, ClientEra.MODERN, version)
     if method in ("initialize", "server/discover", "ping"):
-        return Request(request_id, method, params, ClientEra.LEGACY, legacy_version or LEGACY_VERSIONS[0])
+        return Request(request_id, method, params, ClientEra.LEGACY,
+                       legacy_version or LEGACY_VERSIONS[0])
     if legacy_version is None:
         return Refused(request_id, error(
             INVALID_REQUEST, "no session: send initialize first (2025-11-25), or carry the "
@@ -156,8 +158,11 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def capabilities() -> dict[str, Any]:
-    """What the gateway serves: the merged tools, announcing changes."""
-    return {"tools": {"listChanged": True}}
+    """What the gateway serves: the merged tools (announcing changes), the fleet's prompts,
+    resources and completions. Not resource subscriptions nor logging: updates and log
+    messages of the servers behind are not relayed (yet), so neither is offered."""
+    return {"tools": {"listChanged": True}, "prompts": {}, "resources": {},
+            "completions": {}}
 
 
 def discover_result(server_info: Mapping[str, Any], instructions: str | None) -> dict[str, Any]:
@@ -194,17 +199,20 @@ def served_tool(entry: ToolEntry) -> dict[str, Any]:
     return tool
 
 
-def list_result(tools: list[dict[str, Any]], era: ClientEra) -> dict[str, Any]:
+def list_result(member: str, items: list[dict[str, Any]], era: ClientEra) -> dict[str, Any]:
+    """A whole list (``tools``, ``prompts``, ``resources``, ``resourceTemplates``) in one
+    page."""
     if era is ClientEra.LEGACY:
-        return {"tools": tools}
+        return {member: items}
     # Never a promise the servers behind did not make: no caching, private to the caller.
-    return {"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"}
+    return {"resultType": "complete", member: items, "ttlMs": 0, "cacheScope": "private"}
 
 
-def call_result(raw: Mapping[str, Any], era: ClientEra) -> dict[str, Any]:
-    """An upstream ``tools/call`` result, as our answer in the client's era. The
-    protocol's own ``_meta`` keys described the hop behind us (that server's info), so
-    they stay behind; the server's other ``_meta`` keys pass through."""
+def served_result(raw: Mapping[str, Any], era: ClientEra) -> dict[str, Any]:
+    """An upstream result (``tools/call``, ``prompts/get``, ``resources/read``, ...), as our
+    answer in the client's era. The protocol's own ``_meta`` keys described the hop behind
+    us (that server's info), so they stay behind; the server's other ``_meta`` keys pass
+    through."""
     result = dict(raw)
     meta = result.pop("_meta", None)
     if isinstance(meta, dict):
@@ -238,6 +246,12 @@ def error_for(exc: BaseException) -> dict[str, Any]:
         kind = "unreachable" if isinstance(exc, ConnectionFailure) else "failed"
         return error(INTERNAL_ERROR, f"{where}{kind}: {exc.message}", data)
     return error(INTERNAL_ERROR, "internal error")
+
+
+def resource_not_found(uri: str, era: ClientEra) -> dict[str, Any]:
+    """2026-07-28: -32602 with the URI; 2025-11-25 and earlier: -32002."""
+    code = INVALID_PARAMS if era is ClientEra.MODERN else RESOURCE_NOT_FOUND_LEGACY
+    return error(code, f"Resource not found: {uri}", {"uri": uri})
 
 
 def unknown_method(method: str) -> dict[str, Any]:

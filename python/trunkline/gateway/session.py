@@ -1,9 +1,10 @@
 """One downstream client over one connection (stdio), served through the Host.
 
 A ``ClientSession`` reads what the client sends (``protocol.read``), has the ``Answerer``
-answer it, and keeps what belongs to the connection: its legacy session, each
-``tools/call`` as its own task in the connection's scope (``notifications/cancelled``
-cancels that task, and so the call behind it), and the listen streams. When the merged
+answer it, and keeps what belongs to the connection: its legacy session, each request
+answered from behind the gateway (``tools/call``, prompts, resources) as its own task in
+the connection's scope (``notifications/cancelled`` cancels that task, and so the request
+behind it), and the listen streams. When the merged
 catalog changes, a legacy session and every modern listen stream that asked for tool-list
 changes are told. Nothing here answers an input request on a server's behalf.
 """
@@ -11,6 +12,7 @@ changes are told. Nothing here answers an input request on a server's behalf.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from ..catalog import Catalog
@@ -64,30 +66,33 @@ class ClientSession:
 
     def _requested(self, request: p.Request) -> None:
         if request.method == CALL:
-            self._start_call(request)
+            self._start(request, self._answerer.call(request, self._send))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
             self._listen(request)
-        else:
-            answer = self._answerer.immediate(request)
+        elif (answer := self._answerer.immediate(request)) is not None:
             if request.method == "initialize" and "result" in answer:
                 self.legacy_version = answer["result"]["protocolVersion"]
             self._send(answer)
+        else:
+            self._start(request, self._answerer.from_fleet(request))
 
-    # -- tools/call ---------------------------------------------------------------------------
+    # -- requests answered from behind the gateway ----------------------------------------
 
-    def _start_call(self, request: p.Request) -> None:
+    def _start(self, request: p.Request, answer: Coroutine[Any, Any, dict[str, Any]]) -> None:
+        """Run one request as its own task, cancellable by the client."""
         key = _key(request.id)
         if key in self._calls:
+            answer.close()
             self._send(p.error_response(request.id, p.error(
                 p.INVALID_REQUEST, f"request id {request.id!r} is already in flight")))
             return
-        task = self._scope.spawn(self._call(request), name=f"tools/call {request.id!r}")
+        task = self._scope.spawn(self._answer(answer), name=f"{request.method} {request.id!r}")
         self._calls[key] = task
         task.add_done_callback(lambda _t: self._calls.pop(key, None) if
                                self._calls.get(key) is _t else None)
 
-    async def _call(self, request: p.Request) -> None:
-        self._send(await self._answerer.call(request, self._send))
+    async def _answer(self, answer: Coroutine[Any, Any, dict[str, Any]]) -> None:
+        self._send(await answer)
 
     # -- list changes ---------------------------------------------------------------------
 

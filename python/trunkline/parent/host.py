@@ -290,11 +290,20 @@ class Host:
             idempotency_key=idempotency_key)
         return self._results.to_result(entry, result)
 
+    async def request(self, server: str, method: str,
+                      params: Mapping[str, Any] | None = None, *,
+                      timeout: float | None = None) -> dict[str, Any]:
+        """Any request that only reads (``prompts/list``, ``resources/templates/list``,
+        ``completion/complete``, ...) to one server: retried after transport loss or a
+        timeout, its input rounds completed; the result as sent. JSON-RPC errors raise
+        ``ServerError``."""
+        return await self._calls.read(self._servers.handle(server), method,
+                                      dict(params or {}), timeout)
+
     async def read_resource(self, server: str, uri: str, *,
                             timeout: float | None = None) -> dict[str, Any]:
         """``resources/read`` on one server; the result (``contents``) as sent."""
-        return await self._calls.read(self._servers.handle(server), "resources/read",
-                                      {"uri": uri}, timeout)
+        return await self.request(server, "resources/read", {"uri": uri}, timeout=timeout)
 
     async def get_prompt(self, server: str, name: str, arguments: Mapping[str, str] | None = None,
                          *, timeout: float | None = None) -> dict[str, Any]:
@@ -302,8 +311,7 @@ class Host:
         body: dict[str, Any] = {"name": name}
         if arguments:
             body["arguments"] = dict(arguments)
-        return await self._calls.read(self._servers.handle(server), "prompts/get", body,
-                                      timeout)
+        return await self.request(server, "prompts/get", body, timeout=timeout)
 
 
 def _log_to_logger(server: str, params: dict[str, Any]) -> None:
