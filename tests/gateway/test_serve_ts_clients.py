@@ -1,0 +1,127 @@
+"""``trunkline serve`` against the official TypeScript SDK clients, 1.x
+(``@modelcontextprotocol/sdk``, the 2025-11-25 ``initialize`` handshake) and v2
+(``@modelcontextprotocol/client`` with version negotiation ``'auto'``: a ``server/discover``
+probe, then 2026-07-28), each over stdio (the client spawns the gateway) and over Streamable
+HTTP. ``tests/peers/ts-client/ts_client.mjs`` is the client; ``.ci/install-peers`` installs
+it with its pinned SDKs into ``.peers/ts-client``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import pytest
+import realpeers
+from conftest import PEERS, run, scripted
+from gateways import HttpGateway, alive_with, fleet_config
+from mcp_schema import LEGACY, MODERN
+from scripted import BUILTIN_TOOLS
+
+CLIENT_SRC = PEERS / "ts-client"
+CLIENT_DIR = realpeers.PEERS_DIR / "ts-client"
+CLIENT = CLIENT_DIR / "ts_client.mjs"
+#: the SDK major -> its npm package, the version it must be and the protocol it ends on
+SDKS = {"ts-v1": ("1", "@modelcontextprotocol/sdk", LEGACY),
+        "ts-v2": ("2", "@modelcontextprotocol/client", MODERN)}
+PINNED = json.loads((CLIENT_SRC / "package.json").read_text())["dependencies"]
+
+
+def require_client(package: str) -> None:
+    """pytest.fail (never skip) unless .peers/ts-client holds this test's client and SDK."""
+    try:
+        installed = json.loads(
+            (CLIENT_DIR / "node_modules" / package / "package.json").read_text())["version"]
+        current = CLIENT.read_bytes() == (CLIENT_SRC / "ts_client.mjs").read_bytes()
+    except (OSError, ValueError, KeyError):
+        installed, current = None, False
+    if installed != PINNED[package] or not current:
+        pytest.fail(f"{package}@{PINNED[package]} and ts_client.mjs are not installed under "
+                    f"{CLIENT_DIR}; run: bash .ci/install-peers", pytrace=False)
+
+
+async def ts_client(major: str, tool: str, arguments: dict[str, Any], *target: str
+                    ) -> dict[str, Any]:
+    """Run the client once against ``target`` (a URL, or the argv of a stdio server); the
+    document it printed."""
+    proc = await asyncio.create_subprocess_exec(
+        realpeers.NODE, str(CLIENT), major, tool, json.dumps(arguments), "--", *target,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:  # a failed test: never leave it behind
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def gone(*markers: str, seconds: float = 30) -> bool:
+    """Whether every process whose command line carries a marker ends within ``seconds``
+    (the stdio gateways are the client's children, and their upstreams theirs: no_leaks,
+    which sees only this process's children, cannot see them)."""
+    for _ in range(int(seconds / 0.1)):
+        if not any(alive_with(m) for m in markers):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+@pytest.mark.real_servers
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("sdk", list(SDKS))
+def test_the_official_typescript_clients(gateways, tmp_path, sdk, transport):
+    major, package, protocol = SDKS[sdk]
+    require_client(package)
+    # Unique server names, so the upstreams can be found in the process table afterwards.
+    mark = f"tsc-{tmp_path.name}"
+    path = fleet_config(tmp_path, {"alpha": scripted("--name", f"alpha-{mark}"),
+                                   "beta": scripted("--name", f"beta-{mark}")})
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        if transport == "http":
+            gw = await HttpGateway.start(path, gateways)
+            target: tuple[str, ...] = (gw.url,)
+        else:
+            target = (sys.executable, "-m", "trunkline", "serve", str(path), "--stdio")
+        echoed = await ts_client(major, "beta/echo", {"hello": sdk}, *target)
+        chatted = await ts_client(major, "chatty", {"a": 1}, *target)
+        if transport == "http":
+            assert await gw.stop() == 0, gw.stderr.decode()[-3000:]
+        assert await gone(str(path), mark), "a gateway or an upstream outlived its client"
+        return echoed, chatted
+
+    echoed, chatted = run(main(), timeout=300)
+    names = [tool["name"] for tool in BUILTIN_TOOLS]
+    for done in echoed, chatted:
+        assert done["sdk"] == PINNED[package]
+        assert done["protocol"] == protocol
+        assert done["era"] == ("modern" if protocol == MODERN else "legacy")
+        # alpha's tools under their own names, beta's colliding ones under its prefix
+        assert sorted(done["tools"]) == sorted(names + [f"beta/{n}" for n in names])
+    assert echoed["result"]["isError"] is False
+    [block] = echoed["result"]["content"]
+    assert block["type"] == "text" and json.loads(block["text"]) == {"hello": sdk}
+    assert chatted["result"]["isError"] is False
+    [block] = chatted["result"]["content"]
+    assert block["type"] == "text" and json.loads(block["text"]) == {"a": 1}
+
+    # The gateway's part: the three steps, under the token the SDK chose, before the answer
+    # (and not the upstream's stray fourth on a token nobody asked for).
+    token = chatted["wire"]["token"]
+    assert token is not None
+    steps = [[step, 3, f"step {step}"] for step in (1, 2, 3)]
+    assert chatted["wire"]["progress"] == [
+        {"progressToken": token, "progress": p, "total": t, "message": m} for p, t, m in steps]
+    # The SDK's part. Over HTTP each SSE event is dispatched on its own and all three reach
+    # the handler. Over stdio both SDK majors dispatch a response at once but a notification
+    # a microtask later, so the steps read in the same chunk as the answer (usually all of
+    # them) are dropped (modelcontextprotocol/typescript-sdk#2580): what does arrive is the
+    # first steps, in order.
+    if transport == "http":
+        assert chatted["progress"] == steps
+    else:
+        assert chatted["progress"] == steps[:len(chatted["progress"])]
+    assert echoed["wire"]["progress"] == [] and echoed["progress"] == []
