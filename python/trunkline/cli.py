@@ -243,6 +243,7 @@ async def serve(ns: argparse.Namespace) -> int:
     """The whole fleet as one MCP server: on stdin/stdout until the client closes stdin
     (stdout then carries protocol messages only), or over HTTP until SIGTERM, which
     drains."""
+    from .gateway.admission import Admission
     from .gateway.answers import Answerer
 
     main = asyncio.current_task()
@@ -253,7 +254,8 @@ async def serve(ns: argparse.Namespace) -> int:
     info = {"name": "trunkline", "version": __version__}
     try:
         async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout) as host:
-            answerer = Answerer(host, server_info=info)
+            answerer = Answerer(host, server_info=info, admission=Admission(
+                total=ns.max_in_flight, per_server=ns.max_per_server))
             if ns.stdio:
                 from .gateway.stdio import serve_stdio
 
@@ -334,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-body-bytes", type=_positive_int, default=None, metavar="BYTES",
                    help="largest request body over HTTP (default: the largest message line, "
                         "16 MiB)")
+    g.add_argument("--max-in-flight", type=_positive_int, default=16384, metavar="N",
+                   help="requests behind the gateway at once; beyond it: 503 / an error "
+                        "asking to retry (default 16384)")
+    g.add_argument("--max-per-server", type=_positive_int, default=2048, metavar="N",
+                   help="requests behind the gateway at once for one server; beyond it: "
+                        "429 / an error asking to retry (default 2048)")
     g.add_argument("--drain-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may take to finish")
     for command in (p, t, c):

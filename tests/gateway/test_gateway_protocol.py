@@ -98,3 +98,23 @@ def test_failures_behind_the_gateway_become_errors_that_name_the_server():
     assert "SECRET" not in str(down), "a server's stderr is the operator's, not the client's"
     slow = p.error_for(RequestTimeout("no reply", timeout_s=2.0, server="s"))
     assert slow["data"]["timeoutS"] == 2.0
+
+
+def test_admission_bounds_each_server_and_the_whole_gateway():
+    from trunkline.gateway.admission import Admission, retry_after
+    from trunkline.gateway.http_rules import status_for
+
+    gate = Admission(total=3, per_server=2)
+    assert gate.enter("a") is None and gate.enter("a") is None
+    busy = gate.enter("a")
+    assert busy["data"]["scope"] == "server" and busy["data"]["server"] == "a"
+    assert status_for(busy) == 429 and retry_after(busy) == 1
+    assert gate.enter(None) is None, "a list, to no one server, counts toward the total"
+    full = gate.enter("b")
+    assert full["data"]["scope"] == "gateway" and status_for(full) == 503
+    assert gate.in_flight == 3
+    gate.leave("a")
+    assert gate.check("a") is None and gate.enter("b") is None
+    gate.leave("b"), gate.leave(None), gate.leave("a")
+    assert gate.in_flight == 0 and gate.check("a") is None
+    assert retry_after(p.error(p.INTERNAL_ERROR, "other")) is None

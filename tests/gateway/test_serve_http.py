@@ -24,6 +24,7 @@ import realpeers
 import taplog
 from gateways import (
     BOTH,
+    JSON_ONLY,
     PV,
     SUB,
     HttpGateway,
@@ -357,3 +358,48 @@ def test_the_official_python_clients_of_both_eras_over_http(gateways, tmp_path, 
         assert done["sdk"].startswith("2.") and MODERN in done["protocol"]
     else:
         assert done["sdk"].startswith("1.") and done["protocol"] == LEGACY
+
+
+def test_a_flood_is_refused_with_retry_after_and_disturbs_no_one(gateways, tmp_path, tap):
+    beta_tap = tmp_path / "beta-tap.jsonl"
+    path = fleet_config(tmp_path, {"alpha": scripted(tap=tap), "beta": scripted(tap=beta_tap)})
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--max-per-server", "2",
+                                     "--max-in-flight", "3")
+        def sleeping(seconds: float) -> dict:
+            return {"name": "sleep", "arguments": {"seconds": seconds}}
+        slow = [asyncio.ensure_future(gw.modern("tools/call", sleeping(60))) for _ in range(2)]
+        for _ in range(400):
+            if len([m for m in taplog.messages(tap) if m.get("method") == "tools/call"]) == 2:
+                break
+            await asyncio.sleep(0.025)
+        # alpha has its two: a third is refused at once, as JSON even to an SSE client.
+        for accept in (JSON_ONLY, BOTH):
+            message = gw.message("tools/call", {**sleeping(0), "_meta": modern_meta()})
+            status, answer, got = await gw.post(message, gw.modern_headers(message, accept))
+            assert status == 429 and got["Retry-After"] == "1"
+            assert got["Content-Type"].startswith("application/json")
+            assert answer["error"]["data"] == {"kind": "Overloaded", "scope": "server",
+                                               "limit": 2, "retryAfterS": 1, "server": "alpha"}
+            conforms(answer, MODERN, "JSONRPCErrorResponse")
+        # beta is not alpha: its calls go on, until the gateway as a whole is full.
+        status, answer = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        assert status == 200 and "result" in answer
+        beta_slow = asyncio.ensure_future(gw.modern("tools/call", {
+            "name": "beta/sleep", "arguments": {"seconds": 60}}))
+        await wait_for_tap(beta_tap, lambda m: m.get("params", {}).get("name") == "sleep")
+        status, answer = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        assert status == 503 and answer["error"]["data"]["scope"] == "gateway"
+        assert not any(task.done() for task in (*slow, beta_slow)), "none was disturbed"
+        # The clients give up on their slow calls: that frees their places.
+        for task in (*slow, beta_slow):
+            task.cancel()
+        for _ in range(400):
+            status, answer = await gw.modern("tools/call", {"name": "echo",
+                                                            "arguments": {"ok": 1}})
+            if status == 200:
+                break
+            await asyncio.sleep(0.025)
+        assert status == 200 and "result" in answer
+        assert await gw.stop() == 0
+    run(main())

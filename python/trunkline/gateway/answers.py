@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from ..errors import TrunklineError
 from ..parent.host import Host
 from . import protocol as p
+from .admission import Admission
 from .offerings import LISTS, Offerings
 
 log = logging.getLogger("trunkline.gateway")
@@ -27,14 +28,21 @@ Send = Callable[[dict[str, Any]], None]
 #: Requests that need a call behind the gateway, or a stream: the faces run them.
 CALL = "tools/call"
 LISTEN = "subscriptions/listen"
+#: Requests behind the gateway at once, overall and per server (``admission``): well above
+#: a server's own in-flight limit (1024 by default), so waiting for a slot still happens,
+#: but bounded.
+DEFAULT_MAX_IN_FLIGHT = 16384
+DEFAULT_MAX_PER_SERVER = 2048
 #: Requests answered by the servers behind (``from_fleet``).
 FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/complete"})
 
 
 class Answerer:
     def __init__(self, host: Host, *, server_info: Mapping[str, Any],
-                 instructions: str | None = None) -> None:
+                 instructions: str | None = None, admission: Admission | None = None) -> None:
         self.host = host
+        self.admission = admission or Admission(total=DEFAULT_MAX_IN_FLIGHT,
+                                                per_server=DEFAULT_MAX_PER_SERVER)
         self._server_info = dict(server_info)
         self._instructions = instructions
         self._offerings = Offerings(host)
@@ -71,38 +79,60 @@ class Answerer:
         on_progress = None
         if isinstance(token, (str, int)) and not isinstance(token, bool):
             on_progress = _progress_to(token, progress)
-        try:
-            result = await self.host.call_tool(name, arguments, on_progress=on_progress)
-        except asyncio.CancelledError:
-            raise  # the client cancelled: it expects no answer
-        except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
-            if not isinstance(exc, TrunklineError):
-                log.exception("tools/call %r failed inside the gateway", name)
-            return p.error_response(request.id, p.error_for(exc))
-        return p.response(request.id, p.served_result(result.raw, request.era))
+        server = self._server_of(name)
+
+        async def call() -> Mapping[str, Any]:
+            return (await self.host.call_tool(name, arguments, on_progress=on_progress)).raw
+        return await self._behind(request, server, call())
+
+    def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
+        """The overload refusal a ``tools/call`` would get now (a face that must choose its
+        response's form before the call starts asks first), or None."""
+        name = request.params.get("name")
+        return self.admission.check(self._server_of(name) if isinstance(name, str) else None)
+
+    def _server_of(self, tool: str) -> str | None:
+        catalog = self.host.catalog
+        return catalog.route(tool)[0] if tool in catalog else None
 
     async def from_fleet(self, request: p.Request) -> dict[str, Any]:
         """The response to a request about the fleet's prompts and resources: lists are
         merged, the rest goes to the server the name or URI belongs to."""
         method, era = request.method, request.era
         if method in LISTS:
-            table = await self._offerings.refresh()
             member = LISTS[method][1]
-            items = {"prompts": table.prompts, "resources": table.resources,
-                     "resourceTemplates": table.templates}[member]
-            return p.response(request.id, p.list_result(member, list(items), era))
+
+            async def merged() -> Mapping[str, Any]:
+                table = await self._offerings.refresh()
+                items = {"prompts": table.prompts, "resources": table.resources,
+                         "resourceTemplates": table.templates}[member]
+                return p.list_result(member, list(items), era)
+            return await self._behind(request, None, merged())
         routed = await self._route(request)
         if "error" in routed:
             return p.error_response(request.id, routed["error"])
+        return await self._behind(request, routed["server"], self.host.request(
+            routed["server"], method, routed["params"]))
+
+    async def _behind(self, request: p.Request, server: str | None,
+                      work: Coroutine[Any, Any, Mapping[str, Any]]) -> dict[str, Any]:
+        """Run ``work`` (a request to ``server``, or to the fleet) if admitted: its result
+        as our response, in the client's era, or its failure as the client's error."""
+        refusal = self.admission.enter(server)
+        if refusal is not None:
+            work.close()
+            return p.error_response(request.id, refusal)
         try:
-            result = await self.host.request(routed["server"], method, routed["params"])
+            result = await work
         except asyncio.CancelledError:
-            raise
+            raise  # the client cancelled: it expects no answer
         except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
             if not isinstance(exc, TrunklineError):
-                log.exception("%s failed inside the gateway", method)
+                log.exception("%s failed inside the gateway", request.method)
             return p.error_response(request.id, p.error_for(exc))
-        return p.response(request.id, p.served_result(result, era))
+        finally:
+            self.admission.leave(server)
+        return p.response(request.id, p.served_result(result, request.era))
 
     async def _route(self, request: p.Request) -> dict[str, Any]:
         """``{"server", "params"}`` (the params as that server knows its things), or

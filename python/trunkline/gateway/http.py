@@ -35,6 +35,7 @@ from ..errors import ConfigurationError
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
+from .admission import retry_after
 from .answers import CALL, LISTEN, Answerer, listen_grant
 from .http_rules import (
     SessionSigner,
@@ -63,8 +64,30 @@ def _json(message: dict[str, Any], status: int = 200,
                         content_type="application/json", headers=headers)
 
 
+def _answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> web.Response:
+    """A JSON-RPC answer with the status its error (if any) goes with, and
+    ``Retry-After`` when it is an overload."""
+    err = message.get("error", {})
+    wait = retry_after(err)
+    extra = {**(headers or {}), **({"Retry-After": str(wait)} if wait is not None else {})}
+    return _json(message, status_for(err), extra)
+
+
 def _refusal(status: int, code: int, message: str, **headers: str) -> web.Response:
     return _json(p.error_response(None, p.error(code, message)), status, headers)
+
+
+@web.middleware
+async def _no_bare_500(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A bug in the gateway is still a JSON-RPC answer (and a log line), not aiohttp's
+    plain-text 500."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception:  # noqa: BLE001 - the client gets an answer; the operator the trace
+        log.exception("%s %s failed inside the gateway", request.method, request.path)
+        return _refusal(500, p.INTERNAL_ERROR, "internal error")
 
 
 class HttpFace:
@@ -94,7 +117,7 @@ class HttpFace:
         self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
 
     async def start(self) -> str:
-        app = web.Application(client_max_size=self._limit + 1)
+        app = web.Application(client_max_size=self._limit + 1, middlewares=[_no_bare_500])
         app.router.add_route("POST", ENDPOINT, self._post)
         app.router.add_route("GET", ENDPOINT, self._get)
         app.router.add_route("DELETE", ENDPOINT, self._delete)
@@ -190,7 +213,7 @@ class HttpFace:
         headers = {}
         if request.method == "initialize" and "result" in answer:
             headers["Mcp-Session-Id"] = self._signer.mint(answer["result"]["protocolVersion"])
-        return _json(answer, status_for(answer.get("error", {})), headers)
+        return _answer(answer, headers)
 
     def _header_params(self, request: p.Request) -> tuple[mcp_headers.HeaderParam, ...]:
         """The ``x-mcp-header`` arguments of the tool a ``tools/call`` names (as served)."""
@@ -209,9 +232,11 @@ class HttpFace:
             return ()
 
     async def _call(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+        refusal = self._answerer.refusal_for_call(request)
+        if refusal is not None:  # before choosing SSE: an overload is a status, not a stream
+            return _answer(p.error_response(request.id, refusal))
         if "text/event-stream" not in http.headers.get("Accept", ""):
-            answer = await self._answerer.call(request, lambda _note: None)
-            return _json(answer, status_for(answer.get("error", {})))
+            return _answer(await self._answerer.call(request, lambda _note: None))
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(http)
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()

@@ -29,6 +29,7 @@ import orjson
 from ..protocol import headers as mcp_headers
 from ..protocol.versions import HEADER_MISMATCH, LEGACY_VERSIONS, META_PROTOCOL_VERSION
 from . import protocol as p
+from .admission import OVERLOADED
 
 #: Methods whose ``Mcp-Name`` comes from a params member.
 _NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -37,6 +38,9 @@ _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 def status_for(err: Mapping[str, Any]) -> int:
     """The HTTP status an error answer goes with."""
+    data = err.get("data")
+    if isinstance(data, Mapping) and data.get("kind") == OVERLOADED:
+        return 429 if data.get("scope") == "server" else 503
     code = err.get("code")
     if code == p.METHOD_NOT_FOUND:
         return 404
