@@ -180,3 +180,72 @@ async def sse_messages(response: aiohttp.ClientResponse) -> AsyncIterator[dict[s
         elif not line and data:
             yield orjson.loads(b"\n".join(data))
             data = []
+
+
+class StdioGateway:
+    """A ``trunkline serve --stdio`` process and the messages it wrote."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.notes: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []
+        self._next = 0
+        self._reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def start(cls, path: Path, gateways: Any) -> StdioGateway:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL)
+        gateways.add(proc.pid)
+        return cls(proc)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            self.raw.append(line)
+            message = orjson.loads(line)
+            if "method" in message:
+                self.notes.append(message)
+            else:
+                await self.messages.put(message)
+
+    def send(self, message: dict[str, Any] | bytes) -> None:
+        assert self.proc.stdin is not None
+        data = message if isinstance(message, bytes) else orjson.dumps(message) + b"\n"
+        self.proc.stdin.write(data)
+
+    def request(self, method: str, params: dict[str, Any] | None = None,
+                request_id: Any = None) -> Any:
+        if request_id is None:
+            self._next += 1
+            request_id = self._next
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return request_id
+
+    async def answer(self, timeout: float = 30) -> dict[str, Any]:
+        return await asyncio.wait_for(self.messages.get(), timeout)
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        request_id = self.request(method, params)
+        reply = await self.answer()
+        assert reply["id"] == request_id, reply
+        return reply
+
+    async def close(self) -> int:
+        """Close its stdin (the client leaves) and wait for it to end."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), 30)
+        finally:
+            if self.proc.returncode is None:  # a failed test: never leave it behind
+                self.proc.kill()
+                await self.proc.wait()
+            await self._reader
+        return code

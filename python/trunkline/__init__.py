@@ -12,16 +12,20 @@ if TYPE_CHECKING:
     from .channel import ServerState
     from .params import HttpParams, StdioParams, http, stdio
     from .parent.host import Host, ServerStatus
+    from .parent.input_rounds import CallInput, InputRequired
     from .parent.results import CallToolResult
     from .settings import HostSettings, ServerConfig
 
-__all__ = ["CallToolResult", "Host", "HostSettings", "HttpParams", "ServerConfig",
-           "ServerState", "ServerStatus", "StdioParams", "__version__", "http", "stdio"]
+__all__ = ["CallInput", "CallToolResult", "Host", "HostSettings", "HttpParams", "InputRequired",
+           "ServerConfig", "ServerState", "ServerStatus", "StdioParams", "__version__", "http",
+           "stdio"]
 
 _LAZY = {
     "Host": ("parent.host", "Host"),
     "ServerStatus": ("parent.handle", "ServerStatus"),
     "CallToolResult": ("parent.results", "CallToolResult"),
+    "CallInput": ("parent.input_rounds", "CallInput"),
+    "InputRequired": ("parent.input_rounds", "InputRequired"),
     "ServerState": ("channel", "ServerState"),
     "ServerConfig": ("settings", "ServerConfig"),
     "HostSettings": ("settings", "HostSettings"),

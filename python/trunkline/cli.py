@@ -239,6 +239,11 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     return EXIT_CALL_FAILED if result.is_error else EXIT_OK
 
 
+#: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
+#: it passes each request for input on to its client (see gateway/answers.py).
+RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+
+
 async def serve(ns: argparse.Namespace) -> int:
     """The whole fleet as one MCP server: on stdin/stdout until the client closes stdin
     (stdout then carries protocol messages only), or over HTTP until SIGTERM, which
@@ -253,7 +258,10 @@ async def serve(ns: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, main.cancel)
     info = {"name": "trunkline", "version": __version__}
     try:
-        async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout) as host:
+        # The gateway relays any input a server behind asks for to its own client (which
+        # must have declared it: the gateway checks), so it declares all of it upstream.
+        async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
+                                    capabilities=RELAYED_CAPABILITIES) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server))
             if ns.stdio:

@@ -56,7 +56,9 @@ def test_notifications_and_client_responses():
     note = p.read({"jsonrpc": "2.0", "method": "notifications/cancelled",
                    "params": {"requestId": 4}}, None)
     assert note == p.Notification("notifications/cancelled", {"requestId": 4})
-    assert p.read({"jsonrpc": "2.0", "id": 9, "result": {}}, None) is None
+    assert p.read({"jsonrpc": "2.0", "id": 9, "result": {}}, None) == p.Response(9, {}, None)
+    failed = p.read({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}}, None)
+    assert failed == p.Response("x", None, {"code": -1, "message": "no"})
 
 
 def test_the_answers_conform_to_their_schemas():

@@ -113,9 +113,13 @@ async def cluster(tmp_path: Path, gateways: Any, *flags: str) -> AsyncIterator[C
 # --- one exchange through the balancer ---------------------------------------------------------
 
 
-def call_message(request_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call_message(request_id: str, name: str, arguments: dict[str, Any],
+                 progress: bool = False) -> dict[str, Any]:
+    """A tools/call; with ``progress``, asking for progress (``sleep`` then streams at
+    once: the gateway answers as SSE only once something comes before the answer)."""
+    meta = modern_meta(progressToken=f"p-{request_id}") if progress else modern_meta()
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments, "_meta": modern_meta()}}
+            "params": {"name": name, "arguments": arguments, "_meta": meta}}
 
 
 @dataclass
@@ -254,7 +258,8 @@ def test_modern_requests_spread_over_every_replica_and_all_succeed(gateways, tmp
             listed = await post(c.http, c.lb.url, listing)
             assert {"echo", "sleep", "chatty"} <= {t["name"]
                                                    for t in listed.answer["result"]["tools"]}
-            # 30 calls at once, every other one answered as an SSE stream.
+            # 30 calls at once, every other one accepting an SSE stream (an echo has no
+            # progress, so each is answered as JSON).
             exchanges = await asyncio.gather(*(
                 post(c.http, c.lb.url, call_message(f"echo-{i}", "echo", {"i": i}),
                      BOTH if i % 2 else JSON_ONLY) for i in range(30)))
@@ -373,7 +378,8 @@ async def killed_under_load(c: Cluster, victim: Replica, survivors: set[str],
     exchanges = [Exchange(f"load-{i}") for i in range(150)]
     tasks = [asyncio.ensure_future(post(
         c.http, c.lb.url, call_message(ex.request_id, "sleep", {"seconds": 3,
-                                                                 "call": ex.request_id}),
+                                                                 "call": ex.request_id},
+                                       progress=bool(i % 2)),
         BOTH if i % 2 else JSON_ONLY, exchange=ex)) for i, ex in enumerate(exchanges)]
     try:
         await until(lambda: sum(len(r.upstream_calls()) for r in c.replicas.values()) >= 150,

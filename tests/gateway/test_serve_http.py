@@ -6,6 +6,7 @@ writes is validated against the schema of the era it speaks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -181,11 +182,12 @@ def test_closing_the_exchange_cancels_the_call_behind_the_gateway(gateways, tmp_
         message = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 30},
                                             "_meta": modern_meta()})
         async with aiohttp.ClientSession() as other:
-            response = await other.post(gw.url, data=orjson.dumps(message),
-                                        headers=gw.modern_headers(message, BOTH))
-            assert response.status == 200
+            waiting = asyncio.ensure_future(other.post(gw.url, data=orjson.dumps(message),
+                                                       headers=gw.modern_headers(message, BOTH)))
             await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")
-            response.close()  # the client gives up: the connection is gone
+            waiting.cancel()  # the client gives up: the connection is gone
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
         cancels = await wait_for_tap(tap, lambda m: m.get("method") == "notifications/cancelled")
         status, after = await gw.modern("tools/call", {"name": "echo", "arguments": {"n": 1}})
         assert status == 200 and "result" in after

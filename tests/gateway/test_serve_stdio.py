@@ -8,93 +8,20 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 from conftest import PEERS, run, scripted
 from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
 import taplog
-from gateways import PV, SUB, alive_with, fleet_config, modern_meta
-
-class Gateway:
-    """A ``trunkline serve --stdio`` process and the messages it wrote."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.notes: list[dict[str, Any]] = []
-        self.raw: list[bytes] = []
-        self._next = 0
-        self._reader = asyncio.ensure_future(self._read())
-
-    @classmethod
-    async def start(cls, path: Path, gateways: Any) -> Gateway:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL)
-        gateways.add(proc.pid)
-        return cls(proc)
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
-            self.raw.append(line)
-            message = orjson.loads(line)
-            if "method" in message:
-                self.notes.append(message)
-            else:
-                await self.messages.put(message)
-
-    def send(self, message: dict[str, Any] | bytes) -> None:
-        assert self.proc.stdin is not None
-        data = message if isinstance(message, bytes) else orjson.dumps(message) + b"\n"
-        self.proc.stdin.write(data)
-
-    def request(self, method: str, params: dict[str, Any] | None = None,
-                request_id: Any = None) -> Any:
-        if request_id is None:
-            self._next += 1
-            request_id = self._next
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
-        return request_id
-
-    async def answer(self, timeout: float = 30) -> dict[str, Any]:
-        return await asyncio.wait_for(self.messages.get(), timeout)
-
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        request_id = self.request(method, params)
-        reply = await self.answer()
-        assert reply["id"] == request_id, reply
-        return reply
-
-    async def close(self) -> int:
-        """Close its stdin (the client leaves) and wait for it to end."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            code = await asyncio.wait_for(self.proc.wait(), 30)
-        finally:
-            if self.proc.returncode is None:  # a failed test: never leave it behind
-                self.proc.kill()
-                await self.proc.wait()
-            await self._reader
-        return code
-
-
-
+from gateways import PV, SUB, StdioGateway, alive_with, fleet_config, modern_meta
 
 def test_a_modern_client_gets_one_server_with_every_tool(gateways, tmp_path, tap):
     path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-gw-1", tap=tap),
                              "beta": scripted("--name", "beta-gw-1")})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         found = await gw.call("server/discover", {"_meta": modern_meta()})
         conforms(found["result"], MODERN, "DiscoverResult")
         assert found["result"]["supportedVersions"] == [MODERN]
@@ -123,7 +50,7 @@ def test_a_modern_client_gets_one_server_with_every_tool(gateways, tmp_path, tap
 def test_a_legacy_client_is_served_through_initialize(gateways, tmp_path):
     path = fleet_config(tmp_path, {"alpha": scripted()})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         refused = await gw.call("tools/list", {})
         assert refused["error"]["code"] == -32600, "no session before initialize"
         init = await gw.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -145,7 +72,7 @@ def test_a_legacy_client_is_served_through_initialize(gateways, tmp_path):
 def test_bad_input_gets_a_precise_error_and_disturbs_nothing(gateways, tmp_path):
     path = fleet_config(tmp_path, {"alpha": scripted()})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         gw.send(b"this is not json\n")
         parse = await gw.answer()
         assert "id" not in parse and parse["error"]["code"] == -32700
@@ -175,7 +102,7 @@ def test_bad_input_gets_a_precise_error_and_disturbs_nothing(gateways, tmp_path)
 def test_an_upstream_error_passes_through(gateways, tmp_path):
     path = fleet_config(tmp_path, {"alpha": scripted("--tools-call", "error:-32042")})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         failed = await gw.call("tools/call", {"name": "echo", "arguments": {},
                                               "_meta": modern_meta()})
         assert failed["error"]["code"] == -32042
@@ -186,7 +113,7 @@ def test_an_upstream_error_passes_through(gateways, tmp_path):
 def test_progress_reaches_the_caller_under_its_own_token_only(gateways, tmp_path):
     path = fleet_config(tmp_path, {"alpha": scripted()})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         done = await gw.call("tools/call", {"name": "chatty", "arguments": {"a": 1},
                                             "_meta": modern_meta(progressToken="mine-7")})
         assert "result" in done
@@ -203,7 +130,7 @@ def test_progress_reaches_the_caller_under_its_own_token_only(gateways, tmp_path
 def test_cancelling_a_call_cancels_it_behind_the_gateway(gateways, tmp_path, tap):
     path = fleet_config(tmp_path, {"alpha": scripted(tap=tap)})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         slow = gw.request("tools/call", {"name": "sleep", "arguments": {"seconds": 30},
                                          "_meta": modern_meta()})
         for _ in range(200):
@@ -234,7 +161,7 @@ def test_a_listen_stream_hears_of_a_changed_catalog(gateways, tmp_path):
     params = type(scripted())(server.argv[0], (*server.argv[1:], "--listen"), dict(server.env))
     path = fleet_config(tmp_path, {"py": params})
     async def main():
-        gw = await Gateway.start(path, gateways)
+        gw = await StdioGateway.start(path, gateways)
         listen = gw.request("subscriptions/listen", {
             "notifications": {"toolsListChanged": True, "promptsListChanged": True},
             "_meta": modern_meta()})

@@ -60,6 +60,7 @@ NORMAL ANSWERS
                          echo    returns its arguments as JSON text content
                          search  returns one text block mentioning "query"
                          sleep   answers after arguments.seconds; never if absent
+                                 (with a progressToken: progress 0 "sleeping" first)
                          crash   exits (code 4) mid-call; with {"partial":true}
                                  first writes half a response line
                          big     returns arguments.bytes bytes of text
@@ -781,6 +782,10 @@ class Peer:
 
     def sleep_tool(self, req: Json, args: Json) -> None:
         seconds = args.get("seconds")
+        token = (req.get("params", {}).get("_meta") or {}).get("progressToken")
+        if token is not None:  # "started": a streamed call has its stream open
+            self.out.send(_notification("notifications/progress", {
+                "progressToken": token, "progress": 0, "message": "sleeping"}))
         if isinstance(seconds, (int, float)):
             result = text_result(f"slept {seconds}s")
             envelope: Json = {"jsonrpc": "2.0", "id": req["id"]}

@@ -6,17 +6,29 @@ the gateway (discover, initialize, ping, the merged tool list; None for anything
 ``call`` for a ``tools/call``, whose progress goes to the given sink under the client's own
 token. Each returns the whole response message, in the client's era. Connection state (a
 legacy session, in-flight tasks, listen streams) belongs to the faces.
+
+A server behind that needs input (``input_required``, MCP 2026-07-28) is never answered by
+the gateway itself: a modern client gets the ``input_required`` result as it is and
+answers it in its next request (``inputResponses``, ``requestState``), which goes to the
+server as it came; a legacy client is asked with requests of its own era
+(``elicitation/create``, ``sampling/createMessage``, ``roots/list``) through the face's
+``Client.ask``, and the server gets the answers. Input a client did not declare the
+capability for is -32021, never asked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TrunklineError
 from ..parent.host import Host
+from ..parent.input_rounds import CallInput, InputRequired
+from ..protocol.mrtr import CAPABILITY_OF
+from ..protocol.versions import META_CLIENT_CAPABILITIES
 from . import protocol as p
 from .admission import Admission
 from .offerings import LISTS, Offerings
@@ -24,6 +36,21 @@ from .offerings import LISTS, Offerings
 log = logging.getLogger("trunkline.gateway")
 
 Send = Callable[[dict[str, Any]], None]
+#: Ask the client something (``method``, ``params``) and await its result.
+Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Client:
+    """What a face knows of the legacy client a request came from: the capabilities it
+    declared in ``initialize``, and how to ask it something on this exchange (None when
+    the exchange cannot carry a request, e.g. a POST answered as plain JSON)."""
+
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    ask: Ask | None = None
+
+
+NO_CLIENT = Client()
 
 #: Requests that need a call behind the gateway, or a stream: the faces run them.
 CALL = "tools/call"
@@ -68,7 +95,8 @@ class Answerer:
             return p.error_response(request.id, p.unknown_method(method))
         return p.response(request.id, result)
 
-    async def call(self, request: p.Request, progress: Send) -> dict[str, Any]:
+    async def call(self, request: p.Request, progress: Send,
+                   client: Client = NO_CLIENT) -> dict[str, Any]:
         """The response to one ``tools/call`` (a result, or an error naming the server)."""
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
@@ -80,9 +108,14 @@ class Answerer:
         if isinstance(token, (str, int)) and not isinstance(token, bool):
             on_progress = _progress_to(token, progress)
         server = self._server_of(name)
+        call_input = _call_input(request, client)
+        if isinstance(call_input, dict):
+            return p.error_response(request.id, call_input)
 
-        async def call() -> Mapping[str, Any]:
-            return (await self.host.call_tool(name, arguments, on_progress=on_progress)).raw
+        async def call() -> Any:
+            result = await self.host.call_tool(name, arguments, on_progress=on_progress,
+                                               call_input=call_input)
+            return result if isinstance(result, InputRequired) else result.raw
         return await self._behind(request, server, call())
 
     def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
@@ -95,7 +128,7 @@ class Answerer:
         catalog = self.host.catalog
         return catalog.route(tool)[0] if tool in catalog else None
 
-    async def from_fleet(self, request: p.Request) -> dict[str, Any]:
+    async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT) -> dict[str, Any]:
         """The response to a request about the fleet's prompts and resources: lists are
         merged, the rest goes to the server the name or URI belongs to."""
         method, era = request.method, request.era
@@ -111,11 +144,14 @@ class Answerer:
         routed = await self._route(request)
         if "error" in routed:
             return p.error_response(request.id, routed["error"])
+        call_input = _call_input(request, client)
+        if isinstance(call_input, dict):
+            return p.error_response(request.id, call_input)
         return await self._behind(request, routed["server"], self.host.request(
-            routed["server"], method, routed["params"]))
+            routed["server"], method, routed["params"], call_input=call_input))
 
     async def _behind(self, request: p.Request, server: str | None,
-                      work: Coroutine[Any, Any, Mapping[str, Any]]) -> dict[str, Any]:
+                      work: Coroutine[Any, Any, Any]) -> dict[str, Any]:
         """Run ``work`` (a request to ``server``, or to the fleet) if admitted: its result
         as our response, in the client's era, or its failure as the client's error."""
         refusal = self.admission.enter(server)
@@ -132,12 +168,17 @@ class Answerer:
             return p.error_response(request.id, p.error_for(exc))
         finally:
             self.admission.leave(server)
+        if isinstance(result, InputRequired):
+            missing = _undeclared(result, request.meta.get(META_CLIENT_CAPABILITIES))
+            if missing:
+                return p.error_response(request.id, p.missing_capabilities(missing))
+            result = result.raw
         return p.response(request.id, p.served_result(result, request.era))
 
     async def _route(self, request: p.Request) -> dict[str, Any]:
         """``{"server", "params"}`` (the params as that server knows its things), or
         ``{"error"}``."""
-        params = {k: v for k, v in request.params.items() if k != "_meta"}
+        params = {k: v for k, v in request.params.items() if k not in _NOT_FORWARDED}
         if request.method == "prompts/get":
             return await self._prompt_route(params.get("name"), lambda local: {
                 **params, "name": local})
@@ -169,6 +210,47 @@ class Answerer:
         if server is None:
             return {"error": p.resource_not_found(uri, era)}
         return {"server": server, "params": params}
+
+
+#: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each
+#: hop, and a client's answers to input travel in the call's ``CallInput``.
+_NOT_FORWARDED = frozenset({"_meta", "inputResponses", "requestState"})
+
+
+def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any]:
+    """How the request's input rounds go (see the module's docstring), or the error for
+    answers that are not of the right shape."""
+    if request.era is p.ClientEra.MODERN:
+        responses = request.params.get("inputResponses")
+        state = request.params.get("requestState")
+        if responses is not None and not isinstance(responses, dict):
+            return p.error(p.INVALID_PARAMS, "inputResponses must be an object")
+        if state is not None and not isinstance(state, str):
+            return p.error(p.INVALID_PARAMS, "requestState must be a string")
+        return CallInput(relay=True, responses=responses, request_state=state)
+    ask = client.ask
+    if ask is None:
+        return CallInput()
+    handlers = {method: _asking(ask, method) for method, capability in CAPABILITY_OF.items()
+                if capability in client.capabilities}
+    return CallInput(handlers=handlers, capabilities=dict(client.capabilities))
+
+
+def _asking(ask: Ask, method: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    return lambda params: ask(method, params)
+
+
+def _undeclared(needed: InputRequired, declared: Any) -> dict[str, Any]:
+    """The client capabilities an ``input_required`` result needs that the client did not
+    declare (the server behind saw the gateway's, which are broader)."""
+    declared = declared if isinstance(declared, dict) else {}
+    missing: dict[str, Any] = {}
+    for entry in needed.input_requests.values():
+        method = entry.get("method") if isinstance(entry, dict) else None
+        capability = CAPABILITY_OF.get(method) if isinstance(method, str) else None
+        if capability is not None and capability not in declared:
+            missing[capability] = {}
+    return missing
 
 
 def _progress_to(token: str | int, send: Send) -> Callable[[Any, Any, Any], None]:

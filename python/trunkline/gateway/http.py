@@ -4,13 +4,17 @@ One endpoint, ``/mcp``, serving both eras (aiohttp's server, already a dependenc
 
 - **Modern (2026-07-28)**, stateless: every POST is one request, its headers checked
   against its body (``http_rules``); a ``tools/call`` answers as an SSE stream when the
-  client accepts one (its progress, then its response) or as JSON; closing the exchange
+  client accepts one and something comes before the answer (progress, a legacy client's
+  input request), else as JSON, so an error keeps its status; closing the exchange
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
   until the client closes it, told of every catalog change.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
   signed, not stored (``SessionSigner``), so any replica sharing the key serves the
   session; a GET with it opens the session's stream for list changes; DELETE ends nothing
   that needs ending. An id no replica signed is 404, which tells the client to start over.
+  A server's input for a legacy client's call is asked on that call's SSE stream, and the
+  answer POSTed back must reach the same replica (the one waiting for it): behind a load
+  balancer, legacy calls that need input want session affinity on ``Mcp-Session-Id``.
 
 Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
 the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
@@ -36,8 +40,10 @@ from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
 from .admission import retry_after
-from .answers import CALL, LISTEN, Answerer, listen_grant
+from .answers import CALL, LISTEN, NO_CLIENT, Answerer, Client, listen_grant
+from .asks import Asks
 from .http_rules import (
+    LegacySession,
     SessionSigner,
     check_modern_headers,
     host_allowed,
@@ -111,6 +117,7 @@ class HttpFace:
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._legacy_streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._asks = Asks()
         self._draining = False
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
@@ -188,11 +195,16 @@ class HttpFace:
             return _refusal(404, p.INVALID_REQUEST, "Session not found")
         if isinstance(inbound, p.Refused):
             return _json(p.error_response(inbound.id, inbound.error), status_for(inbound.error))
+        if isinstance(inbound, p.Response):
+            if not self._asks.answered(inbound, owner=session_id):
+                log.info("a client's answer to no question of its session: dropped")
+            return web.Response(status=202)
         if isinstance(inbound, p.Notification) or inbound is None:
             return web.Response(status=202)
-        return await self._request(request, inbound)
+        return await self._request(request, inbound, session_id, session)
 
-    async def _request(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+    async def _request(self, http: web.Request, request: p.Request, session_id: str | None,
+                       session: LegacySession | None) -> web.StreamResponse:
         if request.era is p.ClientEra.MODERN:
             mismatch = check_modern_headers(http.headers, request, self._header_params(request))
             if mismatch is not None:
@@ -204,7 +216,7 @@ class HttpFace:
                     p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
                     f"session's ({request.version})")), 400)
         if request.method == CALL:
-            return await self._call(http, request)
+            return await self._call(http, request, session_id, session)
         if request.method == LISTEN and request.era is p.ClientEra.MODERN:
             return await self._listen(http, request)
         answer = self._answerer.immediate(request)
@@ -212,7 +224,10 @@ class HttpFace:
             answer = await self._answerer.from_fleet(request)
         headers = {}
         if request.method == "initialize" and "result" in answer:
-            headers["Mcp-Session-Id"] = self._signer.mint(answer["result"]["protocolVersion"])
+            declared = request.params.get("capabilities")
+            headers["Mcp-Session-Id"] = self._signer.mint(
+                answer["result"]["protocolVersion"], declared if isinstance(declared, dict)
+                else None)
         return _answer(answer, headers)
 
     def _header_params(self, request: p.Request) -> tuple[mcp_headers.HeaderParam, ...]:
@@ -231,24 +246,36 @@ class HttpFace:
         except mcp_headers.InvalidToolHeaders:
             return ()
 
-    async def _call(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+    async def _call(self, http: web.Request, request: p.Request, session_id: str | None,
+                    session: LegacySession | None) -> web.StreamResponse:
         refusal = self._answerer.refusal_for_call(request)
         if refusal is not None:  # before choosing SSE: an overload is a status, not a stream
             return _answer(p.error_response(request.id, refusal))
         if "text/event-stream" not in http.headers.get("Accept", ""):
             return _answer(await self._answerer.call(request, lambda _note: None))
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(http)
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait))
+        client = NO_CLIENT
+        if session is not None and request.era is p.ClientEra.LEGACY:
+            # A server's input is asked on this stream; the answer comes in a POST.
+            client = Client(session.capabilities, lambda method, params: self._asks.ask(
+                queue.put_nowait, method, params, owner=session_id))
+        task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait, client))
+        response: web.StreamResponse | None = None
         try:
             while not task.done() or not queue.empty():
                 getter = asyncio.ensure_future(queue.get())
                 await asyncio.wait([getter, task], return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    await response.write(_sse(getter.result()))
-                else:
+                if not getter.done():
                     getter.cancel()
+                    continue
+                if response is None:  # something to send before the answer: a stream
+                    response = web.StreamResponse(headers=SSE_HEADERS)
+                    await response.prepare(http)
+                await response.write(_sse(getter.result()))
+            if response is None:
+                # Nothing came before the answer: plain JSON, whose status can still say
+                # what an error is (-32021 is 400, an overload 429).
+                return _answer(task.result())
             await response.write(_sse(task.result()))
         finally:
             # The client closed the exchange: that is the cancellation (2026-07-28).

@@ -7,8 +7,9 @@ body, statuses for errors, who may call, and legacy session ids any replica can 
   ``Mcp-Param-*`` for each ``x-mcp-header`` argument present in the body: a mismatch is
   400 with -32020 naming the header.
 - A legacy session id (2025-11-25) is ``payload.signature``: the payload carries the
-  negotiated revision and when it was issued, the signature is HMAC-SHA256 under a key the
-  replicas share. Any replica verifies it; none stores it.
+  negotiated revision, when it was issued, the input capabilities the client declared;
+  the signature is HMAC-SHA256 under a key the replicas share. Any replica verifies it;
+  none stores it.
 - ``Origin`` and ``Host`` are checked against the names the gateway is reachable by
   (DNS rebinding); API keys are compared in constant time.
 """
@@ -145,6 +146,14 @@ def key_accepted(authorization: str | None, keys: Iterable[bytes]) -> bool:
 class LegacySession:
     version: str
     issued: float
+    #: The client capabilities the gateway acts on (those input requests need).
+    capabilities: dict[str, Any]
+
+
+#: The declared client capabilities a session id carries: what the gateway may ask the
+#: client for on a server's behalf. The rest is not the gateway's business, and would
+#: only grow a header every request repeats.
+_CARRIED_CAPABILITIES = ("elicitation", "sampling", "roots")
 
 
 class SessionSigner:
@@ -156,8 +165,12 @@ class SessionSigner:
             raise ValueError("a session key needs at least 16 bytes")
         self._key = key
 
-    def mint(self, version: str, now: float | None = None) -> str:
-        payload = _b64(orjson.dumps({"v": version, "t": round(now or time.time(), 3)}))
+    def mint(self, version: str, capabilities: Mapping[str, Any] | None = None,
+             now: float | None = None) -> str:
+        carried = {k: v for k, v in (capabilities or {}).items()
+                   if k in _CARRIED_CAPABILITIES and isinstance(v, dict)}
+        payload = _b64(orjson.dumps({"v": version, "t": round(now or time.time(), 3),
+                                     "c": carried}))
         return f"{payload}.{self._sign(payload)}"
 
     def verify(self, session_id: str | None) -> LegacySession | None:
@@ -174,7 +187,9 @@ class SessionSigner:
         version = data.get("v") if isinstance(data, dict) else None
         if version not in LEGACY_VERSIONS or not isinstance(data.get("t"), (int, float)):
             return None
-        return LegacySession(version, float(data["t"]))
+        capabilities = data.get("c")
+        return LegacySession(version, float(data["t"]),
+                             capabilities if isinstance(capabilities, dict) else {})
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self._key, payload.encode(), hashlib.sha256).digest())

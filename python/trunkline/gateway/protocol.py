@@ -38,6 +38,7 @@ from ..protocol.versions import (
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     MODERN_VERSIONS,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
@@ -86,20 +87,31 @@ class Refused:
     error: dict[str, Any]
 
 
-Inbound = Request | Notification | Refused | None
+@dataclass(frozen=True)
+class Response:
+    """The client's answer to a request the gateway sent it (an input request)."""
+
+    id: Any
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+
+
+Inbound = Request | Notification | Refused | Response | None
 
 
 def read(message: Any, legacy_version: str | None) -> Inbound:
     """What a decoded downstream message is, given the connection's legacy session (its
-    revision, or None). Responses from the client (there are none to expect yet) and
-    anything unreadable without an id come back as None: ignored."""
+    revision, or None)."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return Refused(_id_of(message), error(INVALID_REQUEST, "not a JSON-RPC 2.0 message"))
     method = message.get("method")
     params = message.get("params", {})
     if not isinstance(method, str):
-        return None if "id" in message and ("result" in message or "error" in message) else \
-            Refused(_id_of(message), error(INVALID_REQUEST, "a request needs a method"))
+        if "id" in message and ("result" in message or "error" in message):
+            result, err = message.get("result"), message.get("error")
+            return Response(message["id"], result if isinstance(result, dict) else None,
+                            err if isinstance(err, dict) else None)
+        return Refused(_id_of(message), error(INVALID_REQUEST, "a request needs a method"))
     if not isinstance(params, dict):
         return Refused(_id_of(message), error(INVALID_PARAMS, "params must be an object"))
     if "id" not in message:
@@ -220,10 +232,19 @@ def served_result(raw: Mapping[str, Any], era: ClientEra) -> dict[str, Any]:
         if kept:
             result["_meta"] = kept
     if era is ClientEra.MODERN:
-        result["resultType"] = "complete"
+        # An input_required result is relayed as it is: the client answers it.
+        if result.get("resultType") != "input_required":
+            result["resultType"] = "complete"
     else:
         result.pop("resultType", None)
     return result
+
+
+def missing_capabilities(required: Mapping[str, Any]) -> dict[str, Any]:
+    """-32021: the request needs client capabilities the client did not declare."""
+    return error(MISSING_REQUIRED_CLIENT_CAPABILITY,
+                 "Missing required client capability: " + ", ".join(sorted(required)),
+                 {"requiredCapabilities": dict(required)})
 
 
 def error_for(exc: BaseException) -> dict[str, Any]:

@@ -6,7 +6,8 @@ answered from behind the gateway (``tools/call``, prompts, resources) as its own
 the connection's scope (``notifications/cancelled`` cancels that task, and so the request
 behind it), and the listen streams. When the merged
 catalog changes, a legacy session and every modern listen stream that asked for tool-list
-changes are told. Nothing here answers an input request on a server's behalf.
+changes are told. A legacy client is asked, on this connection, for the input a server
+behind needs (``Asks``). Nothing here answers an input request on a server's behalf.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from ..catalog import Catalog
 from ..loop.tasks import TaskScope
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
-from .answers import CALL, LISTEN, Answerer, Send, listen_grant
+from .answers import CALL, LISTEN, NO_CLIENT, Answerer, Client, Send, listen_grant
+from .asks import Asks
 
 
 def _key(request_id: Any) -> tuple[str, Any]:
@@ -32,8 +34,11 @@ class ClientSession:
         self._answerer = answerer
         self._send = send
         self._scope = scope
-        #: The connection's legacy session: its revision once ``initialize`` was answered.
+        #: The connection's legacy session: its revision once ``initialize`` was answered,
+        #: and the capabilities the client declared there.
         self.legacy_version: str | None = None
+        self._legacy_capabilities: dict[str, Any] = {}
+        self._asks = Asks()
         self._calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
         #: Open modern listen streams that asked for tool-list changes: their request ids.
         self._listens: dict[tuple[str, Any], Any] = {}
@@ -55,6 +60,8 @@ class ClientSession:
             self._notified(inbound)
         elif isinstance(inbound, p.Request):
             self._requested(inbound)
+        elif isinstance(inbound, p.Response):
+            self._asks.answered(inbound)
 
     def _notified(self, note: p.Notification) -> None:
         if note.method == "notifications/cancelled":
@@ -66,15 +73,24 @@ class ClientSession:
 
     def _requested(self, request: p.Request) -> None:
         if request.method == CALL:
-            self._start(request, self._answerer.call(request, self._send))
+            self._start(request, self._answerer.call(request, self._send, self._client(request)))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
             self._listen(request)
         elif (answer := self._answerer.immediate(request)) is not None:
             if request.method == "initialize" and "result" in answer:
                 self.legacy_version = answer["result"]["protocolVersion"]
+                declared = request.params.get("capabilities")
+                self._legacy_capabilities = declared if isinstance(declared, dict) else {}
             self._send(answer)
         else:
-            self._start(request, self._answerer.from_fleet(request))
+            self._start(request, self._answerer.from_fleet(request, self._client(request)))
+
+    def _client(self, request: p.Request) -> Client:
+        """A legacy client is asked for a server's input on this connection."""
+        if request.era is p.ClientEra.MODERN:
+            return NO_CLIENT
+        return Client(self._legacy_capabilities,
+                      lambda method, params: self._asks.ask(self._send, method, params))
 
     # -- requests answered from behind the gateway ----------------------------------------
 

@@ -24,7 +24,7 @@ from ..protocol.reply import Reply
 from ..protocol.retry import Attempt, RetryPlan, RetryPolicy, plan_call
 from ..protocol.versions import HEADER_MISMATCH
 from .handle import WorkerHandle
-from .input_rounds import InputRounds
+from .input_rounds import CallInput, InputRequired, InputRounds
 from .retrying import run_with_retries
 
 log = logging.getLogger("trunkline.host")
@@ -53,10 +53,13 @@ class CallPath:
     async def call_tool(self, handle: WorkerHandle, entry: ToolEntry,
                         arguments: Mapping[str, Any] | None, *, timeout: float | None,
                         on_progress: ProgressCallback | None, log_level: str | None,
-                        idempotent: bool | None, idempotency_key: str | bool | None) -> Any:
+                        idempotent: bool | None, idempotency_key: str | bool | None,
+                        call_input: CallInput | None = None) -> Any:
         """The decoded, complete result of one ``tools/call`` (its checks are the
-        caller's)."""
+        caller's), or ``InputRequired`` when ``call_input`` relays the rounds."""
         body: dict[str, Any] = {"name": entry.local_name, "arguments": dict(arguments or {})}
+        if call_input is not None:
+            body.update(call_input.continuation())
         meta: dict[str, Any] = {}
         token = None
         if on_progress is not None:
@@ -83,20 +86,24 @@ class CallPath:
                          handle.name, entry.local_name, reply.error_message)
                 await self._relist(handle.name)
                 reply = await self._send(handle, "tools/call", body, plan, timeout)
-            return await self._completed(handle, "tools/call", body, reply, timeout)
+            return await self._completed(handle, "tools/call", body, reply, timeout, call_input)
         finally:
             if token is not None:
                 handle.progress.unwatch(token)
 
     async def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                   timeout: float | None) -> dict[str, Any]:
+                   timeout: float | None, call_input: CallInput | None = None) -> Any:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
-        timeout; the result as sent."""
+        timeout; the result as sent (or ``InputRequired``, relayed)."""
         timeout = self.timeout_for(handle, timeout)
         plan = plan_call(self.retry_policy, method,
                          deadline=asyncio.get_running_loop().time() + timeout)
+        if call_input is not None:
+            body = {**body, **call_input.continuation()}
         reply = await self._send(handle, method, body, plan, timeout)
-        result = await self._completed(handle, method, body, reply, timeout)
+        result = await self._completed(handle, method, body, reply, timeout, call_input)
+        if isinstance(result, InputRequired):
+            return result
         if not isinstance(result, dict):
             raise MalformedMessage(f"{method} result is not an object", server=handle.name,
                                    method=method)
@@ -112,9 +119,13 @@ class CallPath:
         return await run_with_retries(send, plan)
 
     async def _completed(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                         reply: Reply, timeout: float) -> Any:
+                         reply: Reply, timeout: float, call_input: CallInput | None) -> Any:
         result = reply.decode(server=handle.name, method=method)
         if isinstance(result, dict) and result.get("resultType") == "input_required":
-            result = await self._input_rounds.complete(handle, method, body, result, reply,
-                                                       timeout)
+            if call_input is not None and call_input.relay:
+                return InputRequired(result, handle.name)
+            original = {k: v for k, v in body.items()
+                        if k not in ("inputResponses", "requestState")}
+            result = await self._input_rounds.for_call(call_input).complete(
+                handle, method, original, result, reply, timeout)
         return result

@@ -29,7 +29,7 @@ from ..protocol.retry import RetryPolicy
 from ..settings import HostSettings, ServerConfig
 from .calls import LOG_LEVELS, CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
-from .input_rounds import InputRounds
+from .input_rounds import CallInput, InputRequired, InputRounds
 from .listings import CatalogKeeper
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
@@ -258,7 +258,8 @@ class Host:
         log_level: str | None = None,
         idempotent: bool | None = None,
         idempotency_key: str | bool | None = None,
-    ) -> CallToolResult:
+        call_input: CallInput | None = None,
+    ) -> CallToolResult | InputRequired:
         """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
         ``ServerError``; ``isError`` results are returned.
 
@@ -274,7 +275,11 @@ class Host:
         tool listed in the server's ``idempotent_tools``. ``idempotency_key`` (a string, or
         ``True`` for a generated one) is carried in ``_meta`` under
         ``dev.trunkline/idempotencyKey``, identical on every retry, so a server that knows
-        it can deduplicate. Every retry is a new JSON-RPC request with a new id."""
+        it can deduplicate. Every retry is a new JSON-RPC request with a new id.
+
+        ``call_input`` gives this call its own input-round handlers, or relays its
+        ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
+        client answers); the caller's next call carries the answers in it."""
         try:
             entry = self._catalog.catalog.lookup(name)
         except KeyError:
@@ -287,18 +292,21 @@ class Host:
         result = await self._calls.call_tool(
             self._servers.handle(entry.server), entry, arguments, timeout=timeout,
             on_progress=on_progress, log_level=log_level, idempotent=idempotent,
-            idempotency_key=idempotency_key)
+            idempotency_key=idempotency_key, call_input=call_input)
+        if isinstance(result, InputRequired):
+            return result
         return self._results.to_result(entry, result)
 
     async def request(self, server: str, method: str,
                       params: Mapping[str, Any] | None = None, *,
-                      timeout: float | None = None) -> dict[str, Any]:
+                      timeout: float | None = None,
+                      call_input: CallInput | None = None) -> Any:
         """Any request that only reads (``prompts/list``, ``resources/templates/list``,
         ``completion/complete``, ...) to one server: retried after transport loss or a
-        timeout, its input rounds completed; the result as sent. JSON-RPC errors raise
-        ``ServerError``."""
+        timeout, its input rounds completed (or relayed, as ``call_tool`` says); the
+        result as sent. JSON-RPC errors raise ``ServerError``."""
         return await self._calls.read(self._servers.handle(server), method,
-                                      dict(params or {}), timeout)
+                                      dict(params or {}), timeout, call_input)
 
     async def read_resource(self, server: str, uri: str, *,
                             timeout: float | None = None) -> dict[str, Any]:

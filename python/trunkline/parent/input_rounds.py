@@ -5,12 +5,18 @@ handler for its kind, and the original request is sent again (a new id) with the
 in ``inputResponses`` and the server's ``requestState`` exactly as it sent it, until the
 result is complete. trunkline never answers an input request by itself; other calls to
 the same server go on meanwhile.
+
+One call may bring its own ``CallInput`` (the gateway does, for the client it serves):
+its own handlers and the capabilities they answer for, or ``relay``: the
+``input_required`` result goes back to the caller as ``InputRequired``, and the caller's
+next call carries the answers (``responses``, ``request_state``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputNotSupported, RequestTimeout
@@ -28,12 +34,57 @@ from ..protocol.reply import Reply
 from .handle import WorkerHandle
 
 
+@dataclass(frozen=True)
+class CallInput:
+    """How one call's input rounds go, instead of the host's handlers."""
+
+    #: Answer the rounds with these (``{"elicitation/create": f, ...}``), declared as
+    #: ``capabilities``.
+    handlers: Mapping[str, InputHandler] = field(default_factory=dict)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    #: Run no rounds: an ``input_required`` result is the call's result (``InputRequired``).
+    relay: bool = False
+    #: Sent with the call: the answers to a previous ``input_required`` of the same call
+    #: (``inputResponses``) and its ``requestState``, as the caller received them.
+    responses: Mapping[str, Any] | None = None
+    request_state: str | None = None
+
+    def continuation(self) -> dict[str, Any]:
+        """The params members that carry the answers, if any."""
+        out: dict[str, Any] = {}
+        if self.responses is not None:
+            out["inputResponses"] = dict(self.responses)
+        if self.request_state is not None:
+            out["requestState"] = self.request_state
+        return out
+
+
+@dataclass(frozen=True)
+class InputRequired:
+    """A relayed ``input_required`` result: the server's ``inputRequests`` and
+    ``requestState`` for the caller to answer (``raw`` is the result as sent)."""
+
+    raw: dict[str, Any]
+    server: str = ""
+
+    @property
+    def input_requests(self) -> dict[str, Any]:
+        requests = self.raw.get("inputRequests")
+        return requests if isinstance(requests, dict) else {}
+
+
 class InputRounds:
     def __init__(self, handlers: Mapping[str, InputHandler], capabilities: Mapping[str, Any],
                  limits: MrtrLimits) -> None:
         self._handlers = dict(handlers)
         self._capabilities = dict(capabilities)
         self.limits = limits
+
+    def for_call(self, call_input: CallInput | None) -> InputRounds:
+        """The rounds of one call: its own handlers, when it brought some."""
+        if call_input is None or not call_input.handlers:
+            return self
+        return InputRounds(call_input.handlers, call_input.capabilities, self.limits)
 
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                        result: dict[str, Any], reply: Reply, timeout: float) -> Any:

@@ -1,0 +1,156 @@
+"""A server behind the gateway needs input (MCP 2026-07-28 multi round-trip requests): the
+gateway never answers it itself. A modern client gets the ``input_required`` result and
+answers it in its next request, which reaches the server with ``requestState`` intact; a
+legacy client is asked with an ``elicitation/create`` request of its own era, over stdio
+and on its call's SSE stream. The server is real: our mcp 2.x peer's ``ask_name`` tool
+(``Elicit`` through the SDK's ``Resolve``; the SDK seals and checks ``requestState``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from conftest import run
+from mcp_schema import LEGACY, MODERN, conforms
+
+import realpeers
+from gateways import (
+    BOTH,
+    CAPS,
+    HttpGateway,
+    StdioGateway,
+    fleet_config,
+    modern_meta,
+    real_server,
+    sse_messages,
+)
+
+pytestmark = pytest.mark.real_servers
+
+ELICITING = {"elicitation": {"form": {}}}
+
+
+def fleet(tmp_path):
+    return fleet_config(tmp_path, {"py": real_server(realpeers.MODERN_PY_ECHO)})
+
+
+def answer_for(asked: dict, name: str) -> dict:
+    return {"action": "accept", "content": {"name": name}}
+
+
+def test_a_modern_client_answers_input_required_itself(gateways, tmp_path):
+    path = fleet(tmp_path)
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        def ask_name(**extra) -> dict:
+            return gw.message("tools/call", {"name": "ask_name", "arguments": {},
+                                             "_meta": modern_meta(**{CAPS: ELICITING}),
+                                             **extra})
+        first = ask_name()
+        status, needed, _ = await gw.post(first, gw.modern_headers(first))
+        assert status == 200, needed
+        result = needed["result"]
+        conforms(result, MODERN, "InputRequiredResult")
+        assert result["resultType"] == "input_required"
+        [(key, asked)] = result["inputRequests"].items()
+        assert asked["method"] == "elicitation/create"
+        assert asked["params"]["message"] == "What is your name?"
+        state = result["requestState"]
+        # The answer, with the server's requestState as the client received it.
+        retry = ask_name(inputResponses={key: answer_for(asked, "Ada")}, requestState=state)
+        status, done, _ = await gw.post(retry, gw.modern_headers(retry))
+        assert status == 200 and done["result"]["resultType"] == "complete"
+        conforms(done["result"], MODERN, "CallToolResult")
+        assert done["result"]["content"][0]["text"] == "hello Ada"
+        # A tampered requestState is the server's to refuse, and its refusal passes through.
+        tampered = ask_name(inputResponses={key: answer_for(asked, "Eve")},
+                            requestState=state[:-4] + ("AAAA" if not state.endswith("AAAA")
+                                                       else "BBBB"))
+        _, refused, _ = await gw.post(tampered, gw.modern_headers(tampered))
+        assert refused["error"]["code"] == -32602, refused
+        # A client that did not declare elicitation is never handed an elicitation.
+        plain = gw.message("tools/call", {"name": "ask_name", "arguments": {},
+                                          "_meta": modern_meta()})
+        status, missing, _ = await gw.post(plain, gw.modern_headers(plain))
+        assert status == 400 and missing["error"]["code"] == -32021
+        assert missing["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
+        conforms(missing, MODERN, "MissingRequiredClientCapabilityError")
+        # Answers of the wrong shape are refused before anything is sent.
+        bad = ask_name(inputResponses=["not", "an", "object"])
+        status, invalid, _ = await gw.post(bad, gw.modern_headers(bad))
+        assert invalid["error"]["code"] == -32602
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
+
+
+def test_a_legacy_client_over_stdio_is_asked_in_its_own_era(gateways, tmp_path):
+    path = fleet(tmp_path)
+    async def main():
+        gw = await StdioGateway.start(path, gateways)
+        await gw.call("initialize", {"protocolVersion": "2025-11-25",
+                                     "capabilities": ELICITING,
+                                     "clientInfo": {"name": "old", "version": "1"}})
+        gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = gw.request("tools/call", {"name": "ask_name", "arguments": {}})
+        for _ in range(600):
+            if any(n.get("method") == "elicitation/create" for n in gw.notes):
+                break
+            await asyncio.sleep(0.05)
+        [asked] = [n for n in gw.notes if n.get("method") == "elicitation/create"]
+        conforms(asked, LEGACY, "ElicitRequest")
+        assert isinstance(asked["id"], str) and asked["id"].startswith("trunkline-")
+        # An answer to an id never asked is not taken; the real one is.
+        gw.send({"jsonrpc": "2.0", "id": "trunkline-guess", "result": answer_for(asked, "Eve")})
+        gw.send({"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Lin")})
+        done = await gw.answer()
+        assert done["id"] == call and done["result"]["content"][0]["text"] == "hello Lin"
+        conforms(done["result"], LEGACY, "CallToolResult")
+        assert await gw.close() == 0
+    run(main(), timeout=180)
+
+
+def test_a_legacy_client_that_cannot_be_asked_gets_an_error(gateways, tmp_path):
+    path = fleet(tmp_path)
+    async def main():
+        gw = await StdioGateway.start(path, gateways)
+        await gw.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                     "clientInfo": {"name": "old", "version": "1"}})
+        failed = await gw.call("tools/call", {"name": "ask_name", "arguments": {}})
+        assert "elicitation" in failed["error"]["message"], failed
+        assert not any(n.get("method") == "elicitation/create" for n in gw.notes)
+        assert await gw.close() == 0
+    run(main(), timeout=180)
+
+
+def test_a_legacy_client_over_http_is_asked_on_its_calls_stream(gateways, tmp_path):
+    path = fleet(tmp_path)
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        headers = {"Accept": BOTH, "Content-Type": "application/json"}
+        init = gw.message("initialize", {"protocolVersion": "2025-11-25",
+                                         "capabilities": ELICITING,
+                                         "clientInfo": {"name": "old", "version": "1"}})
+        _, _, got = await gw.post(init, headers)
+        session = {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
+                   "MCP-Protocol-Version": "2025-11-25"}
+        call = gw.message("tools/call", {"name": "ask_name", "arguments": {}})
+        async with gw.http.post(gw.url, data=orjson.dumps(call), headers=session) as stream:
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            heard = sse_messages(stream)
+            asked = await asyncio.wait_for(anext(heard), 60)
+            assert asked["method"] == "elicitation/create"
+            # Only the session that was asked may answer.
+            stranger = {**session, "Mcp-Session-Id": (await gw.post(init, headers))[2][
+                "Mcp-Session-Id"]}
+            reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Eve")}
+            status, _, _ = await gw.post(reply, stranger)
+            assert status == 202
+            reply["result"] = answer_for(asked, "Kai")
+            status, _, _ = await gw.post(reply, session)
+            assert status == 202
+            done = await asyncio.wait_for(anext(heard), 60)
+        assert done["id"] == call["id"]
+        assert done["result"]["content"][0]["text"] == "hello Kai"
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
