@@ -11,13 +11,35 @@ from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable, Unk
 from trunkline.gateway import protocol as p
 
 PV = "io.modelcontextprotocol/protocolVersion"
+CAPS = "io.modelcontextprotocol/clientCapabilities"
 
 
 def test_a_request_with_a_modern_meta_is_modern_whatever_the_session():
     for session in (None, "2025-06-18"):
         r = p.read({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                    "params": {"_meta": {PV: MODERN}}}, session)
+                    "params": {"_meta": {PV: MODERN, CAPS: {}}}}, session)
         assert isinstance(r, p.Request) and r.era is p.ClientEra.MODERN and r.version == MODERN
+
+
+def test_a_modern_request_without_client_capabilities_is_invalid():
+    for meta in ({PV: MODERN}, {PV: MODERN, CAPS: "all"}):
+        r = p.read({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                    "params": {"_meta": meta}}, None)
+        assert isinstance(r, p.Refused) and r.id == 2 and r.error["code"] == -32602
+
+
+def test_the_version_header_must_agree_with_the_body():
+    from trunkline.gateway.http_rules import check_version_header
+
+    def body(meta):
+        return {"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": meta}}
+    assert check_version_header(MODERN, body({PV: MODERN, CAPS: {}})) is None
+    assert check_version_header(None, body({})) is None
+    assert check_version_header("2025-11-25", body({})) is None, "a legacy session's rules"
+    assert check_version_header(MODERN, body({}))["error"]["code"] == -32602
+    other = check_version_header(MODERN, body({PV: "v999.0.0", CAPS: {}}))
+    assert other["error"]["code"] == -32020 and other["id"] == 3
+    assert other["error"]["data"]["header"] == "MCP-Protocol-Version"
 
 
 def test_an_unserved_revision_gets_32022_with_what_is_served():

@@ -78,7 +78,7 @@ class Answerer:
         """The response to what needs nothing behind the gateway; None for what does
         (``from_fleet``), and for ``tools/call`` and a modern listen, which the faces run."""
         method, era = request.method, request.era
-        if method == "initialize":
+        if method == "initialize" and era is p.ClientEra.LEGACY:
             result = p.initialize_result(request.params.get("protocolVersion"),
                                          self._server_info, self._instructions)
         elif method == "server/discover":

@@ -10,11 +10,12 @@ One endpoint, ``/mcp``, serving both eras (aiohttp's server, already a dependenc
   until the client closes it, told of every catalog change.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
   signed, not stored (``SessionSigner``), so any replica sharing the key serves the
-  session; a GET with it opens the session's stream for list changes; DELETE ends nothing
-  that needs ending. An id no replica signed is 404, which tells the client to start over.
-  A server's input for a legacy client's call is asked on that call's SSE stream, and the
-  answer POSTed back must reach the same replica (the one waiting for it): behind a load
-  balancer, legacy calls that need input want session affinity on ``Mcp-Session-Id``.
+  session; a GET with it opens the session's stream for list changes; DELETE is 405, as
+  2025-11-25 allows: nothing stored could be forgotten. An id no replica signed is 404,
+  which tells the client to start over. A server's input for a legacy client's call is
+  asked on that call's SSE stream, and the answer POSTed back must reach the same replica
+  (the one waiting for it): behind a load balancer, legacy calls that need input want
+  session affinity on ``Mcp-Session-Id``.
 
 Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
 the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
@@ -46,6 +47,7 @@ from .http_rules import (
     LegacySession,
     SessionSigner,
     check_modern_headers,
+    check_version_header,
     host_allowed,
     key_accepted,
     loopback_names,
@@ -187,6 +189,9 @@ class HttpFace:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return _refusal(400, p.PARSE_ERROR, f"Parse error: {exc}")
+        refused = check_version_header(request.headers.get("MCP-Protocol-Version"), message)
+        if refused is not None:
+            return _json(refused, status_for(refused["error"]))
         session_id = request.headers.get("Mcp-Session-Id")
         session = self._signer.verify(session_id) if session_id else None
         inbound = p.read(message, session.version if session else None)
@@ -325,12 +330,15 @@ class HttpFace:
         return response
 
     async def _delete(self, http: web.Request) -> web.StreamResponse:
+        """A legacy session cannot be ended by its client: it is signed, not stored, so
+        no replica could forget it (2025-11-25 lets a server answer 405 here)."""
         refused = self._gate(http)
         if refused is not None:
             return refused
-        if self._signer.verify(http.headers.get("Mcp-Session-Id")) is None:
-            return web.Response(status=405, headers={"Allow": "POST"})
-        return web.Response(status=200)  # nothing is stored: nothing to forget
+        return web.Response(status=405, headers={"Allow": "GET, POST"
+                                                 if self._signer.verify(
+                                                     http.headers.get("Mcp-Session-Id"))
+                                                 else "POST"})
 
     # -- health ---------------------------------------------------------------------------
 

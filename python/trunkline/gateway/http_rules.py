@@ -28,7 +28,12 @@ from urllib.parse import urlsplit
 import orjson
 
 from ..protocol import headers as mcp_headers
-from ..protocol.versions import HEADER_MISMATCH, LEGACY_VERSIONS, META_PROTOCOL_VERSION
+from ..protocol.versions import (
+    HEADER_MISMATCH,
+    LEGACY_VERSIONS,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+)
 from . import protocol as p
 from .admission import OVERLOADED
 
@@ -87,6 +92,28 @@ def check_modern_headers(headers: Mapping[str, str], request: p.Request,
         for name, value in wanted:
             if not _decoded_equals(get(name), mcp_headers.decode_header_value(value)):
                 return _mismatch(name, mcp_headers.decode_header_value(value), get(name))
+    return None
+
+
+def check_version_header(header: str | None, message: Any) -> dict[str, Any] | None:
+    """The error answer (a whole message) for a body whose revision disagrees with its
+    ``MCP-Protocol-Version`` header, before anything else is read: a modern header over a
+    body without the revision in ``_meta`` is -32602 (the revision requires it); a body
+    naming another revision than its header is -32020. None when they agree, or when the
+    header names a legacy revision (the session's rules apply)."""
+    if header is None or header not in MODERN_VERSIONS or not isinstance(message, dict) \
+            or "method" not in message or "id" not in message:
+        return None
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    request_id = message.get("id")
+    if version is None:
+        return p.error_response(request_id, p.error(
+            p.INVALID_PARAMS, f"MCP-Protocol-Version is {header}, whose requests carry "
+            f"{META_PROTOCOL_VERSION} in params._meta; this one does not"))
+    if version != header:
+        return p.error_response(request_id, _mismatch("MCP-Protocol-Version", version, header))
     return None
 
 

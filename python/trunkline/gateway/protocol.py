@@ -5,11 +5,13 @@ Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/li
 
 1. A request whose ``params._meta`` names a protocol revision is a modern request, served
    statelessly whatever came before on the connection. A revision we do not serve is
-   answered -32022 with the revisions we do.
+   answered -32022 with the revisions we do; one without ``clientCapabilities`` in its
+   ``_meta`` is -32602 (the revision requires both).
 2. ``initialize`` opens a legacy session on the connection (2025-11-25 and earlier): the
    client's revision if we serve it, else our newest legacy one. Requests without a
    modern ``_meta`` are served only inside such a session.
-3. ``server/discover`` and ``ping`` are answered in either era.
+3. ``server/discover`` and ``ping`` are answered in either era; ``initialize`` only to a
+   legacy client (a modern request for it is an unknown method).
 4. Serving a legacy *client* is our own server answering; it never relaxes anything
    toward the servers behind the gateway.
 """
@@ -35,6 +37,7 @@ from ..protocol.versions import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     LEGACY_VERSIONS,
+    META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     METHOD_NOT_FOUND,
@@ -126,6 +129,10 @@ def read(message: Any, legacy_version: str | None) -> Inbound:
             return Refused(request_id, error(
                 UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                 {"supported": list(MODERN_VERSIONS), "requested": str(version)}))
+        if not isinstance(meta.get(META_CLIENT_CAPABILITIES), dict):
+            return Refused(request_id, error(
+                INVALID_PARAMS, f"a {version} request carries {META_CLIENT_CAPABILITIES} "
+                "(an object) in params._meta"))
         return Request(request_id, method, params, ClientEra.MODERN, version)
     if method in ("initialize", "server/discover", "ping"):
         return Request(request_id, method, params, ClientEra.LEGACY,
