@@ -249,7 +249,9 @@ class ResultDemux(Generic[_T]):
 def stamp_request(id: JsonId, method: str, params: bytes | None, meta: bytes) -> bytes:
     """A modern request line (ending in ``\\n``): ``meta`` (a JSON object) becomes
     ``params._meta``. Keys the caller already had in ``params._meta`` are kept unless the stamp
-    has them too: the stamp wins. Output is compact: no newline before the terminator."""
+    has them too: the stamp wins, except for ``io.modelcontextprotocol/clientCapabilities``,
+    where the caller's (first) one replaces the stamp's (one request's own capabilities, e.g.
+    a gateway's client's). Output is compact: no newline before the terminator."""
 
 def encode_request(id: JsonId, method: str, params: bytes | None) -> bytes:
     """A plain (legacy) request line, no stamping."""

@@ -67,29 +67,44 @@ fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Members<'a>, C
     Ok(out)
 }
 
+/// The one stamped key a caller's `_meta` may override: the client capabilities of one
+/// request. A gateway passes on what its own client declared (narrower than the host's
+/// identity), so a server behind it asks only for input that client can give.
+pub const CALLER_OVERRIDABLE: &str = "io.modelcontextprotocol/clientCapabilities";
+
 /// The stamp, prepared once per distinct `meta` input: its decoded keys (to drop the
-/// caller's duplicates) and its compact members `"k":v` (to splice).
+/// caller's duplicates) and its compact members `"k":v` (to splice), whole and one by one.
 struct PreparedMeta {
     source: Vec<u8>,
     keys: Vec<String>,
     /// `"k1":v1,"k2":v2` without braces.
     body: Vec<u8>,
+    /// `body` without the `CALLER_OVERRIDABLE` member (equal to `body` when it has none).
+    body_without_overridable: Vec<u8>,
 }
 
 impl PreparedMeta {
     fn new(meta: &[u8]) -> Result<Self, CodecError> {
         let mut keys = Vec::new();
         let mut body = Vec::with_capacity(meta.len());
+        let mut without = Vec::with_capacity(meta.len());
         for (k, (ks, ke), (vs, ve)) in members(meta, 2, "meta")? {
-            if !body.is_empty() {
-                body.push(b',');
+            let mut member = Vec::with_capacity(ke - ks + ve - vs + 1);
+            member.extend_from_slice(&meta[ks..ke]);
+            member.push(b':');
+            write_compact(&mut member, &meta[vs..ve]);
+            for (target, skip) in [(&mut body, false), (&mut without, k == CALLER_OVERRIDABLE)] {
+                if skip {
+                    continue;
+                }
+                if !target.is_empty() {
+                    target.push(b',');
+                }
+                target.extend_from_slice(&member);
             }
-            body.extend_from_slice(&meta[ks..ke]);
-            body.push(b':');
-            write_compact(&mut body, &meta[vs..ve]);
             keys.push(k.into_owned());
         }
-        Ok(PreparedMeta { source: meta.to_vec(), keys, body })
+        Ok(PreparedMeta { source: meta.to_vec(), keys, body, body_without_overridable: without })
     }
 }
 
@@ -132,7 +147,8 @@ fn head(out: &mut Vec<u8>, id: Option<&JsonId>) {
 /// `meta` must be a JSON object. If `params` already has `_meta`, the two are merged in
 /// place of the caller's `_meta`: the stamp's members come first, then the caller's members
 /// whose keys the stamp does not have (the stamp wins every conflict, and all of the
-/// caller's duplicates of a stamped key are dropped). Without a caller `_meta`, the stamp
+/// caller's duplicates of a stamped key are dropped), except [`CALLER_OVERRIDABLE`]: the
+/// caller's first one replaces the stamp's. Without a caller `_meta`, the stamp
 /// is appended as the last member of params.
 pub fn stamp_request(id: &JsonId, method: &str, params: Option<&[u8]>, meta: &[u8]) -> Result<Vec<u8>, CodecError> {
     let mut out = Vec::new();
@@ -194,11 +210,20 @@ fn write_stamped(
                 }
                 wrote_meta = true;
                 let value = &params[s..e];
+                let caller = members(value, 2, "params._meta")?;
+                let overrides = caller.iter().any(|(ck, _, _)| ck == CALLER_OVERRIDABLE);
+                let stamped = if overrides { &stamp.body_without_overridable } else { &stamp.body };
                 out.extend_from_slice(b"\"_meta\":{");
-                out.extend_from_slice(&stamp.body);
-                let mut empty = stamp.body.is_empty();
-                for (ck, (cks, cke), (cs, ce)) in members(value, 2, "params._meta")? {
-                    if stamp.keys.iter().any(|sk| *sk == ck) {
+                out.extend_from_slice(stamped);
+                let mut empty = stamped.is_empty();
+                let mut overridden = false;
+                for (ck, (cks, cke), (cs, ce)) in caller {
+                    let keep = if ck == CALLER_OVERRIDABLE {
+                        !std::mem::replace(&mut overridden, true) // the caller's first one
+                    } else {
+                        !stamp.keys.iter().any(|sk| *sk == ck)
+                    };
+                    if !keep {
                         continue;
                     }
                     if !std::mem::replace(&mut empty, false) {
@@ -367,6 +392,22 @@ mod tests {
         assert_eq!(a, "{\"jsonrpc\":\"2.0\",\"id\":\"a\\\"b\",\"method\":\"tools/list\",\"params\":{\"_meta\":{}}}\n");
         let b = text(stamp_request(&JsonId::Int(1), "m", Some(b" { } "), b"{\"k\":1}").unwrap());
         assert_eq!(b, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"_meta\":{\"k\":1}}}\n");
+    }
+
+    #[test]
+    fn the_callers_client_capabilities_replace_the_stamps() {
+        let params = br#"{"name":"n","_meta":{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/clientCapabilities":{"roots":{}},"progressToken":1}}"#;
+        let out = text(stamp_request(&JsonId::Int(3), "tools/call", Some(params), META).unwrap());
+        assert_eq!(out.matches("clientCapabilities").count(), 1, "{out}");
+        assert!(out.contains(r#""io.modelcontextprotocol/clientCapabilities":{"sampling":{}}"#), "{out}");
+        assert!(!out.contains("roots"), "only the caller's first one: {out}");
+        assert!(out.contains(r#""io.modelcontextprotocol/protocolVersion":"2026-07-28""#), "{out}");
+        assert!(out.contains(r#""io.modelcontextprotocol/clientInfo""#), "{out}");
+        assert!(out.contains(r#""progressToken":1"#), "{out}");
+        // Without the caller's, the stamp's stands.
+        let plain = text(stamp_request(&JsonId::Int(4), "tools/call",
+                                       Some(br#"{"_meta":{"progressToken":2}}"#), META).unwrap());
+        assert!(plain.contains(r#""io.modelcontextprotocol/clientCapabilities":{}"#), "{plain}");
     }
 
     #[test]

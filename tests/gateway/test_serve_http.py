@@ -406,3 +406,29 @@ def test_a_flood_is_refused_with_retry_after_and_disturbs_no_one(gateways, tmp_p
         assert status == 200 and "result" in answer
         assert await gw.stop() == 0
     run(main())
+
+
+def test_a_modern_request_missing_its_meta_is_400(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        headers = {"Accept": BOTH, "Content-Type": "application/json",
+                   "MCP-Protocol-Version": MODERN, "Mcp-Method": "server/discover"}
+        for meta in ({}, {"io.modelcontextprotocol/clientCapabilities": {}},
+                     {PV: MODERN}, {PV: MODERN, "io.modelcontextprotocol/clientCapabilities": 7}):
+            message = gw.message("server/discover", {"_meta": meta})
+            status, answer, _ = await gw.post(message, headers)
+            assert status == 400 and answer["error"]["code"] == -32602, (meta, answer)
+            assert answer["id"] == message["id"]
+        # A body naming another revision than its header: -32020, not -32022.
+        other = gw.message("server/discover", {"_meta": {**modern_meta(), PV: "v999.0.0"}})
+        status, answer, _ = await gw.post(other, headers)
+        assert status == 400 and answer["error"]["code"] == -32020
+        # initialize is no 2026-07-28 method.
+        init = gw.message("initialize", {"protocolVersion": MODERN, "capabilities": {},
+                                         "clientInfo": {"name": "x", "version": "1"},
+                                         "_meta": modern_meta()})
+        status, answer, _ = await gw.post(init, {**headers, "Mcp-Method": "initialize"})
+        assert status == 404 and answer["error"]["code"] == -32601
+        assert await gw.stop() == 0
+    run(main())

@@ -12,8 +12,9 @@ the gateway itself: a modern client gets the ``input_required`` result as it is 
 answers it in its next request (``inputResponses``, ``requestState``), which goes to the
 server as it came; a legacy client is asked with requests of its own era
 (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) through the face's
-``Client.ask``, and the server gets the answers. Input a client did not declare the
-capability for is -32021, never asked.
+``Client.ask``, and the server gets the answers. The server behind is told, as the
+request's ``clientCapabilities``, the input kinds the client declared (and the gateway can
+relay); input the client did not declare is -32021, never asked.
 """
 
 from __future__ import annotations
@@ -227,13 +228,23 @@ def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any
             return p.error(p.INVALID_PARAMS, "inputResponses must be an object")
         if state is not None and not isinstance(state, str):
             return p.error(p.INVALID_PARAMS, "requestState must be a string")
-        return CallInput(relay=True, responses=responses, request_state=state)
+        return CallInput(relay=True, responses=responses, request_state=state,
+                         capabilities=_relayable(request.meta.get(META_CLIENT_CAPABILITIES)))
+    capabilities = _relayable(client.capabilities) if client.ask is not None else {}
     ask = client.ask
-    if ask is None:
-        return CallInput()
-    handlers = {method: _asking(ask, method) for method, capability in CAPABILITY_OF.items()
-                if capability in client.capabilities}
-    return CallInput(handlers=handlers, capabilities=dict(client.capabilities))
+    handlers = {} if ask is None else {
+        method: _asking(ask, method) for method, capability in CAPABILITY_OF.items()
+        if capability in capabilities}
+    return CallInput(handlers=handlers, capabilities=capabilities)
+
+
+def _relayable(declared: Any) -> dict[str, Any]:
+    """The client's declared capabilities the gateway can act on (it relays input
+    requests, nothing else): what the server behind is told this request's client has."""
+    if not isinstance(declared, Mapping):
+        return {}
+    return {name: value for name, value in declared.items()
+            if name in CAPABILITY_OF.values() and isinstance(value, dict)}
 
 
 def _asking(ask: Ask, method: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:

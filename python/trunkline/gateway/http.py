@@ -85,6 +85,13 @@ def _refusal(status: int, code: int, message: str, **headers: str) -> web.Respon
     return _json(p.error_response(None, p.error(code, message)), status, headers)
 
 
+def _malformed_status(err: dict[str, Any]) -> int:
+    """A request refused for its shape (no revision or capabilities in ``_meta``, params
+    that are not an object) is 400 even where the code alone (-32602) would not say so."""
+    status = status_for(err)
+    return 400 if status == 200 else status
+
+
 @web.middleware
 async def _no_bare_500(request: web.Request, handler: Any) -> web.StreamResponse:
     """A bug in the gateway is still a JSON-RPC answer (and a log line), not aiohttp's
@@ -191,7 +198,7 @@ class HttpFace:
             return _refusal(400, p.PARSE_ERROR, f"Parse error: {exc}")
         refused = check_version_header(request.headers.get("MCP-Protocol-Version"), message)
         if refused is not None:
-            return _json(refused, status_for(refused["error"]))
+            return _json(refused, _malformed_status(refused["error"]))
         session_id = request.headers.get("Mcp-Session-Id")
         session = self._signer.verify(session_id) if session_id else None
         inbound = p.read(message, session.version if session else None)
@@ -199,7 +206,8 @@ class HttpFace:
                                                   and inbound.era is p.ClientEra.MODERN):
             return _refusal(404, p.INVALID_REQUEST, "Session not found")
         if isinstance(inbound, p.Refused):
-            return _json(p.error_response(inbound.id, inbound.error), status_for(inbound.error))
+            return _json(p.error_response(inbound.id, inbound.error),
+                         _malformed_status(inbound.error))
         if isinstance(inbound, p.Response):
             if not self._asks.answered(inbound, owner=session_id):
                 log.info("a client's answer to no question of its session: dropped")

@@ -66,8 +66,11 @@ class CallPath:
             token = handle.progress.watch(lambda p: on_progress(
                 p.get("progress"), p.get("total"), p.get("message")))
             meta["progressToken"] = token
-        if log_level is not None and handle.era == "modern":
-            meta[META_LOG_LEVEL] = log_level
+        if handle.era == "modern":
+            if log_level is not None:
+                meta[META_LOG_LEVEL] = log_level
+            if call_input is not None:
+                meta.update(call_input.meta())
         if meta:
             body["_meta"] = meta
         timeout = self.timeout_for(handle, timeout)
@@ -100,6 +103,8 @@ class CallPath:
                          deadline=asyncio.get_running_loop().time() + timeout)
         if call_input is not None:
             body = {**body, **call_input.continuation()}
+            if handle.era == "modern" and call_input.meta():
+                body["_meta"] = {**body.get("_meta", {}), **call_input.meta()}
         reply = await self._send(handle, method, body, plan, timeout)
         result = await self._completed(handle, method, body, reply, timeout, call_input)
         if isinstance(result, InputRequired):

@@ -31,6 +31,7 @@ from ..protocol.mrtr import (
     Resend,
 )
 from ..protocol.reply import Reply
+from ..protocol.versions import META_CLIENT_CAPABILITIES
 from .handle import WorkerHandle
 
 
@@ -38,16 +39,24 @@ from .handle import WorkerHandle
 class CallInput:
     """How one call's input rounds go, instead of the host's handlers."""
 
-    #: Answer the rounds with these (``{"elicitation/create": f, ...}``), declared as
-    #: ``capabilities``.
+    #: Answer the rounds with these (``{"elicitation/create": f, ...}``).
     handlers: Mapping[str, InputHandler] = field(default_factory=dict)
-    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    #: The client capabilities this call declares to a modern server instead of the
+    #: host's (``_meta`` ``clientCapabilities``), and that its rounds are checked against;
+    #: None: the host's.
+    capabilities: Mapping[str, Any] | None = None
     #: Run no rounds: an ``input_required`` result is the call's result (``InputRequired``).
     relay: bool = False
     #: Sent with the call: the answers to a previous ``input_required`` of the same call
     #: (``inputResponses``) and its ``requestState``, as the caller received them.
     responses: Mapping[str, Any] | None = None
     request_state: str | None = None
+
+    def meta(self) -> dict[str, Any]:
+        """What this call adds to a modern request's ``_meta``."""
+        if self.capabilities is None:
+            return {}
+        return {META_CLIENT_CAPABILITIES: dict(self.capabilities)}
 
     def continuation(self) -> dict[str, Any]:
         """The params members that carry the answers, if any."""
@@ -82,9 +91,11 @@ class InputRounds:
 
     def for_call(self, call_input: CallInput | None) -> InputRounds:
         """The rounds of one call: its own handlers, when it brought some."""
-        if call_input is None or not call_input.handlers:
+        if call_input is None or (not call_input.handlers and call_input.capabilities is None):
             return self
-        return InputRounds(call_input.handlers, call_input.capabilities, self.limits)
+        return InputRounds(call_input.handlers, self._capabilities
+                           if call_input.capabilities is None else call_input.capabilities,
+                           self.limits)
 
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                        result: dict[str, Any], reply: Reply, timeout: float) -> Any:
