@@ -261,15 +261,19 @@ async def serve(ns: argparse.Namespace) -> int:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
         async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
-                                    capabilities=RELAYED_CAPABILITIES) as host:
+                                    capabilities=RELAYED_CAPABILITIES,
+                                    model_safe_names=ns.model_safe_names) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server))
-            if ns.stdio:
-                from .gateway.stdio import serve_stdio
+            try:
+                if ns.stdio:
+                    from .gateway.stdio import serve_stdio
 
-                await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
-            else:
-                await _serve_http(answerer, ns)
+                    await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
+                else:
+                    await _serve_http(answerer, ns)
+            finally:
+                answerer.close()
     except asyncio.CancelledError:
         main.uncancel()
     return EXIT_OK
@@ -344,6 +348,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-body-bytes", type=_positive_int, default=None, metavar="BYTES",
                    help="largest request body over HTTP (default: the largest message line, "
                         "16 MiB)")
+    g.add_argument("--model-safe-names", action="store_true",
+                   help="serve tools under model-safe aliases ([A-Za-z0-9_-], at most 64 "
+                        "characters) instead of their canonical names")
     g.add_argument("--max-in-flight", type=_positive_int, default=16384, metavar="N",
                    help="requests behind the gateway at once; beyond it: 503 / an error "
                         "asking to retry (default 16384)")

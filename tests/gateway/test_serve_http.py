@@ -432,3 +432,46 @@ def test_a_modern_request_missing_its_meta_is_400(gateways, tmp_path):
         assert status == 404 and answer["error"]["code"] == -32601
         assert await gw.stop() == 0
     run(main())
+
+
+def test_a_call_to_a_gone_servers_tool_names_the_server(gateways, tmp_path):
+    """beta crashes on every call until its restarts run out: its tools leave the list,
+    a call to one says which server and why, and alpha is untouched."""
+    path = fleet_config(tmp_path, {"alpha": scripted(), "beta": scripted("--name", "beta")})
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        for _ in range(40):
+            async with gw.http.get(f"{gw.base}/readyz") as response:
+                if (await response.json())["unavailable"] == ["beta"]:
+                    break
+            await gw.modern("tools/call", {"name": "beta/crash", "arguments": {}})
+        else:
+            raise AssertionError("beta never became unavailable")
+        _, listed = await gw.modern("tools/list")
+        assert not any(t["name"].startswith("beta/") for t in listed["result"]["tools"])
+        status, gone = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        assert gone["error"]["code"] == -32602
+        assert gone["error"]["data"] == {"server": "beta", "state": "unavailable"}
+        assert "'beta' is unavailable" in gone["error"]["message"], gone
+        status, never = await gw.modern("tools/call", {"name": "nope", "arguments": {}})
+        assert never["error"]["code"] == -32602 and "data" not in never["error"]
+        status, fine = await gw.modern("tools/call", {"name": "echo", "arguments": {"a": 1}})
+        assert status == 200 and "result" in fine
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_model_safe_names_are_served_and_called(gateways, tmp_path):
+    import re
+
+    path = fleet_config(tmp_path, {"alpha": scripted(), "beta": scripted("--name", "beta")})
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--model-safe-names")
+        _, listed = await gw.modern("tools/list")
+        names = [t["name"] for t in listed["result"]["tools"]]
+        assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in names), names
+        [beta_echo] = [n for n in names if "beta" in n and "echo" in n]
+        _, called = await gw.modern("tools/call", {"name": beta_echo, "arguments": {"m": 1}})
+        assert json.loads(called["result"]["content"][0]["text"]) == {"m": 1}
+        assert await gw.stop() == 0
+    run(main())

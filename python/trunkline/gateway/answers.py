@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..channel import ServerState
 from ..errors import TrunklineError
 from ..parent.host import Host
 from ..parent.input_rounds import CallInput, InputRequired
@@ -74,6 +75,19 @@ class Answerer:
         self._server_info = dict(server_info)
         self._instructions = instructions
         self._offerings = Offerings(host)
+        #: Every tool name ever served, and its server: a call to the tool of a server that
+        #: has since gone away is told which server and why, not just "no such tool".
+        self._owners: dict[str, str] = {}
+        self._remember_owners(host.catalog)
+        self._unwatch = host.watch_catalog(self._remember_owners)
+
+    def close(self) -> None:
+        self._unwatch()
+
+    def _remember_owners(self, catalog: Any) -> None:
+        for entry in catalog:
+            self._owners[entry.model_name] = entry.server
+            self._owners[entry.name] = entry.server
 
     def immediate(self, request: p.Request) -> dict[str, Any] | None:
         """The response to what needs nothing behind the gateway; None for what does
@@ -109,6 +123,8 @@ class Answerer:
         if isinstance(token, (str, int)) and not isinstance(token, bool):
             on_progress = _progress_to(token, progress)
         server = self._server_of(name)
+        if server is None and (gone := self._gone(name)) is not None:
+            return p.error_response(request.id, gone)
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
             return p.error_response(request.id, call_input)
@@ -124,6 +140,17 @@ class Answerer:
         response's form before the call starts asks first), or None."""
         name = request.params.get("name")
         return self.admission.check(self._server_of(name) if isinstance(name, str) else None)
+
+    def _gone(self, tool: str) -> dict[str, Any] | None:
+        """The error for a tool no longer served because its server is not ready."""
+        owner = self._owners.get(tool)
+        status = next((s for s in self.host.servers() if s.name == owner), None)
+        if status is None or status.state is ServerState.READY:
+            return None
+        why = f": {status.reason}" if status.reason else ""
+        return p.error(p.INVALID_PARAMS, f"tool {tool!r} is not available: its server "
+                       f"{owner!r} is {status.state.value}{why}",
+                       {"server": owner, "state": status.state.value})
 
     def _server_of(self, tool: str) -> str | None:
         catalog = self.host.catalog
