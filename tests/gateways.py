@@ -87,7 +87,23 @@ JSON_ONLY = "application/json"
 BOTH = "application/json, text/event-stream"
 
 
-class HttpGateway:
+class Requests:
+    """JSON-RPC requests with ids counted from 1 (a test client's own)."""
+
+    _next = 0
+
+    def message(self, method: str, params: dict[str, Any] | None = None,
+                request_id: Any = None) -> dict[str, Any]:
+        if request_id is None:
+            self._next += 1
+            request_id = self._next
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+
+class HttpGateway(Requests):
     """A ``trunkline serve --http`` process and an HTTP client for it."""
 
     def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
@@ -96,7 +112,6 @@ class HttpGateway:
         self.base = url.rsplit("/", 1)[0]
         self.http = aiohttp.ClientSession()
         self.stderr = b""
-        self._next = 0
 
     @classmethod
     async def start(cls, path: Path, gateways: Any, *flags: str, bind: str = "127.0.0.1:0",
@@ -113,15 +128,6 @@ class HttpGateway:
             raise AssertionError(f"no LISTENING line: {line!r} {await proc.stderr.read()!r}")
         return cls(proc, line.split()[1].decode())
 
-    def message(self, method: str, params: dict[str, Any] | None = None,
-                request_id: Any = None) -> dict[str, Any]:
-        if request_id is None:
-            self._next += 1
-            request_id = self._next
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        return message
 
     @staticmethod
     def modern_headers(message: dict[str, Any], accept: str = BOTH) -> dict[str, str]:
@@ -182,7 +188,7 @@ async def sse_messages(response: aiohttp.ClientResponse) -> AsyncIterator[dict[s
             data = []
 
 
-class StdioGateway:
+class StdioGateway(Requests):
     """A ``trunkline serve --stdio`` process and the messages it wrote."""
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
@@ -190,7 +196,6 @@ class StdioGateway:
         self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.notes: list[dict[str, Any]] = []
         self.raw: list[bytes] = []
-        self._next = 0
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
@@ -219,14 +224,9 @@ class StdioGateway:
 
     def request(self, method: str, params: dict[str, Any] | None = None,
                 request_id: Any = None) -> Any:
-        if request_id is None:
-            self._next += 1
-            request_id = self._next
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
+        message = self.message(method, params, request_id)
         self.send(message)
-        return request_id
+        return message["id"]
 
     async def answer(self, timeout: float = 30) -> dict[str, Any]:
         return await asyncio.wait_for(self.messages.get(), timeout)
