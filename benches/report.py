@@ -6,7 +6,8 @@ Reads ``extra_info`` (median calls/s, p50 and p99 over rounds, timed call phase
 only) of every ``test_fanout`` case and prints, per scenario, calls/s and
 p50/p99 for each client, with the ratios trunkline/SDK and trunkline/raw when a
 trunkline column exists, and raw/SDK (the headroom the SDK leaves) always.
-Other benchmarks in the same file are ignored.
+Other benchmarks in the same file are ignored, except bench_gateway.py's, whose tables
+follow (``bench_gateway.render``).
 """
 
 from __future__ import annotations
@@ -120,8 +121,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("json", type=Path, help="pytest-benchmark --benchmark-json output")
     ns = ap.parse_args(argv)
-    sys.stdout.write(render(ns.json))
+    scenarios, _, _ = load(ns.json)
+    gateway = _gateway_tables(ns.json)
+    if gateway and not scenarios:
+        sys.stdout.write(gateway)
+    else:
+        sys.stdout.write(render(ns.json) + (f"\n{gateway}" if gateway else ""))
     return 0
+
+
+def _gateway_tables(path: Path) -> str:
+    """bench_gateway.py's tables, when the file holds its cases ("" otherwise)."""
+    doc = json.loads(path.read_text())
+    if not any((b.get("extra_info") or {}).get("gateway_bench") for b in doc.get("benchmarks", [])):
+        return ""
+    benches = str(Path(__file__).resolve().parent)
+    if benches not in sys.path:
+        sys.path.insert(0, benches)
+    import bench_gateway
+
+    return bench_gateway.render(path)
 
 
 if __name__ == "__main__":
