@@ -127,6 +127,9 @@ class HttpFace:
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._legacy_streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._asks = Asks()
+        self._header_params_of: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
+        #: ``Host`` header values already judged (a client sends the same one every time).
+        self._host_verdicts: dict[str, bool] = {}
         self._draining = False
         self._runner: web.AppRunner | None = None
         self.url: str | None = None
@@ -171,11 +174,21 @@ class HttpFace:
         if self._keys and not key_accepted(request.headers.get("Authorization"), self._keys):
             return _refusal(401, p.INVALID_REQUEST, "an API key is required",
                             **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
-        if not host_allowed(request.headers.get("Host"), self._hosts):
+        if not self._host_allowed(request.headers.get("Host")):
             return _refusal(403, p.INVALID_REQUEST, "unknown Host")
         if not origin_allowed(request.headers.get("Origin"), self._hosts):
             return _refusal(403, p.INVALID_REQUEST, "Origin not allowed")
         return None
+
+    def _host_allowed(self, host: str | None) -> bool:
+        if host is None:
+            return False
+        verdict = self._host_verdicts.get(host)
+        if verdict is None:
+            verdict = host_allowed(host, self._hosts)
+            if len(self._host_verdicts) < 1024:  # bounded: Host is the client's to choose
+                self._host_verdicts[host] = verdict
+        return verdict
 
     # -- POST: one message ---------------------------------------------------------------
 
@@ -244,20 +257,22 @@ class HttpFace:
         return _answer(answer, headers)
 
     def _header_params(self, request: p.Request) -> tuple[mcp_headers.HeaderParam, ...]:
-        """The ``x-mcp-header`` arguments of the tool a ``tools/call`` names (as served)."""
-        if request.method != CALL:
-            return ()
+        """The ``x-mcp-header`` arguments of the tool a ``tools/call`` names (as served),
+        found once per tool and catalog (walking a schema on every call cost more than the
+        rest of the header checks together)."""
         name = request.params.get("name")
+        if request.method != CALL or not isinstance(name, str):
+            return ()
+        known = self._header_params_of.get(name)
+        if known is not None:
+            return known
         try:
-            entry = self._answerer.host.catalog.lookup(name) if isinstance(name, str) else None
-        except KeyError:
+            entry = self._answerer.host.catalog.lookup(name)
+            found = mcp_headers.tool_header_params(entry.input_schema)
+        except (KeyError, mcp_headers.InvalidToolHeaders):
             return ()
-        if entry is None:
-            return ()
-        try:
-            return mcp_headers.tool_header_params(entry.input_schema)
-        except mcp_headers.InvalidToolHeaders:
-            return ()
+        self._header_params_of[name] = found
+        return found
 
     async def _call(self, http: web.Request, request: p.Request, session_id: str | None,
                     session: LegacySession | None) -> web.StreamResponse:
@@ -360,6 +375,7 @@ class HttpFace:
                       "unavailable": down}, 200 if ready else 503)
 
     def _catalog_changed(self, catalog: Catalog) -> None:
+        self._header_params_of.clear()
         note = p.notification("notifications/tools/list_changed", {})
         for queue in (*self._streams, *self._legacy_streams):
             queue.put_nowait(note)
