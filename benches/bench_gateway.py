@@ -47,7 +47,7 @@ import fanout
 import gateway_load
 import gateway_stdio
 import pytest
-import report
+import formats
 
 HTTP_COLUMNS = ("direct", "trunkline", "trunkline-sse", "fastmcp")
 LABEL = {"direct": "direct", "trunkline": "trunkline", "trunkline-sse": "trunkline, SSE",
@@ -252,20 +252,20 @@ def render(path: Path) -> str:
 
         def added(n: int, c: str) -> str:
             x, d = cell.get((n, c)), cell.get((n, "direct"))
-            return f"+{report._ms(x['p50_ms'] - d['p50_ms'])}" if x and d else "–"
+            return f"+{formats.ms(x['p50_ms'] - d['p50_ms'])}" if x and d else "–"
 
         _table(out, "Over HTTP, calls/s (median of rounds; in flight = wrk's connections):",
                ["in flight", *(LABEL[c] for c in cols), "trunkline/fastmcp",
                 "trunkline/direct"],
-               [[str(n), *per(lambda i: report._rate(i["calls_per_s"]))(n),
+               [[str(n), *per(lambda i: formats.rate(i["calls_per_s"]))(n),
                  ratio(n, "trunkline", "fastmcp"), ratio(n, "trunkline", "direct")]
                 for n in conns])
         _table(out, "Latency per call, p50 / p99 in ms (wrk), and the p50 each gateway adds "
                "over direct:",
                ["in flight", *(LABEL[c] for c in cols), "added p50 trunkline",
                 "added p50 fastmcp"],
-               [[str(n), *per(lambda i: f"{report._ms(i['p50_ms'])} / "
-                                        f"{report._ms(i['p99_ms'])}")(n),
+               [[str(n), *per(lambda i: f"{formats.ms(i['p50_ms'])} / "
+                                        f"{formats.ms(i['p99_ms'])}")(n),
                  added(n, "trunkline"), added(n, "fastmcp")] for n in conns])
         _table(out, "CPU per call in µs: the serving process + its workers + its upstream "
                "(all the target's processes); wrk's share of one core:",
@@ -285,9 +285,9 @@ def render(path: Path) -> str:
         clients = [c for c in STDIO_CLIENTS if any(k[1] == c for k in cell)]
         _table(out, "Over stdio, one client: calls/s, p50 / p99 ms (median of rounds):",
                ["in flight", *(STDIO_LABEL[c] for c in clients)],
-               [[str(k), *(f"{report._rate(cell[(k, c)]['calls_per_s'])}; "
-                           f"{report._ms(cell[(k, c)]['p50_ms'])} / "
-                           f"{report._ms(cell[(k, c)]['p99_ms'])}"
+               [[str(k), *(f"{formats.rate(cell[(k, c)]['calls_per_s'])}; "
+                           f"{formats.ms(cell[(k, c)]['p50_ms'])} / "
+                           f"{formats.ms(cell[(k, c)]['p99_ms'])}"
                            if (k, c) in cell else "–" for c in clients)]
                 for k in sorted({k for k, _ in cell})])
     return "\n".join(out)

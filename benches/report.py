@@ -19,6 +19,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from formats import ms as _ms
+from formats import rate as _rate
+
 CLIENT_ORDER = ("trunkline", "sdk", "raw")
 LABEL = {"trunkline": "trunkline", "sdk": "SDK", "raw": "raw uvloop"}
 
@@ -35,24 +38,6 @@ def load(path: Path) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]], 
             scenarios.append(info["scenario"])
         cells[(info["scenario"], info["client"])] = info
     return scenarios, cells, doc.get("machine_info", {})
-
-
-def _rate(v: float) -> str:
-    if v >= 100_000:
-        return f"{v / 1000:.0f}k"
-    if v >= 10_000:
-        return f"{v / 1000:.1f}k"
-    return f"{v:,.0f}"
-
-
-def _ms(v: float) -> str:
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
 
 
 def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
