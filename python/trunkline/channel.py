@@ -212,9 +212,12 @@ class ListChanged(_Json, frozen=True):
 
 class Notice(msgspec.Struct, frozen=True):
     """A server notification the parent routes (log messages, progress), its params
-    forwarded as sent. The frame type says which."""
+    forwarded as sent. The frame type says which. ``stream`` is the progress token of the
+    request on whose response stream a log message came (Streamable HTTP), when it had
+    one: the parent gives the message to that call."""
 
     params: dict[str, Any]
+    stream: str | None = None
 
     def to_bytes(self, kind: int) -> bytes:
         return frame(kind, _ENCODER.encode(self))

@@ -358,7 +358,7 @@ def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_l
             assert seen_a == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
             assert seen_b == seen_a  # each call saw exactly its own three, nothing else
             assert orjson.loads(a.text) == {"n": 1} and orjson.loads(b.text) == {"n": 2}
-            assert host._servers.handle("talk").progress.dropped == 2  # the "not ours" tokens
+            assert host._servers.handle("talk").notices.dropped == 2  # the "not ours" tokens
     run(main())
     assert logs == [("talk", {"level": "info", "logger": "chatty", "data": "asked for level info"})]
     sent = calls(tap)
@@ -368,6 +368,36 @@ def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_l
         "info", None]
     for c in sent:
         validate_message(c, MODERN)
+
+
+def test_over_stdio_a_log_message_is_a_calls_only_when_that_call_alone_asked(tap, no_leaks):
+    """stdio carries no stream per request: with one call asking for logs its sink gets the
+    message; while two ask at once a message names neither, so the host gets it, and
+    never the other call."""
+    host_logs: list[tuple[str, dict]] = []
+
+    async def main():
+        async with Host(settings=SETTINGS,
+                        on_log=lambda s, p: host_logs.append((s, p))) as host:
+            await host.add_server("talk", scripted(tap=tap))
+            alone: list[dict] = []
+            await host.call_tool("chatty", {"n": 1}, log_level="info", on_log=alone.append)
+            assert alone == [{"level": "info", "logger": "chatty",
+                              "data": "asked for level info"}]
+            assert host_logs == []
+            a: list[dict] = []
+            b: list[dict] = []
+            await asyncio.gather(
+                host.call_tool("chatty", {"n": 2}, log_level="info", on_log=a.append),
+                host.call_tool("chatty", {"n": 3}, log_level="debug", on_log=b.append))
+            # The server answers in turn: a's message came while both asked (the host's);
+            # b's came while both asked, or once a was done and b alone was left.
+            assert a == []
+            got_b = [p["data"] for p in b] + [p["data"] for _, p in host_logs
+                                                if p["data"] == "asked for level debug"]
+            assert got_b == ["asked for level debug"]
+    run(main())
+    assert "asked for level info" in [p["data"] for _, p in host_logs]
 
 
 def _crash_calls(tap) -> list[dict]:

@@ -91,6 +91,38 @@ def test_modern_sdk_server_over_http(no_leaks, http_peer, tmp_path, server_args,
     assert call["headers"]["mcp-param-count"] == "3"
 
 
+@pytest.mark.real_servers
+def test_each_calls_log_messages_reach_that_call_only(no_leaks, http_peer):
+    """Over HTTP a log message is attributed by the response stream it came on: three
+    concurrent calls, two asking for logs, each sink gets exactly its own call's."""
+    argv, env = httppeers.py_http_modern()
+    server = http_peer(argv, env)
+    unattributed: list[tuple[str, dict]] = []
+
+    async def main():
+        async with Host(settings=SETTINGS,
+                        on_log=lambda s, p: unattributed.append((s, p))) as host:
+            await host.add_server("remote", http(server.url))
+            logs: dict[int, list[dict]] = {2: [], 3: []}
+            results = await asyncio.gather(*(
+                host.call_tool("count", {"n": n}, log_level="info", on_log=logs[n].append)
+                for n in (2, 3)), host.call_tool("count", {"n": 4}))
+            assert [r.text for r in results] == ["counted 2", "counted 3", "counted 4"]
+            for n, seen in logs.items():
+                assert [(m["level"], m["data"]) for m in seen] == [
+                    ("info", f"step {i}") for i in range(1, n + 1)]
+                assert all("_meta" not in m or "dev.trunkline/stream" not in m["_meta"]
+                           for m in seen)  # the worker's tag does not leak
+            # A level below the one asked is not sent: the server filters by _meta.
+            quiet: list[dict] = []
+            await host.call_tool("count", {"n": 2}, log_level="warning", on_log=quiet.append)
+            assert quiet == []
+            with pytest.raises(ValueError, match="on_log needs a log_level"):
+                await host.call_tool("count", {"n": 1}, on_log=quiet.append)
+    run(main())
+    assert unattributed == []  # the call without a level got no logs: none were sent
+
+
 LEGACY_SERVERS = [
     pytest.param(httppeers.py_http_legacy, True, id="mcp-1.30.0"),
     pytest.param(httppeers.ts_everything_http, False, id="server-everything"),

@@ -80,7 +80,8 @@ def add_tools(server: Any, context_type: type) -> None:
                                         x-mcp-header Region / Count / Flag (pydantic
                                         json_schema_extra). Not `int | None`: that is an
                                         anyOf, which mcp 2.x refuses for x-mcp-header
-    count {n}                        -> n progress notifications ("step <i>"), then
+    count {n}                        -> n progress notifications ("step <i>") and n info
+                                        logs (modern: if asked), then
                                         "counted <n>"
     slow {seconds}                   -> sleeps (<= 60 s), then "slept <seconds>"
     """
@@ -101,11 +102,13 @@ def add_tools(server: Any, context_type: type) -> None:
                  flag: Annotated[bool, header("Flag")] = False) -> str:
         return f"region={region} count={count} flag={str(flag).lower()}"
 
-    @server.tool(description="Send n progress notifications, then answer")
+    @server.tool(description="Send n progress notifications (and, asked for logs, n info "
+                 "log messages), then answer")
     async def count(n: int, ctx: context_type) -> str:  # type: ignore[valid-type]
         n = max(0, min(n, 100))
         for i in range(1, n + 1):
             await ctx.report_progress(i, n, f"step {i}")
+            await ctx.info(f"step {i}")  # 2026-07-28: only when the request asked
         return f"counted {n}"
 
     @server.tool(description="Sleep the given number of seconds (<= 60), then answer")

@@ -73,11 +73,13 @@ async def sleep(ms: int) -> str:
     return f"slept {ms}"
 
 
-@server.tool(description="Send n progress notifications, then answer")
+@server.tool(description="Send n progress notifications (and, asked for logs, n info "
+             "log messages), then answer")
 async def count(n: int, ctx: Context) -> str:
     n = max(0, min(n, 100))
     for i in range(1, n + 1):
         await ctx.report_progress(i, n, f"step {i}")
+        await ctx.info(f"step {i}")  # 2026-07-28: only when the request asked
     return f"counted {n}"
 
 

@@ -3,8 +3,10 @@
 Shared by every face (stdio, Streamable HTTP): ``immediate`` for what needs nothing behind
 the gateway (discover, initialize, ping, the merged tool list; None for anything else),
 ``from_fleet`` for what is asked of the servers behind (prompts, resources, completion),
-``call`` for a ``tools/call``, whose progress goes to the given sink under the client's own
-token. Each returns the whole response message, in the client's era. Connection state (a
+``call`` for a ``tools/call``, whose progress (under the client's own token) and log
+messages (at the level the client asked: in the request's ``_meta``, or for a legacy
+session with ``logging/setLevel``) go to the given sink, so they travel on the call's own
+stream. Each returns the whole response message, in the client's era. Connection state (a
 legacy session, in-flight tasks, listen streams) belongs to the faces.
 
 A server behind that needs input (``input_required``, MCP 2026-07-28) is never answered by
@@ -30,7 +32,7 @@ from ..errors import TrunklineError
 from ..parent.host import Host
 from ..parent.input_rounds import CallInput, InputRequired
 from ..protocol.mrtr import CAPABILITY_OF
-from ..protocol.versions import META_CLIENT_CAPABILITIES
+from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from . import protocol as p
 from .admission import Admission
 from .offerings import LISTS, Offerings
@@ -45,11 +47,13 @@ Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 @dataclass(frozen=True)
 class Client:
     """What a face knows of the legacy client a request came from: the capabilities it
-    declared in ``initialize``, and how to ask it something on this exchange (None when
-    the exchange cannot carry a request, e.g. a POST answered as plain JSON)."""
+    declared in ``initialize``, how to ask it something on this exchange (None when the
+    exchange cannot carry a request, e.g. a POST answered as plain JSON), and the log
+    level its session set (``logging/setLevel``; None: it never did, and gets no logs)."""
 
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     ask: Ask | None = None
+    log_level: str | None = None
 
 
 NO_CLIENT = Client()
@@ -103,14 +107,18 @@ class Answerer:
         elif method == "tools/list":
             result = p.list_result("tools", [p.served_tool(e) for e in self.host.tools()], era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
-            result = {}  # accepted; the servers behind log to the host
+            level = request.params.get("level")
+            if level not in LOG_LEVELS:
+                return p.error_response(request.id, p.error(
+                    p.INVALID_PARAMS, f"unknown log level {level!r}: one of {LOG_LEVELS}"))
+            result = {}  # the face keeps the level for the session's next calls
         elif method in FLEET_METHODS:
             return None
         else:
             return p.error_response(request.id, p.unknown_method(method))
         return p.response(request.id, result)
 
-    async def call(self, request: p.Request, progress: Send,
+    async def call(self, request: p.Request, notify: Send,
                    client: Client = NO_CLIENT) -> dict[str, Any]:
         """The response to one ``tools/call`` (a result, or an error naming the server)."""
         name = request.params.get("name")
@@ -121,17 +129,23 @@ class Answerer:
         token = request.meta.get("progressToken")
         on_progress = None
         if isinstance(token, (str, int)) and not isinstance(token, bool):
-            on_progress = _progress_to(token, progress)
+            on_progress = _progress_to(token, notify)
+        level = _log_level(request, client)
+        if isinstance(level, dict):
+            return p.error_response(request.id, level)
         server = self._server_of(name)
         if server is None and (gone := self._gone(name)) is not None:
             return p.error_response(request.id, gone)
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
             return p.error_response(request.id, call_input)
+        on_log = None if level is None else (
+            lambda params: notify(p.notification("notifications/message", params)))
 
         async def call() -> Any:
             result = await self.host.call_tool(name, arguments, on_progress=on_progress,
-                                               call_input=call_input)
+                                               call_input=call_input, log_level=level,
+                                               on_log=on_log)
             return result if isinstance(result, InputRequired) else result.raw
         return await self._behind(request, server, call())
 
@@ -263,6 +277,19 @@ def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any
         method: _asking(ask, method) for method, capability in CAPABILITY_OF.items()
         if capability in capabilities}
     return CallInput(handlers=handlers, capabilities=capabilities)
+
+
+def _log_level(request: p.Request, client: Client) -> str | None | dict[str, Any]:
+    """The level the request's log messages are wanted at (None: none are), or the error
+    for a level that is not one: a modern client names it in ``_meta``, a legacy one set
+    it for its session."""
+    if request.era is p.ClientEra.LEGACY:
+        return client.log_level
+    level = request.meta.get(META_LOG_LEVEL)
+    if level is None or level in LOG_LEVELS:
+        return level
+    return p.error(p.INVALID_PARAMS, f"unknown log level {level!r} in _meta "
+                   f"{META_LOG_LEVEL}: one of {LOG_LEVELS}")
 
 
 def _relayable(declared: Any) -> dict[str, Any]:

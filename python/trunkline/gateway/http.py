@@ -58,6 +58,8 @@ from .http_rules import (
 log = logging.getLogger("trunkline.gateway")
 
 ENDPOINT = "/mcp"
+#: Legacy sessions whose log level a replica remembers.
+_MAX_SESSION_LEVELS = 65536
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
@@ -127,6 +129,9 @@ class HttpFace:
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._legacy_streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._asks = Asks()
+        #: Legacy sessions' ``logging/setLevel``: the one session state a signed id does
+        #: not carry (it is set after the id was issued), so it is this replica's.
+        self._log_levels: dict[str, str] = {}
         self._header_params_of: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
         #: ``Host`` header values already judged (a client sends the same one every time).
         self._host_verdicts: dict[str, bool] = {}
@@ -249,12 +254,20 @@ class HttpFace:
         if answer is None:
             answer = await self._answerer.from_fleet(request)
         headers = {}
+        if request.method == "logging/setLevel" and "result" in answer and session_id:
+            self._remember_level(session_id, request.params["level"])
         if request.method == "initialize" and "result" in answer:
             declared = request.params.get("capabilities")
             headers["Mcp-Session-Id"] = self._signer.mint(
                 answer["result"]["protocolVersion"], declared if isinstance(declared, dict)
                 else None)
         return _answer(answer, headers)
+
+    def _remember_level(self, session_id: str, level: str) -> None:
+        self._log_levels.pop(session_id, None)
+        self._log_levels[session_id] = level
+        if len(self._log_levels) > _MAX_SESSION_LEVELS:  # the longest unchanged goes
+            del self._log_levels[next(iter(self._log_levels))]
 
     def _header_params(self, request: p.Request) -> tuple[mcp_headers.HeaderParam, ...]:
         """The ``x-mcp-header`` arguments of the tool a ``tools/call`` names (as served),
@@ -286,7 +299,8 @@ class HttpFace:
         if session is not None and request.era is p.ClientEra.LEGACY:
             # A server's input is asked on this stream; the answer comes in a POST.
             client = Client(session.capabilities, lambda method, params: self._asks.ask(
-                queue.put_nowait, method, params, owner=session_id))
+                queue.put_nowait, method, params, owner=session_id),
+                self._log_levels.get(session_id) if session_id else None)
         task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait, client))
         response: web.StreamResponse | None = None
         try:

@@ -178,10 +178,10 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def capabilities() -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes), the fleet's prompts,
-    resources and completions. Not resource subscriptions nor logging: updates and log
-    messages of the servers behind are not relayed (yet), so neither is offered."""
+    resources and completions, and the log messages of each call. Not resource
+    subscriptions: updates of the servers behind are not relayed (yet)."""
     return {"tools": {"listChanged": True}, "prompts": {}, "resources": {},
-            "completions": {}}
+            "completions": {}, "logging": {}}
 
 
 def discover_result(server_info: Mapping[str, Any], instructions: str | None) -> dict[str, Any]:

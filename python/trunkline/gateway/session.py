@@ -38,6 +38,7 @@ class ClientSession:
         #: and the capabilities the client declared there.
         self.legacy_version: str | None = None
         self._legacy_capabilities: dict[str, Any] = {}
+        self._log_level: str | None = None
         self._asks = Asks()
         self._calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
         #: Open modern listen streams that asked for tool-list changes: their request ids.
@@ -81,16 +82,20 @@ class ClientSession:
                 self.legacy_version = answer["result"]["protocolVersion"]
                 declared = request.params.get("capabilities")
                 self._legacy_capabilities = declared if isinstance(declared, dict) else {}
+            elif request.method == "logging/setLevel" and "result" in answer:
+                self._log_level = request.params["level"]
             self._send(answer)
         else:
             self._start(request, self._answerer.from_fleet(request, self._client(request)))
 
     def _client(self, request: p.Request) -> Client:
-        """A legacy client is asked for a server's input on this connection."""
+        """A legacy client is asked for a server's input on this connection, and gets log
+        messages at the level it set."""
         if request.era is p.ClientEra.MODERN:
             return NO_CLIENT
         return Client(self._legacy_capabilities,
-                      lambda method, params: self._asks.ask(self._send, method, params))
+                      lambda method, params: self._asks.ask(self._send, method, params),
+                      self._log_level)
 
     # -- requests answered from behind the gateway ----------------------------------------
 

@@ -22,16 +22,55 @@ from ..errors import MalformedMessage
 from ..params import HttpParams
 from ..protocol.reply import Reply
 from ..protocol.retry import Attempt, RetryPlan, RetryPolicy, plan_call
-from ..protocol.versions import HEADER_MISMATCH
+from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from .handle import WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .retrying import run_with_retries
 
 log = logging.getLogger("trunkline.host")
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 ProgressCallback = Callable[[Any, Any, Any], None]
+
+
+LogCallback = Callable[[dict[str, Any]], None]
+
+
+class _Asking:
+    """What one request asks of its server besides its params, written into its body
+    (``_meta`` and the input continuation) on entry, for as long as it runs: progress and
+    log messages for this request only (one token in ``CallNotices`` for both), a log
+    level (modern servers; a legacy server's logs are its session's, the host's
+    ``on_log`` gets them), the input rounds' answers and capabilities."""
+
+    def __init__(self, handle: WorkerHandle, body: dict[str, Any],
+                 call_input: CallInput | None, on_progress: ProgressCallback | None,
+                 log_level: str | None, on_log: LogCallback | None) -> None:
+        self._handle = handle
+        self._token: str | None = None
+        if call_input is not None:
+            body.update(call_input.continuation())
+        meta: dict[str, Any] = dict(body.get("_meta") or {})
+        modern = handle.era == "modern"
+        logs = on_log if modern and log_level is not None else None
+        if on_progress is not None or logs is not None:
+            progress = None if on_progress is None else (lambda p: on_progress(
+                p.get("progress"), p.get("total"), p.get("message")))
+            self._token = handle.notices.watch(progress, logs)
+            meta["progressToken"] = self._token
+        if modern:
+            if log_level is not None:
+                meta[META_LOG_LEVEL] = log_level
+            if call_input is not None:
+                meta.update(call_input.meta())
+        if meta:
+            body["_meta"] = meta
+
+    def __enter__(self) -> _Asking:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._token is not None:
+            self._handle.notices.unwatch(self._token)
 
 
 class CallPath:
@@ -54,31 +93,17 @@ class CallPath:
                         arguments: Mapping[str, Any] | None, *, timeout: float | None,
                         on_progress: ProgressCallback | None, log_level: str | None,
                         idempotent: bool | None, idempotency_key: str | bool | None,
-                        call_input: CallInput | None = None) -> Any:
+                        call_input: CallInput | None = None,
+                        on_log: LogCallback | None = None) -> Any:
         """The decoded, complete result of one ``tools/call`` (its checks are the
         caller's), or ``InputRequired`` when ``call_input`` relays the rounds."""
         body: dict[str, Any] = {"name": entry.local_name, "arguments": dict(arguments or {})}
-        if call_input is not None:
-            body.update(call_input.continuation())
-        meta: dict[str, Any] = {}
-        token = None
-        if on_progress is not None:
-            token = handle.progress.watch(lambda p: on_progress(
-                p.get("progress"), p.get("total"), p.get("message")))
-            meta["progressToken"] = token
-        if handle.era == "modern":
-            if log_level is not None:
-                meta[META_LOG_LEVEL] = log_level
-            if call_input is not None:
-                meta.update(call_input.meta())
-        if meta:
-            body["_meta"] = meta
         timeout = self.timeout_for(handle, timeout)
         plan = plan_call(self.retry_policy, "tools/call", tool=entry, idempotent=idempotent,
                          idempotent_tools=handle.config.idempotent_tools,
                          deadline=asyncio.get_running_loop().time() + timeout,
                          idempotency_key=idempotency_key)
-        try:
+        with _Asking(handle, body, call_input, on_progress, log_level, on_log):
             reply = await self._send(handle, "tools/call", body, plan, timeout)
             if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
                                                                   HttpParams):
@@ -90,23 +115,19 @@ class CallPath:
                 await self._relist(handle.name)
                 reply = await self._send(handle, "tools/call", body, plan, timeout)
             return await self._completed(handle, "tools/call", body, reply, timeout, call_input)
-        finally:
-            if token is not None:
-                handle.progress.unwatch(token)
 
     async def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                   timeout: float | None, call_input: CallInput | None = None) -> Any:
+                   timeout: float | None, call_input: CallInput | None = None, *,
+                   log_level: str | None = None, on_log: LogCallback | None = None) -> Any:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
         timeout; the result as sent (or ``InputRequired``, relayed)."""
         timeout = self.timeout_for(handle, timeout)
         plan = plan_call(self.retry_policy, method,
                          deadline=asyncio.get_running_loop().time() + timeout)
-        if call_input is not None:
-            body = {**body, **call_input.continuation()}
-            if handle.era == "modern" and call_input.meta():
-                body["_meta"] = {**body.get("_meta", {}), **call_input.meta()}
-        reply = await self._send(handle, method, body, plan, timeout)
-        result = await self._completed(handle, method, body, reply, timeout, call_input)
+        body = dict(body)
+        with _Asking(handle, body, call_input, None, log_level, on_log):
+            reply = await self._send(handle, method, body, plan, timeout)
+            result = await self._completed(handle, method, body, reply, timeout, call_input)
         if isinstance(result, InputRequired):
             return result
         if not isinstance(result, dict):

@@ -3,8 +3,9 @@
 A ``WorkerHandle`` follows one configured server through its workers (``Generation``):
 it starts each one, routes calls to the current one with back-pressure (the hot path of
 the whole host: ``request``), follows its state reports, and when a worker is gone asks
-the ``RestartPlanner`` what to do and does it. Progress goes to the ``ProgressRegistry``,
-a legacy server's own requests to the ``ServerRequestRelay``.
+the ``RestartPlanner`` what to do and does it. Progress and a call's log messages go to
+``CallNotices`` (other log messages to the host's ``on_log``), a legacy server's own
+requests to the ``ServerRequestRelay``.
 
 Each worker generation gets its own block of JSON-RPC ids, so no id is ever used twice
 for one server during the host's lifetime, and inherits what earlier ones proved (a
@@ -31,11 +32,12 @@ from ..errors import (
     TransportLost,
 )
 from ..loop.tasks import TaskScope, gather_all
+from ..params import HttpParams
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
+from .call_notices import CallNotices
 from .generation import Generation
-from .progress import ProgressRegistry
 from .relay import ServerRequestRelay
 from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
 
@@ -111,7 +113,7 @@ class WorkerHandle:
         self._on_state = on_state
         self._on_list_changed = on_list_changed
         self._on_log = on_log
-        self.progress = ProgressRegistry(config.name)
+        self.notices = CallNotices(config.name)
         self._relay = ServerRequestRelay(input_handlers or {})
         self._planner = RestartPlanner(settings.restart, rng)
         self._scope = TaskScope(f"server {config.name!r}")
@@ -388,17 +390,22 @@ class WorkerHandle:
                 if self._on_list_changed is not None:
                     self._on_list_changed(self, ch.ListChanged.from_bytes(body).which)
             elif kind == ch.PROGRESS:
-                self.progress.deliver(ch.Notice.from_bytes(body).params)
+                self.notices.progress(ch.Notice.from_bytes(body).params)
             elif kind == ch.LOG:
-                params = ch.Notice.from_bytes(body).params
-                if self._on_log is not None:
-                    self._on_log(self.name, params)
-                else:
-                    log.info("server %r: %s", self.name, params)
+                self._on_log_message(ch.Notice.from_bytes(body))
             elif kind == ch.SERVER_REQUEST:
                 self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
             elif kind == ch.STATS:
                 gen.stats = ch.Stats.from_bytes(body)
+
+    def _on_log_message(self, notice: ch.Notice) -> None:
+        stdio_modern = self.era == "modern" and not isinstance(self.config.params, HttpParams)
+        if self.notices.log(notice, unstreamed_modern=stdio_modern):
+            return
+        if self._on_log is not None:
+            self._on_log(self.name, notice.params)
+        else:
+            log.info("server %r: %s", self.name, notice.params)
 
     def _on_failure(self, gen: Generation, body: bytes) -> None:
         call_id, error = ch.Failure.from_bytes(body, server=self.name)

@@ -26,8 +26,9 @@ from ..params import TransportParams
 from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
+from ..protocol.versions import LOG_LEVELS
 from ..settings import HostSettings, ServerConfig
-from .calls import LOG_LEVELS, CallPath, ProgressCallback
+from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .listings import CatalogKeeper
@@ -259,6 +260,7 @@ class Host:
         idempotent: bool | None = None,
         idempotency_key: str | bool | None = None,
         call_input: CallInput | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
     ) -> CallToolResult | InputRequired:
         """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
         ``ServerError``; ``isError`` results are returned.
@@ -267,7 +269,9 @@ class Host:
         notifications for this call only (a ``progressToken`` unique to the call is sent
         in ``_meta``). ``log_level`` asks a modern server to send log messages at that
         level or above for this call (``io.modelcontextprotocol/logLevel``); they reach
-        the host's ``on_log``.
+        ``on_log(params)`` when given (over stdio only while this is the server's one
+        call with an ``on_log``: a log message names no request), else the host's
+        ``on_log``.
 
         A call that failed before it left the host (its server restarting) is sent again
         once the server is back. After it may have reached the server (transport lost,
@@ -287,12 +291,11 @@ class Host:
                               method="tools/call") from None
         if arguments is not None and not isinstance(arguments, Mapping):
             raise TypeError("arguments must be a mapping")
-        if log_level is not None and log_level not in LOG_LEVELS:
-            raise ValueError(f"log_level must be one of {LOG_LEVELS}")
+        _check_logs(log_level, on_log)
         result = await self._calls.call_tool(
             self._servers.handle(entry.server), entry, arguments, timeout=timeout,
             on_progress=on_progress, log_level=log_level, idempotent=idempotent,
-            idempotency_key=idempotency_key, call_input=call_input)
+            idempotency_key=idempotency_key, call_input=call_input, on_log=on_log)
         if isinstance(result, InputRequired):
             return result
         return self._results.to_result(entry, result)
@@ -300,13 +303,18 @@ class Host:
     async def request(self, server: str, method: str,
                       params: Mapping[str, Any] | None = None, *,
                       timeout: float | None = None,
-                      call_input: CallInput | None = None) -> Any:
+                      call_input: CallInput | None = None,
+                      log_level: str | None = None,
+                      on_log: Callable[[dict[str, Any]], None] | None = None) -> Any:
         """Any request that only reads (``prompts/list``, ``resources/templates/list``,
         ``completion/complete``, ...) to one server: retried after transport loss or a
-        timeout, its input rounds completed (or relayed, as ``call_tool`` says); the
-        result as sent. JSON-RPC errors raise ``ServerError``."""
+        timeout, its input rounds completed (or relayed), its log messages given to
+        ``on_log``, as ``call_tool`` says; the result as sent. JSON-RPC errors raise
+        ``ServerError``."""
+        _check_logs(log_level, on_log)
         return await self._calls.read(self._servers.handle(server), method,
-                                      dict(params or {}), timeout, call_input)
+                                      dict(params or {}), timeout, call_input,
+                                      log_level=log_level, on_log=on_log)
 
     async def read_resource(self, server: str, uri: str, *,
                             timeout: float | None = None) -> dict[str, Any]:
@@ -320,6 +328,14 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+
+def _check_logs(log_level: str | None, on_log: Callable[..., None] | None) -> None:
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {LOG_LEVELS}")
+    if on_log is not None and log_level is None:
+        raise ValueError("on_log needs a log_level: a server sends a request's log "
+                         "messages only when it asked for a level")
 
 
 def _log_to_logger(server: str, params: dict[str, Any]) -> None:

@@ -26,6 +26,11 @@ META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+#: A request's log level (2026-07-28; ``logging/setLevel`` before), and the levels in
+#: ascending order (syslog's, server/utilities/logging).
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+LOG_LEVELS: Final[tuple[str, ...]] = (
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 def highest_shared(ours: tuple[str, ...], theirs: list[str] | tuple[str, ...]) -> str | None:

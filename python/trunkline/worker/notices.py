@@ -23,6 +23,7 @@ from ..errors import TransportLost
 from ..protocol.era import Era
 from ..protocol.listen import LIST_CHANGED, ListenStream, Verdict, filter_for
 from .peer import Peer, PeerState
+from .transports import STREAM_TAG
 
 log = logging.getLogger("trunkline.worker")
 
@@ -36,10 +37,27 @@ _RELISTEN_WINDOW_S = 60.0
 _FORWARDED = {"notifications/progress": ch.PROGRESS, "notifications/message": ch.LOG}
 
 
+def _notice(params: dict[str, Any]) -> ch.Notice:
+    """The notice for ``params``, with the stream tag an HTTP transport put in its
+    ``_meta`` moved out into ``Notice.stream`` (the server's own ``_meta`` stays)."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or STREAM_TAG not in meta:
+        return ch.Notice(params)
+    stream = meta[STREAM_TAG]
+    rest = {k: v for k, v in meta.items() if k != STREAM_TAG}
+    params = {k: v for k, v in params.items() if k != "_meta"}
+    if rest:
+        params["_meta"] = rest
+    return ch.Notice(params, stream if isinstance(stream, str) else None)
+
+
 class NotificationRouter:
     def __init__(self, peer: Peer, wanted: Mapping[str, bool],
-                 to_parent: Callable[[bytes], None]) -> None:
+                 to_parent: Callable[[bytes], None], *, streamed: bool = False) -> None:
+        """``streamed``: the transport tags log messages with their stream (Streamable
+        HTTP); on any other a tag can only be the server's own, and is dropped."""
         self._peer = peer
+        self._streamed = streamed
         self._wanted = dict(wanted)
         self._to_parent = to_parent
         self._stream: ListenStream | None = None
@@ -49,7 +67,10 @@ class NotificationRouter:
         params = orjson.loads(line).get("params")
         if method in _FORWARDED:
             if isinstance(params, dict):
-                self._to_parent(ch.Notice(params).to_bytes(_FORWARDED[method]))
+                notice = _notice(params)
+                if notice.stream is not None and not self._streamed:
+                    notice = ch.Notice(notice.params)
+                self._to_parent(notice.to_bytes(_FORWARDED[method]))
         elif self._peer.era is Era.LEGACY:
             if method in LIST_CHANGED:
                 self._changed(LIST_CHANGED[method])

@@ -28,6 +28,7 @@ from ..errors import (
     SpawnFailed,
 )
 from ..loop.batching import TickBatcher
+from ..params import HttpParams
 from ..protocol.era import Era, Verdict
 from .forwarding import Forwarder
 from .notices import NotificationRouter
@@ -60,7 +61,8 @@ class Worker:
             request_id_limit=spec.request_id_limit, close_wait_s=host.close_wait_s,
             term_wait_s=host.term_wait_s)
         self.peer.on_counters = self._counters_changed
-        self._notices = NotificationRouter(self.peer, host.listen, self.send)
+        self._notices = NotificationRouter(self.peer, host.listen, self.send,
+                                           streamed=isinstance(spec.server.params, HttpParams))
         self._out: TickBatcher | None = None
         self._forwarder: Forwarder | None = None
         self._lost: asyncio.Future[str] | None = None

@@ -65,6 +65,7 @@ from ...protocol.versions import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 from ...version import VERSION
+from . import STREAM_TAG
 from .sse import SseDecoder, SseError
 
 log = logging.getLogger("trunkline.transports.http")
@@ -384,6 +385,8 @@ class HttpTransport:
                 if stray is not None:
                     self._note(f"{out.method}: dropped from its stream: {stray}")
                     continue
+                if env.method == "notifications/message":
+                    line = _from_stream(line, out)
                 self._on_data(line)
         return False
 
@@ -535,6 +538,29 @@ class HttpTransport:
 
     def _note(self, text: str) -> None:
         self._notes.append(text)
+
+
+def _from_stream(line: bytes, out: Outgoing) -> bytes:
+    """A log message from ``out``'s response stream, tagged (``STREAM_TAG`` in its
+    ``_meta``) with the progress token ``out`` carries: the one thing both this transport
+    and the parent know the call by (a log message names no request, and the JSON-RPC id
+    is the worker's own). A tag the server wrote itself is replaced or removed."""
+    message = orjson.loads(line)
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return line
+    meta = (out.params or {}).get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    theirs = params.get("_meta")
+    tagged = {k: v for k, v in theirs.items() if k != STREAM_TAG} if isinstance(
+        theirs, dict) else {}
+    if isinstance(token, str):
+        tagged[STREAM_TAG] = token
+    if tagged:
+        params["_meta"] = tagged
+    else:
+        params.pop("_meta", None)
+    return orjson.dumps(message) + b"\n"
 
 
 def _one_line(body: bytes) -> bytes | None:

@@ -1,0 +1,141 @@
+"""Log messages through ``trunkline serve``: a server's log messages for a call travel on
+that call's own stream to the client that made it, at the level the client asked (a
+modern client in the request's ``_meta``, a legacy one with ``logging/setLevel`` for its
+session), and never to another client. Every message written is schema-checked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import orjson
+from conftest import run, scripted
+from mcp_schema import LEGACY, MODERN, conforms
+
+import httppeers
+from gateways import BOTH, HttpGateway, StdioGateway, fleet_config, modern_meta, sse_messages
+from httppeers import http_peer  # noqa: F401  (a fixture)
+
+LEVEL = "io.modelcontextprotocol/logLevel"
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "old", "version": "1"}}
+
+
+def logs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m["params"] for m in messages if m.get("method") == "notifications/message"]
+
+
+async def streamed(gw: HttpGateway, message: dict[str, Any],
+                   headers: dict[str, str]) -> tuple[int, list[dict[str, Any]]]:
+    async with gw.http.post(gw.url, data=orjson.dumps(message), headers=headers) as response:
+        if response.content_type == "text/event-stream":
+            return response.status, [m async for m in sse_messages(response)]
+        return response.status, [await response.json()]
+
+
+def test_stdio_clients_of_both_eras_get_their_calls_logs(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        modern = await StdioGateway.start(path, gateways)
+        done = await modern.call("tools/call", {"name": "chatty", "arguments": {},
+                                                "_meta": modern_meta(**{LEVEL: "notice"})})
+        assert "result" in done
+        assert logs(modern.notes) == [
+            {"level": "info", "logger": "chatty", "data": "asked for level notice"}]
+        for note in modern.notes:
+            conforms(note, MODERN, "JSONRPCNotification")
+        # The message came before the answer, on the same stream (stdout).
+        order = [orjson.loads(line) for line in modern.raw]
+        assert [("method" in m) for m in order][-2:] == [True, False]
+        bad = await modern.call("tools/call", {"name": "chatty", "arguments": {},
+                                               "_meta": modern_meta(**{LEVEL: "loud"})})
+        assert bad["error"]["code"] == -32602 and "loud" in bad["error"]["message"]
+        assert await modern.close() == 0
+
+        legacy = await StdioGateway.start(path, gateways)
+        init = await legacy.call("initialize", INIT)
+        assert init["result"]["capabilities"]["logging"] == {}
+        legacy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        # No level set: none asked behind the gateway, none sent.
+        await legacy.call("tools/call", {"name": "chatty", "arguments": {}})
+        assert logs(legacy.notes) == []
+        refused = await legacy.call("logging/setLevel", {"level": "verbose"})
+        assert refused["error"]["code"] == -32602
+        assert (await legacy.call("logging/setLevel", {"level": "debug"}))["result"] == {}
+        called = await legacy.call("tools/call", {"name": "chatty", "arguments": {}})
+        conforms(called["result"], LEGACY, "CallToolResult")
+        assert logs(legacy.notes) == [
+            {"level": "info", "logger": "chatty", "data": "asked for level debug"}]
+        for note in legacy.notes:
+            conforms(note, LEGACY, "LoggingMessageNotification")
+        assert await legacy.close() == 0
+    run(main())
+
+
+def test_http_clients_of_both_eras_get_their_calls_logs_on_its_stream(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        message = gw.message("tools/call", {"name": "chatty", "arguments": {},
+                                            "_meta": modern_meta(**{LEVEL: "info"})})
+        status, got = await streamed(gw, message, gw.modern_headers(message, BOTH))
+        assert status == 200
+        *notes, answer = got
+        assert logs(notes) == [
+            {"level": "info", "logger": "chatty", "data": "asked for level info"}]
+        assert answer["id"] == message["id"] and "result" in answer
+        for note in notes:
+            conforms(note, MODERN, "JSONRPCNotification")
+        bad = gw.message("tools/call", {"name": "chatty", "arguments": {},
+                                        "_meta": modern_meta(**{LEVEL: 7})})
+        status, (answer,) = await streamed(gw, bad, gw.modern_headers(bad, BOTH))
+        assert answer["error"]["code"] == -32602
+
+        headers = {"Accept": BOTH, "Content-Type": "application/json"}
+        status, answer, got_headers = await gw.post(gw.message("initialize", INIT), headers)
+        assert answer["result"]["capabilities"]["logging"] == {}
+        session = {**headers, "Mcp-Session-Id": got_headers["Mcp-Session-Id"],
+                   "MCP-Protocol-Version": "2025-11-25"}
+        call = {"name": "chatty", "arguments": {}}
+        status, got = await streamed(gw, gw.message("tools/call", call), session)
+        assert logs(got) == []  # no level set yet
+        status, answer, _ = await gw.post(gw.message("logging/setLevel", {"level": "warning"}),
+                                          session)
+        assert status == 200 and answer["result"] == {}
+        status, got = await streamed(gw, gw.message("tools/call", call), session)
+        *notes, answer = got
+        assert logs(notes) == [
+            {"level": "info", "logger": "chatty", "data": "asked for level warning"}]
+        for note in notes:
+            conforms(note, LEGACY, "LoggingMessageNotification")
+        conforms(answer["result"], LEGACY, "CallToolResult")
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_concurrent_clients_each_get_only_their_own_calls_logs(gateways, tmp_path, http_peer):
+    """Behind the gateway an HTTP server's log messages are told apart by the stream they
+    came on: eight clients at once, each asking for logs, each gets exactly its own."""
+    argv, env = httppeers.py_http_modern()
+    upstream = http_peer(argv, env)
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"remote": {"url": upstream.url}}}))
+
+    async def one(gw: HttpGateway, n: int) -> list[dict[str, Any]]:
+        message = gw.message("tools/call", {"name": "count", "arguments": {"n": n},
+                                            "_meta": modern_meta(**{LEVEL: "info"})})
+        status, got = await streamed(gw, message, gw.modern_headers(message, BOTH))
+        assert status == 200 and got[-1]["result"]["content"][0]["text"] == f"counted {n}"
+        return logs(got)
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        seen = await asyncio.gather(*(one(gw, n) for n in range(1, 9)))
+        for n, got in zip(range(1, 9), seen):
+            assert [(m["level"], m["data"]) for m in got] == [
+                ("info", f"step {i}") for i in range(1, n + 1)], (n, got)
+        assert await gw.stop() == 0
+    run(main())
