@@ -9,6 +9,7 @@ connections (one call in flight each) against
                      (``Accept: application/json``),
 * ``trunkline-sse``  the same process, the client accepting SSE too, so every call is
                      answered as an event stream,
+* ``trunkline-x2``   ``serve --processes 2``: two gateway processes on one socket (JSON),
 * ``fastmcp``        fastmcp 4.2.3's ``create_proxy`` over the same ``mcpServers`` file
                      (it requires ``Accept: application/json, text/event-stream``).
 
@@ -49,9 +50,9 @@ import gateway_stdio
 import pytest
 import formats
 
-HTTP_COLUMNS = ("direct", "trunkline", "trunkline-sse", "fastmcp")
+HTTP_COLUMNS = ("direct", "trunkline", "trunkline-sse", "trunkline-x2", "fastmcp")
 LABEL = {"direct": "direct", "trunkline": "trunkline", "trunkline-sse": "trunkline, SSE",
-         "fastmcp": "fastmcp proxy"}
+         "trunkline-x2": "trunkline --processes 2", "fastmcp": "fastmcp proxy"}
 CONNECTIONS = (1, 64, 256)
 ROUNDS = 3
 ROUND_S = 5  # wrk's duration per full round
@@ -256,9 +257,10 @@ def render(path: Path) -> str:
 
         _table(out, "Over HTTP, calls/s (median of rounds; in flight = wrk's connections):",
                ["in flight", *(LABEL[c] for c in cols), "trunkline/fastmcp",
-                "trunkline/direct"],
+                "trunkline ×2/fastmcp", "trunkline/direct"],
                [[str(n), *per(lambda i: formats.rate(i["calls_per_s"]))(n),
-                 ratio(n, "trunkline", "fastmcp"), ratio(n, "trunkline", "direct")]
+                 ratio(n, "trunkline", "fastmcp"), ratio(n, "trunkline-x2", "fastmcp"),
+                 ratio(n, "trunkline", "direct")]
                 for n in conns])
         _table(out, "Latency per call, p50 / p99 in ms (wrk), and the p50 each gateway adds "
                "over direct:",

@@ -9,6 +9,8 @@ Targets (each a process tree started here, bound to 127.0.0.1 on an ephemeral po
 * ``trunkline``  ``python -m trunkline serve CONFIG --http 127.0.0.1:0``, CONFIG naming the
                  C echo server (``echo_server/echo.c``) as its stdio upstream; the gateway,
                  its worker process and the upstream.
+* ``trunkline-x2`` the same with ``--processes 2``: two gateway processes on one socket,
+                 each with its own worker and upstream.
 * ``fastmcp``    ``fastmcp_proxy.py`` under ``.peers/fastmcp`` (fastmcp 4.2.3): its proxy
                  over the same ``mcpServers`` file, over Streamable HTTP (uvicorn).
 
@@ -167,7 +169,8 @@ class Target:
         """The tree by role: the serving process, its workers, its upstream servers."""
         out: dict[str, list[int]] = {"gateway": [], "workers": [], "upstreams": []}
         for pid in self.pids():
-            if pid == self.proc.pid:
+            # A copy of `serve --processes N` is a gateway too (it has --listen-fd).
+            if pid == self.proc.pid or "--listen-fd" in cmdline(pid):
                 out["gateway"].append(pid)
             elif self.upstream_exe and self.upstream_exe in cmdline(pid):
                 out["upstreams"].append(pid)
@@ -285,7 +288,9 @@ def start_fastmcp(keep_alive_s: float | None = None) -> Target:
                   workdir=workdir)
 
 
-STARTERS = {"direct": start_direct, "trunkline": start_trunkline, "fastmcp": start_fastmcp}
+STARTERS = {"direct": start_direct, "trunkline": start_trunkline,
+            "trunkline-x2": lambda: start_trunkline(1, "--processes", "2"),
+            "fastmcp": start_fastmcp}
 
 
 def http_get_json(url: str) -> Any:

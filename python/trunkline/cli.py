@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -247,7 +248,7 @@ RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, 
 async def serve(ns: argparse.Namespace) -> int:
     """The whole fleet as one MCP server: on stdin/stdout until the client closes stdin
     (stdout then carries protocol messages only), or over HTTP until SIGTERM, which
-    drains."""
+    drains; with ``--processes N``, N such HTTP gateways on one socket."""
     from .gateway.admission import Admission
     from .gateway.answers import Answerer
 
@@ -256,6 +257,12 @@ async def serve(ns: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main.cancel)
+    if ns.processes > 1:
+        return await _serve_copies(ns)
+    if ns.listen_fd is not None:
+        from .lifetime import die_with_parent
+
+        die_with_parent()  # a copy of `serve --processes N`
     info = {"name": "trunkline", "version": __version__}
     try:
         # The gateway relays any input a server behind asks for to its own client (which
@@ -283,17 +290,41 @@ async def _serve_http(answerer: Any, ns: argparse.Namespace) -> None:
     from .gateway.http import HttpFace
     from .gateway.http_rules import SessionSigner
 
-    bind, _, port = ns.http.rpartition(":")
-    face = HttpFace(answerer, bind=bind.strip("[]") or "127.0.0.1", port=int(port or 0),
+    bind, port = _bind_address(ns.http)
+    shared = None if ns.listen_fd is None else socket.socket(fileno=ns.listen_fd)
+    face = HttpFace(answerer, bind=bind, port=port,
                     api_keys=_api_keys(ns.api_key_file), signer=SessionSigner(_session_key()),
                     max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
-                    drain_s=ns.drain_timeout)
+                    drain_s=ns.drain_timeout, sock=shared)
     url = await face.start()
     print(f"LISTENING {url}", flush=True)
     try:
         await asyncio.get_running_loop().create_future()  # until SIGTERM
     finally:
         await face.stop()
+
+
+async def _serve_copies(ns: argparse.Namespace) -> int:
+    from .gateway.processes import Copies
+
+    bind, port = _bind_address(ns.http)
+    one = [a for a in ns.argv if not a.startswith("--processes")]
+    if "--processes" in ns.argv:  # "--processes N" as two arguments
+        at = ns.argv.index("--processes")
+        one = [*ns.argv[:at], *ns.argv[at + 2:]]
+    copies = Copies(one, ns.processes, bind, port, ns.drain_timeout)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    ready.add_done_callback(lambda f: print(f"LISTENING {f.result()}", flush=True))
+    try:
+        return await copies.run(ready)
+    except asyncio.CancelledError:
+        asyncio.current_task().uncancel()  # type: ignore[union-attr]
+        return EXIT_OK
+
+
+def _bind_address(text: str) -> tuple[str, int]:
+    bind, _, port = text.rpartition(":")
+    return bind.strip("[]") or "127.0.0.1", int(port or 0)
 
 
 def _api_keys(path: str | None) -> list[bytes]:
@@ -359,6 +390,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "429 / an error asking to retry (default 2048)")
     g.add_argument("--drain-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may take to finish")
+    g.add_argument("--processes", type=_positive_int, default=1, metavar="N",
+                   help="with --http: N gateway processes on one socket, each with its own "
+                        "workers (about one core each; default 1)")
+    g.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     for command in (p, t, c):
         command.add_argument("--json", action="store_true")
     for command in (p, t, c, g):
@@ -388,6 +423,9 @@ def _positive_int(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
+    ns.argv = list(sys.argv[1:] if argv is None else argv)
+    if ns.command == "serve" and ns.processes > 1 and not ns.http:
+        parser.error("--processes needs --http")
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE

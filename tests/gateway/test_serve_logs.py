@@ -134,7 +134,7 @@ def test_concurrent_clients_each_get_only_their_own_calls_logs(gateways, tmp_pat
     async def main():
         gw = await HttpGateway.start(path, gateways)
         seen = await asyncio.gather(*(one(gw, n) for n in range(1, 9)))
-        for n, got in zip(range(1, 9), seen):
+        for n, got in zip(range(1, 9), seen, strict=True):
             assert [(m["level"], m["data"]) for m in got] == [
                 ("info", f"step {i}") for i in range(1, n + 1)], (n, got)
         assert await gw.stop() == 0

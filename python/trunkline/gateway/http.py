@@ -54,6 +54,7 @@ from .http_rules import (
     origin_allowed,
     status_for,
 )
+from .processes import bind_socket
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -112,9 +113,12 @@ class HttpFace:
 
     def __init__(self, answerer: Answerer, *, bind: str, port: int, api_keys: Iterable[bytes],
                  signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
-                 names: Iterable[str] = ()) -> None:
+                 names: Iterable[str] = (), sock: socket.socket | None = None) -> None:
+        """``sock``: a socket already bound to ``bind`` and listening, shared with other
+        gateway processes (``processes``); else ``start`` binds one."""
         self._answerer = answerer
         self._bind, self._port = bind, port
+        self._sock = sock
         self._keys = tuple(api_keys)
         if not self._keys and bind not in loopback_names():
             raise ConfigurationError(
@@ -151,12 +155,9 @@ class HttpFace:
                                      handler_cancellation=True,
                                      shutdown_timeout=self._drain_s)
         await self._runner.setup()
-        family = socket.AF_INET6 if ":" in self._bind else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self._bind, self._port))  # port 0: the kernel picks one, read back below
+        sock = self._sock or bind_socket(self._bind, self._port)
         await web.SockSite(self._runner, sock).start()
-        host = f"[{self._bind}]" if family == socket.AF_INET6 else self._bind
+        host = f"[{self._bind}]" if sock.family == socket.AF_INET6 else self._bind
         self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
         return self.url
 

@@ -8,25 +8,13 @@ fork of a threaded parent).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import os
-import signal
 import socket
 import sys
 
 from ..channel import WorkerSpec
+from ..lifetime import die_with_parent
 from .worker import EXIT_BAD_CONFIG, Worker
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Belt and braces beside channel EOF: SIGTERM when the parent dies, which runs the
-    same orderly stop (the server's process group is stopped before we exit)."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _install_loop() -> None:
@@ -38,7 +26,7 @@ def _install_loop() -> None:
 
 
 def main(argv: list[str]) -> int:
-    _die_with_parent()
+    die_with_parent()  # the server's process group is stopped before we exit
     fd = int(argv[1])
     try:
         worker = Worker(WorkerSpec.from_bytes(sys.stdin.buffer.read()))

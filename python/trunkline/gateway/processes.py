@@ -1,0 +1,142 @@
+"""``serve --http HOST:PORT --processes N``: N whole gateways accepting on one socket.
+
+One Python process serves about one core's worth of calls: its HTTP server and its call
+path share one interpreter lock. With ``--processes N`` this process binds the socket once
+and starts N copies of the command, each a whole gateway (its own Host, so its own worker
+per configured server) accepting connections on the inherited socket; the kernel hands
+each new connection to one of them. They are replicas on one machine, with what replicas
+need: one legacy-session key (``TRUNKLINE_SESSION_KEY``, or one made here for all of
+them), so any copy serves any legacy session.
+
+The rules of this process, which serves nothing itself:
+
+- ``LISTENING <url>`` is printed once every copy printed its own; a copy that ends before
+  that ends the command, with that copy's exit status (its stderr is ours, so its reason
+  is already shown);
+- a copy that ends later is started again after a pause that doubles up to
+  ``_RESTART_MAX_S`` (its connections are lost, as with a replica; the others go on);
+- SIGTERM or SIGINT stops every copy with SIGTERM (each drains within its
+  ``--drain-timeout``), then SIGKILL after ``_KILL_GRACE_S`` more; nothing is left behind.
+  A copy that finds its parent gone stops by itself (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+log = logging.getLogger("trunkline.gateway")
+
+#: Pause before a copy that died is started again: from the first to the longest.
+_RESTART_FIRST_S = 0.5
+_RESTART_MAX_S = 30.0
+#: After a copy's own drain deadline, how long it may take to exit before SIGKILL.
+_KILL_GRACE_S = 15.0
+#: The flag each copy gets: the file descriptor of the socket it serves on.
+LISTEN_FD_FLAG = "--listen-fd"
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: the kernel picks one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+class Copies:
+    """The copies of one ``serve --processes N`` command, and their lifetimes. ``argv``:
+    the command's arguments for one copy (the socket's flag is added here)."""
+
+    def __init__(self, argv: Sequence[str], count: int, host: str, port: int,
+                 drain_s: float) -> None:
+        sock = bind_socket(host, port)
+        sock.set_inheritable(True)
+        self._argv = [*argv, LISTEN_FD_FLAG, str(sock.fileno())]
+        self._count = count
+        self._sock = sock
+        self._drain_s = drain_s
+        self._procs: dict[int, asyncio.subprocess.Process] = {}
+        self._env = dict(os.environ)
+        self._env.setdefault("TRUNKLINE_SESSION_KEY", os.urandom(24).hex())
+
+    async def run(self, ready: asyncio.Future[str]) -> int:
+        """Serve until cancelled or until a copy fails to start (every copy is stopped
+        either way); ``ready`` gets the URL once all of them listen. The exit status."""
+        try:
+            failed: int | None = None
+            try:
+                async with asyncio.TaskGroup() as group:
+                    starts = [group.create_task(self._start(i)) for i in range(self._count)]
+            except* _StartFailed as group_failed:
+                failed = group_failed.exceptions[0].code  # type: ignore[attr-defined]
+            if failed is not None:
+                return failed
+            ready.set_result(starts[0].result())
+            async with asyncio.TaskGroup() as group:
+                for index in range(self._count):
+                    group.create_task(self._keep(index))
+            return 0  # pragma: no cover - _keep only ends by cancellation
+        finally:
+            await self._stop_all()
+            self._sock.close()  # held (never accepted on) to start copies again
+
+    async def _start(self, index: int) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "trunkline", *self._argv, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, pass_fds=(self._sock.fileno(),), env=self._env)
+        self._procs[index] = proc
+        assert proc.stdout is not None
+        line = await proc.stdout.readline()
+        if not line.startswith(b"LISTENING "):
+            code = await proc.wait()
+            raise _StartFailed(code or 1)
+        return line.split()[1].decode()
+
+    async def _keep(self, index: int) -> None:
+        """Start copy ``index`` again whenever it ends, pausing longer each time it ends
+        soon after its start."""
+        pause = _RESTART_FIRST_S
+        loop = asyncio.get_running_loop()
+        while True:
+            proc = self._procs[index]
+            started = loop.time()
+            code = await proc.wait()
+            log.error("gateway process %d (pid %d) ended with status %s; starting it again "
+                      "in %.1f s", index, proc.pid, code, pause)
+            await asyncio.sleep(pause)
+            lived = loop.time() - started
+            pause = _RESTART_FIRST_S if lived > _RESTART_MAX_S else min(pause * 2,
+                                                                         _RESTART_MAX_S)
+            with contextlib.suppress(_StartFailed):
+                await self._start(index)
+
+    async def _stop_all(self) -> None:
+        live = [p for p in self._procs.values() if p.returncode is None]
+        for proc in live:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in live)),
+                                   self._drain_s + _KILL_GRACE_S)
+        except TimeoutError:
+            for proc in live:
+                if proc.returncode is None:
+                    log.error("gateway process pid %d did not stop: killed", proc.pid)
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+            await asyncio.gather(*(p.wait() for p in live))
+
+
+class _StartFailed(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"a gateway process ended before it listened (status {code})")
+        self.code = code

@@ -1,0 +1,129 @@
+"""``trunkline serve --http --processes N``: N whole gateways accepting on one socket, run
+as an operator runs it. Where each call went is read from the upstreams' wire tap (each
+copy has its own worker and upstream, so the tap's pid names the copy)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+from conftest import run, scripted
+
+import taplog
+from gateways import BOTH, HttpGateway, alive_with, fleet_config, modern_meta
+
+
+def calls_by_pid(tap: Any) -> dict[int, list[Any]]:
+    seen: dict[int, list[Any]] = {}
+    for rec in taplog.load_records(tap):
+        if rec["dir"] != taplog.IN:
+            continue
+        message = orjson.loads(rec["line"])
+        if message.get("method") == "tools/call":
+            seen.setdefault(rec["pid"], []).append(message["params"]["arguments"]["i"])
+    return seen
+
+
+async def fresh_connection_call(gw: HttpGateway, i: int) -> dict[str, Any]:
+    """One call on its own TCP connection (each connection is accepted by one copy)."""
+    message = gw.message("tools/call", {"name": "echo", "arguments": {"i": i},
+                                        "_meta": modern_meta()})
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+        async with http.post(gw.url, data=orjson.dumps(message),
+                             headers=gw.modern_headers(message, BOTH)) as response:
+            assert response.status == 200, await response.text()
+            return await response.json()
+
+
+def copies(marker: str) -> list[int]:
+    """The `serve --processes` copies alive (they carry --listen-fd), of this test's
+    gateway (its config path in their command line)."""
+    return [pid for pid in alive_with(marker) if pid in alive_with("--listen-fd")]
+
+
+def test_copies_share_one_socket_and_one_session_key(gateways, tmp_path, tap):
+    path = fleet_config(tmp_path, {"alpha": scripted("--name", "procs-up-1", tap=tap)})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--processes", "2")
+        assert len(copies(str(path))) == 2
+        answers = await asyncio.gather(*(fresh_connection_call(gw, i) for i in range(60)))
+        assert [orjson.loads(a["result"]["content"][0]["text"]) for a in answers] == [
+            {"i": i} for i in range(60)]
+        by_pid = calls_by_pid(tap)
+        assert sorted(i for got in by_pid.values() for i in got) == list(range(60)), \
+            "every call reached an upstream exactly once"
+        assert len(by_pid) == 2 and all(by_pid.values()), \
+            f"both copies served calls: {({p: len(c) for p, c in by_pid.items()})}"
+        # A legacy session minted by one copy is served by the other: one key for all.
+        headers = {"Accept": BOTH, "Content-Type": "application/json"}
+        status, answer, got = await gw.post(gw.message("initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"}}), headers)
+        assert status == 200
+        session = {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
+                   "MCP-Protocol-Version": "2025-11-25"}
+        # Which copy accepts a connection is the kernel's choice: call until both served
+        # the session (each call on a new connection), every call answered.
+        legacy: dict[int, list[Any]] = {}
+        for i in range(100, 300):
+            async with aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(force_close=True)) as http:
+                async with http.post(gw.url, data=orjson.dumps(gw.message("tools/call", {
+                        "name": "echo", "arguments": {"i": i}})), headers=session) as response:
+                    assert response.status == 200, await response.text()
+            legacy = {pid: [n for n in got if n >= 100]
+                      for pid, got in calls_by_pid(tap).items()}
+            if len(legacy) == 2 and all(legacy.values()):
+                break
+        assert len(legacy) == 2 and all(legacy.values()), \
+            f"both copies served the session: {({p: len(c) for p, c in legacy.items()})}"
+        assert await gw.stop() == 0
+    run(main())
+    assert not alive_with("procs-up-1") and not copies(str(path))
+
+
+def test_a_copy_that_dies_is_started_again_and_sigterm_leaves_nothing(gateways, tmp_path,
+                                                                       tap):
+    path = fleet_config(tmp_path, {"alpha": scripted("--name", "procs-up-2", tap=tap)})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--processes", "2")
+        before = copies(str(path))
+        assert len(before) == 2
+        os.kill(before[0], signal.SIGKILL)
+        # The other copy goes on serving while the dead one is replaced.
+        answers = await asyncio.gather(*(fresh_connection_call(gw, i) for i in range(20)))
+        assert all("result" in a for a in answers)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            now = copies(str(path))
+            if len(now) == 2 and before[0] not in now:
+                break
+            await asyncio.sleep(0.1)
+        now = copies(str(path))
+        assert len(now) == 2 and before[0] not in now and before[1] in now, (before, now)
+        # The killed copy's upstream went with its worker; the new copy has its own.
+        deadline = time.monotonic() + 10
+        while len(alive_with("procs-up-2")) != 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert len(alive_with("procs-up-2")) == 2
+        answers = await asyncio.gather(*(fresh_connection_call(gw, i) for i in range(20, 40)))
+        assert all("result" in a for a in answers)
+        assert await gw.stop() == 0
+    run(main())
+    assert not alive_with("procs-up-2") and not copies(str(path))
+
+
+def test_processes_need_http(tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    done = subprocess.run([sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
+                           "--processes", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--processes needs --http" in done.stderr
