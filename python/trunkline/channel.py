@@ -43,7 +43,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 3
+CHANNEL_VERSION = 4
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -58,6 +58,8 @@ CANCEL = 2
 STOP = 4
 #: parent -> worker: the host's answer to a server's own request (``ServerAnswer``).
 SERVER_ANSWER = 5
+#: parent -> worker: every resource URI the host wants updates of now (``ResourceWatch``).
+WATCH_RESOURCES = 6
 #: worker -> parent, binary (codec): one call's answer.
 RESULT = FRAME_RESULT
 #: worker -> parent: one call failed without an answer (``Failure``).
@@ -74,6 +76,9 @@ PROGRESS = 21
 SERVER_REQUEST = 22
 #: worker -> parent: the worker's counters, when they change (``Stats``).
 STATS = 23
+#: worker -> parent: the params of a ``notifications/resources/updated`` (``Notice``) for
+#: a watched resource.
+RESOURCE_UPDATED = 24
 
 
 def frame(kind: int, body: bytes = b"") -> bytes:
@@ -208,6 +213,14 @@ class ListChanged(_Json, frozen=True):
     FRAME = LIST_CHANGED
     #: ``"tools"``, ``"prompts"`` or ``"resources"``.
     which: str
+
+
+class ResourceWatch(_Json, frozen=True):
+    """The whole set of URIs to hear updates of (the worker reconciles: a set, not a
+    change, so a new worker of the same server simply gets the current one)."""
+
+    FRAME = WATCH_RESOURCES
+    uris: list[str]
 
 
 class Notice(msgspec.Struct, frozen=True):

@@ -90,3 +90,26 @@ def test_stream_acceptance_rules():
     assert stream.accept("notifications/cancelled", {"requestId": "7"}).verdict is Verdict.DROP
     assert stream.accept("notifications/cancelled", {"requestId": 7}).verdict is Verdict.CLOSED
     assert stream.dropped == 6
+
+
+def test_resource_updates_count_for_granted_uris_and_their_sub_resources():
+    asked = {"resourceSubscriptions": ["file:///a", "file:///b"]}
+    stream = ListenStream(3, asked)
+    sub = {"_meta": {"io.modelcontextprotocol/subscriptionId": 3}}
+    update = lambda uri: {"uri": uri, **sub}  # noqa: E731
+    assert stream.accept("notifications/resources/updated", update("file:///a")).verdict \
+        is Verdict.DROP, "before the acknowledgement"
+    # The server grants one of the two, and claims one nobody asked for.
+    ack = {"notifications": {"resourceSubscriptions": ["file:///a", "file:///z"]}, **sub}
+    assert stream.accept("notifications/subscriptions/acknowledged", ack).verdict \
+        is Verdict.ACKNOWLEDGED
+    assert stream.resources == frozenset({"file:///a"})
+    accepted = stream.accept("notifications/resources/updated", update("file:///a"))
+    assert (accepted.verdict, accepted.uri) == (Verdict.UPDATED, "file:///a")
+    assert stream.accept("notifications/resources/updated",
+                         update("file:///a/inner")).uri == "file:///a/inner"
+    for other in ("file:///b", "file:///z", "file:///ab", 7):
+        assert stream.accept("notifications/resources/updated", update(other)).verdict \
+            is Verdict.DROP, other
+    assert stream.accept("notifications/resources/updated",
+                         {"uri": "file:///a"}).verdict is Verdict.DROP, "no subscription id"

@@ -20,6 +20,9 @@ The SDK's stdio loop is dual-era: `server/discover` (or any request with a
     add_tool {name}          -> MCPServer.add_tool(<name>) (returns "<name> here"), then
                                 ctx.notify_tools_changed(): notifications/tools/list_changed
                                 on subscriptions/listen streams. Needs --listen.
+    touch {uri}              -> ctx.notify_resource_updated(uri): notifications/resources/
+                                updated on the listen streams subscribed to exactly that
+                                URI (resourceSubscriptions). Needs --listen.
 
 A prompt and resources, for the gateway's routing of them:
 
@@ -124,6 +127,13 @@ async def complete(ref, argument, context):  # noqa: ANN001 - the SDK's own type
 
 
 add_tool_adder(server, Context)  # shared with py_http_modern.py
+
+
+@server.tool(description="Announce that the resource <uri> changed (to listen streams "
+             "subscribed to it). Needs --listen")
+async def touch(uri: str, ctx: Context) -> str:
+    await ctx.notify_resource_updated(uri)
+    return f"touched {uri}"
 
 
 if __name__ == "__main__":

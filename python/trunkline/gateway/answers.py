@@ -31,6 +31,7 @@ from ..channel import ServerState
 from ..errors import TrunklineError
 from ..parent.host import Host
 from ..parent.input_rounds import CallInput, InputRequired
+from ..protocol.listen import RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from . import protocol as p
@@ -61,6 +62,8 @@ NO_CLIENT = Client()
 #: Requests that need a call behind the gateway, or a stream: the faces run them.
 CALL = "tools/call"
 LISTEN = "subscriptions/listen"
+#: A legacy session's resource subscriptions: the faces keep them, per session.
+SUBSCRIBING = frozenset({"resources/subscribe", "resources/unsubscribe"})
 #: Requests behind the gateway at once, overall and per server (``admission``): well above
 #: a server's own in-flight limit (1024 by default), so waiting for a slot still happens,
 #: but bounded.
@@ -191,6 +194,39 @@ class Answerer:
             return p.error_response(request.id, call_input)
         return await self._behind(request, routed["server"], self.host.request(
             routed["server"], method, routed["params"], call_input=call_input))
+
+    async def watch(self, uri: Any, era: p.ClientEra,
+                    on_updated: Callable[[dict[str, Any]], None]
+                    ) -> Callable[[], None] | dict[str, Any]:
+        """Have ``on_updated(params)`` hear of updates to the resource ``uri`` from the
+        server it belongs to: what stops that, or the error (no such resource, or its
+        server offers no subscriptions). The URI is the server's own, so its updates
+        need no translation."""
+        if not isinstance(uri, str):
+            return p.error(p.INVALID_PARAMS, "a resource URI is required")
+        server = await self._offerings.resource(uri)
+        if server is None:
+            return p.resource_not_found(uri, era)
+        try:
+            return self.host.subscribe_resource(server, uri, on_updated)
+        except ValueError as exc:
+            return p.error(p.INVALID_PARAMS, f"cannot subscribe to {uri}: {exc}",
+                           {"uri": uri, "server": server})
+
+    async def watch_listed(self, request: p.Request, on_updated: Callable[[dict[str, Any]], None]
+                           ) -> tuple[list[str], list[Callable[[], None]]]:
+        """A modern listen request's ``resourceSubscriptions``: the URIs granted (those
+        whose servers offer subscriptions) and what stops each."""
+        wanted = request.params.get("notifications")
+        uris = wanted.get(RESOURCE_SUBSCRIPTIONS) if isinstance(wanted, dict) else None
+        granted: list[str] = []
+        stops: list[Callable[[], None]] = []
+        for uri in dict.fromkeys(uris if isinstance(uris, list) else ()):
+            watched = await self.watch(uri, p.ClientEra.MODERN, on_updated)
+            if callable(watched):
+                granted.append(uri)
+                stops.append(watched)
+        return granted, stops
 
     async def _behind(self, request: p.Request, server: str | None,
                       work: Coroutine[Any, Any, Any]) -> dict[str, Any]:
@@ -329,8 +365,17 @@ def _progress_to(token: str | int, send: Send) -> Callable[[Any, Any, Any], None
     return progress
 
 
-def listen_grant(request: p.Request) -> dict[str, bool]:
-    """What a modern listen stream gets: tool-list changes, if it asked for them."""
+def listen_grant(request: p.Request, resources: list[str] | None = None) -> dict[str, Any]:
+    """What a modern listen stream gets: tool-list changes, if it asked for them, and
+    updates of the ``resources`` granted (``Answerer.watch_listed``)."""
     wanted = request.params.get("notifications")
-    return {"toolsListChanged": True} if isinstance(wanted, dict) and \
+    granted: dict[str, Any] = {"toolsListChanged": True} if isinstance(wanted, dict) and \
         wanted.get("toolsListChanged") is True else {}
+    if resources:
+        granted[RESOURCE_SUBSCRIPTIONS] = resources
+    return granted
+
+
+def resource_updated(params: dict[str, Any]) -> dict[str, Any]:
+    """The notification a client gets for an update from behind the gateway."""
+    return p.notification(RESOURCE_UPDATED, {"uri": params.get("uri")})

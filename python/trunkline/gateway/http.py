@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -41,7 +41,16 @@ from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
 from .admission import retry_after
-from .answers import CALL, LISTEN, NO_CLIENT, Answerer, Client, listen_grant
+from .answers import (
+    CALL,
+    LISTEN,
+    NO_CLIENT,
+    SUBSCRIBING,
+    Answerer,
+    Client,
+    listen_grant,
+    resource_updated,
+)
 from .asks import Asks
 from .http_rules import (
     LegacySession,
@@ -59,8 +68,10 @@ from .processes import bind_socket
 log = logging.getLogger("trunkline.gateway")
 
 ENDPOINT = "/mcp"
-#: Legacy sessions whose log level a replica remembers.
+#: Legacy sessions whose log level a replica remembers, and resource subscriptions it
+#: holds for legacy sessions (a signed session never ends, so these are bounded).
 _MAX_SESSION_LEVELS = 65536
+_MAX_SUBSCRIBED = 65536
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
@@ -131,7 +142,11 @@ class HttpFace:
         self._hosts = {n.strip("[]").lower() for n in names} | (
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
         self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
-        self._legacy_streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        #: Legacy sessions' GET streams, by session id.
+        self._legacy_streams: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
+        #: Legacy sessions' resource subscriptions (by session id, then URI): this
+        #: replica's, since a signed session id cannot carry what comes after it.
+        self._subscribed: dict[str, dict[str, Callable[[], None]]] = {}
         self._asks = Asks()
         #: Legacy sessions' ``logging/setLevel``: the one session state a signed id does
         #: not carry (it is set after the id was issued), so it is this replica's.
@@ -166,10 +181,17 @@ class HttpFace:
         the drain deadline (then they are cancelled), release the port."""
         self._draining = True
         self._unwatch()
-        for queue in (*self._streams, *self._legacy_streams):
+        for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(None)
+        for session in self._subscribed.values():
+            for stop in session.values():
+                stop()
+        self._subscribed.clear()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def _all_legacy_streams(self) -> list[asyncio.Queue[dict[str, Any] | None]]:
+        return [q for queues in self._legacy_streams.values() for q in queues]
 
     # -- checks every request passes ---------------------------------------------------
 
@@ -251,6 +273,8 @@ class HttpFace:
             return await self._call(http, request, session_id, session)
         if request.method == LISTEN and request.era is p.ClientEra.MODERN:
             return await self._listen(http, request)
+        if request.method in SUBSCRIBING and session_id and request.era is p.ClientEra.LEGACY:
+            return _answer(await self._subscription(request, session_id))
         answer = self._answerer.immediate(request)
         if answer is None:
             answer = await self._answerer.from_fleet(request)
@@ -328,25 +352,58 @@ class HttpFace:
         return response
 
     async def _listen(self, http: web.Request, request: p.Request) -> web.StreamResponse:
-        granted = listen_grant(request)
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(http)
-        await response.write(_sse(p.notification("notifications/subscriptions/acknowledged", {
-            "_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted})))
-        if not granted:
-            await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
-            return response
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._streams.add(queue)
+        resources, stops = await self._answerer.watch_listed(
+            request, lambda params: queue.put_nowait(resource_updated(params)))
+        granted = listen_grant(request, resources)
         try:
+            response = web.StreamResponse(headers=SSE_HEADERS)
+            await response.prepare(http)
+            await response.write(_sse(p.notification(
+                "notifications/subscriptions/acknowledged",
+                {"_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted})))
+            if not granted:
+                await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
+                return response
+            if granted.get("toolsListChanged"):
+                self._streams.add(queue)
             while (note := await queue.get()) is not None:
-                note = {**note, "params": {"_meta": {SUBSCRIPTION_ID: request.id}}}
-                await response.write(_sse(note))
+                params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
+                await response.write(_sse({**note, "params": params}))
             # The gateway is stopping: the subscription ends gracefully.
             await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
         finally:
             self._streams.discard(queue)
+            for stop in stops:
+                stop()
         return response
+
+    async def _subscription(self, request: p.Request, session_id: str) -> dict[str, Any]:
+        """A legacy session's ``resources/subscribe`` or ``resources/unsubscribe``: its
+        updates go to the session's GET streams on this replica (none open: none sent)."""
+        uri = request.params.get("uri")
+        session = self._subscribed.get(session_id, {})
+        if request.method == "resources/unsubscribe":
+            stop = session.pop(uri, None) if isinstance(uri, str) else None
+            if stop is not None:
+                stop()
+            return p.response(request.id, {})
+        if uri not in session and sum(map(len, self._subscribed.values())) >= _MAX_SUBSCRIBED:
+            return p.error_response(request.id, p.error(
+                p.INVALID_REQUEST, f"this gateway holds {_MAX_SUBSCRIBED} resource "
+                "subscriptions already: unsubscribe from some first"))
+
+        def updated(params: dict[str, Any]) -> None:
+            for queue in self._legacy_streams.get(session_id, ()):
+                queue.put_nowait(resource_updated(params))
+        watched = await self._answerer.watch(uri, request.era, updated)
+        if isinstance(watched, dict):
+            return p.error_response(request.id, watched)
+        previous = self._subscribed.setdefault(session_id, {}).pop(uri, None)
+        self._subscribed[session_id][uri] = watched
+        if previous is not None:
+            previous()
+        return p.response(request.id, {})
 
     # -- GET / DELETE: a legacy session's stream, and its end ----------------------------------
 
@@ -354,17 +411,21 @@ class HttpFace:
         refused = self._gate(http)
         if refused is not None:
             return refused
-        if self._signer.verify(http.headers.get("Mcp-Session-Id")) is None:
+        session_id = http.headers.get("Mcp-Session-Id")
+        if not session_id or self._signer.verify(session_id) is None:
             return web.Response(status=405, headers={"Allow": "POST"})
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(http)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._legacy_streams.add(queue)
+        self._legacy_streams.setdefault(session_id, set()).add(queue)
         try:
             while (note := await queue.get()) is not None:
                 await response.write(_sse(note))
         finally:
-            self._legacy_streams.discard(queue)
+            queues = self._legacy_streams.get(session_id, set())
+            queues.discard(queue)
+            if not queues:
+                self._legacy_streams.pop(session_id, None)
         return response
 
     async def _delete(self, http: web.Request) -> web.StreamResponse:
@@ -392,5 +453,5 @@ class HttpFace:
     def _catalog_changed(self, catalog: Catalog) -> None:
         self._header_params_of.clear()
         note = p.notification("notifications/tools/list_changed", {})
-        for queue in (*self._streams, *self._legacy_streams):
+        for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(note)

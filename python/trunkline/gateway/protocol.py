@@ -178,9 +178,9 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def capabilities() -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes), the fleet's prompts,
-    resources and completions, and the log messages of each call. Not resource
-    subscriptions: updates of the servers behind are not relayed (yet)."""
-    return {"tools": {"listChanged": True}, "prompts": {}, "resources": {},
+    resources (with subscriptions, for the resources of servers that offer them) and
+    completions, and the log messages of each call."""
+    return {"tools": {"listChanged": True}, "prompts": {}, "resources": {"subscribe": True},
             "completions": {}, "logging": {}}
 
 

@@ -4,23 +4,34 @@ A ``ClientSession`` reads what the client sends (``protocol.read``), has the ``A
 answer it, and keeps what belongs to the connection: its legacy session, each request
 answered from behind the gateway (``tools/call``, prompts, resources) as its own task in
 the connection's scope (``notifications/cancelled`` cancels that task, and so the request
-behind it), and the listen streams. When the merged
-catalog changes, a legacy session and every modern listen stream that asked for tool-list
-changes are told. A legacy client is asked, on this connection, for the input a server
+behind it), the listen streams and the resource subscriptions (a legacy session's, a
+listen stream's ``resourceSubscriptions``, each ended with its session or stream). When the
+merged catalog changes, a legacy session and every modern listen stream that asked for
+tool-list changes are told. A legacy client is asked, on this connection, for the input a server
 behind needs (``Asks``). Nothing here answers an input request on a server's behalf.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..catalog import Catalog
 from ..loop.tasks import TaskScope
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
-from .answers import CALL, LISTEN, NO_CLIENT, Answerer, Client, Send, listen_grant
+from .answers import (
+    CALL,
+    LISTEN,
+    NO_CLIENT,
+    SUBSCRIBING,
+    Answerer,
+    Client,
+    Send,
+    listen_grant,
+    resource_updated,
+)
 from .asks import Asks
 
 
@@ -43,12 +54,21 @@ class ClientSession:
         self._calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
         #: Open modern listen streams that asked for tool-list changes: their request ids.
         self._listens: dict[tuple[str, Any], Any] = {}
+        #: What stops each resource watch: a legacy session's by URI, a listen stream's by
+        #: its request id.
+        self._subscribed: dict[str, Callable[[], None]] = {}
+        self._listen_watches: dict[tuple[str, Any], list[Callable[[], None]]] = {}
         self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
 
     def close(self) -> None:
         """The client is gone: stop watching; the connection's scope ends its calls."""
         self._unwatch()
         self._listens.clear()
+        for stop in [*self._subscribed.values(),
+                     *(s for stops in self._listen_watches.values() for s in stops)]:
+            stop()
+        self._subscribed.clear()
+        self._listen_watches.clear()
 
     # -- inbound --------------------------------------------------------------------------
 
@@ -68,6 +88,8 @@ class ClientSession:
         if note.method == "notifications/cancelled":
             key = _key(note.params.get("requestId"))
             self._listens.pop(key, None)
+            for stop in self._listen_watches.pop(key, ()):
+                stop()
             task = self._calls.pop(key, None)
             if task is not None:
                 task.cancel()
@@ -76,7 +98,9 @@ class ClientSession:
         if request.method == CALL:
             self._start(request, self._answerer.call(request, self._send, self._client(request)))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
-            self._listen(request)
+            self._scope.spawn(self._listen(request), name=f"listen {request.id!r}")
+        elif request.method in SUBSCRIBING and request.era is p.ClientEra.LEGACY:
+            self._start(request, self._subscription(request))
         elif (answer := self._answerer.immediate(request)) is not None:
             if request.method == "initialize" and "result" in answer:
                 self.legacy_version = answer["result"]["protocolVersion"]
@@ -117,12 +141,40 @@ class ClientSession:
 
     # -- list changes ---------------------------------------------------------------------
 
-    def _listen(self, request: p.Request) -> None:
-        granted = listen_grant(request)
+    async def _listen(self, request: p.Request) -> None:
+        key = _key(request.id)
+
+        def updated(params: dict[str, Any]) -> None:
+            note = resource_updated(params)
+            note["params"]["_meta"] = {SUBSCRIPTION_ID: request.id}
+            self._send(note)
+        resources, stops = await self._answerer.watch_listed(request, updated)
+        granted = listen_grant(request, resources)
         self._send(p.notification("notifications/subscriptions/acknowledged", {
             "_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted}))
-        if granted:
-            self._listens[_key(request.id)] = request.id
+        if stops:
+            self._listen_watches[key] = stops
+        if granted.get("toolsListChanged"):
+            self._listens[key] = request.id
+
+    async def _subscription(self, request: p.Request) -> dict[str, Any]:
+        """A legacy ``resources/subscribe`` or ``resources/unsubscribe``: the session's
+        updates of that URI start (on this connection) or stop."""
+        uri = request.params.get("uri")
+        if request.method == "resources/unsubscribe":
+            stop = self._subscribed.pop(uri, None) if isinstance(uri, str) else None
+            if stop is not None:
+                stop()
+            return p.response(request.id, {})
+        watched = await self._answerer.watch(
+            uri, request.era, lambda params: self._send(resource_updated(params)))
+        if isinstance(watched, dict):
+            return p.error_response(request.id, watched)
+        previous = self._subscribed.pop(uri, None)
+        self._subscribed[uri] = watched
+        if previous is not None:
+            previous()
+        return p.response(request.id, {})
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         if self.legacy_version is not None:

@@ -39,6 +39,7 @@ from ..settings import HostSettings, ServerConfig
 from .call_notices import CallNotices
 from .generation import Generation
 from .relay import ServerRequestRelay
+from .resource_watch import ResourceWatchers
 from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
 
 log = logging.getLogger("trunkline.supervisor")
@@ -114,6 +115,7 @@ class WorkerHandle:
         self._on_list_changed = on_list_changed
         self._on_log = on_log
         self.notices = CallNotices(config.name)
+        self.resources = ResourceWatchers(config.name, self._send_watch)
         self._relay = ServerRequestRelay(input_handlers or {})
         self._planner = RestartPlanner(settings.restart, rng)
         self._scope = TaskScope(f"server {config.name!r}")
@@ -353,6 +355,13 @@ class WorkerHandle:
         gen.watcher = self._scope.spawn(self._watch(gen), name=f"watch worker {gen.number}")
         await gen.connect(parent_end, lambda data: self._on_channel_data(gen, data),
                           lambda detail: self._on_worker_gone(gen, detail))
+        if self.resources.uris():  # a new worker subscribes on its own connection
+            self._send_watch(self.resources.uris())
+
+    def _send_watch(self, uris: list[str]) -> None:
+        gen = self._gen
+        if gen is not None and not gen.gone:
+            gen.send(ch.ResourceWatch(uris).to_bytes())
 
     def _retire(self, gen: Generation | None) -> None:
         """Fold a finished generation's counters into the handle's totals."""
@@ -393,6 +402,8 @@ class WorkerHandle:
                 self.notices.progress(ch.Notice.from_bytes(body).params)
             elif kind == ch.LOG:
                 self._on_log_message(ch.Notice.from_bytes(body))
+            elif kind == ch.RESOURCE_UPDATED:
+                self.resources.deliver(ch.Notice.from_bytes(body).params)
             elif kind == ch.SERVER_REQUEST:
                 self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
             elif kind == ch.STATS:

@@ -26,6 +26,7 @@ from ..params import TransportParams
 from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
+from ..protocol.listen import can_subscribe
 from ..protocol.versions import LOG_LEVELS
 from ..settings import HostSettings, ServerConfig
 from .calls import CallPath, ProgressCallback
@@ -315,6 +316,21 @@ class Host:
         return await self._calls.read(self._servers.handle(server), method,
                                       dict(params or {}), timeout, call_input,
                                       log_level=log_level, on_log=on_log)
+
+    def subscribe_resource(self, server: str, uri: str,
+                           on_updated: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+        """Call ``on_updated(params)`` (``{"uri": ...}``, on the loop) whenever ``server``
+        says the resource ``uri``, or a sub-resource of it, changed; returns the function
+        that stops it. The server is subscribed once however many watch one URI (a modern
+        server on its ``subscriptions/listen`` stream, a legacy one with
+        ``resources/subscribe``), and again after each restart; updates missed while it was
+        down are not replayed (read the resource again when it is back). A server that
+        declared no ``resources.subscribe`` is refused (``ValueError``)."""
+        handle = self._servers.handle(server)
+        declared = handle.status().capabilities
+        if declared is not None and not can_subscribe(declared):
+            raise ValueError(f"server {server!r} offers no resource subscriptions")
+        return handle.resources.watch(uri, on_updated)
 
     async def read_resource(self, server: str, uri: str, *,
                             timeout: float | None = None) -> dict[str, Any]:

@@ -7,7 +7,11 @@ the subscription id alone whether it belongs to this stream (MCP 2026-07-28,
 basic/patterns/subscriptions): nothing counts before the server's acknowledgement, nothing
 without the listen request's id (compared with its JSON type: ``1`` is not ``"1"``; a
 notification for another stream is dropped, never routed), and nothing the server did not
-agree to send. A graceful close (the listen result) or a server-sent
+agree to send. Resource subscriptions ride the same stream: the filter's
+``resourceSubscriptions`` names URIs, the acknowledgement says which of them the server
+honours, and a ``notifications/resources/updated`` counts for a URI it honours or a
+sub-resource of one (``resource_matches``). A graceful close (the listen result) or a
+server-sent
 ``notifications/cancelled`` for the listen id ends the stream; the worker then opens a new
 one with a new id and has the lists refetched, since changes may have been missed. The
 modern stream is never resumed (no Last-Event-ID on stdio, and none on HTTP either).
@@ -35,6 +39,23 @@ CAPABILITY_FOR = {field: which for which, field, _ in LISTS}
 #: List-changed notification -> the list it concerns (a legacy server sends them on its
 #: connection, unasked).
 LIST_CHANGED = {notification: which for which, _, notification in LISTS}
+#: The filter field naming resources to hear updates of, and the update itself.
+RESOURCE_SUBSCRIPTIONS = "resourceSubscriptions"
+RESOURCE_UPDATED = "notifications/resources/updated"
+
+
+def resource_matches(updated: str, subscribed: str) -> bool:
+    """Whether an update of ``updated`` concerns a subscription to ``subscribed``: the
+    same URI, or a sub-resource of it (the spec lets the server name one)."""
+    if updated == subscribed:
+        return True
+    return updated.startswith(subscribed if subscribed.endswith("/") else subscribed + "/")
+
+
+def can_subscribe(capabilities: dict[str, Any]) -> bool:
+    """Whether the server offers resource subscriptions (``resources.subscribe``)."""
+    resources = capabilities.get("resources")
+    return isinstance(resources, dict) and resources.get("subscribe") is True
 
 
 def filter_for(capabilities: dict[str, Any], wanted: dict[str, bool]) -> dict[str, bool]:
@@ -51,6 +72,7 @@ def filter_for(capabilities: dict[str, Any], wanted: dict[str, bool]) -> dict[st
 class Verdict(enum.Enum):
     ACKNOWLEDGED = "acknowledged"  # the stream is live; ``honoured`` says what it carries
     CHANGED = "changed"            # a list changed: refetch ``which``
+    UPDATED = "updated"            # a subscribed resource changed: ``uri``
     CLOSED = "closed"              # the server ended the stream: listen again
     DROP = "drop"                  # not for this stream (or not yet): ignore, but count
 
@@ -60,16 +82,20 @@ class Accepted:
     verdict: Verdict
     which: str | None = None
     reason: str = ""
+    uri: str | None = None
 
 
 @dataclass
 class ListenStream:
-    """The stream opened by the listen request ``request_id`` with ``requested``."""
+    """The stream opened by the listen request ``request_id`` with ``requested`` (list
+    flags, and ``resourceSubscriptions``: URIs)."""
 
     request_id: int | str
-    requested: dict[str, bool]
+    requested: dict[str, Any]
     acknowledged: bool = False
     honoured: dict[str, bool] = field(default_factory=dict)
+    #: The requested URIs the server agreed to send updates of.
+    resources: frozenset[str] = frozenset()
     dropped: int = 0
 
     def _ours(self, params: Any) -> bool:
@@ -86,7 +112,11 @@ class ListenStream:
             granted = granted if isinstance(granted, dict) else {}
             # Only what we asked for counts, whatever the server claims to grant.
             self.honoured = {k: True for k, v in granted.items()
-                             if v is True and self.requested.get(k)}
+                             if v is True and self.requested.get(k) is True}
+            uris = granted.get(RESOURCE_SUBSCRIPTIONS)
+            asked = self.requested.get(RESOURCE_SUBSCRIPTIONS) or ()
+            if isinstance(uris, list):
+                self.resources = frozenset(u for u in uris if isinstance(u, str) and u in asked)
             return Accepted(Verdict.ACKNOWLEDGED)
         if method == "notifications/cancelled":
             request_id = params.get("requestId") if isinstance(params, dict) else None
@@ -102,6 +132,16 @@ class ListenStream:
                 if not self.honoured.get(key):
                     return self._drop("a notification type the stream did not agree to")
                 return Accepted(Verdict.CHANGED, which=which)
+        if method == RESOURCE_UPDATED:
+            uri = params.get("uri") if isinstance(params, dict) else None
+            if not self.acknowledged:
+                return self._drop("before the acknowledgement")
+            if not self._ours(params):
+                return self._drop("without this stream's subscriptionId")
+            if not isinstance(uri, str) or not any(
+                    resource_matches(uri, sub) for sub in self.resources):
+                return self._drop(f"an update of {uri!r}, which the stream did not agree to")
+            return Accepted(Verdict.UPDATED, uri=uri)
         return self._drop(f"{method} does not travel on a listen stream")
 
     def _drop(self, reason: str) -> Accepted:

@@ -1,27 +1,40 @@
 """Which of the server's notifications reach the parent, and as what.
 
 Progress and log messages go up as they are (the parent routes progress by token to the
-one call that asked for it, logs to the host). A list change counts from a legacy server's
-connection, where it is sent unasked, or from a modern server's ``subscriptions/listen``
-stream, and only as ``protocol.listen.ListenStream`` accepts it. The worker keeps one
-listen stream open for the lists the host wants announced: when the server ends it, it
-listens again with a new id and has the lists refetched (changes may have been missed),
-never resuming the old stream.
+one call that asked for it, logs to the call or the host). A list change counts from a
+legacy server's connection, where it is sent unasked, or from a modern server's
+``subscriptions/listen`` stream, and only as ``protocol.listen.ListenStream`` accepts it.
+The worker keeps one listen stream open for the lists the host wants announced and the
+resources the parent watches (``watch_resources``): when the server ends it, it listens
+again with a new id and has the lists refetched (changes may have been missed), never
+resuming the old stream; when the watched resources change, it listens again with the
+new filter. A legacy server is sent ``resources/subscribe`` and ``resources/unsubscribe``
+instead, and its updates count for watched resources only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from .. import channel as ch
-from ..errors import TransportLost
+from ..errors import TransportLost, TrunklineError
 from ..protocol.era import Era
-from ..protocol.listen import LIST_CHANGED, ListenStream, Verdict, filter_for
+from ..protocol.listen import (
+    LIST_CHANGED,
+    RESOURCE_SUBSCRIPTIONS,
+    RESOURCE_UPDATED,
+    ListenStream,
+    Verdict,
+    can_subscribe,
+    filter_for,
+    resource_matches,
+)
 from .peer import Peer, PeerState
 from .transports import STREAM_TAG
 
@@ -32,6 +45,8 @@ log = logging.getLogger("trunkline.worker")
 _RELISTEN_DELAY_S = 0.05
 _RELISTEN_MAX = 10
 _RELISTEN_WINDOW_S = 60.0
+#: A legacy server's answer to resources/subscribe or unsubscribe.
+_SUBSCRIBE_S = 30.0
 
 #: Notifications forwarded to the parent as they are, and their frame types.
 _FORWARDED = {"notifications/progress": ch.PROGRESS, "notifications/message": ch.LOG}
@@ -62,6 +77,10 @@ class NotificationRouter:
         self._to_parent = to_parent
         self._stream: ListenStream | None = None
         self._stream_closed: asyncio.Future[str] | None = None
+        #: The resources the host wants updates of (``watch_resources``), and a wake-up
+        #: for whoever keeps the server's subscriptions in line with them.
+        self._resources: frozenset[str] = frozenset()
+        self._resources_changed = asyncio.Event()
 
     def on_notification(self, method: str, line: bytes) -> None:
         params = orjson.loads(line).get("params")
@@ -74,27 +93,96 @@ class NotificationRouter:
         elif self._peer.era is Era.LEGACY:
             if method in LIST_CHANGED:
                 self._changed(LIST_CHANGED[method])
+            elif method == RESOURCE_UPDATED and isinstance(params, dict):
+                uri = params.get("uri")
+                if isinstance(uri, str) and any(
+                        resource_matches(uri, sub) for sub in self._resources):
+                    self._updated(params)
         elif self._stream is not None:
             accepted = self._stream.accept(method, params)
             if accepted.verdict is Verdict.CHANGED and accepted.which is not None:
                 self._changed(accepted.which)
+            elif accepted.verdict is Verdict.UPDATED and isinstance(params, dict):
+                self._updated(params)
             elif accepted.verdict is Verdict.CLOSED and self._stream_closed is not None:
                 if not self._stream_closed.done():
                     self._stream_closed.set_result(accepted.reason)
             elif accepted.verdict is Verdict.DROP:
                 log.debug("dropped %s: %s", method, accepted.reason)
 
+    def watch_resources(self, uris: Iterable[str]) -> None:
+        """From now on, hear of updates to exactly these resources (the parent's whole
+        set, sent again to each new worker)."""
+        wanted = frozenset(uris)
+        if wanted != self._resources:
+            self._resources = wanted
+            self._resources_changed.set()
+
     def _changed(self, which: str) -> None:
         self._to_parent(ch.ListChanged(which).to_bytes())
 
-    async def listen(self, capabilities: dict[str, Any]) -> None:
-        """Keep one listen stream open (modern servers), for as long as it is useful."""
-        wanted = filter_for(capabilities, self._wanted)
-        if not wanted:
-            return  # the server announces nothing we asked for: TTLs drive refreshes
+    def _updated(self, params: dict[str, Any]) -> None:
+        params = {k: v for k, v in params.items() if k != "_meta"}  # the stream's, not ours
+        self._to_parent(ch.Notice(params).to_bytes(ch.RESOURCE_UPDATED))
+
+    async def run(self, era: Era, capabilities: dict[str, Any]) -> None:
+        """For as long as the connection is ready: keep a modern server's listen stream
+        open for what the host wants, or a legacy server's subscriptions in line."""
+        if era is Era.MODERN:
+            await self._listen(capabilities)
+        elif can_subscribe(capabilities):
+            await self._subscribe_legacy()
+
+    # -- a legacy server: resources/subscribe and resources/unsubscribe --------------------
+
+    async def _subscribe_legacy(self) -> None:
+        subscribed: set[str] = set()
+        while True:
+            await self._resources_changed.wait()
+            self._resources_changed.clear()
+            wanted = self._resources
+            for method, uris in (("resources/unsubscribe", subscribed - wanted),
+                                 ("resources/subscribe", wanted - subscribed)):
+                for uri in sorted(uris):
+                    try:
+                        await self._peer.call(method, {"uri": uri}, timeout=_SUBSCRIBE_S)
+                    except TrunklineError as exc:
+                        log.warning("server %r: %s %r failed: %s", self._peer.name, method,
+                                    uri, exc)
+                        if method == "resources/subscribe":
+                            continue
+                    if method == "resources/subscribe":
+                        subscribed.add(uri)
+                    else:
+                        subscribed.discard(uri)
+
+    # -- a modern server: one listen stream for lists and resources ------------------------
+
+    async def _listen(self, capabilities: dict[str, Any]) -> None:
+        """Keep one listen stream open for the lists the host wants announced and the
+        resources it watches: reopened with a new filter when the resources change, and
+        after the server ends it (the lists refetched, since changes may have been
+        missed), within a bound."""
+        lists = filter_for(capabilities, self._wanted)
+        subscribable = can_subscribe(capabilities)
         loop = asyncio.get_running_loop()
         reopened: list[float] = []
-        while await self._listen_once(wanted):
+        while True:
+            self._resources_changed.clear()
+            resources = sorted(self._resources) if subscribable else []
+            wanted: dict[str, Any] = dict(lists)
+            if resources:
+                wanted[RESOURCE_SUBSCRIPTIONS] = resources
+            if not wanted:
+                if not subscribable:
+                    return  # nothing we want is announced: TTLs drive refreshes
+                await self._resources_changed.wait()
+                continue
+            outcome = await self._listen_once(wanted)
+            if outcome is _Ended.REFILTER:
+                continue
+            if outcome is _Ended.FOR_GOOD:
+                return
             self._changed("tools")
             now = loop.time()
             reopened = [t for t in reopened if now - t < _RELISTEN_WINDOW_S] + [now]
@@ -104,32 +192,43 @@ class NotificationRouter:
                 return
             await asyncio.sleep(_RELISTEN_DELAY_S)
 
-    async def _listen_once(self, wanted: dict[str, bool]) -> bool:
-        """One stream, until it ends; whether to listen again."""
+    async def _listen_once(self, wanted: dict[str, Any]) -> _Ended:
+        """One stream, until it ends: how."""
         peer = self._peer
         request_id, reply = peer.open_request(
             "subscriptions/listen", orjson.dumps({"notifications": wanted}))
         self._stream = ListenStream(request_id, wanted)
         self._stream_closed = asyncio.get_running_loop().create_future()
+        refilter = asyncio.ensure_future(self._resources_changed.wait())
         try:
-            await asyncio.wait([reply, self._stream_closed],
+            await asyncio.wait([reply, self._stream_closed, refilter],
                                return_when=asyncio.FIRST_COMPLETED)
+            if refilter.done() and not reply.done():
+                peer.close_request(request_id, "the subscriptions changed")
+                return _Ended.REFILTER
             if not reply.done() or reply.cancelled():
                 peer.close_request(request_id, "the server cancelled the stream", notify=False)
-                return True
+                return _Ended.AGAIN
             lost = reply.exception()
             if lost is not None and peer.state is not PeerState.READY:
-                return False  # the connection ended: the worker is on its way out
+                return _Ended.FOR_GOOD  # the connection ended: the worker is on its way out
             if isinstance(lost, TransportLost):
                 log.info("listen stream lost (%s): listening again", lost)
-                return True  # an HTTP listen stream broke on its own
+                return _Ended.AGAIN  # an HTTP listen stream broke on its own
             if lost is not None:
                 log.warning("subscriptions/listen failed (%s): relying on TTLs", lost)
-                return False
+                return _Ended.FOR_GOOD
             if reply.result().is_error:
                 log.warning("server refused subscriptions/listen (%s): relying on TTLs",
                             reply.result().error_message)
-                return False
-            return True
+                return _Ended.FOR_GOOD
+            return _Ended.AGAIN
         finally:
+            refilter.cancel()
             self._stream = None
+
+
+class _Ended(enum.Enum):
+    AGAIN = "again"          # the server ended it: listen again, refetch the lists
+    REFILTER = "refilter"    # we ended it for a new filter: listen again at once
+    FOR_GOOD = "for good"    # refused, or the connection is gone

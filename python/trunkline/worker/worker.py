@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..loop.batching import TickBatcher
 from ..params import HttpParams
-from ..protocol.era import Era, Verdict
+from ..protocol.era import Verdict
 from .forwarding import Forwarder
 from .notices import NotificationRouter
 from .peer import Peer
@@ -102,6 +102,8 @@ class Worker:
                 self._rejected(_call_id(body), body[8:].decode("utf-8", "replace"))
             elif kind == ch.SERVER_ANSWER:
                 self._questions.on_answer(ch.ServerAnswer.from_bytes(body))
+            elif kind == ch.WATCH_RESOURCES:
+                self._notices.watch_resources(ch.ResourceWatch.from_bytes(body).uris)
             elif kind == ch.STOP:
                 self.stop()
 
@@ -220,12 +222,10 @@ class Worker:
                  **fields})
 
     async def _listen(self, verdict: Verdict) -> None:
-        if verdict.era is not Era.MODERN:
-            return
         try:
-            await self._notices.listen(verdict.capabilities)
+            await self._notices.run(verdict.era, verdict.capabilities)
         except Exception as exc:  # noqa: BLE001 - listening is an optimization over TTLs
-            log.warning("server %r: listening for list changes failed (%s): relying on TTLs",
+            log.warning("server %r: listening for changes failed (%s): relying on TTLs",
                         self.peer.name, exc)
 
 
