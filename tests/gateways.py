@@ -176,16 +176,24 @@ class HttpGateway(Requests):
         return self.proc.returncode
 
 
-async def sse_messages(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE body, as they arrive."""
+async def sse_messages(response: aiohttp.ClientResponse,
+                       ids: list[str] | None = None) -> AsyncIterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE body, as they arrive (an event with empty data, a
+    priming event, carries none); each event's id, when it has one, appended to ``ids``."""
     data: list[bytes] = []
+    event_id: str | None = None
     async for line in response.content:
         line = line.rstrip(b"\r\n")
         if line.startswith(b"data:"):
             data.append(line[5:].lstrip())
-        elif not line and data:
-            yield orjson.loads(b"\n".join(data))
-            data = []
+        elif line.startswith(b"id:"):
+            event_id = line[3:].strip().decode()
+        elif not line:
+            if event_id is not None and ids is not None:
+                ids.append(event_id)
+            if b"".join(data):
+                yield orjson.loads(b"\n".join(data))
+            data, event_id = [], None
 
 
 class StdioGateway(Requests):

@@ -12,10 +12,14 @@ One endpoint, ``/mcp``, serving both eras (aiohttp's server, already a dependenc
   signed, not stored (``SessionSigner``), so any replica sharing the key serves the
   session; a GET with it opens the session's stream for list changes; DELETE is 405, as
   2025-11-25 allows: nothing stored could be forgotten. An id no replica signed is 404,
-  which tells the client to start over. A server's input for a legacy client's call is
-  asked on that call's SSE stream, and the answer POSTed back must reach the same replica
-  (the one waiting for it): behind a load balancer, legacy calls that need input want
-  session affinity on ``Mcp-Session-Id``.
+  which tells the client to start over. A legacy call accepting SSE gets a resumable
+  stream (``event_streams``: a priming event, event ids, replay on a GET with
+  ``Last-Event-ID``); it outlives its connection and ends early only by the client's
+  ``notifications/cancelled``. A server's input for a legacy client's call is asked on
+  that call's SSE stream, and the answer POSTed back must reach the same replica (the one
+  waiting for it), as must a resumption: behind a load balancer, legacy sessions want
+  affinity on ``Mcp-Session-Id``. Resource subscriptions and the log level a legacy
+  session sets are held by the replica that was told, too.
 
 Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
 the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
@@ -37,6 +41,7 @@ from aiohttp import web
 
 from ..catalog import Catalog
 from ..errors import ConfigurationError
+from ..loop.tasks import TaskScope
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
@@ -44,7 +49,6 @@ from .admission import retry_after
 from .answers import (
     CALL,
     LISTEN,
-    NO_CLIENT,
     SUBSCRIBING,
     Answerer,
     Client,
@@ -52,6 +56,7 @@ from .answers import (
     resource_updated,
 )
 from .asks import Asks
+from .event_streams import ReplayableStream, StreamStore
 from .http_rules import (
     LegacySession,
     SessionSigner,
@@ -74,6 +79,11 @@ _MAX_SESSION_LEVELS = 65536
 _MAX_SUBSCRIBED = 65536
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
+
+
+def _request_key(request_id: Any) -> tuple[str, Any]:
+    """Request ids as the client sent them: ``1`` and ``"1"`` are two ids."""
+    return (type(request_id).__name__, request_id)
 
 
 def _sse(message: dict[str, Any]) -> bytes:
@@ -148,6 +158,11 @@ class HttpFace:
         #: replica's, since a signed session id cannot carry what comes after it.
         self._subscribed: dict[str, dict[str, Callable[[], None]]] = {}
         self._asks = Asks()
+        #: Legacy sessions' calls: their resumable streams, and the calls themselves by
+        #: (session, request id), run in the face's scope rather than their connection's.
+        self._replayable = StreamStore()
+        self._legacy_calls: dict[tuple[str, tuple[str, Any]], asyncio.Task[None]] = {}
+        self._scope = TaskScope("gateway legacy calls")
         #: Legacy sessions' ``logging/setLevel``: the one session state a signed id does
         #: not carry (it is set after the id was issued), so it is this replica's.
         self._log_levels: dict[str, str] = {}
@@ -160,6 +175,7 @@ class HttpFace:
         self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
 
     async def start(self) -> str:
+        await self._scope.open()
         app = web.Application(client_max_size=self._limit + 1, middlewares=[_no_bare_500])
         app.router.add_route("POST", ENDPOINT, self._post)
         app.router.add_route("GET", ENDPOINT, self._get)
@@ -183,6 +199,13 @@ class HttpFace:
         self._unwatch()
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(None)
+        calls = list(self._legacy_calls.values())
+        if calls:  # legacy calls outlive their connections: they get the drain deadline
+            _done, late = await asyncio.wait(calls, timeout=self._drain_s)
+            for task in late:
+                task.cancel()
+        await self._scope.aclose()
+        self._replayable.close()
         for session in self._subscribed.values():
             for stop in session.values():
                 stop()
@@ -253,6 +276,13 @@ class HttpFace:
             if not self._asks.answered(inbound, owner=session_id):
                 log.info("a client's answer to no question of its session: dropped")
             return web.Response(status=202)
+        if isinstance(inbound, p.Notification) and session_id and \
+                inbound.method == "notifications/cancelled":
+            # A legacy call outlives its connection; this is how its client ends it.
+            task = self._legacy_calls.get(
+                (session_id, _request_key(inbound.params.get("requestId"))))
+            if task is not None:
+                task.cancel()
         if isinstance(inbound, p.Notification) or inbound is None:
             return web.Response(status=202)
         return await self._request(request, inbound, session_id, session)
@@ -319,14 +349,10 @@ class HttpFace:
             return _answer(p.error_response(request.id, refusal))
         if "text/event-stream" not in http.headers.get("Accept", ""):
             return _answer(await self._answerer.call(request, lambda _note: None))
+        if session is not None and session_id and request.era is p.ClientEra.LEGACY:
+            return await self._legacy_call(http, request, session_id, session)
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        client = NO_CLIENT
-        if session is not None and request.era is p.ClientEra.LEGACY:
-            # A server's input is asked on this stream; the answer comes in a POST.
-            client = Client(session.capabilities, lambda method, params: self._asks.ask(
-                queue.put_nowait, method, params, owner=session_id),
-                self._log_levels.get(session_id) if session_id else None)
-        task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait, client))
+        task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait))
         response: web.StreamResponse | None = None
         try:
             while not task.done() or not queue.empty():
@@ -349,6 +375,38 @@ class HttpFace:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        return response
+
+    async def _legacy_call(self, http: web.Request, request: p.Request, session_id: str,
+                           session: LegacySession) -> web.StreamResponse:
+        """A legacy session's call, on a resumable stream (``event_streams``): the call
+        runs on when the client disconnects (2025-11-25: that is no cancellation; its
+        ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up."""
+        stream = self._replayable.open(session_id)
+        key = (session_id, _request_key(request.id))
+        if stream is None or key in self._legacy_calls:
+            why = ("too many open streams" if stream is None
+                   else f"request id {request.id!r} is already in flight")
+            return _answer(p.error_response(request.id, p.error(p.INVALID_REQUEST, why)))
+        # A server's input is asked on this stream; the answer comes in a POST.
+        client = Client(session.capabilities, lambda method, params: self._asks.ask(
+            stream.add, method, params, owner=session_id), self._log_levels.get(session_id))
+
+        async def run() -> None:
+            try:
+                stream.add(await self._answerer.call(request, stream.add, client))
+            finally:
+                self._legacy_calls.pop(key, None)
+                self._replayable.finished(stream)
+        self._legacy_calls[key] = self._scope.spawn(run(), name=f"legacy call {request.id!r}")
+        return await self._replay(http, stream)
+
+    async def _replay(self, http: web.Request, stream: ReplayableStream,
+                      after: int = -1) -> web.StreamResponse:
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(http)
+        async for event in stream.follow(after):
+            await response.write(event)
         return response
 
     async def _listen(self, http: web.Request, request: p.Request) -> web.StreamResponse:
@@ -414,6 +472,13 @@ class HttpFace:
         session_id = http.headers.get("Mcp-Session-Id")
         if not session_id or self._signer.verify(session_id) is None:
             return web.Response(status=405, headers={"Allow": "POST"})
+        last_event_id = http.headers.get("Last-Event-ID")
+        if last_event_id is not None:
+            found = self._replayable.resume(last_event_id, session_id)
+            if found is None:
+                return _refusal(404, p.INVALID_REQUEST,
+                                "no stream of this session to resume from that event here")
+            return await self._replay(http, *found)
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(http)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
