@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 from mcp_schema import MODERN
 
+import taplog
 from trunkline.params import StdioParams
 
 PV = "io.modelcontextprotocol/protocolVersion"
@@ -257,3 +258,14 @@ class StdioGateway(Requests):
                 await self.proc.wait()
             await self._reader
         return code
+
+
+async def wait_for_tap(tap: Path, predicate: Any, seconds: float = 20) -> list[dict[str, Any]]:
+    """The messages an upstream's wire tap recorded as sent to it that match ``predicate``,
+    once there is one."""
+    for _ in range(int(seconds / 0.05)):
+        found = [m for m in taplog.messages(tap) if predicate(m)]
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError("the upstream never saw it")

@@ -12,8 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
 import aiohttp
 import orjson
@@ -33,16 +31,8 @@ from gateways import (
     fleet_config,
     modern_meta,
     sse_messages,
+    wait_for_tap,
 )
-
-async def wait_for_tap(tap: Path, predicate: Any, seconds: float = 20) -> list[dict[str, Any]]:
-    for _ in range(int(seconds / 0.05)):
-        found = [m for m in taplog.messages(tap) if predicate(m)]
-        if found:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError("the upstream never saw it")
-
 
 def test_a_modern_client_gets_the_fleet_over_http(gateways, tmp_path, tap):
     path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-http-1", tap=tap),

@@ -15,7 +15,7 @@ from conftest import run, scripted
 from mcp_schema import LEGACY, conforms
 
 import taplog
-from gateways import BOTH, HttpGateway, fleet_config, sse_messages
+from gateways import BOTH, HttpGateway, fleet_config, sse_messages, wait_for_tap
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "old", "version": "1"}}
@@ -26,15 +26,6 @@ async def session(gw: HttpGateway) -> dict[str, str]:
     _, _, got = await gw.post(gw.message("initialize", INIT), headers)
     return {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
             "MCP-Protocol-Version": "2025-11-25"}
-
-
-async def until_upstream(tap, predicate, seconds: float = 20) -> list[dict]:
-    for _ in range(int(seconds / 0.05)):
-        found = [m for m in taplog.messages(tap) if predicate(m)]
-        if found:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError("the upstream never saw it")
 
 
 def test_a_dropped_stream_is_resumed_and_the_call_runs_on(gateways, tmp_path, tap):
@@ -52,7 +43,7 @@ def test_a_dropped_stream_is_resumed_and_the_call_runs_on(gateways, tmp_path, ta
         assert set(fields) == {"id", "retry", "data"} and fields["data"] == ""
         assert int(fields["retry"]) > 0
         response.close()  # the connection drops before the answer
-        await until_upstream(tap, lambda m: m.get("method") == "tools/call")
+        await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")
         # Another session cannot pick the stream up, nor can an id this gateway never gave.
         other = await session(gw)
         for headers, last in ((other, fields["id"]), (mine, "nothing-here-0"),
@@ -85,14 +76,14 @@ def test_a_legacy_client_cancels_its_call_with_a_notification(gateways, tmp_path
         mine = await session(gw)
         call = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 30}})
         async with gw.http.post(gw.url, data=orjson.dumps(call), headers=mine) as streaming:
-            await until_upstream(tap, lambda m: m.get("method") == "tools/call")
+            await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")
             status, _, _ = await gw.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                           "params": {"requestId": call["id"]}}, mine)
             assert status == 202
             heard = await asyncio.wait_for(
                 asyncio.ensure_future(_all(sse_messages(streaming))), 30)
         assert heard == [], "a cancelled request gets no answer"
-        cancels = await until_upstream(
+        cancels = await wait_for_tap(
             tap, lambda m: m.get("method") == "notifications/cancelled")
         sent = next(m for m in taplog.messages(tap) if m.get("method") == "tools/call")
         assert [c["params"]["requestId"] for c in cancels] == [sent["id"]]
