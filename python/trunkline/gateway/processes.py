@@ -1,10 +1,12 @@
 """``serve --http HOST:PORT --processes N``: N whole gateways accepting on one socket.
 
 One Python process serves about one core's worth of calls: its HTTP server and its call
-path share one interpreter lock. With ``--processes N`` this process binds the socket once
-and starts N copies of the command, each a whole gateway (its own Host, so its own worker
-per configured server) accepting connections on the inherited socket; the kernel hands
-each new connection to one of them. They are replicas on one machine, with what replicas
+path share one interpreter lock. With ``--processes N`` this process binds N listening
+sockets to the one port (``SO_REUSEPORT``: the kernel spreads new connections evenly among
+them) and starts N copies of the command, each a whole gateway (its own Host, so its own
+worker per configured server) accepting on its inherited socket. The sockets stay open
+here: a copy started again gets the same one, and the connections that queued on it while
+it was down are served then, not refused. They are replicas on one machine, with what replicas
 need: one legacy-session key (``TRUNKLINE_SESSION_KEY``, or one made here for all of
 them), so any copy serves any legacy session.
 
@@ -14,7 +16,8 @@ The rules of this process, which serves nothing itself:
   that ends the command, with that copy's exit status (its stderr is ours, so its reason
   is already shown);
 - a copy that ends later is started again after a pause that doubles up to
-  ``_RESTART_MAX_S`` (its connections are lost, as with a replica; the others go on);
+  ``_RESTART_MAX_S`` (its open connections are lost, as with a replica; those that
+  arrive meanwhile wait for it; the others go on);
 - SIGTERM or SIGINT stops every copy with SIGTERM (each drains within its
   ``--drain-timeout``), then SIGKILL after ``_KILL_GRACE_S`` more; nothing is left behind.
   A copy that finds its parent gone stops by itself (``PR_SET_PDEATHSIG``).
@@ -42,11 +45,15 @@ _KILL_GRACE_S = 15.0
 LISTEN_FD_FLAG = "--listen-fd"
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: the kernel picks one)."""
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: the kernel picks one);
+    ``reuse_port``: one of several on the same port, among which the kernel spreads new
+    connections evenly (``SO_REUSEPORT``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
     return sock
@@ -58,11 +65,12 @@ class Copies:
 
     def __init__(self, argv: Sequence[str], count: int, host: str, port: int,
                  drain_s: float) -> None:
-        sock = bind_socket(host, port)
-        sock.set_inheritable(True)
-        self._argv = [*argv, LISTEN_FD_FLAG, str(sock.fileno())]
+        first = bind_socket(host, port, reuse_port=True)
+        port = first.getsockname()[1]
+        self._socks = [first, *(bind_socket(host, port, reuse_port=True)
+                                for _ in range(count - 1))]
+        self._argv = list(argv)
         self._count = count
-        self._sock = sock
         self._drain_s = drain_s
         self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._env = dict(os.environ)
@@ -87,12 +95,15 @@ class Copies:
             return 0  # pragma: no cover - _keep only ends by cancellation
         finally:
             await self._stop_all()
-            self._sock.close()  # held (never accepted on) to start copies again
+            for sock in self._socks:  # held here to hand each to its copy's successor
+                sock.close()
 
     async def _start(self, index: int) -> str:
+        fd = self._socks[index].fileno()
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "trunkline", *self._argv, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, pass_fds=(self._sock.fileno(),), env=self._env)
+            sys.executable, "-m", "trunkline", *self._argv, LISTEN_FD_FLAG, str(fd),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, pass_fds=(fd,),
+            env=self._env)
         self._procs[index] = proc
         assert proc.stdout is not None
         line = await proc.stdout.readline()
