@@ -87,6 +87,15 @@ def test_a_legacy_client_cancels_its_call_with_a_notification(gateways, tmp_path
             tap, lambda m: m.get("method") == "notifications/cancelled")
         sent = next(m for m in taplog.messages(tap) if m.get("method") == "tools/call")
         assert [c["params"]["requestId"] for c in cancels] == [sent["id"]]
+        # An id already in flight in the session is refused; the first call is not
+        # disturbed.
+        again = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 1}})
+        async with gw.http.post(gw.url, data=orjson.dumps(again), headers=mine) as first:
+            twin = await gw.post({**again, "params": {"name": "echo", "arguments": {}}}, mine)
+            assert twin[1]["error"]["code"] == -32600 and "in flight" in \
+                twin[1]["error"]["message"]
+            done = await _all(sse_messages(first))
+        assert [m["id"] for m in done] == [again["id"]] and "result" in done[0]
         # The session goes on.
         status, answer, _ = await gw.post(gw.message(
             "tools/call", {"name": "echo", "arguments": {"v": 1}}), mine)

@@ -382,12 +382,14 @@ class HttpFace:
         """A legacy session's call, on a resumable stream (``event_streams``): the call
         runs on when the client disconnects (2025-11-25: that is no cancellation; its
         ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up."""
-        stream = self._replayable.open(session_id)
         key = (session_id, _request_key(request.id))
-        if stream is None or key in self._legacy_calls:
-            why = ("too many open streams" if stream is None
-                   else f"request id {request.id!r} is already in flight")
-            return _answer(p.error_response(request.id, p.error(p.INVALID_REQUEST, why)))
+        if key in self._legacy_calls:
+            return _answer(p.error_response(request.id, p.error(
+                p.INVALID_REQUEST, f"request id {request.id!r} is already in flight")))
+        stream = self._replayable.open(session_id)
+        if stream is None:
+            return _answer(p.error_response(request.id, p.error(
+                p.INVALID_REQUEST, "too many open streams: try again later")))
         # A server's input is asked on this stream; the answer comes in a POST.
         client = Client(session.capabilities, lambda method, params: self._asks.ask(
             stream.add, method, params, owner=session_id), self._log_levels.get(session_id))
