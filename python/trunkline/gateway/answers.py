@@ -202,11 +202,10 @@ class Answerer:
         server it belongs to: what stops that, or the error (no such resource, or its
         server offers no subscriptions). The URI is the server's own, so its updates
         need no translation."""
-        if not isinstance(uri, str):
-            return p.error(p.INVALID_PARAMS, "a resource URI is required")
-        server = await self._offerings.resource(uri)
-        if server is None:
-            return p.resource_not_found(uri, era)
+        routed = await self._resource_route(uri, {}, era)
+        if "error" in routed:
+            return routed["error"]
+        server = routed["server"]
         try:
             return self.host.subscribe_resource(server, uri, on_updated)
         except ValueError as exc:

@@ -81,11 +81,6 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
 
-def _request_key(request_id: Any) -> tuple[str, Any]:
-    """Request ids as the client sent them: ``1`` and ``"1"`` are two ids."""
-    return (type(request_id).__name__, request_id)
-
-
 def _sse(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
 
@@ -280,7 +275,7 @@ class HttpFace:
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
             task = self._legacy_calls.get(
-                (session_id, _request_key(inbound.params.get("requestId"))))
+                (session_id, p.request_key(inbound.params.get("requestId"))))
             if task is not None:
                 task.cancel()
         if isinstance(inbound, p.Notification) or inbound is None:
@@ -382,7 +377,7 @@ class HttpFace:
         """A legacy session's call, on a resumable stream (``event_streams``): the call
         runs on when the client disconnects (2025-11-25: that is no cancellation; its
         ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up."""
-        key = (session_id, _request_key(request.id))
+        key = (session_id, p.request_key(request.id))
         if key in self._legacy_calls:
             return _answer(p.error_response(request.id, p.error(
                 p.INVALID_REQUEST, f"request id {request.id!r} is already in flight")))

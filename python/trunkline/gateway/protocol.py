@@ -60,6 +60,12 @@ class ClientEra(enum.Enum):
     LEGACY = "legacy"
 
 
+def request_key(request_id: Any) -> tuple[str, Any]:
+    """A request id as the client sent it, fit to key a table: ``1`` and ``"1"`` are two
+    ids."""
+    return (type(request_id).__name__, request_id)
+
+
 @dataclass(frozen=True)
 class Request:
     id: Any

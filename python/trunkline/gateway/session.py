@@ -35,11 +35,6 @@ from .answers import (
 from .asks import Asks
 
 
-def _key(request_id: Any) -> tuple[str, Any]:
-    """Request ids as the client sent them: ``1`` and ``"1"`` are two ids."""
-    return (type(request_id).__name__, request_id)
-
-
 class ClientSession:
     def __init__(self, answerer: Answerer, send: Send, scope: TaskScope) -> None:
         self._answerer = answerer
@@ -86,7 +81,7 @@ class ClientSession:
 
     def _notified(self, note: p.Notification) -> None:
         if note.method == "notifications/cancelled":
-            key = _key(note.params.get("requestId"))
+            key = p.request_key(note.params.get("requestId"))
             self._listens.pop(key, None)
             for stop in self._listen_watches.pop(key, ()):
                 stop()
@@ -125,7 +120,7 @@ class ClientSession:
 
     def _start(self, request: p.Request, answer: Coroutine[Any, Any, dict[str, Any]]) -> None:
         """Run one request as its own task, cancellable by the client."""
-        key = _key(request.id)
+        key = p.request_key(request.id)
         if key in self._calls:
             answer.close()
             self._send(p.error_response(request.id, p.error(
@@ -142,7 +137,7 @@ class ClientSession:
     # -- list changes ---------------------------------------------------------------------
 
     async def _listen(self, request: p.Request) -> None:
-        key = _key(request.id)
+        key = p.request_key(request.id)
 
         def updated(params: dict[str, Any]) -> None:
             note = resource_updated(params)
