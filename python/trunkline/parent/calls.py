@@ -21,7 +21,13 @@ from ..catalog import ToolEntry
 from ..errors import MalformedMessage
 from ..params import HttpParams
 from ..protocol.reply import Reply
-from ..protocol.retry import Attempt, RetryPlan, RetryPolicy, plan_call
+from ..protocol.retry import (
+    Attempt,
+    RetryPlan,
+    RetryPolicy,
+    plan_call,
+    with_idempotency_key,
+)
 from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from .handle import WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
@@ -137,12 +143,22 @@ class CallPath:
 
     async def _send(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                     plan: RetryPlan, timeout: float) -> Reply:
+        """The first attempt goes straight out; the retry driver runs only once one
+        failed (most calls never need it)."""
+        key = plan.idempotency_key
+        try:
+            return await handle.request(
+                method, orjson.dumps(body if key is None else with_idempotency_key(body, key)),
+                timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
+            first_failure = exc
+
         async def send(attempt: Attempt) -> Reply:
             left = attempt.remaining_s
             return await handle.request(
                 method, orjson.dumps(attempt.stamp(body)),
                 timeout=timeout if left is None else max(min(timeout, left), 0.001))
-        return await run_with_retries(send, plan)
+        return await run_with_retries(send, plan, first_failure=first_failure)
 
     async def _completed(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                          reply: Reply, timeout: float, call_input: CallInput | None) -> Any:

@@ -27,12 +27,17 @@ async def run_with_retries(
     send: Callable[[Attempt], Awaitable[T]],
     plan: RetryPlan,
     *,
+    first_failure: Exception | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     now: Callable[[], float] | None = None,
     rng: random.Random | None = None,
 ) -> T:
     """``sleep``/``now`` default to ``asyncio.sleep`` and the running loop's ``time``.
-    Whether a failed attempt reached the wire is the error's own ``sent``."""
+    Whether a failed attempt reached the wire is the error's own ``sent``.
+
+    ``first_failure``: the caller made the first attempt itself (the hot path, which
+    needs none of this when it succeeds) and it failed with this; the plan goes on from
+    there."""
     if sleep is None:
         sleep = asyncio.sleep
     if now is None:
@@ -40,19 +45,23 @@ async def run_with_retries(
     if rng is None:
         rng = _JITTER
     index = 0
+    failure = first_failure
     while True:
-        remaining = None if plan.deadline is None else plan.deadline - now()
-        try:
-            return await send(Attempt(index, plan.idempotency_key, remaining))
-        except Exception as exc:  # CancelledError is a BaseException: not caught
-            made = index + 1
-            outcome = classify(exc, sent=getattr(exc, "sent", None))
+        if failure is None:
             remaining = None if plan.deadline is None else plan.deadline - now()
-            decision = plan.decide(made, outcome, rng=rng, remaining_s=remaining)
-            if isinstance(decision, GiveUp):
-                exc.attempts = made  # type: ignore[attr-defined]
-                exc.add_note(f"trunkline retry: gave up after {made} attempt(s) of "
+            try:
+                return await send(Attempt(index, plan.idempotency_key, remaining))
+            except Exception as exc:  # CancelledError is a BaseException: not caught
+                failure = exc
+        made = index + 1
+        outcome = classify(failure, sent=getattr(failure, "sent", None))
+        remaining = None if plan.deadline is None else plan.deadline - now()
+        decision = plan.decide(made, outcome, rng=rng, remaining_s=remaining)
+        if isinstance(decision, GiveUp):
+            failure.attempts = made  # type: ignore[attr-defined]
+            failure.add_note(f"trunkline retry: gave up after {made} attempt(s) of "
                              f"{plan.method}: {decision}")
-                raise
+            raise failure
+        failure = None
         await sleep(decision.after_s)
         index = decision.attempt
