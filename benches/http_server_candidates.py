@@ -13,7 +13,13 @@ one worker), and wrk drives it with ``wrk/tools_call.lua`` (every answer checked
 * ``uvicorn``          uvicorn (httptools + uvloop, its defaults when installed with
                        ``[standard]``) serving a minimal ASGI app;
 * ``granian-asgi``     granian (Rust, hyper) serving the same ASGI app, 1 worker, uvloop;
-* ``granian-rsgi``     granian's own RSGI interface, same.
+* ``granian-rsgi``     granian's own RSGI interface, same;
+* ``granian-embed``    granian's in-loop server (``granian.server.embed``, RSGI) in this
+                       process's stock asyncio loop, as a gateway owning its loop would
+                       have to run it (granian marks it experimental);
+* ``uvicorn-asyncio``  uvicorn on the stock asyncio loop instead of uvloop.
+
+``--only NAME ...`` runs some of them.
 
 The servers run under ``--python`` (default: this interpreter), a throwaway venv holding
 whichever of uvicorn / granian are installed, for instance::
@@ -43,9 +49,11 @@ from pathlib import Path
 from typing import Any
 
 BENCHES = Path(__file__).resolve().parent
-CANDIDATES = ("aiohttp", "aiohttp-uvloop", "uvicorn", "granian-asgi", "granian-rsgi")
+CANDIDATES = ("aiohttp", "aiohttp-uvloop", "uvicorn", "granian-asgi", "granian-rsgi",
+              "granian-embed", "uvicorn-asyncio")
 NEEDS = {"aiohttp": "aiohttp", "aiohttp-uvloop": "aiohttp, uvloop", "uvicorn": "uvicorn",
-         "granian-asgi": "granian", "granian-rsgi": "granian"}
+         "granian-asgi": "granian", "granian-rsgi": "granian",
+         "granian-embed": "granian", "uvicorn-asyncio": "uvicorn"}
 CONNECTIONS = (1, 64)
 
 
@@ -130,14 +138,31 @@ def serve(kind: str) -> None:
             uvloop.run(main())
         else:
             asyncio.run(main())
-    elif kind == "uvicorn":
+    elif kind.startswith("uvicorn"):
         import uvicorn
 
         sock = _listening_socket()
         config = uvicorn.Config(asgi_app, log_level="warning", access_log=False,
-                                lifespan="off")
+                                lifespan="off",
+                                loop="asyncio" if kind == "uvicorn-asyncio" else "auto")
         print(f"LISTENING http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
         uvicorn.Server(config).run(sockets=[sock])
+    elif kind == "granian-embed":
+        from granian.constants import Interfaces
+        from granian.server.embed import Server
+
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+
+        async def main_embed() -> None:
+            server = Server(rsgi_app, address="127.0.0.1", port=port,
+                            interface=Interfaces.RSGI, websockets=False, log_enabled=False)
+            print(f"LISTENING http://127.0.0.1:{port}/mcp", flush=True)
+            await server.serve()
+
+        asyncio.run(main_embed())
     elif kind.startswith("granian"):
         from granian import Granian
         from granian.constants import Interfaces, Loops
@@ -204,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="the interpreter of the servers")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", nargs="*", choices=CANDIDATES, help="these candidates only")
     ns = ap.parse_args(argv)
     if ns.cmd == "serve":
         serve(ns.kind)
@@ -212,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     import gateway_load
     import report
 
-    kinds = [k for k in CANDIDATES if _available(ns.python, k)]
+    kinds = [k for k in ns.only or CANDIDATES if _available(ns.python, k)]
     missing = [k for k in CANDIDATES if k not in kinds]
     workdir = tempfile.TemporaryDirectory(prefix="bench-http-candidates-")
     targets = {}

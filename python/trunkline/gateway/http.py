@@ -1,6 +1,7 @@
 """The gateway over Streamable HTTP: ``trunkline serve CONFIG --http HOST:PORT``.
 
-One endpoint, ``/mcp``, serving both eras (aiohttp's server, already a dependency):
+One endpoint, ``/mcp``, serving both eras (an ASGI app, ``exchange``, on uvicorn,
+``http_server``):
 
 - **Modern (2026-07-28)**, stateless: every POST is one request, its headers checked
   against its body (``http_rules``); a ``tools/call`` answers as an SSE stream when the
@@ -33,11 +34,11 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from ..catalog import Catalog
 from ..errors import ConfigurationError
@@ -57,6 +58,7 @@ from .answers import (
 )
 from .asks import Asks
 from .event_streams import ReplayableStream, StreamStore
+from .exchange import Disconnected, Exchange, Receive, Send
 from .http_rules import (
     LegacySession,
     SessionSigner,
@@ -68,6 +70,7 @@ from .http_rules import (
     origin_allowed,
     status_for,
 )
+from .http_server import HttpServer
 from .processes import bind_socket
 
 log = logging.getLogger("trunkline.gateway")
@@ -85,22 +88,32 @@ def _sse(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
 
 
+@dataclass(slots=True)
+class Reply:
+    """A whole response, as a handler decides it (the app sends it)."""
+
+    status: int
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
 def _json(message: dict[str, Any], status: int = 200,
-          headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(body=orjson.dumps(message), status=status,
-                        content_type="application/json", headers=headers)
+          headers: Mapping[str, str] | None = None) -> Reply:
+    return Reply(status, orjson.dumps(message), headers or {})
 
 
-def _answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> web.Response:
+def _answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
     """A JSON-RPC answer with the status its error (if any) goes with, and
     ``Retry-After`` when it is an overload."""
-    err = message.get("error", {})
+    if "error" not in message:
+        return Reply(200, orjson.dumps(message), headers or {})
+    err = message["error"]
     wait = retry_after(err)
     extra = {**(headers or {}), **({"Retry-After": str(wait)} if wait is not None else {})}
     return _json(message, status_for(err), extra)
 
 
-def _refusal(status: int, code: int, message: str, **headers: str) -> web.Response:
+def _refusal(status: int, code: int, message: str, **headers: str) -> Reply:
     return _json(p.error_response(None, p.error(code, message)), status, headers)
 
 
@@ -111,17 +124,12 @@ def _malformed_status(err: dict[str, Any]) -> int:
     return 400 if status == 200 else status
 
 
-@web.middleware
-async def _no_bare_500(request: web.Request, handler: Any) -> web.StreamResponse:
-    """A bug in the gateway is still a JSON-RPC answer (and a log line), not aiohttp's
-    plain-text 500."""
-    try:
-        return await handler(request)
-    except web.HTTPException:
-        raise
-    except Exception:  # noqa: BLE001 - the client gets an answer; the operator the trace
-        log.exception("%s %s failed inside the gateway", request.method, request.path)
-        return _refusal(500, p.INTERNAL_ERROR, "internal error")
+Handler = Callable[[Exchange], Awaitable["Reply | None"]]
+
+
+def _dropped(_note: dict[str, Any]) -> None:
+    """Where a call's notifications go when its client takes JSON only (they would come
+    before the answer, and a JSON answer has no room for them)."""
 
 
 class HttpFace:
@@ -165,32 +173,63 @@ class HttpFace:
         #: ``Host`` header values already judged (a client sends the same one every time).
         self._host_verdicts: dict[str, bool] = {}
         self._draining = False
-        self._runner: web.AppRunner | None = None
+        self._server: HttpServer | None = None
         self.url: str | None = None
+        self._routes: dict[str, dict[str, Handler]] = {
+            ENDPOINT: {"POST": self._post, "GET": self._get, "DELETE": self._delete},
+            "/healthz": {"GET": self._healthz},
+            "/readyz": {"GET": self._readyz},
+        }
         self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
 
     async def start(self) -> str:
         await self._scope.open()
-        app = web.Application(client_max_size=self._limit + 1, middlewares=[_no_bare_500])
-        app.router.add_route("POST", ENDPOINT, self._post)
-        app.router.add_route("GET", ENDPOINT, self._get)
-        app.router.add_route("DELETE", ENDPOINT, self._delete)
-        app.router.add_route("GET", "/healthz", self._healthz)
-        app.router.add_route("GET", "/readyz", self._readyz)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                                     handler_cancellation=True,
-                                     shutdown_timeout=self._drain_s)
-        await self._runner.setup()
         sock = self._sock or bind_socket(self._bind, self._port)
-        await web.SockSite(self._runner, sock).start()
+        self._server = HttpServer(self, sock, self._drain_s)
+        await self._server.start()
         host = f"[{self._bind}]" if sock.family == socket.AF_INET6 else self._bind
         self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
         return self.url
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """The ASGI app: one exchange, routed; a bug in the gateway is still a JSON-RPC
+        answer (and a log line), not a bare 500."""
+        if scope["type"] != "http":
+            return
+        exchange = Exchange(scope, receive, send)
+        try:
+            methods = self._routes.get(exchange.path)
+            handler = None if methods is None else methods.get(exchange.method)
+            if handler is not None:
+                reply = await handler(exchange)
+            elif methods is None:
+                reply = Reply(404)
+            else:
+                reply = Reply(405, headers={"Allow": ", ".join(methods)})
+            if reply is not None:
+                await exchange.respond(reply.status, reply.body, reply.headers)
+            elif exchange.started:
+                await exchange.close_stream()
+        except Disconnected:
+            pass
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not exchange.gone or task is None or task.uncancel() > 0:
+                raise
+        except Exception:  # noqa: BLE001 - the client gets an answer; the operator the trace
+            log.exception("%s %s failed inside the gateway", exchange.method, exchange.path)
+            if not exchange.started:
+                reply = _refusal(500, p.INTERNAL_ERROR, "internal error")
+                await exchange.respond(reply.status, reply.body, reply.headers)
+        finally:
+            exchange.close()
 
     async def stop(self) -> None:
         """Drain: refuse new requests, end the streams, let calls in flight finish within
         the drain deadline (then they are cancelled), release the port."""
         self._draining = True
+        if self._server is not None:
+            self._server.stop_accepting()
         self._unwatch()
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(None)
@@ -205,24 +244,24 @@ class HttpFace:
             for stop in session.values():
                 stop()
         self._subscribed.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._server is not None:
+            await self._server.stop()
 
     def _all_legacy_streams(self) -> list[asyncio.Queue[dict[str, Any] | None]]:
         return [q for queues in self._legacy_streams.values() for q in queues]
 
     # -- checks every request passes ---------------------------------------------------
 
-    def _gate(self, request: web.Request) -> web.Response | None:
+    def _gate(self, request: Exchange) -> Reply | None:
         if self._draining:
             return _refusal(503, p.INTERNAL_ERROR, "the gateway is stopping",
                             **{"Retry-After": "1"})
-        if self._keys and not key_accepted(request.headers.get("Authorization"), self._keys):
+        if self._keys and not key_accepted(request.headers.get("authorization"), self._keys):
             return _refusal(401, p.INVALID_REQUEST, "an API key is required",
                             **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
-        if not self._host_allowed(request.headers.get("Host")):
+        if not self._host_allowed(request.headers.get("host")):
             return _refusal(403, p.INVALID_REQUEST, "unknown Host")
-        if not origin_allowed(request.headers.get("Origin"), self._hosts):
+        if not origin_allowed(request.headers.get("origin"), self._hosts):
             return _refusal(403, p.INVALID_REQUEST, "Origin not allowed")
         return None
 
@@ -238,27 +277,26 @@ class HttpFace:
 
     # -- POST: one message ---------------------------------------------------------------
 
-    async def _post(self, request: web.Request) -> web.StreamResponse:
+    async def _post(self, request: Exchange) -> Reply | None:
         refused = self._gate(request)
         if refused is not None:
             return refused
-        if request.content_length is not None and request.content_length > self._limit:
+        length = request.content_length()
+        if length is not None and length > self._limit:
             return _refusal(413, p.INVALID_REQUEST,
-                            f"a body of {request.content_length} bytes, over the limit of "
-                            f"{self._limit} bytes")
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
+                            f"a body of {length} bytes, over the limit of {self._limit} bytes")
+        body = await request.body(self._limit)
+        if body is None:
             return _refusal(413, p.INVALID_REQUEST,
                             f"a body over the limit of {self._limit} bytes")
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return _refusal(400, p.PARSE_ERROR, f"Parse error: {exc}")
-        refused = check_version_header(request.headers.get("MCP-Protocol-Version"), message)
+        refused = check_version_header(request.headers.get("mcp-protocol-version"), message)
         if refused is not None:
             return _json(refused, _malformed_status(refused["error"]))
-        session_id = request.headers.get("Mcp-Session-Id")
+        session_id = request.headers.get("mcp-session-id")
         session = self._signer.verify(session_id) if session_id else None
         inbound = p.read(message, session.version if session else None)
         if session_id and session is None and not (isinstance(inbound, p.Request)
@@ -270,7 +308,7 @@ class HttpFace:
         if isinstance(inbound, p.Response):
             if not self._asks.answered(inbound, owner=session_id):
                 log.info("a client's answer to no question of its session: dropped")
-            return web.Response(status=202)
+            return Reply(202)
         if isinstance(inbound, p.Notification) and session_id and \
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
@@ -279,17 +317,17 @@ class HttpFace:
             if task is not None:
                 task.cancel()
         if isinstance(inbound, p.Notification) or inbound is None:
-            return web.Response(status=202)
+            return Reply(202)
         return await self._request(request, inbound, session_id, session)
 
-    async def _request(self, http: web.Request, request: p.Request, session_id: str | None,
-                       session: LegacySession | None) -> web.StreamResponse:
+    async def _request(self, http: Exchange, request: p.Request, session_id: str | None,
+                       session: LegacySession | None) -> Reply | None:
         if request.era is p.ClientEra.MODERN:
             mismatch = check_modern_headers(http.headers, request, self._header_params(request))
             if mismatch is not None:
                 return _json(p.error_response(request.id, mismatch), status_for(mismatch))
         elif request.method != "initialize":
-            version = http.headers.get("MCP-Protocol-Version")
+            version = http.headers.get("mcp-protocol-version")
             if version is not None and version != request.version:
                 return _json(p.error_response(request.id, p.error(
                     p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
@@ -302,6 +340,7 @@ class HttpFace:
             return _answer(await self._subscription(request, session_id))
         answer = self._answerer.immediate(request)
         if answer is None:
+            http.cancel_when_gone()
             answer = await self._answerer.from_fleet(request)
         headers = {}
         if request.method == "logging/setLevel" and "result" in answer and session_id:
@@ -337,18 +376,23 @@ class HttpFace:
         self._header_params_of[name] = found
         return found
 
-    async def _call(self, http: web.Request, request: p.Request, session_id: str | None,
-                    session: LegacySession | None) -> web.StreamResponse:
-        refusal = self._answerer.refusal_for_call(request)
-        if refusal is not None:  # before choosing SSE: an overload is a status, not a stream
-            return _answer(p.error_response(request.id, refusal))
-        if "text/event-stream" not in http.headers.get("Accept", ""):
-            return _answer(await self._answerer.call(request, lambda _note: None))
-        if session is not None and session_id and request.era is p.ClientEra.LEGACY:
+    async def _call(self, http: Exchange, request: p.Request, session_id: str | None,
+                    session: LegacySession | None) -> Reply | None:
+        streams = "text/event-stream" in http.headers.get("accept", "")
+        if streams:
+            refusal = self._answerer.refusal_for_call(request)
+            if refusal is not None:  # before a stream: an overload is a status
+                return _answer(p.error_response(request.id, refusal))
+        if streams and session is not None and session_id and \
+                request.era is p.ClientEra.LEGACY:
             return await self._legacy_call(http, request, session_id, session)
+        # The client closing the exchange is the cancellation (2026-07-28).
+        http.cancel_when_gone()
+        if not streams:
+            return _answer(await self._answerer.call(request, _dropped))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait))
-        response: web.StreamResponse | None = None
+        streaming = False
         try:
             while not task.done() or not queue.empty():
                 getter = asyncio.ensure_future(queue.get())
@@ -356,24 +400,23 @@ class HttpFace:
                 if not getter.done():
                     getter.cancel()
                     continue
-                if response is None:  # something to send before the answer: a stream
-                    response = web.StreamResponse(headers=SSE_HEADERS)
-                    await response.prepare(http)
-                await response.write(_sse(getter.result()))
-            if response is None:
+                if not streaming:  # something to send before the answer: a stream
+                    streaming = True
+                    await http.open_stream(SSE_HEADERS)
+                await http.write(_sse(getter.result()))
+            if not streaming:
                 # Nothing came before the answer: plain JSON, whose status can still say
                 # what an error is (-32021 is 400, an overload 429).
                 return _answer(task.result())
-            await response.write(_sse(task.result()))
+            await http.write(_sse(task.result()))
         finally:
-            # The client closed the exchange: that is the cancellation (2026-07-28).
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        return response
+        return None
 
-    async def _legacy_call(self, http: web.Request, request: p.Request, session_id: str,
-                           session: LegacySession) -> web.StreamResponse:
+    async def _legacy_call(self, http: Exchange, request: p.Request, session_id: str,
+                           session: LegacySession) -> Reply | None:
         """A legacy session's call, on a resumable stream (``event_streams``): the call
         runs on when the client disconnects (2025-11-25: that is no cancellation; its
         ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up."""
@@ -396,42 +439,41 @@ class HttpFace:
                 self._legacy_calls.pop(key, None)
                 self._replayable.finished(stream)
         self._legacy_calls[key] = self._scope.spawn(run(), name=f"legacy call {request.id!r}")
-        return await self._replay(http, stream)
+        await self._replay(http, stream)
+        return None
 
-    async def _replay(self, http: web.Request, stream: ReplayableStream,
-                      after: int = -1) -> web.StreamResponse:
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(http)
+    async def _replay(self, http: Exchange, stream: ReplayableStream,
+                      after: int = -1) -> None:
+        http.cancel_when_gone()  # the call goes on; the client reads no more of it here
+        await http.open_stream(SSE_HEADERS)
         async for event in stream.follow(after):
-            await response.write(event)
-        return response
+            await http.write(event)
 
-    async def _listen(self, http: web.Request, request: p.Request) -> web.StreamResponse:
+    async def _listen(self, http: Exchange, request: p.Request) -> None:
+        http.cancel_when_gone()
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         resources, stops = await self._answerer.watch_listed(
             request, lambda params: queue.put_nowait(resource_updated(params)))
         granted = listen_grant(request, resources)
         try:
-            response = web.StreamResponse(headers=SSE_HEADERS)
-            await response.prepare(http)
-            await response.write(_sse(p.notification(
+            await http.open_stream(SSE_HEADERS)
+            await http.write(_sse(p.notification(
                 "notifications/subscriptions/acknowledged",
                 {"_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted})))
             if not granted:
-                await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
-                return response
+                await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
+                return
             if granted.get("toolsListChanged"):
                 self._streams.add(queue)
             while (note := await queue.get()) is not None:
                 params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
-                await response.write(_sse({**note, "params": params}))
+                await http.write(_sse({**note, "params": params}))
             # The gateway is stopping: the subscription ends gracefully.
-            await response.write(_sse(p.response(request.id, {"resultType": "complete"})))
+            await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
         finally:
             self._streams.discard(queue)
             for stop in stops:
                 stop()
-        return response
 
     async def _subscription(self, request: p.Request, session_id: str) -> dict[str, Any]:
         """A legacy session's ``resources/subscribe`` or ``resources/unsubscribe``: its
@@ -462,51 +504,50 @@ class HttpFace:
 
     # -- GET / DELETE: a legacy session's stream, and its end ----------------------------------
 
-    async def _get(self, http: web.Request) -> web.StreamResponse:
+    async def _get(self, http: Exchange) -> Reply | None:
         refused = self._gate(http)
         if refused is not None:
             return refused
-        session_id = http.headers.get("Mcp-Session-Id")
+        session_id = http.headers.get("mcp-session-id")
         if not session_id or self._signer.verify(session_id) is None:
-            return web.Response(status=405, headers={"Allow": "POST"})
-        last_event_id = http.headers.get("Last-Event-ID")
+            return Reply(405, headers={"Allow": "POST"})
+        last_event_id = http.headers.get("last-event-id")
         if last_event_id is not None:
             found = self._replayable.resume(last_event_id, session_id)
             if found is None:
                 return _refusal(404, p.INVALID_REQUEST,
                                 "no stream of this session to resume from that event here")
-            return await self._replay(http, *found)
-        response = web.StreamResponse(headers=SSE_HEADERS)
-        await response.prepare(http)
+            await self._replay(http, *found)
+            return None
+        http.cancel_when_gone()
+        await http.open_stream(SSE_HEADERS)
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._legacy_streams.setdefault(session_id, set()).add(queue)
         try:
             while (note := await queue.get()) is not None:
-                await response.write(_sse(note))
+                await http.write(_sse(note))
         finally:
             queues = self._legacy_streams.get(session_id, set())
             queues.discard(queue)
             if not queues:
                 self._legacy_streams.pop(session_id, None)
-        return response
+        return None
 
-    async def _delete(self, http: web.Request) -> web.StreamResponse:
+    async def _delete(self, http: Exchange) -> Reply | None:
         """A legacy session cannot be ended by its client: it is signed, not stored, so
         no replica could forget it (2025-11-25 lets a server answer 405 here)."""
         refused = self._gate(http)
         if refused is not None:
             return refused
-        return web.Response(status=405, headers={"Allow": "GET, POST"
-                                                 if self._signer.verify(
-                                                     http.headers.get("Mcp-Session-Id"))
-                                                 else "POST"})
+        return Reply(405, headers={"Allow": "GET, POST" if self._signer.verify(
+            http.headers.get("mcp-session-id")) else "POST"})
 
     # -- health ---------------------------------------------------------------------------
 
-    async def _healthz(self, http: web.Request) -> web.Response:
+    async def _healthz(self, http: Exchange) -> Reply:
         return _json({"status": "ok"})
 
-    async def _readyz(self, http: web.Request) -> web.Response:
+    async def _readyz(self, http: Exchange) -> Reply:
         down = [s.name for s in self._answerer.host.servers() if s.state.value == "unavailable"]
         ready = not self._draining
         return _json({"ready": ready, "tools": len(self._answerer.host.tools()),

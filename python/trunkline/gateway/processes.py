@@ -50,7 +50,10 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
     ``reuse_port``: one of several on the same port, among which the kernel spreads new
     connections evenly (``SO_REUSEPORT``)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, so that asyncio sets TCP_NODELAY on the connections it accepts
+    # (it checks the listening socket's protocol): a response's head and body are two
+    # writes, and Nagle would hold the second for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if reuse_port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
