@@ -287,6 +287,24 @@ def test_tools_call_waits_for_a_restart_and_goes_out_exactly_once():
     assert [a.index for a in send.attempts] == [0, 1]
 
 
+def test_a_first_attempt_made_by_the_caller_continues_as_if_the_driver_had_made_it():
+    # The call path sends the first attempt itself and hands over its failure: the plan
+    # counts it, so the next attempt is index 1 and the attempts add up the same.
+    clock = FakeClock()
+    plan = r.plan_call(r.RetryPolicy(max_attempts=3), "tools/call", tool="send_mail")
+    send = Script([{"ok": True}])
+    assert drive(send, plan, clock, first_failure=ServerUnavailable(
+        "restarting", state="restarting")) == {"ok": True}
+    assert [a.index for a in send.attempts] == [1] and len(clock.slept) == 1
+    # Handed a failure that is final for this call: no attempt at all, the same error.
+    lost = TransportLost("died mid-call")
+    send = Script([{"ok": True}])
+    with pytest.raises(TransportLost) as info:
+        drive(send, plan, FakeClock(), first_failure=lost)
+    assert info.value is lost and lost.attempts == 1 and send.attempts == []
+    assert "gave up after 1 attempt(s) of tools/call" in "".join(lost.__notes__)
+
+
 def test_an_error_marked_not_sent_is_retried_for_any_method():
     pre_send = RequestTimeout("server was not ready within 5 s (restarting)", sent=False)
     plan = r.plan_call(r.RetryPolicy(), "tools/call", tool="send_mail")
