@@ -44,10 +44,9 @@ class Exchange:
     def __init__(self, scope: Mapping[str, Any], receive: Receive, send: Send) -> None:
         self.method: str = scope["method"]
         self.path: str = scope["path"]
-        headers: dict[str, str] = {}
-        for name, value in scope["headers"]:
-            headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
-        self.headers = headers
+        # Reversed, so that of a repeated header the first value is the one left.
+        self.headers: dict[str, str] = {name.decode("latin-1"): value.decode("latin-1")
+                                        for name, value in reversed(scope["headers"])}
         self.gone = False
         self._receive, self._send = receive, send
         self._started = self._complete = False
