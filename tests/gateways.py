@@ -154,6 +154,18 @@ class HttpGateway(Requests):
             raw = await response.read()
             return response.status, orjson.loads(raw) if raw else None, response.headers
 
+    async def legacy_session(self, capabilities: dict[str, Any] | None = None
+                             ) -> tuple[dict[str, str], dict[str, Any]]:
+        """A fresh 2025-11-25 session: the headers its requests carry (SSE accepted), and
+        the answer to its ``initialize``."""
+        headers = {"Accept": BOTH, "Content-Type": "application/json"}
+        init = self.message("initialize", {"protocolVersion": "2025-11-25",
+                                           "capabilities": capabilities or {},
+                                           "clientInfo": {"name": "old", "version": "1"}})
+        _, answer, got = await self.post(init, headers)
+        return {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
+                "MCP-Protocol-Version": "2025-11-25"}, answer
+
     async def modern(self, method: str, params: dict[str, Any] | None = None,
                      accept: str = JSON_ONLY) -> tuple[int, Any]:
         """A 2026-07-28 request with its headers right; its status and JSON answer."""

@@ -43,7 +43,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 4
+CHANNEL_VERSION = 5
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -241,12 +241,14 @@ class Notice(msgspec.Struct, frozen=True):
 
 
 class ServerRequest(_Json, frozen=True):
-    """A legacy server's own request (elicitation, sampling, roots), for the host."""
+    """A legacy server's own request (elicitation, sampling, roots), for the host;
+    ``stream``: the token of the call on whose HTTP response stream it came."""
 
     FRAME = SERVER_REQUEST
     key: int
     method: str
     params: dict[str, Any] = {}
+    stream: str | None = None
 
 
 class ServerAnswer(_Json, frozen=True):

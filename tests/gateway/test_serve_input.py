@@ -16,7 +16,6 @@ from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
 from gateways import (
-    BOTH,
     CAPS,
     HttpGateway,
     StdioGateway,
@@ -129,13 +128,7 @@ def test_a_legacy_client_over_http_is_asked_on_its_calls_stream(gateways, tmp_pa
     path = fleet(tmp_path)
     async def main():
         gw = await HttpGateway.start(path, gateways)
-        headers = {"Accept": BOTH, "Content-Type": "application/json"}
-        init = gw.message("initialize", {"protocolVersion": "2025-11-25",
-                                         "capabilities": ELICITING,
-                                         "clientInfo": {"name": "old", "version": "1"}})
-        _, _, got = await gw.post(init, headers)
-        session = {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
-                   "MCP-Protocol-Version": "2025-11-25"}
+        session, _ = await gw.legacy_session(ELICITING)
         call = gw.message("tools/call", {"name": "ask_name", "arguments": {}})
         async with gw.http.post(gw.url, data=orjson.dumps(call), headers=session) as stream:
             assert stream.headers["Content-Type"].startswith("text/event-stream")
@@ -143,8 +136,7 @@ def test_a_legacy_client_over_http_is_asked_on_its_calls_stream(gateways, tmp_pa
             asked = await asyncio.wait_for(anext(heard), 60)
             assert asked["method"] == "elicitation/create"
             # Only the session that was asked may answer.
-            stranger = {**session, "Mcp-Session-Id": (await gw.post(init, headers))[2][
-                "Mcp-Session-Id"]}
+            stranger, _ = await gw.legacy_session(ELICITING)
             reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Eve")}
             status, _, _ = await gw.post(reply, stranger)
             assert status == 202
@@ -154,5 +146,97 @@ def test_a_legacy_client_over_http_is_asked_on_its_calls_stream(gateways, tmp_pa
             done = await asyncio.wait_for(anext(heard), 60)
         assert done["id"] == call["id"]
         assert done["result"]["content"][0]["text"] == "hello Kai"
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
+
+
+# --- a legacy server's own requests --------------------------------------------------
+# server-everything (TS SDK 1.x, legacy, over stdio) registers trigger-elicitation-request
+# when its client declared elicitation (the gateway declares everything it relays); the
+# tool sends the server's own elicitation/create during the call and reports the answer.
+
+
+def legacy_fleet(tmp_path):
+    return fleet_config(tmp_path, {"ev": real_server(realpeers.LEGACY_TS_EVERYTHING)},
+                        allow_legacy=("ev",))
+
+
+async def eliciting_tool(gw) -> str:
+    listed = await gw.call("tools/list", {})
+    [name] = [t["name"] for t in listed["result"]["tools"]
+              if t["name"].endswith("trigger-elicitation-request")]
+    return name
+
+
+def answered_with(result: dict, name: str) -> bool:
+    return any(name in block.get("text", "") for block in result["content"])
+
+
+def test_a_legacy_servers_own_request_asks_the_legacy_client_whose_call_it_is(gateways,
+                                                                              tmp_path):
+    path = legacy_fleet(tmp_path)
+    async def main():
+        gw = await StdioGateway.start(path, gateways)
+        await gw.call("initialize", {"protocolVersion": "2025-11-25",
+                                     "capabilities": ELICITING,
+                                     "clientInfo": {"name": "old", "version": "1"}})
+        gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        tool = await eliciting_tool(gw)
+        call = gw.request("tools/call", {"name": tool, "arguments": {}})
+        for _ in range(600):
+            if any(n.get("method") == "elicitation/create" for n in gw.notes):
+                break
+            await asyncio.sleep(0.05)
+        [asked] = [n for n in gw.notes if n.get("method") == "elicitation/create"]
+        conforms(asked, LEGACY, "ElicitRequest")
+        assert asked["params"]["requestedSchema"]["required"] == ["name"]
+        gw.send({"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Lin")})
+        done = await gw.answer()
+        assert done["id"] == call and "result" in done, done
+        assert answered_with(done["result"], "Lin"), done
+        assert await gw.close() == 0
+    run(main(), timeout=180)
+
+
+def test_a_legacy_servers_own_request_on_a_legacy_http_clients_stream(gateways, tmp_path):
+    path = legacy_fleet(tmp_path)
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        session, _ = await gw.legacy_session(ELICITING)
+        _, listed, _ = await gw.post(gw.message("tools/list", {}), session)
+        [tool] = [t["name"] for t in listed["result"]["tools"]
+                  if t["name"].endswith("trigger-elicitation-request")]
+        call = gw.message("tools/call", {"name": tool, "arguments": {}})
+        async with gw.http.post(gw.url, data=orjson.dumps(call), headers=session) as stream:
+            heard = sse_messages(stream)
+            asked = await asyncio.wait_for(anext(heard), 60)
+            assert asked["method"] == "elicitation/create"
+            reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Kai")}
+            status, _, _ = await gw.post(reply, session)
+            assert status == 202
+            done = await asyncio.wait_for(anext(heard), 60)
+        assert done["id"] == call["id"] and answered_with(done["result"], "Kai"), done
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
+
+
+def test_a_legacy_servers_own_request_is_refused_for_a_client_that_cannot_be_asked(
+        gateways, tmp_path):
+    # A modern client answers input only through input_required, which a legacy server
+    # asking mid-call cannot use: the server's request is refused (never left waiting,
+    # never answered by the gateway itself), and the call ends with the server's word.
+    path = legacy_fleet(tmp_path)
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        status, listed = await gw.modern("tools/list")
+        [tool] = [t["name"] for t in listed["result"]["tools"]
+                  if t["name"].endswith("trigger-elicitation-request")]
+        call = gw.message("tools/call", {"name": tool, "arguments": {},
+                                         "_meta": modern_meta(**{CAPS: ELICITING})})
+        status, answer, _ = await asyncio.wait_for(gw.post(call, gw.modern_headers(call)), 60)
+        assert status in (200, 400, 500) and ("error" in answer or
+                                              answer["result"].get("isError")), answer
+        status, again = await gw.modern("tools/list")
+        assert status == 200 and again["result"]["tools"], "the gateway goes on"
         assert await gw.stop() == 0
     run(main(), timeout=180)

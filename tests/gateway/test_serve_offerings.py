@@ -13,7 +13,7 @@ from conftest import run, scripted
 from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
-from gateways import BOTH, HttpGateway, fleet_config, real_server
+from gateways import HttpGateway, fleet_config, real_server
 
 pytestmark = pytest.mark.real_servers
 
@@ -105,13 +105,8 @@ def test_a_legacy_client_gets_the_same_in_its_era(gateways, tmp_path):
     path = fleet(tmp_path)
     async def main():
         gw = await HttpGateway.start(path, gateways)
-        headers = {"Accept": BOTH, "Content-Type": "application/json"}
-        init = gw.message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                         "clientInfo": {"name": "old", "version": "1"}})
-        _, answer, got = await gw.post(init, headers)
+        session, answer = await gw.legacy_session()
         assert {"prompts", "resources", "completions"} <= set(answer["result"]["capabilities"])
-        session = {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
-                   "MCP-Protocol-Version": "2025-11-25"}
         _, prompts, _ = await gw.post(gw.message("prompts/list", {}), session)
         conforms(prompts["result"], LEGACY, "ListPromptsResult")
         assert "resultType" not in prompts["result"]

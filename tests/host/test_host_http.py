@@ -27,6 +27,7 @@ from trunkline.errors import (
     StreamBroken,
     TransportLost,
 )
+from trunkline.parent.input_rounds import CallInput
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.retry import RetryPolicy
 from trunkline.settings import HostSettings, RestartPolicy
@@ -316,3 +317,36 @@ def test_listen_stream_over_http_brings_a_runtime_tool_into_the_catalog(no_leaks
     assert len(listens) == 1 and listens[0]["headers"]["mcp-method"] == "subscriptions/listen"
     validate_message(listens[0]["body"], MODERN)
     assert posted_methods(server).count("tools/list") >= 2
+
+
+@pytest.mark.real_servers
+def test_a_legacy_servers_own_requests_reach_the_call_they_came_with(no_leaks, http_peer):
+    """mcp 1.30.0 over Streamable HTTP asks with its own elicitation/create on each call's
+    response stream: two calls in flight at once, each with its own handlers, each
+    answered by its own; a call without handlers leaves the request to the host's (none
+    here: the server is told no, and the call ends with its word)."""
+    argv, env = httppeers.py_http_legacy()
+    server = http_peer(argv, env)
+
+    def answering(name: str, asked: list[dict]) -> CallInput:
+        async def elicit(params: dict) -> dict:
+            asked.append(params)
+            await asyncio.sleep(0.2)  # both calls are waiting for their answers now
+            return {"action": "accept", "content": {"name": name}}
+        return CallInput(handlers={"elicitation/create": elicit})
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"elicitation": {}}) as host:
+            await host.add_server("old", http(server.url), allow_legacy=True)
+            asked: dict[str, list[dict]] = {"Ada": [], "Lin": []}
+            results = await asyncio.gather(*(
+                host.call_tool("ask_name", {}, call_input=answering(name, seen))
+                for name, seen in asked.items()))
+            assert [r.text for r in results] == ["hello Ada", "hello Lin"]
+            for seen in asked.values():
+                [params] = seen
+                assert params["message"] == "What is your name?"
+                assert "dev.trunkline/stream" not in (params.get("_meta") or {})
+            unanswered = await host.call_tool("ask_name", {})
+            assert unanswered.is_error or "hello" not in unanswered.text
+    run(main())

@@ -1,7 +1,8 @@
-"""What a server says about one call in flight: its progress and its log messages, each
-given to the call it belongs to, never to another.
+"""What a server says about one call in flight: its progress, its log messages and (a
+legacy server) its own requests for input, each given to the call it belongs to, never to
+another.
 
-Each call that wants either gets a token unique to it (``_meta.progressToken``).
+Each call that wants any of these gets a token unique to it (``_meta.progressToken``).
 
 - **Progress** names its token: a ``notifications/progress`` reaches only the call whose
   token it carries (MCP 2026-07-28, basic/patterns/progress). A token of no call of ours
@@ -15,15 +16,21 @@ Each call that wants either gets a token unique to it (``_meta.progressToken``).
   request per server, or accept unattributed logs"). Anything else is not a call's, and
   the host's ``on_log`` gets it, as it gets every log of a legacy server (whose logs
   belong to its session, not to a request).
+- **A legacy server's own requests** (elicitation, sampling, roots) name no request
+  either. Over Streamable HTTP the worker tags one that came on a call's response stream
+  (``ServerRequest.stream``): the call's handlers answer it. Over stdio it is a call's
+  only while that call is the server's one request in flight at all (anything else
+  could put one client's question to another); otherwise the host's handlers answer.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..channel import Notice
+from ..channel import Notice, ServerRequest
+from ..protocol.mrtr import InputHandler
 
 log = logging.getLogger("trunkline.host")
 
@@ -35,29 +42,47 @@ class CallNotices:
         self._server = server
         self._progress: dict[str, Sink] = {}
         self._logs: dict[str, Sink] = {}
+        self._asks: dict[str, Mapping[str, InputHandler]] = {}
         self._next = 0
         #: Progress notifications for no call of ours (or one already finished).
         self.dropped = 0
 
-    def watch(self, on_progress: Sink | None, on_log: Sink | None = None) -> str:
-        """Register a call's sinks; returns the token to send in ``_meta.progressToken``."""
+    def watch(self, on_progress: Sink | None, on_log: Sink | None = None,
+              asks: Mapping[str, InputHandler] | None = None) -> str:
+        """Register a call's sinks and its handlers for the server's own requests;
+        returns the token to send in ``_meta.progressToken``."""
         self._next += 1
         token = f"tl-{self._next}"
         if on_progress is not None:
             self._progress[token] = on_progress
         if on_log is not None:
             self._logs[token] = on_log
+        if asks:
+            self._asks[token] = asks
         return token
 
     def unwatch(self, token: str) -> None:
         self._progress.pop(token, None)
         self._logs.pop(token, None)
+        self._asks.pop(token, None)
+
+    def handler_for(self, request: ServerRequest, in_flight: int) -> InputHandler | None:
+        """The handler of the call a server's own request belongs to (``in_flight``: the
+        server's requests in flight now), or None when it is no call's."""
+        if request.stream is not None:
+            asks = self._asks.get(request.stream)
+        elif in_flight == 1 and len(self._asks) == 1:
+            asks = next(iter(self._asks.values()))
+        else:
+            asks = None
+        return None if asks is None else asks.get(request.method)
 
     def progress(self, params: dict[str, Any]) -> None:
         token = params.get("progressToken")
         sink = self._progress.get(token) if isinstance(token, str) else None
         if sink is None:
-            self.dropped += 1
+            if token not in self._logs and token not in self._asks:
+                self.dropped += 1  # a call of ours that wants no progress drops it quietly
             return
         self._give(sink, params, "progress")
 

@@ -44,9 +44,10 @@ LogCallback = Callable[[dict[str, Any]], None]
 class _Asking:
     """What one request asks of its server besides its params, written into its body
     (``_meta`` and the input continuation) on entry, for as long as it runs: progress and
-    log messages for this request only (one token in ``CallNotices`` for both), a log
-    level (modern servers; a legacy server's logs are its session's, the host's
-    ``on_log`` gets them), the input rounds' answers and capabilities."""
+    log messages for this request only (one token in ``CallNotices`` for both, and for
+    the handlers of a legacy server's own requests about it), a log level (modern
+    servers; a legacy server's logs are its session's, the host's ``on_log`` gets them),
+    the input rounds' answers and capabilities."""
 
     def __init__(self, handle: WorkerHandle, body: dict[str, Any],
                  call_input: CallInput | None, on_progress: ProgressCallback | None,
@@ -58,10 +59,13 @@ class _Asking:
         meta: dict[str, Any] = dict(body.get("_meta") or {})
         modern = handle.era == "modern"
         logs = on_log if modern and log_level is not None else None
-        if on_progress is not None or logs is not None:
+        # A legacy server asks for input with requests of its own, which the call's
+        # handlers answer when they can be told to be this call's (``CallNotices``).
+        asks = call_input.handlers if call_input is not None and not modern else None
+        if on_progress is not None or logs is not None or asks:
             progress = None if on_progress is None else (lambda p: on_progress(
                 p.get("progress"), p.get("total"), p.get("message")))
-            self._token = handle.notices.watch(progress, logs)
+            self._token = handle.notices.watch(progress, logs, asks)
             meta["progressToken"] = self._token
         if modern:
             if log_level is not None:

@@ -116,7 +116,9 @@ class WorkerHandle:
         self._on_log = on_log
         self.notices = CallNotices(config.name)
         self.resources = ResourceWatchers(config.name, self._send_watch)
-        self._relay = ServerRequestRelay(input_handlers or {})
+        self._relay = ServerRequestRelay(
+            input_handlers or {},
+            lambda request: self.notices.handler_for(request, self._inflight))
         self._planner = RestartPlanner(settings.restart, rng)
         self._scope = TaskScope(f"server {config.name!r}")
         self.state = ServerState.STARTING

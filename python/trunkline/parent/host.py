@@ -24,7 +24,7 @@ from ..errors import ToolCollision, UnknownTool
 from ..loop.tasks import TaskScope
 from ..params import TransportParams
 from ..protocol.identity import ClientIdentity
-from ..protocol.mrtr import InputHandler, MrtrLimits
+from ..protocol.mrtr import CAPABILITY_OF, InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.listen import can_subscribe
 from ..protocol.versions import LOG_LEVELS
@@ -72,7 +72,12 @@ class Host:
         identity = (_identity(client_info, capabilities) if (client_info or capabilities)
                     else base.identity)
         handlers = dict(input_handlers or {})
-        self.settings = replace(base, identity=identity, answered_requests=frozenset(handlers))
+        # The worker passes on a legacy server's request of any kind the host declared:
+        # a call's own handlers (``CallInput``) may answer it where the host has none.
+        declared = {method for method, capability in CAPABILITY_OF.items()
+                    if capability in identity.capabilities}
+        self.settings = replace(base, identity=identity,
+                                answered_requests=frozenset(handlers) | declared)
         self._scope = TaskScope("host")
         self._servers = Supervisor(self.settings, on_state=self._on_server_state,
                                    on_list_changed=self._on_list_changed,

@@ -1,11 +1,12 @@
 """A legacy server's own requests (elicitation, sampling, roots), answered in the parent
-by the host's input handlers, the answer sent back to the worker that asked and never to a
-later one (a restarted worker's server did not ask). A kind the host has no handler for
-is answered with an error: the server is never left waiting."""
+by the handlers of the call they belong to (``CallNotices.handler_for``), else by the
+host's input handlers, the answer sent back to the worker that asked and never to a
+later one (a restarted worker's server did not ask). A kind nobody has a handler for is
+answered with an error: the server is never left waiting."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .. import channel as ch
 from ..protocol.mrtr import InputHandler
@@ -13,14 +14,17 @@ from .generation import Generation
 
 
 class ServerRequestRelay:
-    def __init__(self, handlers: Mapping[str, InputHandler]) -> None:
+    def __init__(self, handlers: Mapping[str, InputHandler],
+                 call_handler: Callable[[ch.ServerRequest], InputHandler | None]) -> None:
+        """``call_handler``: the handler of the call a request belongs to, if any."""
         self._handlers = dict(handlers)
+        self._call_handler = call_handler
 
     def relay(self, gen: Generation, request: ch.ServerRequest) -> None:
         gen.scope.spawn(self._answer(gen, request), name=f"answer {request.method}")
 
     async def _answer(self, gen: Generation, request: ch.ServerRequest) -> None:
-        handler = self._handlers.get(request.method)
+        handler = self._call_handler(request) or self._handlers.get(request.method)
         try:
             if handler is None:
                 raise LookupError(f"the host answers no {request.method} requests")

@@ -36,7 +36,7 @@ from ..protocol.listen import (
     resource_matches,
 )
 from .peer import Peer, PeerState
-from .transports import STREAM_TAG
+from .transports import untagged
 
 log = logging.getLogger("trunkline.worker")
 
@@ -54,16 +54,9 @@ _FORWARDED = {"notifications/progress": ch.PROGRESS, "notifications/message": ch
 
 def _notice(params: dict[str, Any]) -> ch.Notice:
     """The notice for ``params``, with the stream tag an HTTP transport put in its
-    ``_meta`` moved out into ``Notice.stream`` (the server's own ``_meta`` stays)."""
-    meta = params.get("_meta")
-    if not isinstance(meta, dict) or STREAM_TAG not in meta:
-        return ch.Notice(params)
-    stream = meta[STREAM_TAG]
-    rest = {k: v for k, v in meta.items() if k != STREAM_TAG}
-    params = {k: v for k, v in params.items() if k != "_meta"}
-    if rest:
-        params["_meta"] = rest
-    return ch.Notice(params, stream if isinstance(stream, str) else None)
+    ``_meta`` moved out into ``Notice.stream``."""
+    params, stream = untagged(params)
+    return ch.Notice(params, stream)
 
 
 class NotificationRouter:

@@ -2,6 +2,9 @@
 
 The elicitation UI, the model and the roots live in the parent, so each handler the peer
 is given sends a ``ServerRequest`` frame and waits for the ``ServerAnswer`` with its key.
+A request that came on a call's HTTP response stream carries that call's token there
+(``stream``: the transport tagged it; on any other transport a tag can only be the
+server's own, and is dropped), so that the parent can ask the call's own client.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from typing import Any
 
 from .. import channel as ch
 from ..protocol.mrtr import InputHandler
+from .transports import untagged
 
 
 class HostQuestions:
-    def __init__(self, to_parent: Callable[[bytes], None]) -> None:
+    def __init__(self, to_parent: Callable[[bytes], None], *, streamed: bool = False) -> None:
         self._to_parent = to_parent
+        self._streamed = streamed
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._next_key = 0
 
@@ -30,7 +35,9 @@ class HostQuestions:
             key = self._next_key
             future = asyncio.get_running_loop().create_future()
             self._waiting[key] = future
-            self._to_parent(ch.ServerRequest(key, method, params).to_bytes())
+            params, stream = untagged(params)
+            self._to_parent(ch.ServerRequest(
+                key, method, params, stream if self._streamed else None).to_bytes())
             try:
                 return await future
             finally:

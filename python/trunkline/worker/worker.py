@@ -52,7 +52,8 @@ class Worker:
     def __init__(self, spec: WorkerSpec) -> None:
         self.spec = spec
         host = spec.host
-        self._questions = HostQuestions(self.send)
+        streamed = isinstance(spec.server.params, HttpParams)
+        self._questions = HostQuestions(self.send, streamed=streamed)
         self.peer = Peer(
             spec.server.name, spec.server.params, negotiation=spec.negotiation(),
             identity=host.identity, input_handlers=self._questions.handlers(host.answered_requests),
@@ -62,7 +63,7 @@ class Worker:
             term_wait_s=host.term_wait_s)
         self.peer.on_counters = self._counters_changed
         self._notices = NotificationRouter(self.peer, host.listen, self.send,
-                                           streamed=isinstance(spec.server.params, HttpParams))
+                                           streamed=streamed)
         self._out: TickBatcher | None = None
         self._forwarder: Forwarder | None = None
         self._lost: asyncio.Future[str] | None = None

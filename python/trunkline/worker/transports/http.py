@@ -385,7 +385,7 @@ class HttpTransport:
                 if stray is not None:
                     self._note(f"{out.method}: dropped from its stream: {stray}")
                     continue
-                if env.method == "notifications/message":
+                if env.method == "notifications/message" or env.kind == KIND_REQUEST:
                     line = _from_stream(line, out)
                 self._on_data(line)
         return False
@@ -541,10 +541,11 @@ class HttpTransport:
 
 
 def _from_stream(line: bytes, out: Outgoing) -> bytes:
-    """A log message from ``out``'s response stream, tagged (``STREAM_TAG`` in its
-    ``_meta``) with the progress token ``out`` carries: the one thing both this transport
-    and the parent know the call by (a log message names no request, and the JSON-RPC id
-    is the worker's own). A tag the server wrote itself is replaced or removed."""
+    """A log message or a (legacy) server's own request from ``out``'s response stream,
+    tagged (``STREAM_TAG`` in its ``_meta``) with the progress token ``out`` carries: the
+    one thing both this transport and the parent know the call by (neither names our
+    request, and the JSON-RPC id is the worker's own). A tag the server wrote itself is
+    replaced or removed."""
     message = orjson.loads(line)
     params = message.get("params")
     if not isinstance(params, dict):
