@@ -14,7 +14,16 @@ from conftest import run, scripted
 from mcp_schema import LEGACY, MODERN, conforms
 
 import httppeers
-from gateways import BOTH, HttpGateway, StdioGateway, fleet_config, modern_meta, sse_messages
+import realpeers
+from gateways import (
+    BOTH,
+    HttpGateway,
+    StdioGateway,
+    fleet_config,
+    modern_meta,
+    real_server,
+    sse_messages,
+)
 from httppeers import http_peer  # noqa: F401  (a fixture)
 
 LEVEL = "io.modelcontextprotocol/logLevel"
@@ -139,3 +148,39 @@ def test_concurrent_clients_each_get_only_their_own_calls_logs(gateways, tmp_pat
                 ("info", f"step {i}") for i in range(1, n + 1)], (n, got)
         assert await gw.stop() == 0
     run(main())
+
+
+def test_a_prompts_log_messages_reach_the_client_that_asked_for_it(gateways, tmp_path):
+    """Not only calls: a prompt read logs too (mcp 2.3.0's greet logs "greeting <name>"
+    when asked), on the request's own stream over HTTP and on the connection over stdio,
+    at the level the client asked."""
+    path = fleet_config(tmp_path, {"py": real_server(realpeers.MODERN_PY_ECHO)})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        ask = gw.message("prompts/get", {"name": "greet", "arguments": {"name": "Ada"},
+                                         "_meta": modern_meta(**{LEVEL: "info"})})
+        status, got = await streamed(gw, ask, gw.modern_headers(ask, BOTH))
+        *notes, answer = got
+        assert status == 200 and answer["id"] == ask["id"], got
+        assert "Ada" in answer["result"]["messages"][0]["content"]["text"]
+        assert [(m["level"], m["data"]) for m in logs(notes)] == [("info", "greeting Ada")]
+        # Not asked: none sent, and the answer is plain JSON.
+        quiet = gw.message("prompts/get", {"name": "greet", "arguments": {"name": "Bo"},
+                                           "_meta": modern_meta()})
+        status, got = await streamed(gw, quiet, gw.modern_headers(quiet, BOTH))
+        assert status == 200 and logs(got) == [] and "result" in got[-1]
+        assert await gw.stop() == 0
+
+        legacy = await StdioGateway.start(path, gateways)
+        await legacy.call("initialize", INIT)
+        legacy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert (await legacy.call("logging/setLevel", {"level": "info"}))["result"] == {}
+        got = await legacy.call("prompts/get", {"name": "greet", "arguments": {"name": "Lin"}})
+        assert "Lin" in got["result"]["messages"][0]["content"]["text"]
+        assert [(m["level"], m["data"]) for m in logs(legacy.notes)] == [
+            ("info", "greeting Lin")]
+        for note in legacy.notes:
+            conforms(note, LEGACY, "LoggingMessageNotification")
+        assert await legacy.close() == 0
+    run(main(), timeout=180)

@@ -26,7 +26,8 @@ The SDK's stdio loop is dual-era: `server/discover` (or any request with a
 
 A prompt and resources, for the gateway's routing of them:
 
-    prompt   greet {name}           -> one user message "Please greet <name> warmly."
+    prompt   greet {name}           -> one user message "Please greet <name> warmly." (and,
+                                       asked for logs, an info log "greeting <name>")
     resource echo://about           -> text "trunkline modern echo peer"
     template echo://items/{item}    -> text "item <item>"; completion of `item` offers
                                        "apple", "apricot", "banana" filtered by prefix
@@ -101,7 +102,8 @@ def ask_name(who: Annotated[Name, Resolve(_ask_for_name)]) -> str:
 
 
 @server.prompt(description="Ask for a warm greeting")
-def greet(name: str) -> str:
+async def greet(name: str, ctx: Context) -> str:
+    await ctx.info(f"greeting {name}")  # 2026-07-28: only when the request asked
     return f"Please greet {name} warmly."
 
 

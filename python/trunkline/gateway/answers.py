@@ -142,8 +142,7 @@ class Answerer:
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
             return p.error_response(request.id, call_input)
-        on_log = None if level is None else (
-            lambda params: notify(p.notification("notifications/message", params)))
+        on_log = None if level is None else _logs_to(notify)
 
         async def call() -> Any:
             result = await self.host.call_tool(name, arguments, on_progress=on_progress,
@@ -173,9 +172,12 @@ class Answerer:
         catalog = self.host.catalog
         return catalog.route(tool)[0] if tool in catalog else None
 
-    async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT) -> dict[str, Any]:
+    async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT,
+                         notify: Send | None = None) -> dict[str, Any]:
         """The response to a request about the fleet's prompts and resources: lists are
-        merged, the rest goes to the server the name or URI belongs to."""
+        merged, the rest goes to the server the name or URI belongs to, and its log
+        messages (at the level the client asked, as for a call) to ``notify``, when the
+        face can carry them."""
         method, era = request.method, request.era
         if method in LISTS:
             member = LISTS[method][1]
@@ -192,8 +194,13 @@ class Answerer:
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
             return p.error_response(request.id, call_input)
+        level = _log_level(request, client)
+        if isinstance(level, dict):
+            return p.error_response(request.id, level)
+        on_log = _logs_to(notify) if level is not None and notify is not None else None
         return await self._behind(request, routed["server"], self.host.request(
-            routed["server"], method, routed["params"], call_input=call_input))
+            routed["server"], method, routed["params"], call_input=call_input,
+            log_level=level if on_log is not None else None, on_log=on_log))
 
     async def watch(self, uri: Any, era: p.ClientEra,
                     on_updated: Callable[[dict[str, Any]], None]
@@ -351,6 +358,11 @@ def _undeclared(needed: InputRequired, declared: Any) -> dict[str, Any]:
         if capability is not None and capability not in declared:
             missing[capability] = {}
     return missing
+
+
+def _logs_to(send: Send) -> Callable[[dict[str, Any]], None]:
+    """A request's log messages from behind, as notifications to its client."""
+    return lambda params: send(p.notification("notifications/message", params))
 
 
 def _progress_to(token: str | int, send: Send) -> Callable[[Any, Any, Any], None]:

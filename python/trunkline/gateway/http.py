@@ -51,6 +51,7 @@ from .answers import (
     CALL,
     LISTEN,
     SUBSCRIBING,
+    NO_CLIENT,
     Answerer,
     Client,
     listen_grant,
@@ -340,8 +341,10 @@ class HttpFace:
             return _answer(await self._subscription(request, session_id))
         answer = self._answerer.immediate(request)
         if answer is None:
-            http.cancel_when_gone()
-            answer = await self._answerer.from_fleet(request)
+            client = NO_CLIENT if session_id is None or request.era is p.ClientEra.MODERN \
+                else Client(log_level=self._log_levels.get(session_id))
+            return await self._relayed(http, lambda notify: self._answerer.from_fleet(
+                request, client, notify))
         headers = {}
         if request.method == "logging/setLevel" and "result" in answer and session_id:
             self._remember_level(session_id, request.params["level"])
@@ -386,12 +389,20 @@ class HttpFace:
         if streams and session is not None and session_id and \
                 request.era is p.ClientEra.LEGACY:
             return await self._legacy_call(http, request, session_id, session)
+        return await self._relayed(http, lambda notify: self._answerer.call(request, notify))
+
+    async def _relayed(self, http: Exchange,
+                       answer: Callable[[Callable[[dict[str, Any]], None]],
+                                        Awaitable[dict[str, Any]]]) -> Reply | None:
+        """A request answered from behind the gateway: as an SSE stream when the client
+        accepts one and something (progress, a log message) comes before the answer, else
+        as JSON, so that an error keeps its status. ``answer(notify)`` runs it."""
         # The client closing the exchange is the cancellation (2026-07-28).
         http.cancel_when_gone()
-        if not streams:
-            return _answer(await self._answerer.call(request, _dropped))
+        if "text/event-stream" not in http.headers.get("accept", ""):
+            return _answer(await answer(_dropped))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        task = asyncio.ensure_future(self._answerer.call(request, queue.put_nowait))
+        task = asyncio.ensure_future(answer(queue.put_nowait))
         streaming = False
         try:
             while not task.done() or not queue.empty():

@@ -8,8 +8,8 @@ its threads and the loop's), and its in-loop mode is marked experimental.
 
 Rules: the gateway's own signal handling stops the server (uvicorn installs none);
 uvicorn's access log and start-up messages stay off; ``stop_accepting`` closes the
-listening socket at once; ``stop`` closes it and the idle connections, lets responses under way finish within the drain
-deadline, then cancels what is left.
+listening socket at once; ``stop`` closes it and the idle connections, lets responses
+under way finish within the drain deadline, then cancels what is left.
 """
 
 from __future__ import annotations

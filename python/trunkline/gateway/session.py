@@ -105,7 +105,8 @@ class ClientSession:
                 self._log_level = request.params["level"]
             self._send(answer)
         else:
-            self._start(request, self._answerer.from_fleet(request, self._client(request)))
+            self._start(request, self._answerer.from_fleet(request, self._client(request),
+                                                           self._send))
 
     def _client(self, request: p.Request) -> Client:
         """A legacy client is asked for a server's input on this connection, and gets log
