@@ -47,6 +47,8 @@ def test_headers_by_lower_case_name_and_the_first_of_a_repeated_one_counts():
                           "content-length": "12"}
     assert ex.content_length() == 12
     assert exchange(Peer(), [(b"content-length", b"-1")]).content_length() is None
+    # The whitespace around a value is not part of it (a parser may leave what trails).
+    assert exchange(Peer(), [(b"mcp-name", b" echo \t")]).headers["mcp-name"] == "echo"
 
 
 def test_a_body_is_read_whole_up_to_the_limit_and_no_further():

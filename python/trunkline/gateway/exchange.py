@@ -3,7 +3,9 @@ response (whole, or an event stream), and the client going away.
 
 Rules:
 
-1. Headers are looked up by lower-case name; of a repeated header the first value counts.
+1. Headers are looked up by lower-case name; of a repeated header the first value counts;
+   a value is without the whitespace around it (RFC 9110 5.5: it is not part of the
+   value; the server's parser keeps what trails it).
 2. The body is read once, up to a limit; past it reading stops (the caller answers 413).
 3. One response per exchange: ``respond`` (status, body, headers), or ``open_stream``, then
    ``write``\\ s, then ``close_stream``.
@@ -45,8 +47,9 @@ class Exchange:
         self.method: str = scope["method"]
         self.path: str = scope["path"]
         # Reversed, so that of a repeated header the first value is the one left.
-        self.headers: dict[str, str] = {name.decode("latin-1"): value.decode("latin-1")
-                                        for name, value in reversed(scope["headers"])}
+        self.headers: dict[str, str] = {
+            name.decode("latin-1"): value.decode("latin-1").strip(" \t")
+            for name, value in reversed(scope["headers"])}
         self.gone = False
         self._receive, self._send = receive, send
         self._started = self._complete = False
