@@ -9,6 +9,8 @@ from typing import Any, Final, Generic, TypeVar
 JsonId = int | str
 _T = TypeVar("_T")
 
+VERSION: Final[str]  # the package version (Cargo.toml's, also the distribution's)
+
 # Envelope kinds (``Envelope.kind`` / ``Event.kind``).
 KIND_INVALID: Final[int]  # not a JSON-RPC 2.0 message; ``reason`` says why
 KIND_REQUEST: Final[int]  # method + id

@@ -1,15 +1,10 @@
-"""trunkline's version, read once from the installed distribution's metadata."""
+"""trunkline's version: Cargo.toml's, the one place it is written (maturin gives it to the
+distribution, and the codec extension carries it). Read from the extension rather than
+the distribution's metadata: ``importlib.metadata`` costs every worker ~40 ms of start-up
+and pulls in ``email``, ``zipfile`` and ``csv``."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from ._codec import VERSION
 
-
-def _installed() -> str:
-    try:
-        return version("trunkline")
-    except PackageNotFoundError:  # running from a source tree without an install
-        return "0.0.0+unknown"
-
-
-VERSION = _installed()
+__all__ = ["VERSION"]

@@ -832,6 +832,7 @@ fn raw_member<'py>(py: Python<'py>, json: &[u8], key: &str) -> PyResult<Option<B
 #[pymodule]
 fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add("KIND_INVALID", Kind::Invalid as u8)?;
     m.add("KIND_REQUEST", Kind::Request as u8)?;
     m.add("KIND_NOTIFICATION", Kind::Notification as u8)?;
