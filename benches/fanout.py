@@ -10,8 +10,11 @@ A client is an adapter class (see ``FanoutClient``) registered in ``ADAPTERS``:
 * ``sdk``       the official ``mcp`` 2.3.x ``Client``, one per server (stdio).
 * ``raw``       one process, uvloop + orjson, a dict of futures, one pipe write
                 per server per loop tick: the practical ceiling for Python.
-* ``trunkline`` ``TrunklineClient`` from ``benches/fanout_trunkline.py``, when
-                that file exists (written separately; see the slot below).
+* ``null``      no server at all: each call returns its token at once; the harness's
+                own cost per call.
+* ``trunkline`` ``Host.call_tool``, the public API, and ``trunkline-supervisor``,
+                the ``Supervisor`` layer below it: ``benches/fanout_trunkline.py``,
+                when that file exists (see the slot below).
 
 The load generator: ``inflight`` worker coroutines per server, each doing calls
 back to back until that server's share of ``calls`` is used up. Latency is the
@@ -358,24 +361,46 @@ class RawClient:
                 srv.transport.close()  # kills a straggler, reaps
 
 
+class NullClient:
+    """No server, no I/O: every call answers at once what the echo server would (its
+    token, padded to ``size``). What the harness
+    itself spends per call (its coroutines, timing and checks), to read the other
+    columns against."""
+
+    name: ClassVar[str] = "null"
+    event_loop: ClassVar[str] = "uvloop"
+    slow: ClassVar[bool] = False
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
+        pass
+
+    async def call(self, server_index: int, token: str, size: int | None) -> str:
+        return token if size is None else token + PAD * max(0, size - len(token))
+
+    async def close(self) -> None:
+        pass
+
+
 # -------------------------------------------------------- adapter registry
 
-ADAPTERS: dict[str, type[FanoutClient]] = {"sdk": SdkClient, "raw": RawClient}
+ADAPTERS: dict[str, type[FanoutClient]] = {"sdk": SdkClient, "raw": RawClient,
+                                           "null": NullClient}
 
 # ===== TRUNKLINE SLOT =====================================================
-# trunkline's adapter lives in benches/fanout_trunkline.py (owned by the
-# supervisor work) and exposes `TrunklineClient`, implementing FanoutClient
-# above with `name = "trunkline"`. If the file exists, the "trunkline" column
-# exists and the module must import cleanly (a broken adapter fails loudly);
-# if the file is absent, the column is simply absent. It is imported lazily,
-# so an interpreter without trunkline (the SDK fallback) never touches it.
+# trunkline's adapters live in benches/fanout_trunkline.py and are listed in its
+# `ADAPTERS` (client name -> a FanoutClient class): "trunkline" (the public Host API)
+# and "trunkline-supervisor" (the layer below, a second figure). If the file exists,
+# those columns exist and the module must import cleanly (a broken adapter fails
+# loudly); if it is absent, they are simply absent. It is imported lazily, so an
+# interpreter without trunkline (the SDK fallback) never touches it.
 TRUNKLINE_ADAPTER = BENCHES / "fanout_trunkline.py"
+TRUNKLINE_CLIENTS = ("trunkline", "trunkline-supervisor")
 
 
-def _load_trunkline() -> type[FanoutClient]:
+def _load_trunkline(name: str) -> type[FanoutClient]:
     if str(BENCHES) not in sys.path:
         sys.path.insert(0, str(BENCHES))
-    return importlib.import_module("fanout_trunkline").TrunklineClient  # type: ignore[no-any-return]
+    return importlib.import_module("fanout_trunkline").ADAPTERS[name]  # type: ignore[no-any-return]
 
 
 # ==========================================================================
@@ -385,13 +410,13 @@ def client_names() -> list[str]:
     """Clients that have an adapter here (whether they can run is another matter: see sdk_mode)."""
     names = list(ADAPTERS)
     if TRUNKLINE_ADAPTER.exists():
-        names.insert(0, "trunkline")
+        names[:0] = TRUNKLINE_CLIENTS
     return names
 
 
 def get_adapter(name: str) -> type[FanoutClient]:
-    if name == "trunkline" and TRUNKLINE_ADAPTER.exists():
-        return _load_trunkline()
+    if name in TRUNKLINE_CLIENTS and TRUNKLINE_ADAPTER.exists():
+        return _load_trunkline(name)
     return ADAPTERS[name]
 
 

@@ -1,8 +1,14 @@
-"""trunkline's adapter for the fan-out harness (benches/fanout.py).
+"""trunkline's adapters for the fan-out harness (benches/fanout.py).
 
-One ``Supervisor``: a worker process per echo server, calls routed through the parent's
-channel to each worker. The parent serializes each request once; the worker stamps it
-and forwards the undecoded reply; the result is decoded once, here, at the caller.
+* ``trunkline``: what users call. One ``Host``, each echo server added with
+  ``add_servers``; every call is ``host.call_tool(<the server's echo, as the catalog
+  names it>, arguments)`` and its text read off the ``CallToolResult``.
+* ``trunkline-supervisor``: the layer below, as a second figure. One ``Supervisor`` and
+  ``handle.request`` with pre-serialized params, the result decoded here.
+
+Both: a worker process per echo server, calls routed through the parent's channel to each
+worker; the parent serializes each request once, the worker stamps it and forwards the
+undecoded reply, the result is decoded once, in the parent.
 """
 
 from __future__ import annotations
@@ -12,10 +18,23 @@ from typing import Any, ClassVar
 
 import orjson
 
-from trunkline.protocol import NegotiationConfig
-from trunkline.parent.supervisor import Supervisor
-from trunkline.settings import HostSettings, ServerConfig
+from trunkline import Host
 from trunkline.params import stdio
+from trunkline.parent.supervisor import Supervisor
+from trunkline.protocol import NegotiationConfig
+from trunkline.settings import HostSettings, ServerConfig
+
+SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
+
+
+def _configs(server_argvs: Sequence[Sequence[str]]) -> list[ServerConfig]:
+    # Room for the harness's whole in-flight window on every server.
+    return [ServerConfig(f"s{i}", stdio(argv[0], *argv[1:]), max_inflight=1 << 16)
+            for i, argv in enumerate(server_argvs)]
+
+
+def _arguments(token: str, size: int | None) -> dict[str, Any]:
+    return {"token": token} if size is None else {"token": token, "size": size}
 
 
 class TrunklineClient:
@@ -24,22 +43,40 @@ class TrunklineClient:
     slow: ClassVar[bool] = False
 
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
-        settings = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
-        self._sup = Supervisor(settings)
-        statuses = await self._sup.add_many(
-            # Room for the harness's whole in-flight window on every server.
-            ServerConfig(f"s{i}", stdio(argv[0], *argv[1:]), max_inflight=1 << 16)
-            for i, argv in enumerate(server_argvs)
-        )
-        for status in statuses:
+        self._host = Host(settings=SETTINGS, call_timeout=120.0)
+        await self._host.__aenter__()
+        for status in await self._host.add_servers(_configs(server_argvs)):
+            if status.era != "modern":
+                raise RuntimeError(f"echo server not ready: {status}")
+        by_server = {entry.server: entry.name for entry in self._host.tools()}
+        self._tools = [by_server[f"s{i}"] for i in range(len(server_argvs))]
+
+    async def call(self, server_index: int, token: str, size: int | None) -> str:
+        result = await self._host.call_tool(self._tools[server_index], _arguments(token, size))
+        if result.is_error:
+            raise RuntimeError(f"isError result: {result.raw!r}")
+        return result.content[0]["text"]  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        await self._host.__aexit__(None, None, None)
+
+
+class SupervisorClient:
+    name: ClassVar[str] = "trunkline-supervisor"
+    event_loop: ClassVar[str] = "uvloop"
+    slow: ClassVar[bool] = False
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
+        self._sup = Supervisor(SETTINGS)
+        for status in await self._sup.add_many(_configs(server_argvs)):
             if status.era != "modern":
                 raise RuntimeError(f"echo server not ready: {status}")
         self._handles = [self._sup.handle(f"s{i}") for i in range(len(server_argvs))]
 
     async def call(self, server_index: int, token: str, size: int | None) -> str:
-        args: dict[str, Any] = {"token": token} if size is None else {"token": token, "size": size}
         reply = await self._handles[server_index].request(
-            "tools/call", orjson.dumps({"name": "echo", "arguments": args}), timeout=120.0)
+            "tools/call", orjson.dumps({"name": "echo", "arguments": _arguments(token, size)}),
+            timeout=120.0)
         result = reply.decode()
         if result.get("isError"):
             raise RuntimeError(f"isError result: {result!r}")
@@ -47,3 +84,7 @@ class TrunklineClient:
 
     async def close(self) -> None:
         await self._sup.aclose()
+
+
+#: The columns this file adds to the harness, by client name.
+ADAPTERS = {TrunklineClient.name: TrunklineClient, SupervisorClient.name: SupervisorClient}

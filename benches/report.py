@@ -22,8 +22,9 @@ from typing import Any
 from formats import ms as _ms
 from formats import rate as _rate
 
-CLIENT_ORDER = ("trunkline", "sdk", "raw")
-LABEL = {"trunkline": "trunkline", "sdk": "SDK", "raw": "raw uvloop"}
+CLIENT_ORDER = ("trunkline", "trunkline-supervisor", "sdk", "raw", "null")
+LABEL = {"trunkline": "trunkline (Host.call_tool)", "trunkline-supervisor": "trunkline (Supervisor)",
+         "sdk": "SDK", "raw": "raw uvloop", "null": "null (harness)"}
 
 
 def load(path: Path) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:

@@ -34,6 +34,16 @@ def fleet(tmp_path):
     return fleet_config(tmp_path, {"py": real_server(realpeers.MODERN_PY_ECHO)})
 
 
+async def elicited(gw: StdioGateway) -> dict:
+    """The one elicitation/create the gateway has sent its stdio client (waited for)."""
+    for _ in range(600):
+        if any(n.get("method") == "elicitation/create" for n in gw.notes):
+            break
+        await asyncio.sleep(0.05)
+    [asked] = [n for n in gw.notes if n.get("method") == "elicitation/create"]
+    return asked
+
+
 def answer_for(asked: dict, name: str) -> dict:
     return {"action": "accept", "content": {"name": name}}
 
@@ -94,11 +104,7 @@ def test_a_legacy_client_over_stdio_is_asked_in_its_own_era(gateways, tmp_path):
                                      "clientInfo": {"name": "old", "version": "1"}})
         gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         call = gw.request("tools/call", {"name": "ask_name", "arguments": {}})
-        for _ in range(600):
-            if any(n.get("method") == "elicitation/create" for n in gw.notes):
-                break
-            await asyncio.sleep(0.05)
-        [asked] = [n for n in gw.notes if n.get("method") == "elicitation/create"]
+        asked = await elicited(gw)
         conforms(asked, LEGACY, "ElicitRequest")
         assert isinstance(asked["id"], str) and asked["id"].startswith("trunkline-")
         # An answer to an id never asked is not taken; the real one is.
@@ -183,11 +189,7 @@ def test_a_legacy_servers_own_request_asks_the_legacy_client_whose_call_it_is(ga
         gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         tool = await eliciting_tool(gw)
         call = gw.request("tools/call", {"name": tool, "arguments": {}})
-        for _ in range(600):
-            if any(n.get("method") == "elicitation/create" for n in gw.notes):
-                break
-            await asyncio.sleep(0.05)
-        [asked] = [n for n in gw.notes if n.get("method") == "elicitation/create"]
+        asked = await elicited(gw)
         conforms(asked, LEGACY, "ElicitRequest")
         assert asked["params"]["requestedSchema"]["required"] == ["name"]
         gw.send({"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Lin")})
