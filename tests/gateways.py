@@ -162,7 +162,8 @@ class HttpGateway(Requests):
         init = self.message("initialize", {"protocolVersion": "2025-11-25",
                                            "capabilities": capabilities or {},
                                            "clientInfo": {"name": "old", "version": "1"}})
-        _, answer, got = await self.post(init, headers)
+        status, answer, got = await self.post(init, headers)
+        assert status == 200 and "result" in answer, (status, answer)
         return {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
                 "MCP-Protocol-Version": "2025-11-25"}, answer
 

@@ -44,6 +44,29 @@ async def elicited(gw: StdioGateway) -> dict:
     return asked
 
 
+async def answered_on_the_calls_stream(gw: HttpGateway, session: dict, tool: str, name: str,
+                                       stranger: dict | None = None) -> dict:
+    """A legacy session's call of ``tool``, accepting SSE: the elicitation/create that comes
+    on the call's own stream is answered with ``name`` by ``session`` (after ``stranger``
+    answered it, which must change nothing); the call's answer."""
+    call = gw.message("tools/call", {"name": tool, "arguments": {}})
+    async with gw.http.post(gw.url, data=orjson.dumps(call), headers=session) as stream:
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        heard = sse_messages(stream)
+        asked = await asyncio.wait_for(anext(heard), 60)
+        assert asked["method"] == "elicitation/create"
+        reply = {"jsonrpc": "2.0", "id": asked["id"]}
+        if stranger is not None:
+            status, _, _ = await gw.post({**reply, "result": answer_for(asked, "Eve")},
+                                         stranger)
+            assert status == 202
+        status, _, _ = await gw.post({**reply, "result": answer_for(asked, name)}, session)
+        assert status == 202
+        done = await asyncio.wait_for(anext(heard), 60)
+    assert done["id"] == call["id"], done
+    return done
+
+
 def answer_for(asked: dict, name: str) -> dict:
     return {"action": "accept", "content": {"name": name}}
 
@@ -135,22 +158,9 @@ def test_a_legacy_client_over_http_is_asked_on_its_calls_stream(gateways, tmp_pa
     async def main():
         gw = await HttpGateway.start(path, gateways)
         session, _ = await gw.legacy_session(ELICITING)
-        call = gw.message("tools/call", {"name": "ask_name", "arguments": {}})
-        async with gw.http.post(gw.url, data=orjson.dumps(call), headers=session) as stream:
-            assert stream.headers["Content-Type"].startswith("text/event-stream")
-            heard = sse_messages(stream)
-            asked = await asyncio.wait_for(anext(heard), 60)
-            assert asked["method"] == "elicitation/create"
-            # Only the session that was asked may answer.
-            stranger, _ = await gw.legacy_session(ELICITING)
-            reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Eve")}
-            status, _, _ = await gw.post(reply, stranger)
-            assert status == 202
-            reply["result"] = answer_for(asked, "Kai")
-            status, _, _ = await gw.post(reply, session)
-            assert status == 202
-            done = await asyncio.wait_for(anext(heard), 60)
-        assert done["id"] == call["id"]
+        # Only the session that was asked may answer.
+        stranger, _ = await gw.legacy_session(ELICITING)
+        done = await answered_on_the_calls_stream(gw, session, "ask_name", "Kai", stranger)
         assert done["result"]["content"][0]["text"] == "hello Kai"
         assert await gw.stop() == 0
     run(main(), timeout=180)
@@ -167,8 +177,8 @@ def legacy_fleet(tmp_path):
                         allow_legacy=("ev",))
 
 
-async def eliciting_tool(gw) -> str:
-    listed = await gw.call("tools/list", {})
+def eliciting_tool(listed: dict) -> str:
+    """The served name of server-everything's tool in a tools/list answer."""
     [name] = [t["name"] for t in listed["result"]["tools"]
               if t["name"].endswith("trigger-elicitation-request")]
     return name
@@ -187,7 +197,7 @@ def test_a_legacy_servers_own_request_asks_the_legacy_client_whose_call_it_is(ga
                                      "capabilities": ELICITING,
                                      "clientInfo": {"name": "old", "version": "1"}})
         gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        tool = await eliciting_tool(gw)
+        tool = eliciting_tool(await gw.call("tools/list", {}))
         call = gw.request("tools/call", {"name": tool, "arguments": {}})
         asked = await elicited(gw)
         conforms(asked, LEGACY, "ElicitRequest")
@@ -206,18 +216,8 @@ def test_a_legacy_servers_own_request_on_a_legacy_http_clients_stream(gateways, 
         gw = await HttpGateway.start(path, gateways)
         session, _ = await gw.legacy_session(ELICITING)
         _, listed, _ = await gw.post(gw.message("tools/list", {}), session)
-        [tool] = [t["name"] for t in listed["result"]["tools"]
-                  if t["name"].endswith("trigger-elicitation-request")]
-        call = gw.message("tools/call", {"name": tool, "arguments": {}})
-        async with gw.http.post(gw.url, data=orjson.dumps(call), headers=session) as stream:
-            heard = sse_messages(stream)
-            asked = await asyncio.wait_for(anext(heard), 60)
-            assert asked["method"] == "elicitation/create"
-            reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer_for(asked, "Kai")}
-            status, _, _ = await gw.post(reply, session)
-            assert status == 202
-            done = await asyncio.wait_for(anext(heard), 60)
-        assert done["id"] == call["id"] and answered_with(done["result"], "Kai"), done
+        done = await answered_on_the_calls_stream(gw, session, eliciting_tool(listed), "Kai")
+        assert answered_with(done["result"], "Kai"), done
         assert await gw.stop() == 0
     run(main(), timeout=180)
 
@@ -231,8 +231,7 @@ def test_a_legacy_servers_own_request_is_refused_for_a_client_that_cannot_be_ask
     async def main():
         gw = await HttpGateway.start(path, gateways)
         status, listed = await gw.modern("tools/list")
-        [tool] = [t["name"] for t in listed["result"]["tools"]
-                  if t["name"].endswith("trigger-elicitation-request")]
+        tool = eliciting_tool(listed)
         call = gw.message("tools/call", {"name": tool, "arguments": {},
                                          "_meta": modern_meta(**{CAPS: ELICITING})})
         status, answer, _ = await asyncio.wait_for(gw.post(call, gw.modern_headers(call)), 60)

@@ -103,11 +103,8 @@ def test_http_clients_of_both_eras_get_their_calls_logs_on_its_stream(gateways, 
         status, (answer,) = await streamed(gw, bad, gw.modern_headers(bad, BOTH))
         assert answer["error"]["code"] == -32602
 
-        headers = {"Accept": BOTH, "Content-Type": "application/json"}
-        status, answer, got_headers = await gw.post(gw.message("initialize", INIT), headers)
+        session, answer = await gw.legacy_session()
         assert answer["result"]["capabilities"]["logging"] == {}
-        session = {**headers, "Mcp-Session-Id": got_headers["Mcp-Session-Id"],
-                   "MCP-Protocol-Version": "2025-11-25"}
         call = {"name": "chatty", "arguments": {}}
         status, got = await streamed(gw, gw.message("tools/call", call), session)
         assert logs(got) == []  # no level set yet

@@ -63,13 +63,7 @@ def test_copies_share_one_socket_and_one_session_key(gateways, tmp_path, tap):
         assert len(by_pid) == 2 and all(by_pid.values()), \
             f"both copies served calls: {({p: len(c) for p, c in by_pid.items()})}"
         # A legacy session minted by one copy is served by the other: one key for all.
-        headers = {"Accept": BOTH, "Content-Type": "application/json"}
-        status, answer, got = await gw.post(gw.message("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "old", "version": "1"}}), headers)
-        assert status == 200
-        session = {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
-                   "MCP-Protocol-Version": "2025-11-25"}
+        session, _ = await gw.legacy_session()
         # Which copy accepts a connection is the kernel's choice: call until both served
         # the session (each call on a new connection), every call answered.
         legacy: dict[int, list[Any]] = {}

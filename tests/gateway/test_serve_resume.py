@@ -15,17 +15,7 @@ from conftest import run, scripted
 from mcp_schema import LEGACY, conforms
 
 import taplog
-from gateways import BOTH, HttpGateway, fleet_config, sse_messages, wait_for_tap
-
-INIT = {"protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "old", "version": "1"}}
-
-
-async def session(gw: HttpGateway) -> dict[str, str]:
-    headers = {"Accept": BOTH, "Content-Type": "application/json"}
-    _, _, got = await gw.post(gw.message("initialize", INIT), headers)
-    return {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
-            "MCP-Protocol-Version": "2025-11-25"}
+from gateways import HttpGateway, fleet_config, sse_messages, wait_for_tap
 
 
 def test_a_dropped_stream_is_resumed_and_the_call_runs_on(gateways, tmp_path, tap):
@@ -33,7 +23,7 @@ def test_a_dropped_stream_is_resumed_and_the_call_runs_on(gateways, tmp_path, ta
 
     async def main():
         gw = await HttpGateway.start(path, gateways)
-        mine = await session(gw)
+        mine, _ = await gw.legacy_session()
         call = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 1.5}})
         response = await gw.http.post(gw.url, data=orjson.dumps(call), headers=mine)
         assert response.headers["Content-Type"].startswith("text/event-stream")
@@ -45,7 +35,7 @@ def test_a_dropped_stream_is_resumed_and_the_call_runs_on(gateways, tmp_path, ta
         response.close()  # the connection drops before the answer
         await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")
         # Another session cannot pick the stream up, nor can an id this gateway never gave.
-        other = await session(gw)
+        other, _ = await gw.legacy_session()
         for headers, last in ((other, fields["id"]), (mine, "nothing-here-0"),
                               (mine, fields["id"] + "x")):
             async with gw.http.get(gw.url, headers={
@@ -73,7 +63,7 @@ def test_a_legacy_client_cancels_its_call_with_a_notification(gateways, tmp_path
 
     async def main():
         gw = await HttpGateway.start(path, gateways)
-        mine = await session(gw)
+        mine, _ = await gw.legacy_session()
         call = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 30}})
         async with gw.http.post(gw.url, data=orjson.dumps(call), headers=mine) as streaming:
             await wait_for_tap(tap, lambda m: m.get("method") == "tools/call")

@@ -107,7 +107,7 @@ def _answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -
     """A JSON-RPC answer with the status its error (if any) goes with, and
     ``Retry-After`` when it is an overload."""
     if "error" not in message:
-        return Reply(200, orjson.dumps(message), headers or {})
+        return _json(message, 200, headers)
     err = message["error"]
     wait = retry_after(err)
     extra = {**(headers or {}), **({"Retry-After": str(wait)} if wait is not None else {})}
@@ -198,6 +198,7 @@ class HttpFace:
         if scope["type"] != "http":
             return
         exchange = Exchange(scope, receive, send)
+        reply: Reply | None = None
         try:
             methods = self._routes.get(exchange.path)
             handler = None if methods is None else methods.get(exchange.method)
@@ -207,23 +208,24 @@ class HttpFace:
                 reply = Reply(404)
             else:
                 reply = Reply(405, headers={"Allow": ", ".join(methods)})
-            if reply is not None:
-                await exchange.respond(reply.status, reply.body, reply.headers)
-            elif exchange.started:
-                await exchange.close_stream()
         except Disconnected:
-            pass
+            return
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if not exchange.gone or task is None or task.uncancel() > 0:
                 raise
+            return
         except Exception:  # noqa: BLE001 - the client gets an answer; the operator the trace
             log.exception("%s %s failed inside the gateway", exchange.method, exchange.path)
-            if not exchange.started:
-                reply = _refusal(500, p.INTERNAL_ERROR, "internal error")
-                await exchange.respond(reply.status, reply.body, reply.headers)
+            if exchange.started:
+                return
+            reply = _refusal(500, p.INTERNAL_ERROR, "internal error")
         finally:
             exchange.close()
+        if reply is not None:
+            await exchange.respond(reply.status, reply.body, reply.headers)
+        elif exchange.started:
+            await exchange.close_stream()
 
     async def stop(self) -> None:
         """Drain: refuse new requests, end the streams, let calls in flight finish within
@@ -381,13 +383,12 @@ class HttpFace:
 
     async def _call(self, http: Exchange, request: p.Request, session_id: str | None,
                     session: LegacySession | None) -> Reply | None:
-        streams = "text/event-stream" in http.headers.get("accept", "")
-        if streams:
+        if session is not None and session_id and request.era is p.ClientEra.LEGACY and \
+                "text/event-stream" in http.headers.get("accept", ""):
+            # Its stream opens at once: an overload must be told before, as a status.
             refusal = self._answerer.refusal_for_call(request)
-            if refusal is not None:  # before a stream: an overload is a status
+            if refusal is not None:
                 return _answer(p.error_response(request.id, refusal))
-        if streams and session is not None and session_id and \
-                request.era is p.ClientEra.LEGACY:
             return await self._legacy_call(http, request, session_id, session)
         return await self._relayed(http, lambda notify: self._answerer.call(request, notify))
 

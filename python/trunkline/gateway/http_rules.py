@@ -65,11 +65,11 @@ def _mismatch(header: str, expected: str | None, received: str | None) -> dict[s
 def check_modern_headers(headers: Mapping[str, str], request: p.Request,
                          header_params: tuple[mcp_headers.HeaderParam, ...] = ()
                          ) -> dict[str, Any] | None:
-    """None if the headers agree with the body, else the -32020 error. Header names are
-    case-insensitive (``headers`` is an aiohttp ``CIMultiDict`` or lower-cased)."""
+    """None if the headers agree with the body, else the -32020 error. ``headers`` is keyed
+    by lower-case name (``exchange.Exchange.headers``); names are written here as the
+    specification spells them, for the errors."""
     def get(name: str) -> str | None:
-        value = headers.get(name)
-        return value if value is not None else headers.get(name.lower())
+        return headers.get(name.lower())
 
     version = request.meta.get(META_PROTOCOL_VERSION)
     if get("MCP-Protocol-Version") != version:
