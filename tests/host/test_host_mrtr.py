@@ -66,6 +66,31 @@ def test_sampling_then_elicitation_rounds_carry_request_state_byte_for_byte(tap,
     assert orjson.loads(sent[1])["params"]["inputResponses"]["sampling-0"]["model"] == "m"
 
 
+def test_an_idempotency_key_is_sent_with_the_request_and_not_with_its_rounds(tap, no_leaks):
+    """A round is the same call with answers, not a repeat of the request: a server that
+    deduplicates by key must not answer it with the first round's ``input_required``."""
+    async def sample(params):
+        return {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+
+    async def elicit(params):
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async def main():
+        async with Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
+                        input_handlers={"sampling/createMessage": sample,
+                                        "elicitation/create": elicit}) as host:
+            await host.add_server("s", scripted(tap=tap))
+            result = await host.call_tool("ask", {}, idempotency_key="order-7")
+            assert orjson.loads(result.text)["rounds"] == 2
+    run(main())
+    sent = [orjson.loads(line)["params"] for line in wire(tap, taplog.IN)
+            if b'"tools/call"' in line]
+    assert [p["_meta"].get("dev.trunkline/idempotencyKey") for p in sent] == [
+        "order-7", None, None]
+    assert [p["name"] for p in sent] == ["ask"] * 3
+    assert all(p["arguments"] == {} for p in sent)
+
+
 @pytest.mark.parametrize("kinds,capabilities", [
     (["elicitation"], {"sampling": {}}),           # elicitation not declared at all
     (["url"], {"elicitation": {}}),                # form only: {} means form

@@ -559,3 +559,14 @@ def test_idempotency_key_is_identical_on_every_attempt():
 def test_no_key_means_no_meta_entry():
     assert r.with_idempotency_key({"name": "t"}, None) == {"name": "t"}
     assert r.with_idempotency_key(None, "k") == {"_meta": {r.IDEMPOTENCY_META_KEY: "k"}}
+
+
+def test_without_idempotency_key_undoes_with_idempotency_key():
+    plain = {"name": "t", "arguments": {}}
+    assert r.without_idempotency_key(r.with_idempotency_key(plain, "k"), "k") == plain
+    asked = {"name": "t", "_meta": {"progressToken": "p"}}
+    assert r.without_idempotency_key(r.with_idempotency_key(asked, "k"), "k") == asked
+    # Only the key it was given: a different one (the caller's own _meta) stays.
+    theirs = {"_meta": {r.IDEMPOTENCY_META_KEY: "theirs"}}
+    assert r.without_idempotency_key(dict(theirs), "k") == theirs
+    assert r.without_idempotency_key(dict(theirs), None) == theirs

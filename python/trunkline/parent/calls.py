@@ -23,10 +23,11 @@ from ..params import HttpParams
 from ..protocol.reply import Reply
 from ..protocol.retry import (
     Attempt,
-    RetryPlan,
     RetryPolicy,
     plan_call,
+    resolve_idempotency_key,
     with_idempotency_key,
+    without_idempotency_key,
 )
 from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from .handle import WorkerHandle
@@ -43,11 +44,24 @@ LogCallback = Callable[[dict[str, Any]], None]
 
 class _Asking:
     """What one request asks of its server besides its params, written into its body
-    (``_meta`` and the input continuation) on entry, for as long as it runs: progress and
-    log messages for this request only (one token in ``CallNotices`` for both, and for
-    the handlers of a legacy server's own requests about it), a log level (modern
-    servers; a legacy server's logs are its session's, the host's ``on_log`` gets them),
-    the input rounds' answers and capabilities."""
+    (``_meta`` and the input continuation) when it starts, for as long as it runs:
+    progress and log messages for this request only (one token in ``CallNotices`` for
+    both, and for the handlers of a legacy server's own requests about it), a log level
+    (modern servers; a legacy server's logs are its session's, the host's ``on_log`` gets
+    them), the input rounds' answers and capabilities.
+
+    ``start`` gives ``None`` for a request that asks nothing more (most calls): the hot
+    path allocates nothing for it."""
+
+    __slots__ = ("_handle", "_token")
+
+    @classmethod
+    def start(cls, handle: WorkerHandle, body: dict[str, Any], call_input: CallInput | None,
+              on_progress: ProgressCallback | None, log_level: str | None,
+              on_log: LogCallback | None) -> _Asking | None:
+        if call_input is None and on_progress is None and log_level is None:
+            return None  # on_log without a log level asks the server nothing
+        return cls(handle, body, call_input, on_progress, log_level, on_log)
 
     def __init__(self, handle: WorkerHandle, body: dict[str, Any],
                  call_input: CallInput | None, on_progress: ProgressCallback | None,
@@ -75,10 +89,7 @@ class _Asking:
         if meta:
             body["_meta"] = meta
 
-    def __enter__(self) -> _Asking:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
+    def stop(self) -> None:
         if self._token is not None:
             self._handle.notices.unwatch(self._token)
 
@@ -107,14 +118,15 @@ class CallPath:
                         on_log: LogCallback | None = None) -> Any:
         """The decoded, complete result of one ``tools/call`` (its checks are the
         caller's), or ``InputRequired`` when ``call_input`` relays the rounds."""
-        body: dict[str, Any] = {"name": entry.local_name, "arguments": dict(arguments or {})}
         timeout = self.timeout_for(handle, timeout)
-        plan = plan_call(self.retry_policy, "tools/call", tool=entry, idempotent=idempotent,
-                         idempotent_tools=handle.config.idempotent_tools,
-                         deadline=asyncio.get_running_loop().time() + timeout,
-                         idempotency_key=idempotency_key)
-        with _Asking(handle, body, call_input, on_progress, log_level, on_log):
-            reply = await self._send(handle, "tools/call", body, plan, timeout)
+        deadline = asyncio.get_running_loop().time() + timeout
+        key = resolve_idempotency_key(idempotency_key)
+        params, asking = _prepared(handle, {"name": entry.local_name, "arguments": (
+            arguments if type(arguments) is dict else dict(arguments or {}))},
+            key, call_input, on_progress, log_level, on_log)
+        try:
+            reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
+                                     entry, idempotent)
             if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
                                                                   HttpParams):
                 # The server's x-mcp-header definitions changed under our catalog. It
@@ -123,8 +135,16 @@ class CallPath:
                 log.info("server %r: header mismatch on %r (%s); re-listing its tools",
                          handle.name, entry.local_name, reply.error_message)
                 await self._relist(handle.name)
-                reply = await self._send(handle, "tools/call", body, plan, timeout)
-            return await self._completed(handle, "tools/call", body, reply, timeout, call_input)
+                reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
+                                         entry, idempotent)
+            result = reply.decode(server=handle.name, method="tools/call")
+            if _asks_for_input(result):
+                return await self._input(handle, "tools/call", params, key, result, reply,
+                                         timeout, call_input)
+            return result
+        finally:
+            if asking is not None:
+                asking.stop()
 
     async def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                    timeout: float | None, call_input: CallInput | None = None, *,
@@ -132,12 +152,18 @@ class CallPath:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
         timeout; the result as sent (or ``InputRequired``, relayed)."""
         timeout = self.timeout_for(handle, timeout)
-        plan = plan_call(self.retry_policy, method,
-                         deadline=asyncio.get_running_loop().time() + timeout)
-        body = dict(body)
-        with _Asking(handle, body, call_input, None, log_level, on_log):
-            reply = await self._send(handle, method, body, plan, timeout)
-            result = await self._completed(handle, method, body, reply, timeout, call_input)
+        deadline = asyncio.get_running_loop().time() + timeout
+        params, asking = _prepared(handle, dict(body), None, call_input, None, log_level,
+                                   on_log)
+        try:
+            reply = await self._send(handle, method, params, timeout, deadline)
+            result = reply.decode(server=handle.name, method=method)
+            if _asks_for_input(result):
+                result = await self._input(handle, method, params, None, result, reply,
+                                           timeout, call_input)
+        finally:
+            if asking is not None:
+                asking.stop()
         if isinstance(result, InputRequired):
             return result
         if not isinstance(result, dict):
@@ -145,33 +171,64 @@ class CallPath:
                                    method=method)
         return result
 
-    async def _send(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                    plan: RetryPlan, timeout: float) -> Reply:
-        """The first attempt goes straight out; the retry driver runs only once one
-        failed (most calls never need it)."""
-        key = plan.idempotency_key
+    async def _send(self, handle: WorkerHandle, method: str, params: bytes, timeout: float,
+                    deadline: float, key: str | None = None, tool: ToolEntry | None = None,
+                    idempotent: bool | None = None) -> Reply:
+        """The first attempt goes straight out; the retry plan is made, and its driver
+        run, only once one failed (most calls never need either)."""
         try:
-            return await handle.request(
-                method, orjson.dumps(body if key is None else with_idempotency_key(body, key)),
-                timeout=timeout)
+            return await handle.request(method, params, timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
-            first_failure = exc
+            plan = plan_call(self.retry_policy, method, tool=tool, idempotent=idempotent,
+                             idempotent_tools=handle.config.idempotent_tools,
+                             deadline=deadline, idempotency_key=key)
+            return await run_with_retries(_Resend(handle, method, params, timeout), plan,
+                                          first_failure=exc)
 
-        async def send(attempt: Attempt) -> Reply:
-            left = attempt.remaining_s
-            return await handle.request(
-                method, orjson.dumps(attempt.stamp(body)),
-                timeout=timeout if left is None else max(min(timeout, left), 0.001))
-        return await run_with_retries(send, plan, first_failure=first_failure)
+    async def _input(self, handle: WorkerHandle, method: str, params: bytes, key: str | None,
+                     result: dict[str, Any], reply: Reply, timeout: float,
+                     call_input: CallInput | None) -> Any:
+        """The server answered ``input_required``: relay it (a gateway's client answers),
+        or complete the rounds here, each round resending the request as the caller made
+        it (without this round's answers, and without the idempotency key: a round is not
+        a repeat of the same request)."""
+        if call_input is not None and call_input.relay:
+            return InputRequired(result, handle.name)
+        original = {k: v for k, v in orjson.loads(params).items()
+                    if k not in ("inputResponses", "requestState")}
+        return await self._input_rounds.for_call(call_input).complete(
+            handle, method, without_idempotency_key(original, key), result, reply, timeout)
 
-    async def _completed(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                         reply: Reply, timeout: float, call_input: CallInput | None) -> Any:
-        result = reply.decode(server=handle.name, method=method)
-        if isinstance(result, dict) and result.get("resultType") == "input_required":
-            if call_input is not None and call_input.relay:
-                return InputRequired(result, handle.name)
-            original = {k: v for k, v in body.items()
-                        if k not in ("inputResponses", "requestState")}
-            result = await self._input_rounds.for_call(call_input).complete(
-                handle, method, original, result, reply, timeout)
-        return result
+
+class _Resend:
+    """One more attempt of a request after a failure: the same params (the worker gives
+    each attempt its own id), its timeout capped to what is left of the call's deadline.
+    A class, not a closure: a closure would make cells of the request's variables for
+    every call in flight, not only the ones that fail (the GC walks them all)."""
+
+    __slots__ = ("_handle", "_method", "_params", "_timeout")
+
+    def __init__(self, handle: WorkerHandle, method: str, params: bytes,
+                 timeout: float) -> None:
+        self._handle, self._method = handle, method
+        self._params, self._timeout = params, timeout
+
+    async def __call__(self, attempt: Attempt) -> Reply:
+        left = attempt.remaining_s
+        timeout = self._timeout if left is None else max(min(self._timeout, left), 0.001)
+        return await self._handle.request(self._method, self._params, timeout=timeout)
+
+
+def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
+              call_input: CallInput | None, on_progress: ProgressCallback | None,
+              log_level: str | None, on_log: LogCallback | None,
+              ) -> tuple[bytes, _Asking | None]:
+    """A request's params, serialized once for all its attempts, and what it asks of its
+    server while it runs. Only the bytes stay alive during the call: the GC walks every
+    object each call in flight holds, so a call holds as few as it can."""
+    asking = _Asking.start(handle, body, call_input, on_progress, log_level, on_log)
+    return orjson.dumps(body if key is None else with_idempotency_key(body, key)), asking
+
+
+def _asks_for_input(result: Any) -> bool:
+    return type(result) is dict and result.get("resultType") == "input_required"

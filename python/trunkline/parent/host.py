@@ -295,7 +295,9 @@ class Host:
         except KeyError:
             raise UnknownTool(f"no tool named {name!r} in the catalog",
                               method="tools/call") from None
-        if arguments is not None and not isinstance(arguments, Mapping):
+        # A dict needs no ABC check (the common case, and the check is not free).
+        if type(arguments) is not dict and arguments is not None and not isinstance(
+                arguments, Mapping):
             raise TypeError("arguments must be a mapping")
         _check_logs(log_level, on_log)
         result = await self._calls.call_tool(

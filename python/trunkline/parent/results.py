@@ -44,25 +44,28 @@ class ResultChecks:
         self._checkers.clear()
 
     def to_result(self, entry: ToolEntry, result: Any) -> CallToolResult:
-        where = {"server": entry.server, "method": "tools/call"}
         if not isinstance(result, dict):
-            raise MalformedMessage("tools/call result is not an object", **where)
+            raise _malformed(entry, "tools/call result is not an object")
         # Absent means "complete" (a MUST for clients; the conformance suite checks it).
         result_type = result.get("resultType", "complete")
         if result_type != "complete":
-            raise MalformedMessage(f"tools/call resultType is {result_type!r}", **where)
+            raise _malformed(entry, f"tools/call resultType is {result_type!r}")
         content = result.get("content")
-        if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
-            raise MalformedMessage("tools/call result has no content list", **where)
+        if type(content) is not list:
+            raise _malformed(entry, "tools/call result has no content list")
+        for block in content:
+            if type(block) is not dict:
+                raise _malformed(entry, "tools/call result has a content block that is "
+                                        "not an object")
         is_error = result.get("isError", False)
-        if not isinstance(is_error, bool):
-            raise MalformedMessage("tools/call isError is not a boolean", **where)
+        if is_error is not False and is_error is not True:
+            raise _malformed(entry, "tools/call isError is not a boolean")
         structured = result.get("structuredContent")
         if entry.output_schema is not None and not is_error:
             self._check_output(entry, result, structured)
         meta = result.get("_meta")
         return CallToolResult(content=content, structured_content=structured, is_error=is_error,
-                              meta=meta if isinstance(meta, dict) else None,
+                              meta=meta if type(meta) is dict else None,
                               tool=entry.name, server=entry.server, raw=result)
 
     def _check_output(self, entry: ToolEntry, result: dict[str, Any], structured: Any) -> None:
@@ -88,3 +91,7 @@ class ResultChecks:
             raise SchemaViolation(
                 f"tool {entry.name!r} returned structuredContent that violates its "
                 f"outputSchema: {'; '.join(problems)}", **where)
+
+
+def _malformed(entry: ToolEntry, message: str) -> MalformedMessage:
+    return MalformedMessage(message, server=entry.server, method="tools/call")

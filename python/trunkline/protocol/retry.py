@@ -103,7 +103,9 @@ __all__ = [
     "classify",
     "new_idempotency_key",
     "plan_call",
+    "resolve_idempotency_key",
     "with_idempotency_key",
+    "without_idempotency_key",
 ]
 
 #: Requests that only read, safe to repeat (docs/architecture.md, "Retries").
@@ -290,17 +292,19 @@ def plan_call(
         name = tool if isinstance(tool, str) or tool is None else tool.local_name
         idempotent = (method == "tools/call" and name is not None
                       and name in idempotent_tools)
-    if idempotency_key is True:
-        key: str | None = new_idempotency_key()
-    elif idempotency_key is False or idempotency_key is None:
-        key = None
-    else:
-        key = idempotency_key
     return RetryPlan(policy, method, idempotent=bool(idempotent), deadline=deadline,
-                     idempotency_key=key)
+                     idempotency_key=resolve_idempotency_key(idempotency_key))
 
 
 # --- idempotency keys ----------------------------------------------------------------
+
+
+def resolve_idempotency_key(idempotency_key: str | bool | None) -> str | None:
+    """The key a call carries: ``True`` a fresh one, ``None``/``False`` none, a string
+    itself."""
+    if idempotency_key is None or idempotency_key is False:
+        return None
+    return new_idempotency_key() if idempotency_key is True else idempotency_key
 
 
 def new_idempotency_key() -> str:
@@ -319,6 +323,17 @@ def with_idempotency_key(params: Mapping[str, Any] | None,
     kept = meta if isinstance(meta, Mapping) else {}
     out["_meta"] = {**kept, IDEMPOTENCY_META_KEY: key}
     return out
+
+
+def without_idempotency_key(params: dict[str, Any], key: str | None) -> dict[str, Any]:
+    """``params`` (mutated) with the key ``with_idempotency_key`` put in ``_meta`` taken
+    out again, and ``_meta`` with it when nothing else is left in it."""
+    meta = params.get("_meta")
+    if key is not None and isinstance(meta, dict) and meta.get(IDEMPOTENCY_META_KEY) == key:
+        del meta[IDEMPOTENCY_META_KEY]
+        if not meta:
+            del params["_meta"]
+    return params
 
 
 
