@@ -31,7 +31,6 @@ requests, calls in flight finish within the drain deadline, listen streams end.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -131,6 +130,49 @@ Handler = Callable[[Exchange], Awaitable["Reply | None"]]
 def _dropped(_note: dict[str, Any]) -> None:
     """Where a call's notifications go when its client takes JSON only (they would come
     before the answer, and a JSON answer has no room for them)."""
+
+
+class _LazyStream:
+    """A call's messages before its answer, as SSE events: the stream opens, and a task
+    writes them in order, only once the first one comes (most answers come alone, and
+    go out as JSON)."""
+
+    __slots__ = ("_http", "_queue", "_writer")
+
+    def __init__(self, http: Exchange) -> None:
+        self._http = http
+        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    @property
+    def opened(self) -> bool:
+        return self._writer is not None
+
+    def add(self, message: dict[str, Any]) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._writer = asyncio.ensure_future(self._write(self._queue))
+        self._queue.put_nowait(message)
+
+    async def _write(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        await self._http.open_stream(SSE_HEADERS)
+        while (message := await queue.get()) is not None:
+            await self._http.write(_sse(message))
+
+    async def finish(self, answer: dict[str, Any]) -> None:
+        """The messages that came, then the answer, last."""
+        assert self._queue is not None and self._writer is not None
+        self._queue.put_nowait(None)
+        await self._writer
+        await self._http.write(_sse(answer))
+
+    async def aclose(self) -> None:
+        """The request ended (or was cancelled): nothing more is written for it, and the
+        writer does not outlive it."""
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+            # Waited for, not awaited: its CancelledError is not this task's to swallow.
+            await asyncio.wait([self._writer])
 
 
 class HttpFace:
@@ -397,34 +439,22 @@ class HttpFace:
                                         Awaitable[dict[str, Any]]]) -> Reply | None:
         """A request answered from behind the gateway: as an SSE stream when the client
         accepts one and something (progress, a log message) comes before the answer, else
-        as JSON, so that an error keeps its status. ``answer(notify)`` runs it."""
+        as JSON, so that an error keeps its status. ``answer(notify)`` runs it, in this
+        task; a writer task exists only once a stream has to open."""
         # The client closing the exchange is the cancellation (2026-07-28).
         http.cancel_when_gone()
         if "text/event-stream" not in http.headers.get("accept", ""):
             return _answer(await answer(_dropped))
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        task = asyncio.ensure_future(answer(queue.put_nowait))
-        streaming = False
+        stream = _LazyStream(http)
         try:
-            while not task.done() or not queue.empty():
-                getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait([getter, task], return_when=asyncio.FIRST_COMPLETED)
-                if not getter.done():
-                    getter.cancel()
-                    continue
-                if not streaming:  # something to send before the answer: a stream
-                    streaming = True
-                    await http.open_stream(SSE_HEADERS)
-                await http.write(_sse(getter.result()))
-            if not streaming:
+            message = await answer(stream.add)
+            if not stream.opened:
                 # Nothing came before the answer: plain JSON, whose status can still say
                 # what an error is (-32021 is 400, an overload 429).
-                return _answer(task.result())
-            await http.write(_sse(task.result()))
+                return _answer(message)
+            await stream.finish(message)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stream.aclose()
         return None
 
     async def _legacy_call(self, http: Exchange, request: p.Request, session_id: str,
