@@ -9,8 +9,10 @@ Groups:
   Python: ``bytes.split``, ``orjson.loads`` per line, kind checks and a pending-dict pop.
 - ``scan-64k-*``: one 64 KiB response line, ``scan`` vs ``orjson.loads`` (prose text with
   an escape every ~100 bytes; JSON carried as text, an escape every ~6 bytes).
-- ``stamp-small`` / ``stamp-large``: one modern ``tools/call`` line with ``_meta``:
-  ``stamp_request`` on pre-serialized params vs ``orjson.dumps`` of the full request dict.
+- ``stamp-small`` / ``stamp-large`` / ``stamp-large-jsontext``: one modern ``tools/call``
+  line with ``_meta`` (64 KiB of prose, or of JSON carried as text, as an argument):
+  ``stamp_request`` on pre-serialized params (checked strictly, as the worker must before
+  writing them) vs ``orjson.dumps`` of the full request dict (which checks nothing).
 """
 
 from __future__ import annotations
@@ -147,6 +149,9 @@ def test_scan_64k_orjson(benchmark, text):
 STAMP_PARAMS = {
     "small": {"name": "search", "arguments": {"query": "rust simd json", "limit": 10}},
     "large": {"name": "write_file", "arguments": {"path": "/tmp/x", "content": LARGE_TEXT}},
+    # JSON carried as text: an escape every ~6 bytes.
+    "large-jsontext": {"name": "write_file",
+                       "arguments": {"path": "/tmp/x.json", "content": _jsontext(64 * 1024)}},
 }
 
 

@@ -88,6 +88,9 @@ pub struct Cursor<'a> {
     pub buf: &'a [u8],
     pub pos: usize,
     pub mode: Mode,
+    /// Whitespace bytes skipped so far: a value skipped while this stayed put holds none,
+    /// so it is already compact (what orjson and our own encoders write).
+    pub whitespace: usize,
 }
 
 #[inline]
@@ -97,17 +100,19 @@ fn is_ws(b: u8) -> bool {
 
 impl<'a> Cursor<'a> {
     pub fn new(buf: &'a [u8], mode: Mode) -> Self {
-        Cursor { buf, pos: 0, mode }
+        Cursor { buf, pos: 0, mode, whitespace: 0 }
     }
 
     #[inline]
     pub fn skip_ws(&mut self) {
+        let from = self.pos;
         while let Some(&b) = self.buf.get(self.pos) {
             if !is_ws(b) {
                 break;
             }
             self.pos += 1;
         }
+        self.whitespace += self.pos - from;
     }
 
     #[inline]

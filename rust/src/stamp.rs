@@ -28,20 +28,32 @@ fn bad(what: &str, e: JsonError) -> CodecError {
 }
 
 /// Check that `src` holds exactly one JSON value (whitespace around it allowed) nested
-/// under `depth` containers; return its kind and span.
-fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize, usize), CodecError> {
+/// under `depth` containers; return its kind, its span, and whether it is compact (no
+/// whitespace in it, see [`write_value`]).
+fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize, usize, bool), CodecError> {
     if let Err(e) = std::str::from_utf8(src) {
         return Err(CodecError(format!("{what}: invalid UTF-8 at byte {}", e.valid_up_to())));
     }
     let mut cur = Cursor::new(src, Mode::Strict);
-    let v = cur.skip_value(depth).map_err(|e| bad(what, e))?;
+    let (kind, s, e) = cur.skip_value(depth).map_err(|e| bad(what, e))?;
+    let compact = cur.whitespace == 0;
     cur.end().map_err(|e| bad(what, e))?;
-    Ok(v)
+    Ok((kind, s, e, compact))
 }
 
-/// Members of a JSON object: (decoded key, raw key span, value span), in one pass that
-/// also checks the whole value.
-type Members<'a> = Vec<(Cow<'a, str>, (usize, usize), (usize, usize))>;
+/// Append a value [`check_value`] or [`members`] checked: as it is when it is compact
+/// (one copy: the params a parent serialized with orjson always are), else compacted.
+fn write_value(out: &mut Vec<u8>, value: &[u8], compact: bool) {
+    if compact {
+        out.extend_from_slice(value);
+    } else {
+        write_compact(out, value);
+    }
+}
+
+/// Members of a JSON object: (decoded key, raw key span, value span, value compact), in
+/// one pass that also checks the whole value.
+type Members<'a> = Vec<(Cow<'a, str>, (usize, usize), (usize, usize), bool)>;
 
 fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Members<'a>, CodecError> {
     if let Err(e) = std::str::from_utf8(src) {
@@ -58,8 +70,9 @@ fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Members<'a>, C
     }
     let mut out = Vec::new();
     cur.object(|cur, key, key_span| {
+        let before = cur.whitespace;
         let (_, s, e) = cur.skip_value(depth + 1)?;
-        out.push((key, key_span, (s, e)));
+        out.push((key, key_span, (s, e), cur.whitespace == before));
         Ok(())
     })
     .map_err(|e| bad(what, e))?;
@@ -88,11 +101,11 @@ impl PreparedMeta {
         let mut keys = Vec::new();
         let mut body = Vec::with_capacity(meta.len());
         let mut without = Vec::with_capacity(meta.len());
-        for (k, (ks, ke), (vs, ve)) in members(meta, 2, "meta")? {
+        for (k, (ks, ke), (vs, ve), compact) in members(meta, 2, "meta")? {
             let mut member = Vec::with_capacity(ke - ks + ve - vs + 1);
             member.extend_from_slice(&meta[ks..ke]);
             member.push(b':');
-            write_compact(&mut member, &meta[vs..ve]);
+            write_value(&mut member, &meta[vs..ve], compact);
             for (target, skip) in [(&mut body, false), (&mut without, k == CALLER_OVERRIDABLE)] {
                 if skip {
                     continue;
@@ -200,7 +213,7 @@ fn write_stamped(
 
     let mut wrote_meta = false;
     if let Some(params) = params {
-        for (i, (k, (ks, ke), (s, e))) in members(params, 1, "params")?.into_iter().enumerate() {
+        for (i, (k, (ks, ke), (s, e), compact)) in members(params, 1, "params")?.into_iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -211,13 +224,13 @@ fn write_stamped(
                 wrote_meta = true;
                 let value = &params[s..e];
                 let caller = members(value, 2, "params._meta")?;
-                let overrides = caller.iter().any(|(ck, _, _)| ck == CALLER_OVERRIDABLE);
+                let overrides = caller.iter().any(|(ck, _, _, _)| ck == CALLER_OVERRIDABLE);
                 let stamped = if overrides { &stamp.body_without_overridable } else { &stamp.body };
                 out.extend_from_slice(b"\"_meta\":{");
                 out.extend_from_slice(stamped);
                 let mut empty = stamped.is_empty();
                 let mut overridden = false;
-                for (ck, (cks, cke), (cs, ce)) in caller {
+                for (ck, (cks, cke), (cs, ce), compact) in caller {
                     let keep = if ck == CALLER_OVERRIDABLE {
                         !std::mem::replace(&mut overridden, true) // the caller's first one
                     } else {
@@ -231,13 +244,13 @@ fn write_stamped(
                     }
                     out.extend_from_slice(&value[cks..cke]);
                     out.push(b':');
-                    write_compact(out, &value[cs..ce]);
+                    write_value(out, &value[cs..ce], compact);
                 }
                 out.push(b'}');
             } else {
                 out.extend_from_slice(&params[ks..ke]);
                 out.push(b':');
-                write_compact(out, &params[s..e]);
+                write_value(out, &params[s..e], compact);
             }
         }
         if !wrote_meta && out.last() != Some(&b'{') {
@@ -256,12 +269,12 @@ fn write_stamped(
 /// Append `,"params":<params>` for a plain request or notification.
 fn plain_params(out: &mut Vec<u8>, params: Option<&[u8]>) -> Result<(), CodecError> {
     if let Some(p) = params {
-        let (kind, s, e) = check_value(p, 1, "params")?;
+        let (kind, s, e, compact) = check_value(p, 1, "params")?;
         if !matches!(kind, ValueKind::Object | ValueKind::Array) {
             return Err(CodecError(format!("params must be a JSON object or array, not {}", kind.name())));
         }
         out.extend_from_slice(b",\"params\":");
-        write_compact(out, &p[s..e]);
+        write_value(out, &p[s..e], compact);
     }
     Ok(())
 }
@@ -304,11 +317,11 @@ pub fn encode_notification(method: &str, params: Option<&[u8]>) -> Result<Vec<u8
 
 /// A result response line.
 pub fn encode_result(id: &JsonId, result: &[u8]) -> Result<Vec<u8>, CodecError> {
-    let (_, s, e) = check_value(result, 1, "result")?;
+    let (_, s, e, compact) = check_value(result, 1, "result")?;
     let mut out = Vec::with_capacity(40 + result.len());
     head(&mut out, Some(id));
     out.extend_from_slice(b",\"result\":");
-    write_compact(&mut out, &result[s..e]);
+    write_value(&mut out, &result[s..e], compact);
     out.extend_from_slice(b"}\n");
     Ok(out)
 }
@@ -327,9 +340,9 @@ pub fn encode_error(id: Option<&JsonId>, code: i64, message: &str, data: Option<
     out.extend_from_slice(b",\"message\":");
     write_str(&mut out, message);
     if let Some(d) = data {
-        let (_, s, e) = check_value(d, 2, "data")?;
+        let (_, s, e, compact) = check_value(d, 2, "data")?;
         out.extend_from_slice(b",\"data\":");
-        write_compact(&mut out, &d[s..e]);
+        write_value(&mut out, &d[s..e], compact);
     }
     out.extend_from_slice(b"}}\n");
     Ok(out)
@@ -349,7 +362,7 @@ pub fn encode_error(id: Option<&JsonId>, code: i64, message: &str, data: Option<
 /// or `\/`).
 pub fn raw_member(src: &[u8], key: &str) -> Result<Option<(usize, usize)>, CodecError> {
     let mut found: Option<(usize, usize)> = None;
-    for (k, _, span) in members(src, 0, "json")? {
+    for (k, _, span, _) in members(src, 0, "json")? {
         if k == key {
             if found.is_some() {
                 return Err(CodecError(format!("json: duplicate top-level key {key:?}")));
@@ -427,6 +440,20 @@ mod tests {
         let out = stamp_request(&JsonId::Int(1), "m", Some(params), META).unwrap();
         assert_eq!(memchr::memchr(b'\n', &out), Some(out.len() - 1));
         assert!(text(out).contains(r#""a":[1,2],"s":"keep  spaces\n""#));
+    }
+
+    #[test]
+    fn compact_members_are_copied_and_the_rest_compacted_member_by_member() {
+        // One member written compactly, one with whitespace inside, one with whitespace
+        // only before it, and strings whose spaces are content: each comes out compact.
+        let params = br#"{"a":{"b":[1,2],"s":"x  y"},"c":{ "d" :1 },"e": [3],"_meta":{"k": "v  w"}}"#;
+        let out = text(stamp_request(&JsonId::Int(1), "m", Some(params), META).unwrap());
+        assert!(out.contains(r#""a":{"b":[1,2],"s":"x  y"},"c":{"d":1},"e":[3],"#), "{out}");
+        assert!(out.contains(r#""k":"v  w"}"#), "{out}");
+        assert_eq!(out.matches(" ").count(), 4, "only the strings' own spaces: {out}");
+        let compact = text(encode_request(&JsonId::Int(2), "m", Some(br#"{"q":[1,{"r":"s t"}]}"#)).unwrap());
+        let spaced = text(encode_request(&JsonId::Int(2), "m", Some(b"{ \"q\": [1, {\"r\": \"s t\"}] }")).unwrap());
+        assert_eq!(compact, spaced);
     }
 
     #[test]
