@@ -161,11 +161,66 @@ impl<'a> Cursor<'a> {
     }
 
     fn skip_string_body_with<const CTL: bool>(&mut self) -> JResult<bool> {
-        use crate::strscan::{is_special, mask16};
+        use crate::strscan::{block64, escaped_bytes};
         let buf = self.buf;
         let mut escaped = false;
-        // Every byte before `p` has been consumed.
+        // Every byte before `p` has been consumed, except that with `carry` set the byte
+        // at `p` is escaped by the backslash before it.
         let mut p = self.pos;
+        let mut carry = 0u64;
+        let mut quiet = 0usize;
+        // 64 bytes at a time: the first quote no backslash escapes ends the string. The
+        // escapes other than \" and \\ before it are checked one by one; a control byte
+        // (strict) hands the block to the 16-byte path, which says exactly what is wrong.
+        while let Some(block) = buf.get(p..p + 64) {
+            let m = block64::<CTL>(block.try_into().expect("64 bytes"));
+            if m.backslashes == 0 && carry == 0 {
+                if m.quotes | m.controls != 0 {
+                    break; // the end (or an error) is in this block: the 16-byte path finds it
+                }
+                p += 64;
+                quiet += 1;
+                if !CTL && quiet == QUIET_BLOCKS / 4 {
+                    quiet = 0;
+                    // A long plain stretch: let the wide memchr2 loop find its end.
+                    p = memchr::memchr2(b'"', b'\\', &buf[p..]).map_or(buf.len(), |i| p + i);
+                }
+                continue;
+            }
+            quiet = 0;
+            let carried = carry;
+            let escapes = escaped_bytes(m.backslashes, &mut carry);
+            let ends = m.quotes & !escapes;
+            let before_end = if ends == 0 { !0 } else { (ends & ends.wrapping_neg()) - 1 };
+            if m.controls & before_end != 0 {
+                carry = carried;
+                break;
+            }
+            escaped |= carried != 0 || m.backslashes & before_end != 0;
+            let mut to_check = escapes & !m.quotes & !m.backslashes & before_end;
+            while to_check != 0 {
+                // The backslash is the byte before (the previous block's last, for bit 0).
+                self.special_at(p + to_check.trailing_zeros() as usize - 1)?;
+                to_check &= to_check - 1;
+            }
+            if ends != 0 {
+                self.pos = p + ends.trailing_zeros() as usize + 1;
+                return Ok(escaped);
+            }
+            p += 64;
+        }
+        if carry != 0 {
+            // The escape the last whole block began: checked, then stepped over.
+            escaped = true;
+            p = self.special_at(p - 1)?.expect("a backslash starts an escape");
+        }
+        self.skip_string_tail::<CTL>(p, escaped)
+    }
+
+    /// The 16-byte path: the rest of a string body from `p` (no escape in progress).
+    fn skip_string_tail<const CTL: bool>(&mut self, mut p: usize, mut escaped: bool) -> JResult<bool> {
+        use crate::strscan::{is_special, mask16};
+        let buf = self.buf;
         let mut quiet = 0usize;
         loop {
             let Some(block) = buf.get(p..p + 16) else {
@@ -653,6 +708,48 @@ mod tests {
         let r = c.skip_value(0)?;
         c.end()?;
         Ok(r)
+    }
+
+    /// The 64-byte block path and the 16-byte path alone agree on every string body: where
+    /// it ends, whether it held an escape, and which error at which byte.
+    #[test]
+    fn block_path_agrees_with_the_16_byte_path() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet: &[&[u8]] = &[
+            b"a", b"a", b"a", b"a", b"\"", b"\\", b"\\\\", b"\\\"", b"\\n", b"\\u00e9", b"\\u12", b"\\x",
+            b"\x01", b"/", b"\\/", b"0", b"\xc3\xa9",
+        ];
+        for round in 0..30_000 {
+            let len = (next() % 300) as usize;
+            let mut body = Vec::with_capacity(len + 8);
+            // Mostly plain text with escapes, so that most bodies end past a block or two.
+            while body.len() < len {
+                let r = next() as usize;
+                body.extend_from_slice(if r % 4 != 0 { b"a" } else { alphabet[r / 4 % alphabet.len()] });
+            }
+            if round % 3 == 0 {
+                body.push(b'"');
+            }
+            for mode in [Mode::Fast, Mode::Strict] {
+                let run = |block_path: bool| {
+                    let mut c = Cursor::new(&body, mode);
+                    let r = match (block_path, mode) {
+                        (true, Mode::Strict) => c.skip_string_body_with::<true>(),
+                        (true, _) => c.skip_string_body_with::<false>(),
+                        (false, Mode::Strict) => c.skip_string_tail::<true>(0, false),
+                        (false, _) => c.skip_string_tail::<false>(0, false),
+                    };
+                    (r.map_err(|e| e.to_string()), c.pos)
+                };
+                assert_eq!(run(true), run(false), "{mode:?} {:?}", String::from_utf8_lossy(&body));
+            }
+        }
     }
 
     #[test]
