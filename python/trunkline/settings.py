@@ -102,6 +102,11 @@ class HostSettings:
     #: that uses its block up is replaced (2**32 of them: 2**21 connections stay below
     #: 2**53, which JavaScript servers read exactly).
     request_ids_per_connection: int = 1 << 32
+    #: How workers start (``parent.launchers``): ``"zygote"``, forks of one worker template
+    #: per host, which start in milliseconds and share the template's memory (Linux 5.3+
+    #: for pidfds; elsewhere it falls back to spawning, with a warning), or ``"spawn"``,
+    #: a fresh interpreter each.
+    worker_start: str = "zygote"
 
     def __post_init__(self) -> None:
         # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
@@ -110,6 +115,9 @@ class HostSettings:
                 f"max_frame_bytes ({self.max_frame_bytes}) must exceed max_line_bytes "
                 f"({self.max_line_bytes}) by at least 64 bytes of frame head"
             )
+        if self.worker_start not in ("spawn", "zygote"):
+            raise ConfigurationError(
+                f"worker_start must be 'spawn' or 'zygote', not {self.worker_start!r}")
         if not (self.close_wait_s >= 0 and self.term_wait_s >= 0):
             raise ConfigurationError("the stop ladder's waits must not be negative")
 

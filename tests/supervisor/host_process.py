@@ -1,7 +1,8 @@
 """A host process for the orphan test: starts a Supervisor with the servers named on the
-command line (scripted peers), prints one JSON line with the pids of its workers and
-their servers, then waits forever. The test SIGKILLs this process and checks that no
-worker or server survives it."""
+command line (scripted peers; workers started as the second argument says, ``spawn`` by
+default), prints one JSON line with the pids of its workers and their servers, then waits
+forever. The test SIGKILLs this process and checks that no worker or server survives
+it."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ import sys
 from pathlib import Path
 
 from trunkline.parent.supervisor import Supervisor
-from trunkline.settings import ServerConfig
+from trunkline.settings import HostSettings, ServerConfig
 from trunkline.params import stdio
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 
 
-async def main(count: int) -> None:
-    sup = Supervisor()
+async def main(count: int, start: str) -> None:
+    sup = Supervisor(HostSettings(worker_start=start))
     configs = [ServerConfig(f"s{i}", stdio(sys.executable, str(PEERS / "scripted.py")))
                for i in range(count)]
     statuses = await sup.add_many(configs)
@@ -32,4 +33,4 @@ async def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1])))
+    asyncio.run(main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "spawn"))

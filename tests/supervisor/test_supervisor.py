@@ -5,6 +5,7 @@ process, descriptor, thread or pending call."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -31,6 +32,13 @@ from trunkline.settings import HostSettings, RestartPolicy, ServerConfig
 FAST_RESTART = RestartPolicy(base_s=0.001, cap_s=0.01, max_restarts=10_000, window_s=1.0)
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=10.0),
                         restart=FAST_RESTART)
+#: Both ways a worker starts (``HostSettings.worker_start``): the tests that are about
+#: worker processes run with each.
+STARTS = pytest.mark.parametrize("start", ["spawn", "zygote"])
+
+
+def settings(start: str) -> HostSettings:
+    return dataclasses.replace(SETTINGS, worker_start=start)
 
 
 def echo_params(text: str) -> bytes:
@@ -61,9 +69,10 @@ def process_alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] != b"Z"
 
 
-def test_routes_each_call_to_its_server_and_reports_state(no_leaks):
+@STARTS
+def test_routes_each_call_to_its_server_and_reports_state(no_leaks, start):
     async def main():
-        async with Supervisor(SETTINGS) as sup:
+        async with Supervisor(settings(start)) as sup:
             statuses = await sup.add_many(
                 ServerConfig(f"s{i}", scripted("--name", f"peer-{i}")) for i in range(3))
             assert [s.state for s in statuses] == [ServerState.READY] * 3
@@ -89,10 +98,11 @@ def test_thousands_of_concurrent_calls_each_matched_once(no_leaks):
     run(main())
 
 
+@STARTS
 @pytest.mark.parametrize("victim", ["server", "worker"])
-def test_kill_9_one_server_or_worker_mid_call_others_unaffected(no_leaks, victim):
+def test_kill_9_one_server_or_worker_mid_call_others_unaffected(no_leaks, victim, start):
     async def main():
-        async with Supervisor(SETTINGS) as sup:
+        async with Supervisor(settings(start)) as sup:
             await sup.add_many(ServerConfig(f"s{i}", scripted()) for i in range(3))
             doomed = sup.handle("s0").status()
             # Calls that are certainly in flight on s0 when it dies.
@@ -118,9 +128,10 @@ def test_kill_9_one_server_or_worker_mid_call_others_unaffected(no_leaks, victim
     run(main())
 
 
-def test_transport_lost_carries_exit_code_and_stderr_tail(no_leaks):
+@STARTS
+def test_transport_lost_carries_exit_code_and_stderr_tail(no_leaks, start):
     async def main():
-        async with Supervisor(SETTINGS) as sup:
+        async with Supervisor(settings(start)) as sup:
             await sup.add(ServerConfig("c", scripted("--stderr-flood", "4k")))
             with pytest.raises(TransportLost) as info:
                 await sup.request("c", "tools/call",
@@ -130,11 +141,12 @@ def test_transport_lost_carries_exit_code_and_stderr_tail(no_leaks):
     run(main())
 
 
-def test_200_crash_restart_cycles_leak_nothing():
+@STARTS
+def test_200_crash_restart_cycles_leak_nothing(start):
     """After 200 crash/restart cycles the parent has the same child processes, open file
-    descriptors and threads as before."""
+    descriptors (a forked worker's pidfd among them) and threads as before."""
     async def main():
-        async with Supervisor(SETTINGS) as sup:
+        async with Supervisor(settings(start)) as sup:
             await sup.add(ServerConfig("crashy", scripted()))
             await asyncio.sleep(0.2)
             before = (child_pids(), open_fds(), threading.active_count())
@@ -155,9 +167,10 @@ def test_200_crash_restart_cycles_leak_nothing():
     run(main(), timeout=600)
 
 
-def test_sigkill_of_the_host_leaves_no_worker_or_server():
+@STARTS
+def test_sigkill_of_the_host_leaves_no_worker_or_server(start):
     host = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("host_process.py")), "3"],
+        [sys.executable, str(Path(__file__).with_name("host_process.py")), "3", start],
         stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         info = json.loads(host.stdout.readline())
@@ -227,9 +240,10 @@ def test_refused_server_is_unavailable_without_restart_and_isolated(no_leaks):
     run(main())
 
 
-def test_spawn_failure_is_reported(no_leaks):
+@STARTS
+def test_spawn_failure_is_reported(no_leaks, start):
     async def main():
-        async with Supervisor(SETTINGS) as sup:
+        async with Supervisor(settings(start)) as sup:
             from trunkline.params import stdio
             status = await sup.add(ServerConfig("ghost", stdio("/nonexistent/mcp-server")))
             assert status.state is ServerState.UNAVAILABLE
@@ -283,9 +297,10 @@ def test_calls_wait_for_a_restart_within_their_timeout(no_leaks):
     run(main())
 
 
-def test_shutdown_of_a_stubborn_server_is_bounded(no_leaks):
+@STARTS
+def test_shutdown_of_a_stubborn_server_is_bounded(no_leaks, start):
     async def main():
-        sup = Supervisor(SETTINGS)
+        sup = Supervisor(settings(start))
         await sup.add(ServerConfig("stubborn", scripted("--ignore-eof", "--ignore-sigterm")))
         status = sup.handle("stubborn").status()
         await sup.aclose()  # bounded: run() below fails the test if it hangs

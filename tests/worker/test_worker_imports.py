@@ -16,9 +16,9 @@ NOT_IN_A_STDIO_WORKER = ("aiohttp", "jsonschema", "rich", "uvicorn", "httptools"
                          "importlib.metadata", "email", "zipfile", "csv")
 
 
-def test_a_stdio_worker_loads_nothing_it_does_not_use():
+def test_a_stdio_worker_and_the_worker_template_load_nothing_a_worker_does_not_use():
     code = ("import sys, trunkline.worker.__main__, trunkline.worker.worker, "
-            "trunkline.worker.transports.stdio\n"
+            "trunkline.worker.transports.stdio, trunkline.worker.zygote\n"
             f"print(','.join(m for m in {NOT_IN_A_STDIO_WORKER!r} if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()

@@ -1,10 +1,11 @@
 """One worker process of one server, and everything that dies with it.
 
-A ``Generation`` is the parent's view of one worker: the process (a fresh interpreter:
-spawn, never fork of a threaded parent), the duplex channel to it, the calls in flight
-through it (a correlator and the codec's RESULT demultiplexer, one deadline timer for all
-of them), its last state report and counters, and the tasks answering its server's own
-requests. When the worker ends, all of it ends; the next worker is a new generation.
+A ``Generation`` is the parent's view of one worker: the process (a fresh interpreter, or
+a fork of the worker template: ``launchers``; never a fork of the host), the duplex
+channel to it, the calls in flight through it (a correlator and the codec's RESULT
+demultiplexer, one deadline timer for all of them), its last state report and counters,
+and the tasks answering its server's own requests. When the worker ends, all of it ends;
+the next worker is a new generation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import contextlib
 import os
 import signal
 import socket
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..errors import TrunklineError
 from ..loop.batching import TickBatcher
 from ..loop.deadlines import DeadlineTimer
 from ..loop.tasks import TaskScope
+from .launchers import Launcher, WorkerProcess
 
 #: Socket buffers of the channel: room for many 64 KiB results per wake-up.
 _CHANNEL_BUFFER_BYTES = 4 << 20
@@ -39,7 +40,7 @@ class Generation:
         self.out = TickBatcher(loop)
         self.deadlines = DeadlineTimer(loop, self.calls, lambda due: on_expired(self, due))
         self.scope = TaskScope(f"server {server!r} worker {number}")
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: WorkerProcess | None = None
         self.channel: asyncio.Transport | None = None
         self.watcher: asyncio.Task[Any] | None = None
         self.report: ch.StateReport | None = None
@@ -56,30 +57,20 @@ class Generation:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    async def launch(self, spec: ch.WorkerSpec) -> socket.socket:
-        """Start the worker process with its specification on stdin. Returns the parent's
-        end of the channel (for ``connect``). Raises ``OSError`` if it cannot start."""
+    async def launch(self, launcher: Launcher, spec: ch.WorkerSpec) -> socket.socket:
+        """Start the worker process (``launchers``). Returns the parent's end of the
+        channel (for ``connect``). Raises ``OSError`` if it cannot start."""
         parent_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         for end in (parent_end, worker_end):
             end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _CHANNEL_BUFFER_BYTES)
             end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _CHANNEL_BUFFER_BYTES)
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "trunkline.worker", str(worker_end.fileno()),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
-                pass_fds=(worker_end.fileno(),),
-                # Its own session: a Ctrl-C aimed at the host reaches the host only, and
-                # the host stops its workers in order.
-                start_new_session=True,
-            )
+            self.process = await launcher.launch(spec, worker_end)
         except BaseException:
             parent_end.close()
             raise
         finally:
             worker_end.close()  # the worker holds its own copy now
-        assert self.process.stdin is not None
-        self.process.stdin.write(spec.to_bytes())
-        self.process.stdin.close()
         return parent_end
 
     async def connect(self, parent_end: socket.socket,

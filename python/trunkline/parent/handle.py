@@ -38,6 +38,7 @@ from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
 from .call_notices import CallNotices
 from .generation import Generation
+from .launchers import Launcher, SpawnLauncher
 from .relay import ServerRequestRelay
 from .resource_watch import ResourceWatchers
 from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
@@ -108,9 +109,11 @@ class WorkerHandle:
                  *, on_state: Callable[[WorkerHandle], None] | None = None,
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
                  on_log: Callable[[str, dict[str, Any]], None] | None = None,
-                 input_handlers: Mapping[str, InputHandler] | None = None) -> None:
+                 input_handlers: Mapping[str, InputHandler] | None = None,
+                 launcher: Launcher | None = None) -> None:
         self.config = config
         self.settings = settings
+        self._launcher = launcher or SpawnLauncher()
         self._on_state = on_state
         self._on_list_changed = on_list_changed
         self._on_log = on_log
@@ -345,7 +348,7 @@ class WorkerHandle:
         self.report = None
         self._set_state(ServerState.STARTING)
         try:
-            parent_end = await gen.launch(self._spec(gen.number))
+            parent_end = await gen.launch(self._launcher, self._spec(gen.number))
         except OSError as exc:
             gen.ending = gen.gone = True
             self.reason = f"could not start the worker process: {exc}"

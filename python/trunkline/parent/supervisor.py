@@ -18,6 +18,7 @@ from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, RestartPolicy, ServerConfig
 from .handle import ServerStatus, WorkerHandle
+from .launchers import launcher_for
 
 
 class Supervisor:
@@ -37,6 +38,7 @@ class Supervisor:
         self._on_log = on_log
         self._input_handlers = dict(input_handlers or {})
         self._handles: dict[str, WorkerHandle] = {}
+        self._launcher = launcher_for(self.settings.worker_start)
 
     async def add(self, config: ServerConfig) -> ServerStatus:
         return (await self.add_many([config]))[0]
@@ -50,7 +52,7 @@ class Supervisor:
                 raise ConfigurationError(f"server {name!r} is already configured")
         handles = [WorkerHandle(c, self.settings, self._rng, on_state=self._on_state,
                                 on_list_changed=self._on_list_changed, on_log=self._on_log,
-                                input_handlers=self._input_handlers)
+                                input_handlers=self._input_handlers, launcher=self._launcher)
                    for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle
@@ -86,6 +88,7 @@ class Supervisor:
         # Every handle is closed, whatever another one's close raised.
         await asyncio.gather(*(h.aclose() for h in self._handles.values()),
                              return_exceptions=True)
+        await self._launcher.aclose()
 
     async def __aenter__(self) -> Supervisor:
         return self

@@ -2,7 +2,8 @@
 
 It reads its ``WorkerSpec`` from stdin, then talks to the parent over the socket
 inherited as ``FD``. Started by the parent only, with a fresh interpreter (spawn, never a
-fork of a threaded parent).
+fork of a threaded parent), or forked by the worker template (``zygote``), which runs
+``run`` in the child.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ def _install_loop() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def main(argv: list[str]) -> int:
-    die_with_parent()  # the server's process group is stopped before we exit
-    fd = int(argv[1])
+def run(spec: bytes, fd: int) -> int:
+    """A worker's whole life, from its specification and its end of the channel, in a
+    fresh interpreter or a fork of the template (``zygote``)."""
     try:
-        worker = Worker(WorkerSpec.from_bytes(sys.stdin.buffer.read()))
+        worker = Worker(WorkerSpec.from_bytes(spec))
     except Exception as exc:  # a broken parent/worker pairing: say so loudly
         print(f"trunkline worker: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
@@ -44,6 +45,11 @@ def main(argv: list[str]) -> int:
         prof.dump_stats(os.path.join(profile_dir, f"worker-{os.getpid()}.prof"))
         return code
     return asyncio.run(worker.run(sock))
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()  # the server's process group is stopped before we exit
+    return run(sys.stdin.buffer.read(), int(argv[1]))
 
 
 if __name__ == "__main__":
