@@ -714,13 +714,7 @@ mod tests {
     /// it ends, whether it held an escape, and which error at which byte.
     #[test]
     fn block_path_agrees_with_the_16_byte_path() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x2545_f491_4f6c_dd1du64);
         let alphabet: &[&[u8]] = &[
             b"a", b"a", b"a", b"a", b"\"", b"\\", b"\\\\", b"\\\"", b"\\n", b"\\u00e9", b"\\u12", b"\\x",
             b"\x01", b"/", b"\\/", b"0", b"\xc3\xa9",

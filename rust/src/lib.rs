@@ -27,3 +27,19 @@ mod strscan;
 
 #[cfg(feature = "python")]
 mod py;
+
+/// What several modules' tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A small deterministic pseudo-random generator (xorshift64) for randomized tests
+    /// that must fail the same way every run.
+    pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+}

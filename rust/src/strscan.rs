@@ -135,13 +135,7 @@ mod tests {
 
     #[test]
     fn escaped_bytes_agrees_with_the_byte_by_byte_definition() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..20_000 {
             let mut block = [b'a'; 64];
             // Dense, sparse and all-backslash blocks, with runs crossing the ends.

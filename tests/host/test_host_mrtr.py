@@ -25,21 +25,29 @@ def wire(tap, direction):
     return taplog.lines(tap, direction)
 
 
-def test_sampling_then_elicitation_rounds_carry_request_state_byte_for_byte(tap, no_leaks):
-    asked: list[tuple[str, dict]] = []
-
+def answering_host(asked: list[tuple[str, dict]] | None = None) -> Host:
+    """A host that answers sampling with "4" and elicitation with a name, noting each
+    question in ``asked``."""
     async def sample(params):
-        asked.append(("sampling", params))
+        if asked is not None:
+            asked.append(("sampling", params))
         return {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
 
     async def elicit(params):
-        asked.append(("elicitation", params))
+        if asked is not None:
+            asked.append(("elicitation", params))
         return {"action": "accept", "content": {"name": "Ada"}}
 
+    return Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
+                input_handlers={"sampling/createMessage": sample,
+                                "elicitation/create": elicit})
+
+
+def test_sampling_then_elicitation_rounds_carry_request_state_byte_for_byte(tap, no_leaks):
+    asked: list[tuple[str, dict]] = []
+
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
-                        input_handlers={"sampling/createMessage": sample,
-                                        "elicitation/create": elicit}) as host:
+        async with answering_host(asked) as host:
             await host.add_server("s", scripted(tap=tap))
             result = await host.call_tool("ask", {})
             final = orjson.loads(result.text)
@@ -69,16 +77,8 @@ def test_sampling_then_elicitation_rounds_carry_request_state_byte_for_byte(tap,
 def test_an_idempotency_key_is_sent_with_the_request_and_not_with_its_rounds(tap, no_leaks):
     """A round is the same call with answers, not a repeat of the request: a server that
     deduplicates by key must not answer it with the first round's ``input_required``."""
-    async def sample(params):
-        return {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
-
-    async def elicit(params):
-        return {"action": "accept", "content": {"name": "Ada"}}
-
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
-                        input_handlers={"sampling/createMessage": sample,
-                                        "elicitation/create": elicit}) as host:
+        async with answering_host() as host:
             await host.add_server("s", scripted(tap=tap))
             result = await host.call_tool("ask", {}, idempotency_key="order-7")
             assert orjson.loads(result.text)["rounds"] == 2
