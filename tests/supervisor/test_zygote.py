@@ -12,7 +12,11 @@ import signal
 import orjson
 import pytest
 from conftest import child_pids, group_alive, run, scripted
+from httppeers import http_peer  # noqa: F401  (a fixture)
 from test_supervisor import echo, process_alive, settings, wait_state
+
+import httppeers
+from trunkline import http
 
 from trunkline.channel import ServerState
 from trunkline.errors import TransportLost
@@ -94,4 +98,27 @@ def test_a_template_that_cannot_start_leaves_the_server_unavailable(no_leaks, mo
             status = await sup.add(ServerConfig("s", scripted()))
             assert status.state is ServerState.UNAVAILABLE
             assert "could not start the worker process" in status.reason
+    run(main())
+
+
+def test_http_and_stdio_workers_come_from_the_same_template(no_leaks, http_peer):
+    """The template imports a Streamable HTTP worker's transport (aiohttp) before the
+    first such fork; stdio and HTTP workers alike are its children and work."""
+    argv, env = httppeers.scripted()
+    peer = http_peer(argv, env)
+
+    async def main():
+        async with Supervisor(settings("zygote")) as sup:
+            statuses = await sup.add_many([
+                ServerConfig("local", scripted()),
+                ServerConfig("remote1", http(peer.url)),
+                ServerConfig("remote2", http(peer.url)),
+            ])
+            assert {s.state for s in statuses} == {ServerState.READY}
+            assert len({ppid_of(s.worker_pid) for s in statuses}) == 1
+            assert await echo(sup, "local", "here") == "here"
+            for name in ("remote1", "remote2"):
+                reply = await sup.request(name, "tools/call", orjson.dumps(
+                    {"name": "echo", "arguments": {"text": name}}), timeout=30)
+                assert reply.decode()["content"][0]["text"] == name
     run(main())

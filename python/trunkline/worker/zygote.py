@@ -9,8 +9,9 @@ Rules:
 
 1. The template never runs an event loop or starts a thread, so a fork of it is as clean
    as a fresh interpreter. (The host itself is never forked: it has both.) Its heap is
-   frozen (``gc.freeze``) before the first fork, so no collection dirties the shared
-   pages.
+   frozen (``gc.freeze``) before each fork, so no collection dirties the shared pages.
+   It imports what a stdio worker runs at start, and what a Streamable HTTP worker runs
+   (aiohttp) before the first one it forks.
 2. Messages over the control socket ``FD`` (``SOCK_SEQPACKET``, one message each; the
    first byte says what it is), answered in order:
 
@@ -37,7 +38,9 @@ import socket
 import sys
 import traceback
 
+from ..channel import WorkerSpec
 from ..lifetime import die_with_parent
+from ..params import HttpParams
 from . import __main__ as entry
 from .transports import stdio as _stdio  # noqa: F401 - what every stdio worker runs
 
@@ -49,6 +52,20 @@ except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
 #: A WorkerSpec is a few kB; this is room for any configuration.
 MAX_MESSAGE_BYTES = 1 << 20
 EXIT_CHILD_FAILED = 70
+
+
+def _import_what_it_runs(spec: bytes) -> None:
+    """A Streamable HTTP worker runs aiohttp: imported here once, before the first such
+    fork, rather than after every one of them. (A spec that does not decode is the
+    child's to report.)"""
+    if "trunkline.worker.transports.http" in sys.modules:
+        return
+    try:
+        params = WorkerSpec.from_bytes(spec).server.params
+    except Exception:  # noqa: BLE001
+        return
+    if isinstance(params, HttpParams):
+        from .transports import http as _http  # noqa: F401
 
 
 def _child(spec: bytes, fd: int, inherited: list[int], template: int) -> None:
@@ -84,7 +101,6 @@ class Template:
     def serve(self) -> None:
         signal.set_wakeup_fd(self._wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select via the pipe
-        gc.freeze()
         while True:
             try:
                 readable, _, _ = select.select([self._control, self._wake_r], [], [])
@@ -104,6 +120,7 @@ class Template:
                 if not message:
                     return  # the host closed its end: the template's work is done
                 if message[:1] == b"S" and len(fds) == 1:
+                    _import_what_it_runs(message[1:])
                     self._fork(message[1:], fds[0])
                 else:
                     for fd in fds:
@@ -111,6 +128,7 @@ class Template:
                     self._control.send(b"F" + b"unknown request")
 
     def _fork(self, spec: bytes, fd: int) -> None:
+        gc.freeze()  # everything imported so far, shared with the child as it is
         try:
             pid = os.fork()
         except OSError as exc:
