@@ -10,7 +10,6 @@ the input rounds of a multi round-trip request. The result's checks are ``Result
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -119,7 +118,7 @@ class CallPath:
         """The decoded, complete result of one ``tools/call`` (its checks are the
         caller's), or ``InputRequired`` when ``call_input`` relays the rounds."""
         timeout = self.timeout_for(handle, timeout)
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = handle.now() + timeout
         key = resolve_idempotency_key(idempotency_key)
         params, asking = _prepared(handle, {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))},
@@ -152,7 +151,7 @@ class CallPath:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
         timeout; the result as sent (or ``InputRequired``, relayed)."""
         timeout = self.timeout_for(handle, timeout)
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = handle.now() + timeout
         params, asking = _prepared(handle, dict(body), None, call_input, None, log_level,
                                    on_log)
         try:

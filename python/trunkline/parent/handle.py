@@ -226,6 +226,11 @@ class WorkerHandle:
 
     # -- calls -------------------------------------------------------------------------
 
+    def now(self) -> float:
+        """The loop's clock, read without ``asyncio.get_running_loop()``, which costs a
+        ``getpid()`` system call (the call path reads the clock once per call)."""
+        return (self._loop or asyncio.get_running_loop()).time()
+
     async def request(self, method: str, params: bytes | None, *, timeout: float) -> Reply:
         """Send one request through the worker; the hot path of the whole host.
 
