@@ -566,17 +566,21 @@ def run_scenario(
     return _run_on_loop(cls.event_loop, drive(cls(), scenario, calls))
 
 
+def fresh_round(argv: Sequence[str], what: str, timeout: float = 900) -> dict[str, Any]:
+    """Run one round as ``argv``, a fresh interpreter that prints its result as the last
+    line of its output, in JSON; that result. (The benchmarks' rounds run this way so that
+    no earlier round's heap, threads or processes weigh on the next.)"""
+    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} round failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
 def _run_in_subprocess(python: Path, client_name: str, scenario: Scenario, calls: int) -> RunResult:
     shape = scenario.name  # parse_scenario() turns it back into the same shape
-    proc = subprocess.run(
+    return RunResult(**fresh_round(
         [str(python), str(Path(__file__).resolve()), "run", client_name, shape, "--calls", str(calls), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{client_name} {shape} round under {python} failed:\n{proc.stderr[-4000:]}")
-    return RunResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
+        f"{client_name} {shape} under {python}"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -164,13 +164,10 @@ def run_round(upstreams: int, inflight: int, calls: int, *, isolate: bool) -> St
     """One round; with ``isolate`` in a fresh interpreter (as ``fanout.run_scenario``)."""
     if not isolate:
         return fanout._run_on_loop("uvloop", drive(upstreams, inflight, calls))
-    proc = subprocess.run(
+    return StdioResult(**fanout.fresh_round(
         [sys.executable, str(Path(__file__).resolve()), "run", "--upstreams", str(upstreams),
          "--inflight", str(inflight), "--calls", str(calls), "--json"],
-        capture_output=True, text=True, check=False, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"gateway stdio round failed:\n{proc.stderr[-4000:]}")
-    return StdioResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
+        "gateway stdio", timeout=600))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,14 +114,9 @@ async def measure(start: str, servers: int, calls: int, inflight: int) -> ScaleR
 
 def run_round(start: str, servers: int, calls: int, inflight: int) -> ScaleResult:
     """One round in a fresh interpreter (no earlier round's heap or processes)."""
-    import subprocess
-    proc = subprocess.run(
+    return ScaleResult(**fanout.fresh_round(
         [sys.executable, str(Path(__file__).resolve()), str(servers), "--calls", str(calls),
-         "--inflight", str(inflight), "--start", start],
-        capture_output=True, text=True, check=False, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"scale round failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return ScaleResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
+         "--inflight", str(inflight), "--start", start], f"scale {start} {servers}"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,11 +136,8 @@ class CallPath:
                 await self._relist(handle.name)
                 reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                          entry, idempotent)
-            result = reply.decode(server=handle.name, method="tools/call")
-            if _asks_for_input(result):
-                return await self._input(handle, "tools/call", params, key, result, reply,
-                                         timeout, call_input)
-            return result
+            return await self._completed(handle, "tools/call", params, key, reply, timeout,
+                                         call_input)
         finally:
             if asking is not None:
                 asking.stop()
@@ -149,17 +146,15 @@ class CallPath:
                    timeout: float | None, call_input: CallInput | None = None, *,
                    log_level: str | None = None, on_log: LogCallback | None = None) -> Any:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
-        timeout; the result as sent (or ``InputRequired``, relayed)."""
+        timeout; the result as sent (or ``InputRequired``, relayed). ``body`` is the
+        caller's to give: what the read asks is written into it."""
         timeout = self.timeout_for(handle, timeout)
         deadline = handle.now() + timeout
-        params, asking = _prepared(handle, dict(body), None, call_input, None, log_level,
-                                   on_log)
+        params, asking = _prepared(handle, body, None, call_input, None, log_level, on_log)
         try:
             reply = await self._send(handle, method, params, timeout, deadline)
-            result = reply.decode(server=handle.name, method=method)
-            if _asks_for_input(result):
-                result = await self._input(handle, method, params, None, result, reply,
-                                           timeout, call_input)
+            result = await self._completed(handle, method, params, None, reply, timeout,
+                                           call_input)
         finally:
             if asking is not None:
                 asking.stop()
@@ -184,13 +179,16 @@ class CallPath:
             return await run_with_retries(_Resend(handle, method, params, timeout), plan,
                                           first_failure=exc)
 
-    async def _input(self, handle: WorkerHandle, method: str, params: bytes, key: str | None,
-                     result: dict[str, Any], reply: Reply, timeout: float,
-                     call_input: CallInput | None) -> Any:
-        """The server answered ``input_required``: relay it (a gateway's client answers),
-        or complete the rounds here, each round resending the request as the caller made
-        it (without this round's answers, and without the idempotency key: a round is not
-        a repeat of the same request)."""
+    async def _completed(self, handle: WorkerHandle, method: str, params: bytes,
+                         key: str | None, reply: Reply, timeout: float,
+                         call_input: CallInput | None) -> Any:
+        """The decoded result; when the server answered ``input_required``, relayed (a
+        gateway's client answers) or completed here, each round resending the request as
+        the caller made it (without this round's answers, and without the idempotency key:
+        a round is not a repeat of the same request)."""
+        result = reply.decode(server=handle.name, method=method)
+        if type(result) is not dict or result.get("resultType") != "input_required":
+            return result
         if call_input is not None and call_input.relay:
             return InputRequired(result, handle.name)
         original = {k: v for k, v in orjson.loads(params).items()
@@ -227,7 +225,3 @@ def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
     object each call in flight holds, so a call holds as few as it can."""
     asking = _Asking.start(handle, body, call_input, on_progress, log_level, on_log)
     return orjson.dumps(body if key is None else with_idempotency_key(body, key)), asking
-
-
-def _asks_for_input(result: Any) -> bool:
-    return type(result) is dict and result.get("resultType") == "input_required"
