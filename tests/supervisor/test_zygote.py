@@ -102,7 +102,7 @@ def test_a_template_that_cannot_start_leaves_the_server_unavailable(no_leaks, mo
 
 
 def test_http_and_stdio_workers_come_from_the_same_template(no_leaks, http_peer):
-    """The template imports a Streamable HTTP worker's transport (aiohttp) before the
+    """The template imports a Streamable HTTP worker's transport (httptools) before the
     first such fork; stdio and HTTP workers alike are its children and work."""
     argv, env = httppeers.scripted()
     peer = http_peer(argv, env)

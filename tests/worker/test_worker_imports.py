@@ -25,5 +25,16 @@ def test_a_stdio_worker_and_the_worker_template_load_nothing_a_worker_does_not_u
     assert loaded == "", f"a stdio worker imports {loaded}"
 
 
+def test_a_streamable_http_worker_loads_its_own_small_client_and_no_general_one():
+    """aiohttp stays the gateway's and the tests' business: an HTTP worker speaks HTTP/1.1
+    through ``http_client`` (httptools' parser), which costs it less per request."""
+    code = ("import sys, trunkline.worker.__main__, trunkline.worker.transports.http\n"
+            "print(','.join(m for m in ('aiohttp', 'jsonschema', 'rich', 'uvicorn') "
+            "if m in sys.modules), 'httptools' in sys.modules)")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert loaded == ["True"], f"an HTTP worker imports {loaded}"
+
+
 def test_the_version_is_the_one_written_in_cargo_toml_and_given_to_the_distribution():
     assert trunkline.__version__ == _codec.VERSION == importlib.metadata.version("trunkline")

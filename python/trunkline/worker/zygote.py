@@ -11,7 +11,7 @@ Rules:
    as a fresh interpreter. (The host itself is never forked: it has both.) Its heap is
    frozen (``gc.freeze``) before each fork, so no collection dirties the shared pages.
    It imports what a stdio worker runs at start, and what a Streamable HTTP worker runs
-   (aiohttp) before the first one it forks.
+   (its HTTP client, httptools) before the first one it forks.
 2. Messages over the control socket ``FD`` (``SOCK_SEQPACKET``, one message each; the
    first byte says what it is), answered in order:
 
@@ -55,8 +55,8 @@ EXIT_CHILD_FAILED = 70
 
 
 def _import_what_it_runs(spec: bytes) -> None:
-    """A Streamable HTTP worker runs aiohttp: imported here once, before the first such
-    fork, rather than after every one of them. (A spec that does not decode is the
+    """A Streamable HTTP worker runs its transport and HTTP client (httptools): imported
+    here once, before the first such fork, rather than after every one of them. (A spec that does not decode is the
     child's to report.)"""
     if "trunkline.worker.transports.http" in sys.modules:
         return

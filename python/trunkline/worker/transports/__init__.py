@@ -10,7 +10,7 @@ from typing import Any
 #: Where a log message or a (legacy) server's own request from a request's HTTP response
 #: stream carries that request's progress token on its way through the worker, which
 #: takes it out again (``channel.Notice.stream``, ``channel.ServerRequest.stream``). Here,
-#: not in ``http``, so the readers need no aiohttp.
+#: not in ``http``, so the readers need no HTTP client.
 STREAM_TAG = "dev.trunkline/stream"
 
 

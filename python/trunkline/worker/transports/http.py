@@ -2,11 +2,12 @@
 
 To the ``Peer`` it looks like the stdio transport: ``write`` takes newline-terminated
 JSON-RPC lines, ``on_data`` receives them. Underneath, every request is its own HTTP
-exchange (MCP 2026-07-28, basic/transports/streamable-http): its answer comes back as one JSON body or as a per-request SSE
-stream carrying that request's notifications (progress, logs) and then its response. What
-HTTP adds is reported per request through ``on_failed(request_id, error)``: a status
-without a JSON-RPC answer, an authentication challenge, a broken stream. Only that request
-is lost; the others and the transport carry on.
+exchange (MCP 2026-07-28, basic/transports/streamable-http): its answer comes back as one
+JSON body or as a per-request SSE stream carrying that request's notifications (progress,
+logs) and then its response. What HTTP adds is reported per request through
+``on_failed(request_id, error)``: a status without a JSON-RPC answer, an authentication
+challenge, a broken stream. Only that request is lost; the others and the transport carry
+on. HTTP/1.1 itself is ``http_client``'s.
 
 The transport derives the HTTP headers from each message: ``MCP-Protocol-Version`` equal
 to the ``_meta`` version the message carries, ``Mcp-Method``, ``Mcp-Name``, and
@@ -16,11 +17,12 @@ annotations are invalid before anyone above sees it. Cancellation in the modern 
 closing the request's exchange, so a ``notifications/cancelled`` line is never POSTed:
 it aborts the exchange of the request it names.
 
-Legacy (2025-11-25 and earlier) servers get the legacy shape (MCP 2025-11-25, basic/transports): the version header
-and ``Mcp-Session-Id`` learned from the ``initialize`` answer, notifications and
-responses POSTed (202), an SSE stream that drops before its response resumed with a GET
-and ``Last-Event-ID`` after the server's ``retry`` delay, a DELETE of the session on
-close, and a 404 for the session ending the transport (the peer then renegotiates).
+Legacy (2025-11-25 and earlier) servers get the legacy shape (MCP 2025-11-25,
+basic/transports): the version header and ``Mcp-Session-Id`` learned from the
+``initialize`` answer, notifications and responses POSTed (202), an SSE stream that drops
+before its response resumed with a GET and ``Last-Event-ID`` after the server's ``retry``
+delay, a DELETE of the session on close, and a 404 for the session ending the transport
+(the peer then renegotiates).
 """
 
 from __future__ import annotations
@@ -29,11 +31,9 @@ import asyncio
 import collections
 import contextlib
 import logging
-import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import aiohttp
 import orjson
 
 from ..._codec import (
@@ -66,6 +66,14 @@ from ...protocol.versions import (
 )
 from ...version import VERSION
 from . import STREAM_TAG
+from .http_client import (
+    BodyBroken,
+    ConnectFailed,
+    Disconnected,
+    HttpClient,
+    HttpClientError,
+    Response,
+)
 from .sse import SseDecoder, SseError
 
 log = logging.getLogger("trunkline.transports.http")
@@ -112,7 +120,7 @@ class HttpTransport:
         self._is_pending = is_pending
         self._max_message_bytes = max_message_bytes
         self._close_timeout_s = close_timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self._session: HttpClient | None = None
         #: Every exchange, one-way POST and stream runs in this scope; closing it ends them.
         self._scope = TaskScope(f"HTTP transport to {params.url}")
         #: The exchange of each request still being read, to abort it by request id.
@@ -129,15 +137,12 @@ class HttpTransport:
 
     async def start(self) -> None:
         await self._scope.open()
-        ssl_arg: ssl.SSLContext | bool = True if self.params.verify_tls else False
-        connector = aiohttp.TCPConnector(limit=self.params.max_connections, ssl=ssl_arg)
         # No total or read timeout: a listen stream stays open for hours and every
         # request's deadline is the Peer's. Only connecting is bounded here.
-        timeout = aiohttp.ClientTimeout(total=None, connect=self.params.connect_timeout_s,
-                                        sock_read=None)
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, auto_decompress=True,
-            headers={"User-Agent": _user_agent()})
+        self._session = HttpClient(
+            self.params.url, limit=self.params.max_connections,
+            connect_timeout_s=self.params.connect_timeout_s,
+            verify_tls=self.params.verify_tls, user_agent=_user_agent())
 
     @property
     def alive(self) -> bool:
@@ -155,17 +160,17 @@ class HttpTransport:
         if session is not None:
             if self._headers.session_id is not None:
                 await self._end_legacy_session(session)
-            await session.close()
+            await session.aclose(self._close_timeout_s)
         self._report_closed("transport closed by the client")
         return None
 
-    async def _end_legacy_session(self, session: aiohttp.ClientSession) -> None:
+    async def _end_legacy_session(self, session: HttpClient) -> None:
         headers = self._headers.one_way()
         try:
             async with asyncio.timeout(self._close_timeout_s):
                 async with self._http("DELETE", headers, session=session) as resp:
                     await resp.read()
-        except (aiohttp.ClientError, TimeoutError, OSError, RedirectRefused) as exc:
+        except (HttpClientError, TimeoutError, OSError, RedirectRefused) as exc:
             # The server may answer 405 or be gone; the session ends with us either way.
             log.debug("DELETE of session at %s failed: %r", self.params.url, exc)
         self._headers.session_id = None
@@ -182,7 +187,14 @@ class HttpTransport:
         exchange (or, for a modern cancellation, ends one)."""
         if self._session is None or self._closed_reported:
             return
-        for line in data.splitlines():
+        if data.find(b"\n") == len(data) - 1:
+            # One line, the usual case: sent as it is, newline and all (JSON allows the
+            # trailing whitespace), so a 64 KiB argument is not copied to cut it off.
+            self._send(self._classify(data))
+            return
+        # split(b"\n"), not splitlines(): a line is newline-terminated JSON (no raw CR or
+        # LF inside), and splitlines() walks every byte (~60 µs for a 64 KiB line here).
+        for line in data.split(b"\n"):
             if line:
                 self._send(self._classify(line))
 
@@ -244,8 +256,7 @@ class HttpTransport:
                 finally:
                     # An unfinished body must not go back to the pool: closing the
                     # connection is also how the server learns the request was cancelled.
-                    if not resp.content.at_eof():
-                        resp.close()
+                    resp.release()
         except asyncio.CancelledError:
             raise
         except (RedirectRefused, OversizedMessage) as exc:
@@ -253,7 +264,7 @@ class HttpTransport:
             self._note(f"{out.method}: {exc.message}")
             self._fail(request_id, exc)
             return
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except (HttpClientError, OSError, TimeoutError) as exc:
             detail = _describe_network_error(exc)
             self._note(f"{out.method}: {detail}")
             self._fail(request_id, StreamBroken(detail, server=self.server, method=out.method))
@@ -263,16 +274,17 @@ class HttpTransport:
             self._fail(request_id, MalformedMessage(
                 f"the answer was unusable: {exc}", server=self.server, method=out.method))
             return
-        # Whatever happened above, the request is answered now or never: the Peer ignores
-        # this for an id that was already resolved.
-        self._fail(request_id, StreamBroken(
-            "the HTTP exchange ended without a response to the request",
-            server=self.server, method=out.method))
+        # Whatever happened above, the request is answered now or never (the Peer ignores
+        # this for an id already resolved; asked first, an answered call builds no error).
+        if self._is_pending(request_id):
+            self._fail(request_id, StreamBroken(
+                "the HTTP exchange ended without a response to the request",
+                server=self.server, method=out.method))
 
-    async def _read_answer(self, out: Outgoing, resp: aiohttp.ClientResponse) -> None:
+    async def _read_answer(self, out: Outgoing, resp: Response) -> None:
         status = resp.status
         if status in (401, 403):
-            challenge = resp.headers.get("WWW-Authenticate")
+            challenge = resp.headers.get("www-authenticate")
             reason = "unauthorized" if status == 401 else "forbidden"
             detail = f"HTTP {status} {reason}" + (f" ({challenge})" if challenge else "")
             self._note(f"{out.method}: {detail}")
@@ -289,7 +301,7 @@ class HttpTransport:
             return
         if 200 <= status < 300:
             if out.method == "initialize":
-                self._headers.session_id = resp.headers.get("Mcp-Session-Id") or None
+                self._headers.session_id = resp.headers.get("mcp-session-id") or None
             content_type = resp.content_type
             if content_type == "text/event-stream":
                 await self._read_stream(out, resp)
@@ -305,10 +317,10 @@ class HttpTransport:
         body = await self._read_body(resp, _ERROR_BODY_BYTES)
         self._deliver_error_status(out, status, body)
 
-    async def _read_body(self, resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    async def _read_body(self, resp: Response, limit: int) -> bytes:
         chunks: list[bytes] = []
         size = 0
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.chunks():
             size += len(chunk)
             if size > limit:
                 # Read no further: the body is never held whole.
@@ -346,7 +358,7 @@ class HttpTransport:
             f"HTTP {status} without a JSON-RPC answer: {excerpt!r}", status=status,
             body=excerpt, server=self.server, method=out.method))
 
-    async def _read_stream(self, out: Outgoing, resp: aiohttp.ClientResponse) -> None:
+    async def _read_stream(self, out: Outgoing, resp: Response) -> None:
         """One request's SSE stream: its notifications, then its response. A legacy
         stream that ends early is resumed with GET + Last-Event-ID."""
         decoder = SseDecoder(max_event_bytes=self._max_message_bytes)
@@ -371,7 +383,7 @@ class HttpTransport:
                     return
             fruitless = 0 if decoder.last_event_id != seen else fruitless + 1
 
-    async def _pump(self, out: Outgoing, resp: aiohttp.ClientResponse,
+    async def _pump(self, out: Outgoing, resp: Response,
                     decoder: SseDecoder) -> bool:
         """Deliver events until this request's response; True once it was delivered."""
         async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
@@ -392,11 +404,12 @@ class HttpTransport:
 
     def _stray(self, out: Outgoing, env: Envelope, line: bytes,
                response: bool) -> str | None:
-        """Why a message does not belong on this modern request's stream, or None. The
-        stream carries that request's progress and logs, then its response; an
-        answer to another request, or progress for another token, is dropped there
-        rather than routed (docs/architecture.md, "Notifications on the wrong stream"). Legacy streams may carry more, and the Peer judges
-        server requests (a modern server sending one is counted as a violation)."""
+        """Why a message does not belong on this modern request's stream, or None. The stream
+        carries that request's progress and logs, then its response; an answer to
+        another request, or progress for another token, is dropped there rather than
+        routed (docs/architecture.md, "Notifications on the wrong stream"). Legacy
+        streams may carry more, and the Peer judges server requests (a modern server
+        sending one is counted as a violation)."""
         if self._headers.legacy or out.modern_version is None:
             return None
         if response:
@@ -410,11 +423,11 @@ class HttpTransport:
                 return f"progress for token {token!r}, not this request's"
         return None
 
-    async def _stream_lines(self, resp: aiohttp.ClientResponse,
+    async def _stream_lines(self, resp: Response,
                             decoder: SseDecoder) -> AsyncIterator[bytes]:
         """The JSON-RPC messages of an SSE stream, one line each; comments, other event
         types and empty events are skipped."""
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.chunks():
             for event in decoder.feed(chunk):
                 if event.event != "message" or not event.data:
                     continue
@@ -427,7 +440,7 @@ class HttpTransport:
 
     @contextlib.asynccontextmanager
     async def _get_stream(self, last_event_id: str | None
-                          ) -> AsyncIterator[aiohttp.ClientResponse | None]:
+                          ) -> AsyncIterator[Response | None]:
         """A legacy GET stream (resumption, or the standalone stream): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
@@ -443,8 +456,7 @@ class HttpTransport:
                 try:
                     yield resp
                 finally:
-                    if not resp.content.at_eof():
-                        resp.close()
+                    resp.release()
 
     async def _standalone_stream(self) -> None:
         """Legacy only: the session's own GET stream, where a server sends requests and
@@ -469,7 +481,7 @@ class HttpTransport:
                     async with contextlib.aclosing(self._stream_lines(resp, decoder)) as lines:
                         async for line in lines:
                             self._on_data(line)
-            except (aiohttp.ClientError, OSError, TimeoutError, SseError, RedirectRefused) as exc:
+            except (HttpClientError, OSError, TimeoutError, SseError, RedirectRefused) as exc:
                 self._note(f"GET stream: {_describe_network_error(exc)}")
             fruitless = 0 if decoder.last_event_id != seen else fruitless + 1
             if fruitless >= _MAX_RESUMES:
@@ -479,23 +491,23 @@ class HttpTransport:
 
     @contextlib.asynccontextmanager
     async def _http(self, method: str, headers: dict[str, str], data: bytes | None = None,
-                    *, session: aiohttp.ClientSession | None = None
-                    ) -> AsyncIterator[aiohttp.ClientResponse]:
+                    *, session: HttpClient | None = None
+                    ) -> AsyncIterator[Response]:
         """One HTTP exchange with the configured endpoint. A redirect is followed only as
         ``HttpParams.follow`` allows (307/308, same origin, a few hops), else
-        ``RedirectRefused`` names both URLs: aiohttp's own following would carry requests,
-        configured headers and the allowlisted URL's trust to any host."""
+        ``RedirectRefused`` names both URLs: a general client's following would carry requests,
+        configured headers and the allowlisted URL's trust to any host. The client is
+        bound to that origin too (``HttpClient``)."""
         session = session or self._session
         assert session is not None
         url = self.params.url
         hops = 0
         while True:
-            resp = await session.request(method, url, data=data, headers=headers,
-                                         allow_redirects=False)
+            resp = await session.request(method, url, headers, data)
             if resp.status not in _REDIRECT_STATUSES:
                 break
             resp.release()
-            url = self.params.follow(resp.status, resp.headers.get("Location"), url, hops)
+            url = self.params.follow(resp.status, resp.headers.get("location"), url, hops)
             hops += 1
             self._note(f"{method} followed HTTP {resp.status} to {url}")
         try:
@@ -523,7 +535,7 @@ class HttpTransport:
                     self._note(f"{out.method or 'response'}: HTTP {resp.status}")
                     log.warning("server %r: %s answered HTTP %d", self.server,
                                 out.method or "a response", resp.status)
-        except (aiohttp.ClientError, OSError, TimeoutError, RedirectRefused) as exc:
+        except (HttpClientError, OSError, TimeoutError, RedirectRefused) as exc:
             self._note(f"{out.method or 'response'}: {_describe_network_error(exc)}")
             if out.method == "notifications/initialized":
                 self._settle_standalone()
@@ -594,12 +606,14 @@ def _jsonrpc_error(body: bytes) -> dict[str, Any] | None:
 def _describe_network_error(exc: BaseException) -> str:
     if isinstance(exc, RedirectRefused):
         return exc.message
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    if isinstance(exc, ConnectFailed):
         return f"could not connect: {exc.os_error or exc}"
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
+    if isinstance(exc, Disconnected):
         return "the server closed the connection before the response"
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return "the response stream broke before its end"
+    if isinstance(exc, BodyBroken):
+        return f"the response stream broke before its end: {exc}"
+    if isinstance(exc, HttpClientError):
+        return str(exc)
     return f"network error: {exc!r}"
 
 
