@@ -15,7 +15,9 @@
 # than 0 unless the scenario expects the client to refuse, as auth/resource-mismatch and
 # the auth/iss-* refusals do). The extension scenarios (client-credentials-*, enterprise-
 # managed-authorization, dpop*, wif-jwt-bearer) and the 2025-03-26 backcompat ones are
-# not in either revision's list and are not run here.
+# not in either revision's list: CONF_EXTENSIONS runs the ones named there without
+# --spec-version (trunkline.auth does auth/client-credentials-basic; not the JWT, DPoP,
+# enterprise, workload identity or 2025-03-26 ones).
 #
 # Environment (all optional), as for run.sh:
 #   CONF_PYTHON     python for the client          (default <repo>/.venv/bin/python)
@@ -25,6 +27,8 @@
 #   CONF_SCENARIOS  only these scenarios, e.g. "auth/metadata-default" (development)
 #   CONF_HARNESS    the installed harness         (default <repo>/.peers/conformance)
 #   CONF_LIMIT_S    hard limit per scenario run, seconds (default 90)
+#   CONF_EXTENSIONS extension scenarios to run too, e.g. "auth/client-credentials-basic"
+#                   (default none; listed as revision "extension")
 #
 # Output: one line per scenario (tests/conformance/summarize.py), last
 # `auth conformance: N passed, M failed`. Exit status non-zero on any failure or if no
@@ -40,6 +44,7 @@ OUT="${CONF_OUT:-$REPO/.peers/conformance-auth-results}"
 REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25}"
 SCENARIOS="${CONF_SCENARIOS:-}"
 LIMIT_S="${CONF_LIMIT_S:-90}"
+EXTENSIONS="${CONF_EXTENSIONS:-}"
 
 die() { printf 'auth conformance: ERROR: %s\n' "$*" >&2; exit 2; }
 
@@ -70,6 +75,20 @@ selected() {  # is scenario $1 in CONF_SCENARIOS (or is there no selection)?
     return 1
 }
 
+run_one() {  # revision (or "extension"), scenario, index, harness options...
+    local rev=$1 sc=$2 i=$3 dir start rc ms
+    shift 3
+    dir="$OUT/$rev/$(printf %02d "$i")-${sc//\//_}"
+    mkdir -p "$dir"
+    start=$(date +%s%N)
+    timeout -k 10 "$LIMIT_S" node "$CONFORMANCE" client \
+        --command "$CLIENT" --scenario "$sc" "$@" \
+        --timeout 30000 -o "$dir" </dev/null >"$dir.log" 2>&1
+    rc=$?
+    ms=$((($(date +%s%N) - start) / 1000000))
+    printf '%s\t%s\t%s\t%s\t%s\n' "$rev" "$sc" "$rc" "$ms" "$dir" >>"$OUT/index.tsv"
+}
+
 for rev in $REVISIONS; do
     list="$(node "$CONFORMANCE" list --client --spec-version "$rev" |
             sed -n 's/^  - \(auth\/[^ ]*\).*/\1/p')" ||
@@ -79,16 +98,13 @@ for rev in $REVISIONS; do
     for sc in $list; do
         selected "$sc" || continue
         i=$((i + 1))
-        dir="$OUT/$rev/$(printf %02d "$i")-${sc//\//_}"
-        mkdir -p "$dir"
-        start=$(date +%s%N)
-        timeout -k 10 "$LIMIT_S" node "$CONFORMANCE" client \
-            --command "$CLIENT" --scenario "$sc" --spec-version "$rev" \
-            --timeout 30000 -o "$dir" </dev/null >"$dir.log" 2>&1
-        rc=$?
-        ms=$((($(date +%s%N) - start) / 1000000))
-        printf '%s\t%s\t%s\t%s\t%s\n' "$rev" "$sc" "$rc" "$ms" "$dir" >>"$OUT/index.tsv"
+        run_one "$rev" "$sc" "$i" --spec-version "$rev"
     done
+done
+i=0
+for sc in $EXTENSIONS; do
+    i=$((i + 1))
+    run_one extension "$sc" "$i"
 done
 
 # summarize.py's per-scenario lines as they are; its count lines say "auth conformance"
