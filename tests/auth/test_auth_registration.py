@@ -145,6 +145,14 @@ def test_configured_credentials_without_an_issuer_bind_to_the_first_one_used() -
     assert caught.value.reason == "issuer_changed"
 
 
+def test_a_newly_configured_client_is_not_bound_by_the_old_ones_issuer() -> None:
+    first = choose_identity(meta(AS1), settings=SETTINGS, configured=CONFIG, held=None)
+    assert isinstance(first, ClientIdentity)
+    replacement = PreRegisteredClient(client_id="pre-2", client_secret=Secret("s2"))
+    got = choose_identity(meta(AS2), settings=SETTINGS, configured=replacement, held=first)
+    assert isinstance(got, ClientIdentity) and (got.client_id, got.issuer) == ("pre-2", AS2)
+
+
 def test_registration_answers() -> None:
     request = choose_identity(meta(), settings=SETTINGS, configured=None, held=None)
     assert isinstance(request, Registration)

@@ -102,11 +102,12 @@ class _Parser:
         self.pos = 0
 
     def challenges(self) -> list[Challenge]:
-        found: list[Challenge] = []
+        # (scheme, token68, params) per challenge; parameters are added as they come.
+        found: list[tuple[str, str | None, dict[str, str]]] = []
         while True:
             self._skip(_SPACE + ",")
             if self.pos >= len(self.text):
-                return found
+                return [Challenge(scheme=s, params=p, token68=t) for s, t, p in found]
             name = self._token()
             after_name = self.pos
             self._skip(_SPACE)
@@ -117,23 +118,22 @@ class _Parser:
                 self.pos += 1
                 self._skip(_SPACE)
                 value = self._quoted() if self._peek() == '"' else self._token()
-                found[-1].params.setdefault(name.lower(), value)
+                found[-1][2].setdefault(name.lower(), value)
                 continue
             self.pos = after_name
-            found.append(self._challenge_after(name))
+            found.append((name.lower(), self._token68(), {}))
 
-    def _challenge_after(self, scheme: str) -> Challenge:
-        """A new challenge: ``scheme``, then a token68 if one stands alone before the next
-        comma (``Basic dXNlcg==``); parameters are read by the main loop."""
+    def _token68(self) -> str | None:
+        """After a scheme: a token68 if one stands alone before the next comma
+        (``Basic dXNlcg==``); otherwise nothing is consumed and parameters follow."""
         self._skip(_SPACE)
         match = _TOKEN68.match(self.text, self.pos)
         if match:
-            end = match.end()
-            rest = self.text[end:].lstrip(_SPACE)
+            rest = self.text[match.end():].lstrip(_SPACE)
             if not rest or rest[0] == ",":
-                self.pos = end
-                return Challenge(scheme=scheme.lower(), token68=match.group())
-        return Challenge(scheme=scheme.lower())
+                self.pos = match.end()
+                return match.group()
+        return None
 
     def _token(self) -> str:
         match = _TOKEN.match(self.text, self.pos)

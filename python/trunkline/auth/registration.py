@@ -18,9 +18,9 @@ credentials, the one they are configured for). A registration is reused only wit
 issuer; when a server's authorization server changes, the next authorization registers
 afresh, and an old ``client_id`` or secret is never presented to the new issuer.
 Configured credentials are specific to one authorization server: with ``issuer``
-configured they are refused for any other; without it they are bound to the first issuer
-they are used with, and a later change of issuer is an error for the operator to resolve
-(never a silent re-use).
+configured they are refused for any other; without it a ``client_id`` is bound to the
+first issuer it is used with, and a later change of issuer is an error for the operator to
+resolve (never a silent re-use; a different client configured for the new server is fine).
 
 Token endpoint authentication (RFC 6749 §2.3, RFC 7591 §2): the method the registration
 (or configuration) states; without one, ``client_secret_basic`` or ``client_secret_post``
@@ -133,7 +133,8 @@ def choose_identity(meta: AuthServerMetadata, *, settings: ClientSettings,
     issuer = meta.issuer
     if configured is not None:
         bound_to = configured.issuer
-        if bound_to is None and held is not None and held.source == CONFIGURED:
+        if (bound_to is None and held is not None and held.source == CONFIGURED
+                and held.client_id == configured.client_id):
             bound_to = held.issuer
         if bound_to is not None and bound_to != issuer:
             raise AuthorizationFailed(
