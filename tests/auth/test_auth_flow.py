@@ -513,3 +513,15 @@ def test_the_file_store_writes_atomically_and_ignores_a_corrupt_file(
             assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
     run(main())
+
+
+def test_a_server_url_that_is_not_one_is_a_clear_error() -> None:
+    async def main() -> None:
+        async with client() as oauth:
+            for call in (oauth.authorization_for("mcp.example.com"),
+                         oauth.on_challenge("ftp://mcp.example.com", 401, None)):
+                with pytest.raises(AuthorizationFailed) as caught:
+                    await call
+                assert caught.value.reason == "invalid_url" and caught.value.server
+
+    run(main())

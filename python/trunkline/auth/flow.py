@@ -181,6 +181,7 @@ class OAuthClient:
         self.max_body_bytes = max_body_bytes
         self.clock = clock
         self._servers = {canonical_uri(url): auth for url, auth in (servers or {}).items()}
+        self._keys: dict[str, str] = {}
         self._session = session
         self._owns_session = session is None
         self._bindings: dict[str, Binding | None] = {}
@@ -509,11 +510,16 @@ class OAuthClient:
     # -- plumbing -----------------------------------------------------------------------
 
     def _key(self, server_url: str) -> str:
-        try:
-            return canonical_uri(server_url)
-        except ValueError as exc:
-            raise AuthorizationFailed(str(exc), reason="invalid_url",
-                                      server=server_url) from None
+        """The server's canonical URI, remembered per spelling: ``authorization_for`` is on
+        every request's path, and a host has few servers."""
+        key = self._keys.get(server_url)
+        if key is None:
+            try:
+                key = self._keys[server_url] = canonical_uri(server_url)
+            except ValueError as exc:
+                raise AuthorizationFailed(str(exc), reason="invalid_url",
+                                          server=server_url) from None
+        return key
 
     def _auth(self, key: str) -> ServerAuth:
         return self._servers.get(key) or ServerAuth()

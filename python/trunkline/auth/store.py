@@ -128,6 +128,13 @@ class FileStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        # The rename itself survives a power cut only once the directory is synced.
+        with contextlib.suppress(OSError):
+            directory = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
 
     async def delete(self, server: str) -> None:
         with contextlib.suppress(FileNotFoundError):
