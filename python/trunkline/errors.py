@@ -149,6 +149,25 @@ class AuthenticationFailed(ConnectionFailure):
         self.challenge = challenge
 
 
+class AuthorizationFailed(AuthenticationFailed):
+    """The OAuth flow for a server produced no token this host may use (``trunkline.auth``).
+
+    The message names what was refused and why, for the operator: which metadata document
+    was refused (a protected resource metadata ``resource`` for another server, an
+    authorization server ``issuer`` other than the one asked, no PKCE ``S256``), a redirect
+    that failed its checks (``state``, RFC 9207 ``iss``), a token endpoint's refusal, no way
+    to identify this client (and what to configure), or the step-up limit. ``reason`` is a
+    short stable word for programs (``"resource_mismatch"``, ``"issuer_mismatch"``, ...);
+    ``issuer`` the authorization server involved, if one was. No secret ever appears in it:
+    no token, client secret, code or code verifier."""
+
+    def __init__(self, message: str, *, reason: str, status: int = 401,
+                 issuer: str | None = None, **kw: Any) -> None:
+        super().__init__(message, status=status, **kw)
+        self.reason = reason
+        self.issuer = issuer
+
+
 # --- protocol family -----------------------------------------------------------------
 
 

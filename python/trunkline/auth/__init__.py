@@ -1,0 +1,53 @@
+"""OAuth for protected HTTP servers: the MCP authorization specification's client side.
+
+One module, one job:
+
+- ``challenge``: ``WWW-Authenticate`` parsed (pure).
+- ``resource``: canonical server URIs, which server a ``resource`` names, where secrets
+  may travel (pure).
+- ``discovery``: where metadata lives and whether a document may be used (pure).
+- ``pkce``: PKCE S256 and ``state``.
+- ``scopes``: which scopes to ask for, step-up and its bound (pure).
+- ``registration``: who this host is to an authorization server and how it proves it
+  (pure).
+- ``authorization``: the authorization request and the checks on its redirect (pure).
+- ``tokens``: token requests, responses and expiry (pure).
+- ``answers``: reading an authorization server's JSON answers (pure).
+- ``secret``: strings that never print.
+- ``store``: where tokens and client identities are kept (memory, or 0600 files).
+- ``flow``: ``OAuthClient``, the I/O that drives the rest.
+"""
+
+from __future__ import annotations
+
+from .flow import (
+    AUTHORIZATION_CODE,
+    CLIENT_CREDENTIALS,
+    Authorizer,
+    HeadlessAuthorizer,
+    OAuthClient,
+    Sent,
+    ServerAuth,
+)
+from .registration import ClientSettings, PreRegisteredClient
+from .secret import Secret
+from .store import Binding, FileStore, MemoryStore, TokenStore
+from .tokens import Token
+
+__all__ = [
+    "AUTHORIZATION_CODE",
+    "CLIENT_CREDENTIALS",
+    "Authorizer",
+    "Binding",
+    "ClientSettings",
+    "FileStore",
+    "HeadlessAuthorizer",
+    "MemoryStore",
+    "OAuthClient",
+    "PreRegisteredClient",
+    "Secret",
+    "Sent",
+    "ServerAuth",
+    "Token",
+    "TokenStore",
+]
