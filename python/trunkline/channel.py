@@ -30,6 +30,7 @@ import msgspec
 from ._codec import FRAME_RESULT, FRAME_SUBMIT
 from .errors import (
     AuthenticationFailed,
+    AuthorizationFailed,
     HttpStatusError,
     MalformedMessage,
     OversizedMessage,
@@ -43,7 +44,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 5
+CHANNEL_VERSION = 6
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -60,6 +61,8 @@ STOP = 4
 SERVER_ANSWER = 5
 #: parent -> worker: every resource URI the host wants updates of now (``ResourceWatch``).
 WATCH_RESOURCES = 6
+#: parent -> worker: the host's answer to ``CREDENTIALS_ASKED`` (``CredentialAnswer``).
+CREDENTIALS = 7
 #: worker -> parent, binary (codec): one call's answer.
 RESULT = FRAME_RESULT
 #: worker -> parent: one call failed without an answer (``Failure``).
@@ -79,6 +82,9 @@ STATS = 23
 #: worker -> parent: the params of a ``notifications/resources/updated`` (``Notice``) for
 #: a watched resource.
 RESOURCE_UPDATED = 24
+#: worker -> parent: an HTTP server wants credentials (``CredentialQuestion``). Its own
+#: frame, never a ``ServerRequest``: nothing a server sends can become one.
+CREDENTIALS_ASKED = 25
 
 
 def frame(kind: int, body: bytes = b"") -> bytes:
@@ -251,6 +257,47 @@ class ServerRequest(_Json, frozen=True):
     stream: str | None = None
 
 
+class CredentialQuestion(_Json, frozen=True):
+    """A worker asks the host's OAuth client for its server's ``Authorization`` header:
+    when the held one is due for renewal (``status`` None), or because the server answered
+    ``status`` 401/403 with ``challenge`` (its ``WWW-Authenticate``) to a request that
+    carried ``rejected`` (None: no header)."""
+
+    FRAME = CREDENTIALS_ASKED
+    key: int
+    status: int | None = None
+    challenge: str | None = None
+    rejected: str | None = None
+
+    def __repr__(self) -> str:  # the refused header is a secret: never printed
+        return (f"CredentialQuestion(key={self.key}, status={self.status}, "
+                f"challenge={self.challenge!r}, rejected={_redacted(self.rejected)})")
+
+
+class CredentialAnswer(_Json, frozen=True):
+    """The answer to ``CredentialQuestion`` ``key``: the header to send (None: none is
+    held) and the wall-clock time (``time.time()``) after which to ask again, or why no
+    credentials could be had (``error``, an operator's message without secrets)."""
+
+    FRAME = CREDENTIALS
+    key: int
+    authorization: str | None = None
+    renew_at: float | None = None
+    error: str | None = None
+    #: With ``error``: ``AuthorizationFailed.reason`` and ``.issuer``.
+    reason: str | None = None
+    issuer: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"CredentialAnswer(key={self.key}, authorization="
+                f"{_redacted(self.authorization)}, renew_at={self.renew_at}, "
+                f"error={self.error!r})")
+
+
+def _redacted(secret: str | None) -> str:
+    return "None" if secret is None else "'<redacted>'"
+
+
 class ServerAnswer(_Json, frozen=True):
     """The host's answer to ``ServerRequest`` ``key``: a result, or an error message."""
 
@@ -287,6 +334,7 @@ class FailureKind(enum.IntEnum):
     AUTHENTICATION = 7
     OVERSIZED = 8
     REDIRECT = 9
+    AUTHORIZATION = 10
 
 
 #: The one table between failure kinds and errors: each kind, its error class, and the
@@ -299,6 +347,8 @@ FAILURES: tuple[tuple[FailureKind, type[TrunklineError], tuple[str, ...]], ...] 
     (FailureKind.TRANSPORT_LOST, TransportLost, ("exit_code",)),
     (FailureKind.REDIRECT, RedirectRefused, ("status", "location", "body")),
     (FailureKind.HTTP_STATUS, HttpStatusError, ("status", "body")),
+    (FailureKind.AUTHORIZATION, AuthorizationFailed,
+     ("status", "challenge", "reason", "issuer")),
     (FailureKind.AUTHENTICATION, AuthenticationFailed, ("status", "challenge")),
     (FailureKind.TIMEOUT, RequestTimeout, ("timeout_s",)),
     (FailureKind.UNAVAILABLE, ServerUnavailable, ("state",)),

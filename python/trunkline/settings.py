@@ -97,6 +97,9 @@ class HostSettings:
     #: Server-initiated requests (legacy era) the host answers, e.g.
     #: ``"elicitation/create"``; the worker refuses the rest itself.
     answered_requests: frozenset[str] = frozenset()
+    #: The host holds an OAuth client (``Host(oauth=...)``): a Streamable HTTP server's
+    #: 401/403 is answered with the credentials it gives, asked over the channel.
+    oauth: bool = False
     #: JSON-RPC ids one connection may use: worker ``n`` of a server uses
     #: ``[1 + (n-1)*block, n*block]``, so an id never repeats for one server. A connection
     #: that uses its block up is replaced (2**32 of them: 2**21 connections stay below

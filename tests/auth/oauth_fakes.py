@@ -55,6 +55,9 @@ class FakeAuthServer:
     prm_scopes: list[str] | None = None
     #: Replace the token endpoint's answer (status, body), e.g. to send garbage.
     token_answer: tuple[int, bytes] | None = None
+    #: More routes on the same origin (method, path, handler): a protected MCP endpoint
+    #: whose protected resource metadata this server serves.
+    routes: list[tuple[str, str, Any]] = field(default_factory=list)
 
     registrations: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[dict[str, str]] = field(default_factory=list)
@@ -89,6 +92,8 @@ class FakeAuthServer:
         app.router.add_post("/register", self._register)
         app.router.add_get("/authorize", self._authorize)
         app.router.add_post("/token", self._token)
+        for method, path, handler in self.routes:
+            app.router.add_route(method, path, handler)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -9,6 +9,7 @@ from trunkline import _codec
 from trunkline import channel as ch
 from trunkline.errors import (
     AuthenticationFailed,
+    AuthorizationFailed,
     HttpStatusError,
     MalformedMessage,
     OversizedMessage,
@@ -91,6 +92,12 @@ def test_a_state_report_round_trips():
     (ch.ServerRequest(7, "elicitation/create", {"message": "?"}), ch.SERVER_REQUEST),
     (ch.ServerAnswer(7, result={"action": "accept"}), ch.SERVER_ANSWER),
     (ch.ServerAnswer(8, error="no handler"), ch.SERVER_ANSWER),
+    (ch.CredentialQuestion(1, status=401, challenge="Bearer", rejected="Bearer t"),
+     ch.CREDENTIALS_ASKED),
+    (ch.CredentialQuestion(2), ch.CREDENTIALS_ASKED),
+    (ch.CredentialAnswer(1, authorization="Bearer t", renew_at=1.5), ch.CREDENTIALS),
+    (ch.CredentialAnswer(2, error="refused", reason="resource_mismatch", issuer="https://as"),
+     ch.CREDENTIALS),
 ], ids=repr)
 def test_json_messages_round_trip(message, kind):
     got_kind, body = one_frame(message.to_bytes())
@@ -118,6 +125,8 @@ FAILURES = [
     StreamBroken("the stream broke"),
     HttpStatusError("HTTP 503", status=503, body="busy"),
     AuthenticationFailed("HTTP 401", status=401, challenge='Bearer realm="x"'),
+    AuthorizationFailed("PRM for another resource", status=401, challenge="Bearer",
+                        reason="resource_mismatch", issuer="https://as.example"),
     OversizedMessage("the answer was 20 bytes", size=20, limit=10),
     RedirectRefused("HTTP 307 to elsewhere", status=307, location="http://elsewhere/mcp"),
 ]

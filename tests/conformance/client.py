@@ -33,6 +33,16 @@ from typing import Any
 
 import trunkline
 from trunkline import Host
+from trunkline.auth import (
+    AUTHORIZATION_CODE,
+    CLIENT_CREDENTIALS,
+    ClientSettings,
+    HeadlessAuthorizer,
+    OAuthClient,
+    PreRegisteredClient,
+    Secret,
+    ServerAuth,
+)
 
 SERVER = "conformance"  # the one server's name in our host
 MODERN = "2026-07-28"  # the stateless revision; everything before it has a handshake
@@ -40,6 +50,11 @@ MODERN = "2026-07-28"  # the stateless revision; everything before it has a hand
 #: Below the harness's 30 s per-scenario client timeout, so a hang is reported by us
 #: (with a reason) rather than by the harness killing the process.
 CALL_TIMEOUT_S = 20.0
+#: The auth scenarios' redirect URI (nothing listens there: the headless authorizer reads
+#: the redirect's Location), and a Client ID Metadata Document URL the suite's
+#: authorization servers accept (they never fetch it).
+REDIRECT_URI = "http://localhost:3000/callback"
+METADATA_DOCUMENT_URL = "https://conformance-test.local/client-metadata.json"
 
 
 class ScenarioFailed(Exception):
@@ -206,6 +221,26 @@ PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
 # -- main --------------------------------------------------------------------------------
 
 
+def oauth_client(url: str, scenario: str, context: dict[str, Any]) -> OAuthClient:
+    """The host's OAuth client, as an operator would configure one: a pre-registered
+    client where the context gives one (the client credentials grant for the
+    machine-to-machine scenarios), else registration as the authorization server offers
+    it. The user-agent step is headless: the suite's authorization servers approve at once."""
+    servers: dict[str, ServerAuth] = {}
+    client_id = context.get("client_id")
+    if isinstance(client_id, str):
+        secret = context.get("client_secret")
+        grant = (CLIENT_CREDENTIALS if scenario.startswith("auth/client-credentials")
+                 else AUTHORIZATION_CODE)
+        servers[url] = ServerAuth(grant=grant, client=PreRegisteredClient(
+            client_id=client_id, client_secret=Secret(secret) if secret else None))
+    settings = ClientSettings(client_name="trunkline-conformance-client",
+                              redirect_uri=REDIRECT_URI,
+                              metadata_document_url=METADATA_DOCUMENT_URL)
+    return OAuthClient(settings=settings, servers=servers, authorizer=HeadlessAuthorizer(),
+                       timeout_s=CALL_TIMEOUT_S)
+
+
 def show_servers(host: Host) -> None:
     for s in host.servers():
         log(f"server {s.name!r}: state={s.state.value} era={s.era} version={s.version} "
@@ -213,20 +248,22 @@ def show_servers(host: Host) -> None:
 
 
 async def run(url: str, scenario: str, version: str, context: dict[str, Any]) -> None:
-    playbook = PLAYBOOK.get(scenario)
+    # Every auth scenario is a protected server with tools to call: the OAuth client
+    # answers its 401s and 403s underneath, as it would for any other server.
+    playbook = call_every_tool if scenario.startswith("auth/") else PLAYBOOK.get(scenario)
     if playbook is None:
-        raise ScenarioFailed(f"no playbook for scenario {scenario!r}"
-                             + (" (auth: a later issue)" if scenario.startswith("auth/") else ""))
+        raise ScenarioFailed(f"no playbook for scenario {scenario!r}")
     # Only the pre-2026 revisions need the initialize handshake; at 2026-07-28 the host
     # must speak the stateless wire, so the legacy fallback stays off.
     legacy = version != MODERN
     params = trunkline.http(url)  # the URL verbatim, as the harness gave it
-    async with Host(
+    async with oauth_client(url, scenario, context) as oauth, Host(
         client_info={"name": "trunkline-conformance-client", "version": trunkline.__version__},
         capabilities={"elicitation": {}},
         input_handlers={"elicitation/create": answer_elicitation},
         call_timeout=CALL_TIMEOUT_S,
         list_timeout=CALL_TIMEOUT_S,
+        oauth=oauth,
     ) as host:
         try:
             status = await host.add_server(SERVER, params, allow_legacy=legacy)

@@ -3,13 +3,15 @@
 # scenario at a time, at each protocol revision, and summarize.
 #
 #   .ci/install-conformance        # once: harness + Node 22 into .peers/conformance/
-#   tests/conformance/run.sh       # every non-auth client scenario at both revisions
+#   tests/conformance/run.sh       # every client scenario at both revisions
 #
 # For each revision the scenario list comes from the harness itself
 # (`conformance list --client --spec-version REV`: every client scenario applicable at
 # REV, including the not-yet-scored json-schema-2020-12-preservation; checked to cover
-# the frozen `list --requirements REV` client set). The auth/* scenarios are listed in
-# the summary as not yet run. Each scenario runs as
+# the frozen `list --requirements REV` client set), the auth/* ones included: the client
+# is the same Host, with an OAuthClient that answers the protected servers' 401s and 403s.
+# Extension scenarios belong to no revision: CONF_EXTENSIONS names the ones run too
+# (without --spec-version, listed as revision "extension"). Each scenario runs as
 #   conformance client --command "$CONF_CLIENT" --scenario S --spec-version REV
 #                      --timeout 30000 -o DIR
 # under a hard `timeout 120` (which kills the harness and the client with it). The verdict of a scenario is the harness's exit code
@@ -25,8 +27,11 @@
 #   CONF_SCENARIOS  only these scenarios, e.g. "tools_call sse-retry" (development)
 #   CONF_HARNESS    the installed harness        (default <repo>/.peers/conformance)
 #   CONF_LIMIT_S    hard limit per scenario run, seconds (default 120)
+#   CONF_EXTENSIONS extension scenarios to run too (default "auth/client-credentials-basic";
+#                   trunkline does not implement private_key_jwt, DPoP, enterprise-managed
+#                   authorization, workload identity or the 2025-03-26 fallbacks)
 #
-# Output: one line per scenario, the auth scenarios as NOT RUN, and last
+# Output: one line per scenario, and last
 # `conformance: N passed, M failed` (tests/conformance/summarize.py). Exit status
 # non-zero on any failure or if no scenario ran. All servers listen on 127.0.0.1 only
 # (loopback-only.cjs); the run itself needs no network.
@@ -41,6 +46,7 @@ OUT="${CONF_OUT:-$REPO/.peers/conformance-results}"
 REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25}"
 SCENARIOS="${CONF_SCENARIOS:-}"
 LIMIT_S="${CONF_LIMIT_S:-120}"   # hard cap around one harness run (client timeout is 30 s)
+EXTENSIONS="${CONF_EXTENSIONS-auth/client-credentials-basic}"
 
 die() { printf 'conformance: ERROR: %s\n' "$*" >&2; exit 2; }
 
@@ -68,7 +74,6 @@ if [[ -e "$OUT" ]]; then
 fi
 mkdir -p "$OUT" || die "cannot create $OUT"
 : >"$OUT/index.tsv"
-: >"$OUT/notrun.tsv"
 
 # ---- scenario lists, from the harness ------------------------------------------------
 # `list --client --spec-version REV` prints "  - name [rev,rev]" lines.
@@ -109,31 +114,41 @@ total=0
 for rev in $REVISIONS; do
     for sc in ${LIST[$rev]}; do
         selected "$sc" || continue
-        [[ "$sc" == auth/* ]] || total=$((total + 1))
+        total=$((total + 1))
     done
 done
+[[ -z "$SCENARIOS" ]] && total=$((total + $(wc -w <<<"$EXTENSIONS")))
 printf 'conformance: %d scenario(s) at %s, client: %s, results: %s\n' \
     "$total" "${REVISIONS// /, }" "$CLIENT" "$OUT" >&2
+
+run_one() {  # revision (or "extension"), scenario, index, harness options...
+    local rev=$1 sc=$2 i=$3 dir start rc ms
+    shift 3
+    dir="$OUT/$rev/$(printf %02d "$i")-${sc//\//_}"
+    mkdir -p "$dir"
+    start=$(date +%s%N)
+    timeout -k 10 "$LIMIT_S" node "$CONFORMANCE" client \
+        --command "$CLIENT" --scenario "$sc" "$@" \
+        --timeout 30000 -o "$dir" </dev/null >"$dir.log" 2>&1
+    rc=$?
+    ms=$((($(date +%s%N) - start) / 1000000))
+    printf '%s\t%s\t%s\t%s\t%s\n' "$rev" "$sc" "$rc" "$ms" "$dir" >>"$OUT/index.tsv"
+}
 
 for rev in $REVISIONS; do
     i=0
     for sc in ${LIST[$rev]}; do
         selected "$sc" || continue
-        if [[ "$sc" == auth/* ]]; then
-            printf '%s\t%s\n' "$rev" "$sc" >>"$OUT/notrun.tsv"
-            continue
-        fi
         i=$((i + 1))
-        dir="$OUT/$rev/$(printf %02d "$i")-${sc//\//_}"
-        mkdir -p "$dir"
-        start=$(date +%s%N)
-        timeout -k 10 "$LIMIT_S" node "$CONFORMANCE" client \
-            --command "$CLIENT" --scenario "$sc" --spec-version "$rev" \
-            --timeout 30000 -o "$dir" </dev/null >"$dir.log" 2>&1
-        rc=$?
-        ms=$((($(date +%s%N) - start) / 1000000))
-        printf '%s\t%s\t%s\t%s\t%s\n' "$rev" "$sc" "$rc" "$ms" "$dir" >>"$OUT/index.tsv"
+        run_one "$rev" "$sc" "$i" --spec-version "$rev"
     done
 done
+if [[ -z "$SCENARIOS" ]]; then
+    i=0
+    for sc in $EXTENSIONS; do
+        i=$((i + 1))
+        run_one extension "$sc" "$i"
+    done
+fi
 
 python3 "$HERE/summarize.py" "$OUT"

@@ -4,9 +4,8 @@
 
 Reads ``index.tsv`` (revision, scenario, harness exit code, milliseconds, scenario dir:
 one row per scenario run), each scenario's ``checks.json``, the harness log
-(``<scenario dir>.log``) and the client's ``stderr.txt``, and ``notrun.tsv`` (revision,
-scenario: the auth scenarios not run yet). Prints one line per scenario, then the NOT RUN
-lines, then a line with the not-run count, and last exactly
+(``<scenario dir>.log``) and the client's ``stderr.txt``. Prints one line per scenario,
+and last exactly
 
     conformance: N passed, M failed
 
@@ -25,7 +24,6 @@ import re
 import sys
 from pathlib import Path
 
-NOT_RUN_REASON = "not yet run (auth: a later issue)"
 COUNTED = ("SUCCESS", "FAILURE", "WARNING")
 
 
@@ -89,10 +87,9 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[1])
     rows = [line.split("\t") for line in read_text(out / "index.tsv").splitlines() if line]
-    not_run = [line.split("\t") for line in read_text(out / "notrun.tsv").splitlines() if line]
 
     passed = failed = 0
-    width = max([len(f"{r[0]} {r[1]}") for r in rows + not_run] + [20])
+    width = max([len(f"{r[0]} {r[1]}") for r in rows] + [20])
     for rev, scenario, rc_text, ms, scenario_dir in rows:
         rc = int(rc_text)
         path = Path(scenario_dir)
@@ -120,11 +117,8 @@ def main(argv: list[str]) -> int:
         if notes:
             line += "  [" + "; ".join(notes) + "]"
         print(line)
-    for rev, scenario in not_run:
-        print(f"NOT RUN {f'{rev} {scenario}':<{width}}  {NOT_RUN_REASON}")
     if not rows:
         print("conformance: no scenario ran")
-    print(f"conformance: {len(not_run)} not run (auth: a later issue)")
     print(f"conformance: {passed} passed, {failed} failed")
     return 0 if rows and failed == 0 else 1
 

@@ -231,6 +231,18 @@ class OAuthClient:
             _name(exc, server_url)
             raise
 
+    async def renew_at(self, server_url: str) -> float | None:
+        """When the header ``authorization_for`` gives now is due for renewal (seconds
+        since the epoch, this client's clock); ``None``: not before the server refuses it."""
+        key = self._key(server_url)
+        binding = await self._binding(key)
+        token = binding.token if binding else None
+        if token is None:
+            return None
+        if token.refresh_token is None and self._auth(key).grant != CLIENT_CREDENTIALS:
+            return token.expires_at  # nothing renews it: ask again once it has expired
+        return token.refresh_at(self.refresh_margin_s)
+
     async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
                            *, rejected: str | None | Sent = Sent.UNKNOWN) -> str:
         """Answer a 401 or 403 from ``server_url`` (``www_authenticate``: its header, several

@@ -57,11 +57,17 @@ class Token:
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
 
-    def refresh_due(self, now: float, margin_s: float) -> bool:
+    def refresh_at(self, margin_s: float) -> float | None:
+        """When to renew it: ``margin_s`` before it expires (at most half its lifetime
+        before); ``None`` for a token without a lifetime."""
         if self.expires_at is None:
-            return False
+            return None
         lifetime = max(self.expires_at - self.issued_at, 0.0)
-        return now >= self.expires_at - min(margin_s, lifetime / 2)
+        return self.expires_at - min(margin_s, lifetime / 2)
+
+    def refresh_due(self, now: float, margin_s: float) -> bool:
+        due = self.refresh_at(margin_s)
+        return due is not None and now >= due
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -20,7 +20,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import channel as ch
 from .._codec import CORR_MATCHED, CodecError, encode_submit
@@ -37,11 +37,15 @@ from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
 from .call_notices import CallNotices
+from .credentials import CredentialDesk
 from .generation import Generation
 from .launchers import Launcher, SpawnLauncher
 from .relay import ServerRequestRelay
 from .resource_watch import ResourceWatchers
 from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
+
+if TYPE_CHECKING:
+    from ..auth import OAuthClient
 
 log = logging.getLogger("trunkline.supervisor")
 
@@ -110,7 +114,9 @@ class WorkerHandle:
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
                  on_log: Callable[[str, dict[str, Any]], None] | None = None,
                  input_handlers: Mapping[str, InputHandler] | None = None,
-                 launcher: Launcher | None = None) -> None:
+                 launcher: Launcher | None = None, oauth: OAuthClient | None = None) -> None:
+        """``oauth``: the host's OAuth client, which answers this server's credential
+        questions (an HTTP server's 401/403)."""
         self.config = config
         self.settings = settings
         self._launcher = launcher or SpawnLauncher()
@@ -122,6 +128,9 @@ class WorkerHandle:
         self._relay = ServerRequestRelay(
             input_handlers or {},
             lambda request: self.notices.handler_for(request, self._inflight))
+        self._credentials = CredentialDesk(
+            oauth, config.name,
+            config.params.url if isinstance(config.params, HttpParams) else "")
         self._planner = RestartPlanner(settings.restart, rng)
         self._scope = TaskScope(f"server {config.name!r}")
         self.state = ServerState.STARTING
@@ -416,6 +425,8 @@ class WorkerHandle:
                 self.resources.deliver(ch.Notice.from_bytes(body).params)
             elif kind == ch.SERVER_REQUEST:
                 self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
+            elif kind == ch.CREDENTIALS_ASKED:
+                self._credentials.answer(gen, ch.CredentialQuestion.from_bytes(body))
             elif kind == ch.STATS:
                 gen.stats = ch.Stats.from_bytes(body)
 

@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
 from ..channel import ServerState
@@ -35,6 +35,9 @@ from .input_rounds import CallInput, InputRequired, InputRounds
 from .listings import CatalogKeeper
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from ..auth import OAuthClient
 
 log = logging.getLogger("trunkline.host")
 
@@ -56,6 +59,7 @@ class Host:
         retry: RetryPolicy | None = None,
         input_handlers: Mapping[str, InputHandler] | None = None,
         mrtr_limits: MrtrLimits | None = None,
+        oauth: OAuthClient | None = None,
     ) -> None:
         """``on_log(server, params)`` receives every ``notifications/message`` a server
         sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
@@ -67,7 +71,14 @@ class Host:
         a legacy server's own requests of those kinds. Declare the matching
         ``capabilities`` (``sampling``, ``elicitation``, ``roots``): a server asking for
         anything undeclared fails the call locally, and trunkline never answers an input
-        request by itself."""
+        request by itself.
+
+        ``oauth`` (``trunkline.auth.OAuthClient``): the credentials of protected Streamable
+        HTTP servers. A server's 401/403 is answered with a token from it (discovery,
+        authorization, refresh, step-up: all in this process, one flight per server), and
+        the request is sent again; tokens are renewed before they expire. The caller owns
+        it (closes it after the host). Without it a 401/403 fails the request with
+        ``AuthenticationFailed``."""
         base = settings or HostSettings()
         identity = (_identity(client_info, capabilities) if (client_info or capabilities)
                     else base.identity)
@@ -77,11 +88,13 @@ class Host:
         declared = {method for method, capability in CAPABILITY_OF.items()
                     if capability in identity.capabilities}
         self.settings = replace(base, identity=identity,
-                                answered_requests=frozenset(handlers) | declared)
+                                answered_requests=frozenset(handlers) | declared,
+                                oauth=oauth is not None)
         self._scope = TaskScope("host")
         self._servers = Supervisor(self.settings, on_state=self._on_server_state,
                                    on_list_changed=self._on_list_changed,
-                                   on_log=on_log or _log_to_logger, input_handlers=handlers)
+                                   on_log=on_log or _log_to_logger, input_handlers=handlers,
+                                   oauth=oauth)
         self._results = ResultChecks()
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, ServerUnavailable
 from ..loop.tasks import gather_all
@@ -20,23 +20,29 @@ from ..settings import HostSettings, RestartPolicy, ServerConfig
 from .handle import ServerStatus, WorkerHandle
 from .launchers import launcher_for
 
+if TYPE_CHECKING:
+    from ..auth import OAuthClient
+
 
 class Supervisor:
     def __init__(self, settings: HostSettings | None = None, *, seed: int | None = None,
                  on_state: Callable[[WorkerHandle], None] | None = None,
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
                  on_log: Callable[[str, dict[str, Any]], None] | None = None,
-                 input_handlers: Mapping[str, InputHandler] | None = None) -> None:
+                 input_handlers: Mapping[str, InputHandler] | None = None,
+                 oauth: OAuthClient | None = None) -> None:
         """``on_state`` is called (synchronously, on the loop) after every state change of
         any server, e.g. to re-list tools when a restarted server is ready again;
         ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
-        changed; ``input_handlers`` answer legacy servers' own requests."""
+        changed; ``input_handlers`` answer legacy servers' own requests; ``oauth`` gives
+        HTTP servers' workers their credentials (``settings.oauth`` says it does)."""
         self.settings = settings or HostSettings()
         self._rng = random.Random(seed)
         self._on_state = on_state
         self._on_list_changed = on_list_changed
         self._on_log = on_log
         self._input_handlers = dict(input_handlers or {})
+        self._oauth = oauth
         self._handles: dict[str, WorkerHandle] = {}
         self._launcher = launcher_for(self.settings.worker_start)
 
@@ -52,7 +58,8 @@ class Supervisor:
                 raise ConfigurationError(f"server {name!r} is already configured")
         handles = [WorkerHandle(c, self.settings, self._rng, on_state=self._on_state,
                                 on_list_changed=self._on_list_changed, on_log=self._on_log,
-                                input_handlers=self._input_handlers, launcher=self._launcher)
+                                input_handlers=self._input_handlers, launcher=self._launcher,
+                                oauth=self._oauth)
                    for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle

@@ -59,6 +59,7 @@ from .server_requests import ServerRequests
 from .transports.stdio import StdioTransport
 
 if TYPE_CHECKING:
+    from .credentials import HostCredentials
     from .transports.http import HttpTransport
 
 log = logging.getLogger("trunkline.peer")
@@ -91,6 +92,7 @@ class Peer:
         request_id_limit: int | None = None,
         close_wait_s: float = 2.0,
         term_wait_s: float = 2.0,
+        credentials: HostCredentials | None = None,
     ) -> None:
         self.name = name
         self.params = params
@@ -119,7 +121,8 @@ class Peer:
                 params, on_data=self._on_data, on_closed=self._on_closed,
                 on_failed=self._on_exchange_failed,
                 is_pending=self._correlator.__contains__, server=name,
-                max_message_bytes=max_line_bytes, close_timeout_s=close_wait_s)
+                max_message_bytes=max_line_bytes, close_timeout_s=close_wait_s,
+                credentials=credentials)
         else:
             self._transport = StdioTransport(params, on_data=self._on_data,
                                              on_closed=self._on_closed,

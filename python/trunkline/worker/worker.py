@@ -33,6 +33,7 @@ from ..protocol.era import Verdict
 from .forwarding import Forwarder
 from .notices import NotificationRouter
 from .peer import Peer
+from .credentials import HostCredentials
 from .questions import HostQuestions
 
 # Exit codes, for the parent's logs; the STATE frame sent before exiting is authoritative.
@@ -54,13 +55,16 @@ class Worker:
         host = spec.host
         streamed = isinstance(spec.server.params, HttpParams)
         self._questions = HostQuestions(self.send, streamed=streamed)
+        #: The host's OAuth client, asked over the channel (HTTP servers of hosts that
+        #: have one).
+        self._credentials = HostCredentials(self.send) if streamed and host.oauth else None
         self.peer = Peer(
             spec.server.name, spec.server.params, negotiation=spec.negotiation(),
             identity=host.identity, input_handlers=self._questions.handlers(host.answered_requests),
             on_notification=self._on_notification, on_closed=self._on_server_closed,
             max_line_bytes=host.max_line_bytes, first_request_id=spec.first_request_id,
             request_id_limit=spec.request_id_limit, close_wait_s=host.close_wait_s,
-            term_wait_s=host.term_wait_s)
+            term_wait_s=host.term_wait_s, credentials=self._credentials)
         self.peer.on_counters = self._counters_changed
         self._notices = NotificationRouter(self.peer, host.listen, self.send,
                                            streamed=streamed)
@@ -103,6 +107,8 @@ class Worker:
                 self._rejected(_call_id(body), body[8:].decode("utf-8", "replace"))
             elif kind == ch.SERVER_ANSWER:
                 self._questions.on_answer(ch.ServerAnswer.from_bytes(body))
+            elif kind == ch.CREDENTIALS and self._credentials is not None:
+                self._credentials.on_answer(ch.CredentialAnswer.from_bytes(body))
             elif kind == ch.WATCH_RESOURCES:
                 self._notices.watch_resources(ch.ResourceWatch.from_bytes(body).uris)
             elif kind == ch.STOP:

@@ -56,8 +56,8 @@ EXIT_CHILD_FAILED = 70
 
 def _import_what_it_runs(spec: bytes) -> None:
     """A Streamable HTTP worker runs its transport and HTTP client (httptools): imported
-    here once, before the first such fork, rather than after every one of them. (A spec that does not decode is the
-    child's to report.)"""
+    here once, before the first such fork, rather than after every one of them. (A spec
+    that does not decode is the child's to report.)"""
     if "trunkline.worker.transports.http" in sys.modules:
         return
     try:

@@ -48,6 +48,7 @@ from ..._codec import (
 )
 from ...errors import (
     AuthenticationFailed,
+    AuthorizationFailed,
     HttpStatusError,
     MalformedMessage,
     OversizedMessage,
@@ -65,6 +66,7 @@ from ...protocol.versions import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 from ...version import VERSION
+from ..credentials import HostCredentials
 from . import STREAM_TAG
 from .http_client import (
     BodyBroken,
@@ -88,6 +90,9 @@ _ERROR_BODY_BYTES = 64 * 1024
 _MODERN_ERROR_CODES = frozenset(
     {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION})
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+#: 401/403 answers one request may get and have the host's credentials answer (a 401, then
+#: a 403 asking for more scope, and one more); the next is the request's failure.
+_MAX_CHALLENGES = 3
 
 
 class HttpTransport:
@@ -109,7 +114,10 @@ class HttpTransport:
         server: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
         close_timeout_s: float = 2.0,
+        credentials: HostCredentials | None = None,
     ) -> None:
+        """``credentials``: the host's OAuth client, asked for an ``Authorization`` header
+        when the server answers 401/403 (None: such an answer fails the request)."""
         self.params = params
         self.server = server
         self._on_data = on_data
@@ -132,6 +140,7 @@ class HttpTransport:
         self._closed_reported = False
         self._notes: collections.deque[str] = collections.deque(maxlen=20)
         self._headers = HeaderPlan(params.headers, server)
+        self._credentials = credentials
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -165,7 +174,7 @@ class HttpTransport:
         return None
 
     async def _end_legacy_session(self, session: HttpClient) -> None:
-        headers = self._headers.one_way()
+        headers = self._authorized(self._headers.one_way())
         try:
             async with asyncio.timeout(self._close_timeout_s):
                 async with self._http("DELETE", headers, session=session) as resp:
@@ -250,16 +259,16 @@ class HttpTransport:
                     await self._standalone_settled.wait()
         assert self._session is not None
         try:
-            async with self._http("POST", headers, out.line) as resp:
-                try:
-                    await self._read_answer(out, resp)
-                finally:
-                    # An unfinished body must not go back to the pool: closing the
-                    # connection is also how the server learns the request was cancelled.
-                    resp.release()
+            for challenges in range(_MAX_CHALLENGES + 1):
+                refused = await self._post_request(out, headers,
+                                                   answerable=challenges < _MAX_CHALLENGES)
+                if refused is None:
+                    break
+                assert self._credentials is not None
+                await self._credentials.challenged(*refused)
         except asyncio.CancelledError:
             raise
-        except (RedirectRefused, OversizedMessage) as exc:
+        except (RedirectRefused, OversizedMessage, AuthorizationFailed) as exc:
             exc.server, exc.method = self.server, out.method
             self._note(f"{out.method}: {exc.message}")
             self._fail(request_id, exc)
@@ -280,6 +289,39 @@ class HttpTransport:
             self._fail(request_id, StreamBroken(
                 "the HTTP exchange ended without a response to the request",
                 server=self.server, method=out.method))
+
+    async def _post_request(self, out: Outgoing, headers: dict[str, str], *,
+                            answerable: bool) -> tuple[int, str | None, str | None] | None:
+        """POST the request and deliver its answer; or, for a 401/403 the host's
+        credentials may answer (``answerable``), return the status, the challenge and the
+        ``Authorization`` the refused request carried, for it to be sent again."""
+        credentials = self._credentials
+        sent = None
+        if credentials is not None:
+            if credentials.due:
+                await credentials.renew()
+            sent = credentials.header
+            if sent is not None:
+                headers = {**headers, "Authorization": sent}
+        async with self._http("POST", headers, out.line) as resp:
+            try:
+                if credentials is not None and answerable and resp.status in (401, 403):
+                    challenge = resp.headers.get("www-authenticate")
+                    self._note(f"{out.method}: HTTP {resp.status}"
+                               + (f" ({challenge})" if challenge else ""))
+                    await self._read_body(resp, _ERROR_BODY_BYTES)  # the connection stays
+                    return resp.status, challenge, sent
+                await self._read_answer(out, resp)
+            finally:
+                # An unfinished body must not go back to the pool: closing the
+                # connection is also how the server learns the request was cancelled.
+                resp.release()
+        return None
+
+    def _authorized(self, headers: dict[str, str]) -> dict[str, str]:
+        """``headers`` with the host's ``Authorization``, where it gave one."""
+        header = self._credentials.header if self._credentials is not None else None
+        return headers if header is None else {**headers, "Authorization": header}
 
     async def _read_answer(self, out: Outgoing, resp: Response) -> None:
         status = resp.status
@@ -444,7 +486,8 @@ class HttpTransport:
         """A legacy GET stream (resumption, or the standalone stream): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
-        async with self._http("GET", self._headers.stream(last_event_id)) as resp:
+        async with self._http("GET", self._authorized(self._headers.stream(last_event_id))
+                              ) as resp:
             if resp.status == 404 and self._headers.session_id is not None:
                 self._report_closed("the server ended the session (HTTP 404 to a GET "
                                     "carrying Mcp-Session-Id)")
@@ -523,7 +566,7 @@ class HttpTransport:
         """A notification or a response (legacy): accepted with 202, nothing to read."""
         if self._session is None:
             return
-        headers = self._headers.one_way()
+        headers = self._authorized(self._headers.one_way())
         try:
             async with self._http("POST", headers, out.line) as resp:
                 await resp.read()
