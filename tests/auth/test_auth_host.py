@@ -18,7 +18,7 @@ from oauth_fakes import FakeAuthServer
 
 from conftest import run
 from trunkline import Host, http
-from trunkline.auth import OAuthClient
+from trunkline.auth import FileStore, OAuthClient
 
 MODERN = "2026-07-28"
 
@@ -165,4 +165,28 @@ def test_a_refused_flow_leaves_the_server_unavailable_saying_why(no_leaks):
                 assert "elsewhere.example" in (status.reason or ""), status.reason
                 assert fake.token_requests == [] and fake.authorizations == []
                 assert fake.registrations == []
+    run(main())
+
+
+def test_a_restarted_host_refreshes_from_its_store_instead_of_authorizing_again(
+        no_leaks, tmp_path):
+    echo = ProtectedEcho()
+
+    async def main():
+        async with FakeAuthServer(routes=[echo.route()], expires_in=2) as fake:
+            echo.fake = fake
+            store = FileStore(tmp_path / "oauth")
+            async with OAuthClient(store=store) as oauth, Host(oauth=oauth) as host:
+                await host.add_server("protected", http(fake.server_url("mcp")))
+                assert (await host.call_tool("echo", {"text": "before"})).text == "before"
+            await asyncio.sleep(2.2)  # the host is gone, and so is its token's lifetime
+            async with OAuthClient(store=FileStore(tmp_path / "oauth")) as oauth, \
+                    Host(oauth=oauth) as host:
+                status = await host.add_server("protected", http(fake.server_url("mcp")))
+                assert status.state.value == "ready", status.reason
+                assert (await host.call_tool("echo", {"text": "after"})).text == "after"
+            assert len(fake.registrations) == 1 and len(fake.authorizations) == 1
+            assert [r.grant for r in fake.token_requests] == [
+                "authorization_code", "refresh_token"]
+            assert echo.seen_tokens[-1] == tokens_in(fake, "at-")[-1]
     run(main())
