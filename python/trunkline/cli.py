@@ -21,7 +21,7 @@ import orjson
 from . import __version__
 from .channel import ServerState
 from .config import load_config
-from .errors import ConfigurationError, TrunklineError
+from .errors import ConfigurationError, TrunklineError, UnknownTool
 from .parent.handle import ServerStatus
 from .parent.host import Host
 from .parent.results import CallToolResult
@@ -232,7 +232,15 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
     async with Host.from_config(path, discover_timeout=discover_timeout) as host:
-        result = await host.call_tool(tool, args)
+        try:
+            result = await host.call_tool(tool, args)
+        except UnknownTool as exc:
+            # The tool may be missing because its server is: say which are, and why.
+            down = [f"{s.name}: {s.reason}" for s in host.servers()
+                    if s.state is ServerState.UNAVAILABLE]
+            if down:
+                exc.message += "; unavailable: " + "; ".join(down)
+            raise
     if json_mode:
         sys.stdout.write(orjson.dumps(result_json(result), option=orjson.OPT_INDENT_2)
                          .decode() + "\n")
@@ -366,6 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tools", help="the merged tool catalog of a configuration")
     c = sub.add_parser("call", help="call one tool and print its result")
     g = sub.add_parser("serve", help="serve the configured servers as one MCP server")
+    lg = sub.add_parser("login", help="sign in to a configured server that uses OAuth; the "
+                                      "token is stored for serve, tools and call")
+    lg.add_argument("config", help="an mcpServers JSON file")
+    lg.add_argument("server", help="the server's name in that file")
+    lg.add_argument("--no-browser", action="store_true",
+                    help="only print the sign-in URL (do not open a browser)")
     for command in (p, t, c, g):
         command.add_argument("config")
     c.add_argument("tool")
@@ -466,6 +480,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         coro = tools(ns.config, ns.json, ns.discover_timeout)
     elif ns.command == "serve":
         coro = serve(ns)
+    elif ns.command == "login":
+        from .login import login
+
+        coro = login(ns.config, ns.server, open_browser=not ns.no_browser)
     else:
         coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout)
     try:

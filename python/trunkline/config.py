@@ -4,6 +4,14 @@ VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTool
 ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``, optionally
 ``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that exact URL.
 
+OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
+host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
+directory, relative to the file) and an ``"oauth"`` object in an HTTP server's entry for
+credentials an operator registered (``clientId``, ``clientSecretEnv``: the name of the
+environment variable that holds the secret, never the secret itself, and ``grant``:
+``"authorization_code"`` or ``"client_credentials"``). They stay in the parent: a
+``ServerConfig`` (which crosses to the worker) carries none of it.
+
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
 """
@@ -12,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +32,7 @@ from .settings import ServerConfig
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
-_HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls"}
+_HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
 _HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
 
@@ -144,3 +153,90 @@ def load_config(path: str | os.PathLike[str], *,
         raise ConfigurationError(f"{p}: not valid JSON: {exc}") from exc
     return parse_config(data, source=str(p), base_dir=p.parent,
                         discover_timeout=discover_timeout)
+
+
+# --- OAuth ------------------------------------------------------------------------------
+
+_OAUTH_KEYS = {"clientName", "redirectUri", "clientMetadataUrl", "store"}
+_SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant"}
+_GRANTS = ("authorization_code", "client_credentials")
+#: Where tokens are kept unless the file says otherwise.
+DEFAULT_OAUTH_STORE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") \
+    / "trunkline" / "oauth"
+
+
+@dataclass(frozen=True)
+class ServerOAuth:
+    """Credentials an operator registered for one server (by its URL)."""
+
+    client_id: str
+    #: Read from the environment when the file was loaded; never printed.
+    client_secret: str | None = field(default=None, repr=False)
+    grant: str = "authorization_code"
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """The host's OAuth settings from the configuration file."""
+
+    client_name: str = "trunkline"
+    redirect_uri: str = "http://127.0.0.1:8765/callback"
+    client_metadata_url: str | None = None
+    store: Path = DEFAULT_OAUTH_STORE
+    #: By server URL.
+    servers: Mapping[str, ServerOAuth] = field(default_factory=dict)
+
+
+def load_oauth_config(path: str | os.PathLike[str],
+                      env: Mapping[str, str] | None = None) -> OAuthConfig:
+    """The file's OAuth settings (defaults where it has none). ``env``: where
+    ``clientSecretEnv`` names are looked up (``os.environ``)."""
+    p = Path(path)
+    data = orjson.loads(p.read_bytes())  # load_config read it already: errors said there
+    source = str(p)
+    env = os.environ if env is None else env
+    raw = data.get("oauth", {}) if isinstance(data, dict) else {}
+    if not isinstance(raw, dict) or set(raw) - _OAUTH_KEYS:
+        raise _fail(source, None, "\"oauth\" must be an object with only the keys "
+                    f"{sorted(_OAUTH_KEYS)}")
+    for key in _OAUTH_KEYS:
+        if key in raw and not isinstance(raw[key], str):
+            raise _fail(source, None, f"\"oauth\": \"{key}\" must be a string")
+    store = Path(raw["store"]) if "store" in raw else DEFAULT_OAUTH_STORE
+    servers = {}
+    for name, entry in (data.get("mcpServers") or {}).items():
+        if isinstance(entry, dict) and "oauth" in entry:
+            servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env)
+    defaults = OAuthConfig()
+    return OAuthConfig(
+        client_name=raw.get("clientName", defaults.client_name),
+        redirect_uri=raw.get("redirectUri", defaults.redirect_uri),
+        client_metadata_url=raw.get("clientMetadataUrl"),
+        store=store if store.is_absolute() else p.parent / store,
+        servers=servers)
+
+
+def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str]) -> ServerOAuth:
+    if not isinstance(raw, dict) or set(raw) - _SERVER_OAUTH_KEYS:
+        raise _fail(source, name, "\"oauth\" must be an object with only the keys "
+                    f"{sorted(_SERVER_OAUTH_KEYS)}")
+    client_id = raw.get("clientId")
+    if not isinstance(client_id, str) or not client_id:
+        raise _fail(source, name, "\"oauth\": \"clientId\" must be a non-empty string")
+    grant = raw.get("grant", "authorization_code")
+    if grant not in _GRANTS:
+        raise _fail(source, name, f"\"oauth\": \"grant\" must be one of {list(_GRANTS)}")
+    secret = None
+    variable = raw.get("clientSecretEnv")
+    if variable is not None:
+        if not isinstance(variable, str) or not variable:
+            raise _fail(source, name, "\"oauth\": \"clientSecretEnv\" must name an "
+                        "environment variable")
+        secret = env.get(variable)
+        if not secret:
+            raise _fail(source, name, f"\"oauth\": the environment variable {variable!r} "
+                        "(\"clientSecretEnv\") is not set")
+    if grant == "client_credentials" and secret is None:
+        raise _fail(source, name, "\"oauth\": the client credentials grant needs "
+                    "\"clientSecretEnv\"")
+    return ServerOAuth(client_id, secret, grant)

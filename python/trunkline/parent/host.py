@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
 from ..channel import ServerState
-from ..config import load_config
+from ..config import load_config, load_oauth_config
 from ..errors import ToolCollision, UnknownTool
 from ..loop.tasks import TaskScope
-from ..params import TransportParams
+from ..params import HttpParams, TransportParams
 from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import CAPABILITY_OF, InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
@@ -112,6 +112,8 @@ class Host:
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._last_entries = self._catalog.catalog.entries
         self._closed = False
+        #: An OAuth client this host made (``from_config``), closed with it.
+        self._owned_oauth: OAuthClient | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -120,9 +122,24 @@ class Host:
                     **kwargs: Any) -> Host:
         """A host for the servers of an ``{"mcpServers": {...}}`` file; they start when the
         host is entered (``async with``). ``discover_timeout`` (seconds) applies to the
-        servers whose entry sets no ``"discoverTimeoutMs"``."""
+        servers whose entry sets no ``"discoverTimeoutMs"``.
+
+        With a Streamable HTTP server in the file (and no ``oauth=`` given), the host has an
+        OAuth client of its own, as the file's ``"oauth"`` keys describe
+        (``config.load_oauth_config``), closed with the host: tokens a person stored with
+        ``trunkline login`` are used and refreshed, client credentials are obtained, and an
+        authorization that needs a person fails saying to run ``trunkline login``."""
+        configs = load_config(path, discover_timeout=discover_timeout)
+        owned = None
+        if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in configs):
+            from ..auth.configured import oauth_client_from
+            from ..auth.sign_in import SignInRequired
+
+            owned = kwargs["oauth"] = oauth_client_from(
+                load_oauth_config(path), SignInRequired(f"trunkline login {path} NAME"))
         host = cls(**kwargs)
-        host._pending_config = load_config(path, discover_timeout=discover_timeout)
+        host._owned_oauth = owned
+        host._pending_config = configs
         return host
 
     async def __aenter__(self) -> Host:
@@ -143,6 +160,8 @@ class Host:
         self._closed = True
         await self._scope.aclose()
         await self._servers.aclose()
+        if self._owned_oauth is not None:
+            await self._owned_oauth.aclose()
 
     # -- servers -------------------------------------------------------------------------
 

@@ -1,0 +1,117 @@
+"""``trunkline login`` and the configuration file's OAuth: a person signs in once (the
+loopback listener gets the browser's redirect), then ``call`` and ``tools`` use the stored
+token; without a sign-in they fail saying which command signs in. The CLI runs as a real
+subprocess; the browser is the test, following the authorization server's redirect."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import aiohttp
+from oauth_fakes import FakeAuthServer
+from test_auth_host import ProtectedEcho
+
+from conftest import run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config_file(tmp_path: Path, url: str, store: str = "tokens") -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({
+        "oauth": {"store": store, "clientName": "cli-test",
+                  "redirectUri": f"http://127.0.0.1:{free_port()}/callback"},
+        "mcpServers": {"tracker": {"url": url}}}))
+    return path
+
+
+async def trunkline(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "trunkline", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def sign_in(path: Path) -> tuple[int, str, str]:
+    """``trunkline login``, with the test as the person at the browser."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "trunkline", "login", str(path), "tracker", "--no-browser",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    shown = b""
+    try:
+        line = b""
+        while not line.startswith(b"http"):  # the sign-in URL, on a line of its own
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+            assert line, (shown, await proc.stderr.read())
+            shown += line
+        url = line.decode().strip()
+        async with aiohttp.ClientSession() as browser, browser.get(url) as page:
+            assert page.status == 200 and "Signed in" in await page.text()
+        rest, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return proc.returncode, (shown + rest).decode(), err.decode()
+
+
+def test_a_person_signs_in_once_and_the_commands_use_the_stored_token(no_leaks, tmp_path):
+    echo = ProtectedEcho()
+
+    async def main():
+        async with FakeAuthServer(routes=[echo.route()]) as fake:
+            echo.fake = fake
+            path = config_file(tmp_path, fake.server_url("mcp"))
+            code, out, err = await sign_in(path)
+            assert code == 0, err
+            assert "Signed in to tracker" in out
+            assert len(fake.authorizations) == 1 and len(fake.token_requests) == 1
+            [record] = list((tmp_path / "tokens").iterdir())
+            assert stat.S_IMODE(os.stat(record).st_mode) == 0o600
+            code, out, err = await trunkline("call", str(path), "echo", '{"text": "hi"}')
+            assert code == 0 and "hi" in out, err
+            code, out, err = await trunkline("tools", str(path))
+            assert code == 0 and "echo" in out, err
+            # Nothing more was asked of a person or of the token endpoint.
+            assert len(fake.authorizations) == 1 and len(fake.token_requests) == 1
+            for secret in (v for v in fake.issued if v.split("-")[0] in ("at", "rt", "secret")):
+                assert secret not in out + err
+    run(main())
+
+
+def test_without_a_sign_in_a_command_says_which_command_signs_in(no_leaks, tmp_path):
+    echo = ProtectedEcho()
+
+    async def main():
+        async with FakeAuthServer(routes=[echo.route()]) as fake:
+            echo.fake = fake
+            path = config_file(tmp_path, fake.server_url("mcp"), store="empty")
+            code, out, err = await trunkline("call", str(path), "echo", '{"text": "hi"}')
+            assert code != 0
+            assert "trunkline login" in out + err, out + err
+            assert fake.authorizations == [] and fake.token_requests == []
+    run(main())
+
+
+def test_login_refuses_a_server_it_cannot_sign_in_to(tmp_path):
+    async def main():
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps({"mcpServers": {"local": {"command": "true"}}}))
+        code, _, err = await trunkline("login", str(path), "local")
+        assert code == 2 and "stdio" in err
+        code, _, err = await trunkline("login", str(path), "nowhere")
+        assert code == 2 and "no server named 'nowhere'" in err
+    run(main())
