@@ -115,3 +115,38 @@ def test_login_refuses_a_server_it_cannot_sign_in_to(tmp_path):
         code, _, err = await trunkline("login", str(path), "nowhere")
         assert code == 2 and "no server named 'nowhere'" in err
     run(main())
+
+
+def test_the_files_oauth_keys_are_checked_and_a_secret_comes_from_the_environment(tmp_path):
+    from trunkline.config import load_oauth_config
+    from trunkline.errors import ConfigurationError
+
+    def write(data: dict) -> Path:
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps(data))
+        return path
+
+    url = "https://billing.example/mcp"
+    entry = {"url": url, "oauth": {"clientId": "abc", "clientSecretEnv": "BILLING_SECRET",
+                                   "grant": "client_credentials"}}
+    config = load_oauth_config(write({"oauth": {"store": "tokens"},
+                                      "mcpServers": {"billing": entry}}),
+                               env={"BILLING_SECRET": "s3cr3t"})
+    assert config.store == tmp_path / "tokens"
+    assert config.servers[url].client_secret == "s3cr3t" and "s3cr3t" not in repr(config)
+    bad = [
+        ({"oauth": {"storage": "x"}, "mcpServers": {}}, "only the keys"),
+        ({"mcpServers": {"b": {**entry, "oauth": {"clientId": "abc"} | {"grant": "magic"}}}},
+         "\"grant\" must be one of"),
+        ({"mcpServers": {"b": entry}}, "'BILLING_SECRET'"),
+        ({"mcpServers": {"b": {**entry, "oauth": {"clientId": "abc",
+                                                  "grant": "client_credentials"}}}},
+         "needs \"clientSecretEnv\""),
+    ]
+    for data, message in bad:
+        try:
+            load_oauth_config(write(data), env={})
+        except ConfigurationError as exc:
+            assert message in str(exc), (message, str(exc))
+        else:
+            raise AssertionError(f"accepted {data}")
