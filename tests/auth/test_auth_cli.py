@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 from oauth_fakes import FakeAuthServer
-from test_auth_host import ProtectedEcho
+from test_auth_host import ProtectedEcho, tokens_in
 
 from conftest import run
 
@@ -150,3 +150,29 @@ def test_the_files_oauth_keys_are_checked_and_a_secret_comes_from_the_environmen
             assert message in str(exc), (message, str(exc))
         else:
             raise AssertionError(f"accepted {data}")
+
+
+def test_the_gateway_reaches_a_protected_upstream_with_its_own_token(gateways, tmp_path):
+    """``trunkline serve`` after a sign-in: its client brings no credentials, the upstream
+    gets the gateway's token (and only ever a token its authorization server issued)."""
+    from gateways import StdioGateway, modern_meta
+
+    echo = ProtectedEcho()
+
+    async def main():
+        async with FakeAuthServer(routes=[echo.route()]) as fake:
+            echo.fake = fake
+            path = config_file(tmp_path, fake.server_url("mcp"))
+            code, _, err = await sign_in(path)
+            assert code == 0, err
+            gw = await StdioGateway.start(path, gateways)
+            try:
+                answer = await gw.call("tools/call", {"name": "echo", "arguments": {
+                    "text": "through"}, "_meta": modern_meta()})
+                assert answer["result"]["content"][0]["text"] == "through", answer
+            finally:
+                assert await gw.close() == 0
+            issued = set(tokens_in(fake, "at-"))
+            assert echo.seen_tokens and all(t is None or t in issued for t in echo.seen_tokens)
+            assert len(fake.authorizations) == 1  # the sign-in's, none by the gateway
+    run(main())
