@@ -6,11 +6,13 @@ subprocess; the browser is the test, following the authorization server's redire
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import stat
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -68,16 +70,23 @@ async def sign_in(path: Path) -> tuple[int, str, str]:
     return proc.returncode, (shown + rest).decode(), err.decode()
 
 
-def test_a_person_signs_in_once_and_the_commands_use_the_stored_token(no_leaks, tmp_path):
+@contextlib.asynccontextmanager
+async def signed_in(tmp_path: Path) -> AsyncIterator[tuple[ProtectedEcho, FakeAuthServer, Path]]:
+    """A protected echo server, its authorization server, and a configuration file whose
+    store holds the token a person got with ``trunkline login``."""
     echo = ProtectedEcho()
+    async with FakeAuthServer(routes=[echo.route()]) as fake:
+        echo.fake = fake
+        path = config_file(tmp_path, fake.server_url("mcp"))
+        code, out, err = await sign_in(path)
+        assert code == 0, err
+        assert "Signed in to tracker" in out
+        yield echo, fake, path
 
+
+def test_a_person_signs_in_once_and_the_commands_use_the_stored_token(no_leaks, tmp_path):
     async def main():
-        async with FakeAuthServer(routes=[echo.route()]) as fake:
-            echo.fake = fake
-            path = config_file(tmp_path, fake.server_url("mcp"))
-            code, out, err = await sign_in(path)
-            assert code == 0, err
-            assert "Signed in to tracker" in out
+        async with signed_in(tmp_path) as (_echo, fake, path):
             assert len(fake.authorizations) == 1 and len(fake.token_requests) == 1
             [record] = list((tmp_path / "tokens").iterdir())
             assert stat.S_IMODE(os.stat(record).st_mode) == 0o600
@@ -157,14 +166,8 @@ def test_the_gateway_reaches_a_protected_upstream_with_its_own_token(gateways, t
     gets the gateway's token (and only ever a token its authorization server issued)."""
     from gateways import StdioGateway, modern_meta
 
-    echo = ProtectedEcho()
-
     async def main():
-        async with FakeAuthServer(routes=[echo.route()]) as fake:
-            echo.fake = fake
-            path = config_file(tmp_path, fake.server_url("mcp"))
-            code, _, err = await sign_in(path)
-            assert code == 0, err
+        async with signed_in(tmp_path) as (echo, fake, path):
             gw = await StdioGateway.start(path, gateways)
             try:
                 answer = await gw.call("tools/call", {"name": "echo", "arguments": {

@@ -79,6 +79,17 @@ def answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
+def answering_when(go: asyncio.Event, server: Scripted) -> Handler:
+    """A handler that echoes each request's body once ``go`` is set."""
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            body = await server.read_request(reader)
+            await go.wait()
+            writer.write(answer(body))
+            await writer.drain()
+    return handler
+
+
 async def echo_forever(server: Scripted, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> None:
     while True:
@@ -121,14 +132,7 @@ def test_a_callers_own_user_agent_replaces_the_default():
 def test_callers_beyond_the_limit_wait_their_turn_in_arrival_order(no_leaks):
     async def main():
         release = asyncio.Event()
-
-        async def slow(reader, writer):
-            while True:
-                body = await server.read_request(reader)
-                await release.wait()
-                writer.write(answer(body))
-                await writer.drain()
-        async with Scripted(slow) as server:
+        async with Scripted(lambda r, w: answering_when(release, server)(r, w)) as server:
             http = client(server.url, limit=2)
             order: list[int] = []
 
@@ -311,14 +315,7 @@ def test_a_large_body_is_read_with_back_pressure_and_arrives_whole(no_leaks):
 def test_a_caller_cancelled_while_waiting_for_a_connection_frees_its_turn(no_leaks):
     async def main():
         go = asyncio.Event()
-
-        async def late(reader, writer):
-            while True:
-                body = await server.read_request(reader)
-                await go.wait()
-                writer.write(answer(body))
-                await writer.drain()
-        async with Scripted(late) as server:
+        async with Scripted(lambda r, w: answering_when(go, server)(r, w)) as server:
             http = client(server.url, limit=1)
             held = asyncio.create_task(http.request("POST", server.url, {}, b"1"))
             await asyncio.sleep(0.05)

@@ -426,13 +426,9 @@ class ConnectionPool:
         if self._closed:
             connection.close()
             return
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(connection)
-                return
-        connection.idle_since = time.monotonic()
-        self._idle.append(connection)
+        if not self._hand_to_waiter(connection):
+            connection.idle_since = time.monotonic()
+            self._idle.append(connection)
 
     def lost(self, connection: Connection) -> None:
         """A connection ended: its slot opens for the first waiter."""
@@ -443,14 +439,20 @@ class ConnectionPool:
         self._pass_on(None)
 
     def _pass_on(self, connection: Connection | None) -> None:
+        """A connection (or, None, a free slot) a caller did not take: to the next one."""
         if connection is not None:
             self.give_back(connection)
-            return
+        else:
+            self._hand_to_waiter(None)
+
+    def _hand_to_waiter(self, handed: Connection | None) -> bool:
+        """Give the first caller still waiting ``handed``; False if nobody waits."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                return
+                waiter.set_result(handed)
+                return True
+        return False
 
     async def aclose(self, timeout_s: float) -> None:
         """Close every connection and wait (within ``timeout_s``) until they ended; any
