@@ -8,7 +8,15 @@ Rules:
   server changed gets a new record: the old identity and token are dropped, not carried
   over.
 - ``TokenStore`` is the interface (async, so a networked store fits); ``MemoryStore``
-  keeps records for the life of the process; ``FileStore`` keeps them across restarts.
+  keeps records for the life of the process; ``FileStore`` keeps them across restarts;
+  ``redis_store.RedisStore`` shares them between processes (gateway replicas).
+- Renewal lease: ``async with store.renewal(server):`` is held around every flow that may
+  spend a refresh token or obtain a new one (``flow``), so that processes sharing a store
+  renew a server's token one at a time; the holder re-reads the record once it has the
+  lease. A store shared by one process only needs none: ``MemoryStore`` and ``FileStore``
+  lend a no-op one (one ``OAuthClient`` per process already flies once per server, and a
+  ``FileStore`` directory is one host's). The method is optional: ``renewal_lease(store,
+  server)`` lends the no-op to a store that has none.
 - ``FileStore``: one JSON file per server in a directory the caller chooses (created with
   mode 0700 if missing), named by a hash of the server's URI; every file is mode 0600 and
   replaced atomically (written to a temporary file in the same directory, synced, then
@@ -64,11 +72,47 @@ class Binding:
 
 
 class TokenStore(Protocol):
+    """A store may also lend a renewal lease, ``renewal(server)``: an async context
+    manager held while this process renews the server's token, whose entry waits while
+    another process holds it (see ``renewal_lease``)."""
+
     async def load(self, server: str) -> Binding | None: ...
 
     async def save(self, binding: Binding) -> None: ...
 
     async def delete(self, server: str) -> None: ...
+
+
+def renewal_lease(store: TokenStore, server: str) -> contextlib.AbstractAsyncContextManager[None]:
+    """The store's renewal lease for ``server``, or a no-op one if it lends none."""
+    renewal = getattr(store, "renewal", None)
+    return renewal(server) if renewal is not None else contextlib.nullcontext()
+
+
+def record_name(server: str) -> str:
+    """A record's name in a store: a hash of the server's URI, so any URI makes a short,
+    safe file name or key."""
+    return hashlib.sha256(server.encode()).hexdigest()[:40]
+
+
+def record_bytes(binding: Binding) -> bytes:
+    """A record as a store writes it (secrets in clear: see the rules)."""
+    return json.dumps(binding.to_json(), indent=1).encode()
+
+
+def read_record(data: bytes, server: str, *, where: str) -> Binding | None:
+    """``server``'s record from what a store read back, or ``None`` (with a warning naming
+    ``where`` only) if it is unreadable or another server's: the server is then authorized
+    afresh."""
+    try:
+        binding = Binding.from_json(json.loads(data))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.warning("ignoring unreadable %s", where)
+        return None
+    if binding.server != server:
+        log.warning("ignoring %s: it is another server's", where)
+        return None
+    return binding
 
 
 class MemoryStore:
@@ -86,6 +130,9 @@ class MemoryStore:
     async def delete(self, server: str) -> None:
         self._records.pop(server, None)
 
+    def renewal(self, server: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
 
 class FileStore:
     """Records in a directory, one 0600 JSON file per server. The files are small and
@@ -95,27 +142,19 @@ class FileStore:
         self.directory = Path(directory)
 
     def path_for(self, server: str) -> Path:
-        return self.directory / (hashlib.sha256(server.encode()).hexdigest()[:40] + ".json")
+        return self.directory / (record_name(server) + ".json")
 
     async def load(self, server: str) -> Binding | None:
         path = self.path_for(server)
         try:
-            text = path.read_text(encoding="utf-8")
+            data = path.read_bytes()
         except FileNotFoundError:
             return None
-        try:
-            binding = Binding.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.warning("ignoring unreadable token store file %s", path)
-            return None
-        if binding.server != server:
-            log.warning("ignoring token store file %s: it is another server's", path)
-            return None
-        return binding
+        return read_record(data, server, where=f"token store file {path}")
 
     async def save(self, binding: Binding) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        data = json.dumps(binding.to_json(), indent=1).encode()
+        data = record_bytes(binding)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:  # mkstemp makes it 0600; said again, for sure
@@ -139,3 +178,6 @@ class FileStore:
     async def delete(self, server: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path_for(server).unlink()
+
+    def renewal(self, server: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
