@@ -41,6 +41,15 @@ Rules:
    their tokens from the client credentials grant with the configured client's secret
    (machine to machine), renewed the same way before they expire.
 
+8. Processes that share a store (gateway replicas on ``redis_store.RedisStore``) renew a
+   server's token one at a time: a flight runs under the store's renewal lease
+   (``store.renewal_lease``; a no-op for a store only this process uses) and, once it has
+   the lease, reads the server's record again. A token another process stored meanwhile
+   that is not due for renewal answers the flight, and no request is made (so a refresh
+   token, often single-use, is spent once, by one process); a step-up answered so with a
+   token that lacks the scope meets the next 403 as rule 4 says. Any other change to the
+   record (a new client identity, a dropped token) is taken before the flow runs.
+
 Not implemented: ``private_key_jwt`` client authentication (RFC 7523), the
 enterprise-managed and workload identity extensions, DPoP, and the 2025-03-26 fallbacks
 (authorization server metadata at the MCP server's root, default endpoints).
@@ -89,7 +98,7 @@ from .scopes import (
     step_up_scope,
     with_offline_access,
 )
-from .store import Binding, MemoryStore, TokenStore
+from .store import Binding, MemoryStore, TokenStore, renewal_lease
 from .tokens import (
     Token,
     client_credentials_form,
@@ -548,8 +557,10 @@ class OAuthClient:
 
     async def _fly(self, key: str, flow: Coroutine[Any, Any, str | None]) -> str | None:
         """Rule 1: run ``flow`` as the server's one flight; callers that come while it runs
-        wait for it (``on_challenge``, ``authorization_for``)."""
-        task = asyncio.get_running_loop().create_task(flow)
+        wait for it (``on_challenge``, ``authorization_for``). Rule 8: the flight runs
+        under the store's renewal lease."""
+        held = self._bindings.get(key)
+        task = asyncio.get_running_loop().create_task(self._leased(key, held, flow))
         self._flights[key] = task
 
         def landed(done: asyncio.Task[str | None]) -> None:
@@ -560,6 +571,26 @@ class OAuthClient:
 
         task.add_done_callback(landed)
         return await asyncio.shield(task)
+
+    async def _leased(self, key: str, held: Binding | None,
+                      flow: Coroutine[Any, Any, str | None]) -> str | None:
+        """Rule 8: ``flow`` under the store's renewal lease, unless the record read again
+        under it holds a token that another process got since ``held`` and that is not
+        due: that one is the flight's answer."""
+        try:
+            async with renewal_lease(self.store, key):
+                stored = await self.store.load(key)
+                if stored is not None and stored != held:
+                    self._bindings[key] = stored
+                    token = stored.token
+                    if (token is not None and token != (held.token if held else None)
+                            and not token.refresh_due(self.clock(), self.refresh_margin_s)):
+                        log.info("server %s: another process renewed its token; using it",
+                                 key)
+                        return token.authorization()
+                return await flow
+        finally:
+            flow.close()  # never started if the record answered (a no-op once awaited)
 
     async def _post(self, url: str, *, issuer: str, data: dict[str, str] | None = None,
                     json: dict[str, Any] | None = None,
