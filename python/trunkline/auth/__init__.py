@@ -14,7 +14,11 @@ One module, one job:
 - ``tokens``: token requests, responses and expiry (pure).
 - ``answers``: reading an authorization server's JSON answers (pure).
 - ``secret``: strings that never print.
-- ``store``: where tokens and client identities are kept (memory, or 0600 files).
+- ``store``: where tokens and client identities are kept (memory, or 0600 files), and the
+  renewal lease.
+- ``redis_store``: records and renewal leases in Redis, for processes that share them
+  (``RedisStore``, exported here but imported only when first named: ``redis`` is an
+  optional dependency).
 - ``flow``: ``OAuthClient``, the I/O that drives the rest.
 """
 
@@ -34,6 +38,15 @@ from .secret import Secret
 from .store import Binding, FileStore, MemoryStore, TokenStore
 from .tokens import Token
 
+
+def __getattr__(name: str) -> object:
+    if name == "RedisStore":
+        from .redis_store import RedisStore
+
+        return RedisStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "AUTHORIZATION_CODE",
     "CLIENT_CREDENTIALS",
@@ -45,6 +58,7 @@ __all__ = [
     "MemoryStore",
     "OAuthClient",
     "PreRegisteredClient",
+    "RedisStore",
     "Secret",
     "Sent",
     "ServerAuth",

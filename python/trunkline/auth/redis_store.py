@@ -1,0 +1,177 @@
+"""Records in Redis, shared by the processes of one deployment (``trunkline serve --http``
+replicas behind a load balancer), with a renewal lease so that they renew a server's token
+one at a time.
+
+Rules:
+
+- The records and their meaning are ``FileStore``'s (see ``store``): one per server, under
+  ``<prefix>record:<record_name(server)>``, the record's JSON as the value, written whole by
+  one ``SET`` (a reader sees the old record or the new, never half of one), with no expiry
+  (the record holds the token's absolute expiry, and a client identity that outlives it).
+  A value that cannot be read back, or another server's, is ignored with a warning naming
+  the key only, and the server is authorized afresh.
+- Every key this store reads or writes starts with ``prefix`` (one per deployment; default
+  ``trunkline:auth:``); it names keys only one at a time (no ``KEYS``, ``SCAN``, ``FLUSH``).
+- What protects the tokens: they are stored in clear, as in ``FileStore``'s 0600 files;
+  here Redis's own controls stand in for the file mode: a password or an ACL user given in
+  the URL (``redis://user:password@host:port/db``) whose keys are limited to the prefix
+  (``~trunkline:auth:*``), TLS (``rediss://``) for anything but loopback, and a prefix per
+  deployment. Redis's ``SLOWLOG`` and ``MONITOR`` show commands' arguments: deny them
+  (``-slowlog -monitor``) to users who must not read tokens.
+- No secret in a log or an error: a command that fails becomes ``AuthorizationFailed``
+  (``reason="store_unavailable"``) naming the store by scheme, host, port and database and
+  the kind of failure only: never the URL's credentials, a value, nor the client library's
+  message (which can quote a command's arguments, e.g. a pipeline's), and the library's
+  exception is neither its cause nor its context. This module logs keys, never values.
+- Renewal lease, ``async with store.renewal(server):`` (taken by ``OAuthClient`` around a
+  flight, ``flow`` rule 8): ``SET <prefix>lease:<name> <random> NX PX <lease_s>``, tried
+  every ``poll_s`` for at most ``lease_wait_s`` (by default a little longer than a lease
+  lives, so a holder that died, and never gave its lease back, holds nobody up for longer
+  than ``lease_s``); a wait that runs out is ``AuthorizationFailed``
+  (``reason="renewal_busy"``). Only its holder gives a lease back: a Lua script deletes the
+  key only while it still holds the holder's random value, so a holder whose lease expired
+  and was taken by another process does not end the other's. ``lease_s`` must outlast a
+  renewal (a metadata fetch and a token request, each bounded by ``OAuthClient``'s
+  ``timeout_s``); an interactive authorization that outlasts it lets another process start
+  its own, which costs a second authorization, not a refresh token spent twice.
+- One ``RedisStore`` per event loop (redis-py's asyncio connections belong to the loop that
+  opened them); ``aclose()`` it, or use ``async with``.
+- ``redis`` (redis-py) is an optional dependency (``trunkline[redis]``), imported only
+  when a ``RedisStore`` is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from ..errors import AuthorizationFailed
+from .store import Binding, read_record, record_bytes, record_name
+
+log = logging.getLogger("trunkline.auth")
+
+T = TypeVar("T")
+
+#: Deletes the lease only while it is still the caller's (KEYS[1]: the lease; ARGV[1]: the
+#: holder's random value).
+GIVE_BACK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class RedisStore:
+    """Records in Redis, shared between processes; see the module docstring."""
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *,
+                 prefix: str = "trunkline:auth:", lease_s: float = 60.0,
+                 lease_wait_s: float | None = None, poll_s: float = 0.05,
+                 timeout_s: float = 5.0) -> None:
+        try:
+            import redis.asyncio
+            import redis.exceptions
+        except ImportError:
+            raise ImportError("RedisStore needs the redis package: "
+                              "pip install 'trunkline[redis]'") from None
+        if not prefix:
+            raise ValueError("a RedisStore needs a key prefix (one per deployment)")
+        self.prefix = prefix
+        self.lease_s = lease_s
+        self.lease_wait_s = lease_wait_s if lease_wait_s is not None else lease_s + 5.0
+        self.poll_s = poll_s
+        self.where = _where(url)
+        try:
+            self._redis: Any = redis.asyncio.Redis.from_url(
+                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        except ValueError:
+            raise ValueError(f"not a Redis URL: {self.where}") from None
+        self._failures = (redis.exceptions.RedisError, OSError, asyncio.TimeoutError)
+        self._give_back = self._redis.register_script(GIVE_BACK)
+
+    async def __aenter__(self) -> RedisStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    def record_key(self, server: str) -> str:
+        return f"{self.prefix}record:{record_name(server)}"
+
+    def lease_key(self, server: str) -> str:
+        return f"{self.prefix}lease:{record_name(server)}"
+
+    # -- TokenStore ---------------------------------------------------------------------
+
+    async def load(self, server: str) -> Binding | None:
+        key = self.record_key(server)
+        data = await self._command("read a record", lambda: self._redis.get(key))
+        if data is None:
+            return None
+        return read_record(data, server, where=f"token store key {key}")
+
+    async def save(self, binding: Binding) -> None:
+        key, data = self.record_key(binding.server), record_bytes(binding)
+        await self._command("write a record", lambda: self._redis.set(key, data))
+
+    async def delete(self, server: str) -> None:
+        key = self.record_key(server)
+        await self._command("delete a record", lambda: self._redis.delete(key))
+
+    @contextlib.asynccontextmanager
+    async def renewal(self, server: str) -> AsyncIterator[None]:
+        key, holder = self.lease_key(server), secrets.token_hex(16)
+        lease_ms = max(1, round(self.lease_s * 1000))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.lease_wait_s
+        while not await self._command("take a renewal lease", lambda: self._redis.set(
+                key, holder, nx=True, px=lease_ms)):
+            if loop.time() >= deadline:
+                raise AuthorizationFailed(
+                    f"another process has held the renewal lease for this server for more "
+                    f"than {self.lease_wait_s:g} s ({self.where}, key {key})",
+                    reason="renewal_busy")
+            await asyncio.sleep(self.poll_s)
+        try:
+            yield
+        finally:
+            try:
+                await self._command("give back a renewal lease",
+                                    lambda: self._give_back(keys=[key], args=[holder]))
+            except AuthorizationFailed as exc:
+                # Not raised over the flight's own outcome: the lease expires by itself.
+                log.warning("%s; the lease %s expires in %g s", exc.message, key, self.lease_s)
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    async def _command(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``'s answer; a failure becomes an ``AuthorizationFailed`` that names the
+        kind of failure only, raised outside the ``except`` so nothing of the library's
+        exception (its message may quote the command) stays attached to it."""
+        try:
+            return await call()
+        except self._failures as exc:
+            failure = type(exc).__name__
+        raise AuthorizationFailed(f"the token store ({self.where}) could not {what}: {failure}",
+                                  reason="store_unavailable")
+
+
+def _where(url: str) -> str:
+    """The store as an error may name it: scheme, host, port and database; no credentials,
+    no query (which may carry a password)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "an unreadable URL"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
