@@ -182,6 +182,39 @@ def test_two_replicas_whose_token_is_due_refresh_it_once(redis_server: RedisServ
     run(main())
 
 
+def test_an_idle_replica_renews_the_token_another_replica_stored(
+        redis_server: RedisServer) -> None:
+    """Replica B was idle while A refreshed, and A's token is due again by the time B
+    renews: B refreshes A's token with A's refresh token, not the spent one it held."""
+
+    async def main() -> None:
+        clock = Clock()
+        async with FakeAuthServer() as fake, \
+                RedisStore(redis_server.url, prefix="tl:i:") as store_a, \
+                RedisStore(redis_server.url, prefix="tl:i:") as store_b, \
+                client(store_a, clock) as replica_a, client(store_b, clock) as replica_b:
+            server = fake.server_url()
+            first = await replica_a.on_challenge(server, 401, fake.challenge())
+            assert await replica_b.authorization_for(server) == first
+            clock.now += 3600 - 30
+            second = await replica_a.authorization_for(server)
+            assert second not in (None, first)
+            stored = await store_a.load(canonical_uri(server))
+            assert stored is not None and stored.token is not None
+            assert stored.token.refresh_token is not None
+            a_refresh_token = stored.token.refresh_token.reveal()
+
+            clock.now += 3600  # A's token is due too; B still holds the first
+            third = await replica_b.authorization_for(server)
+            assert third not in (None, first, second)
+            assert [r.grant for r in fake.token_requests] == ["authorization_code",
+                                                              "refresh_token", "refresh_token"]
+            assert fake.token_requests[-1].form["refresh_token"] == a_refresh_token
+            assert await replica_a.authorization_for(server) == third  # A re-reads under the lease
+
+    run(main())
+
+
 def test_a_lease_whose_holder_died_expires(redis_server: RedisServer) -> None:
     async def main() -> None:
         async with RedisStore(redis_server.url, prefix="tl:d:", lease_s=0.5) as dead, \

@@ -44,11 +44,13 @@ Rules:
 8. Processes that share a store (gateway replicas on ``redis_store.RedisStore``) renew a
    server's token one at a time: a flight runs under the store's renewal lease
    (``store.renewal_lease``; a no-op for a store only this process uses) and, once it has
-   the lease, reads the server's record again. A token another process stored meanwhile
-   that is not due for renewal answers the flight, and no request is made (so a refresh
-   token, often single-use, is spent once, by one process); a step-up answered so with a
-   token that lacks the scope meets the next 403 as rule 4 says. Any other change to the
-   record (a new client identity, a dropped token) is taken before the flow runs.
+   the lease, reads the server's record again. A token another process stored since the
+   flight was decided answers it if it is not due for renewal, and no request is made;
+   if it is due, it is that token that is refreshed, not the older one the flight was
+   decided on (whose refresh token, often single-use, the other process spent). A
+   step-up answered so with a token that lacks the scope meets the next 403 as rule 4
+   says. Any other change to the record (a new client identity, a dropped token) is
+   taken before the flow runs.
 
 Not implemented: ``private_key_jwt`` client authentication (RFC 7523), the
 enterprise-managed and workload identity extensions, DPoP, and the 2025-03-26 fallbacks
@@ -575,19 +577,23 @@ class OAuthClient:
     async def _leased(self, key: str, held: Binding | None,
                       flow: Coroutine[Any, Any, str | None]) -> str | None:
         """Rule 8: ``flow`` under the store's renewal lease, unless the record read again
-        under it holds a token that another process got since ``held`` and that is not
-        due: that one is the flight's answer."""
+        under it holds a token that another process got since ``held``: that one is the
+        flight's answer if it is not due, else the one renewed (the older token's refresh
+        token was spent by that process)."""
         try:
             async with renewal_lease(self.store, key):
                 stored = await self.store.load(key)
                 if stored is not None and stored != held:
                     self._bindings[key] = stored
                     token = stored.token
-                    if (token is not None and token != (held.token if held else None)
-                            and not token.refresh_due(self.clock(), self.refresh_margin_s)):
-                        log.info("server %s: another process renewed its token; using it",
-                                 key)
-                        return token.authorization()
+                    if token is not None and token != (held.token if held else None):
+                        if not token.refresh_due(self.clock(), self.refresh_margin_s):
+                            log.info("server %s: another process renewed its token; "
+                                     "using it", key)
+                            return token.authorization()
+                        if token.refresh_token is not None:
+                            flow.close()
+                            flow = self._renew(key, token)
                 return await flow
         finally:
             flow.close()  # never started if the record answered (a no-op once awaited)
