@@ -92,7 +92,7 @@ class RedisStore:
                 url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         except ValueError:
             raise ValueError(f"not a Redis URL: {self.where}") from None
-        self._failures = (redis.exceptions.RedisError, OSError, asyncio.TimeoutError)
+        self._failures = (redis.exceptions.RedisError, OSError)  # TimeoutError is an OSError
         self._give_back = self._redis.register_script(GIVE_BACK)
 
     async def __aenter__(self) -> RedisStore:
