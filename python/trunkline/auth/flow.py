@@ -40,7 +40,6 @@ Rules:
 7. Servers that authorize as themselves (``ServerAuth(grant=CLIENT_CREDENTIALS)``) get
    their tokens from the client credentials grant with the configured client's secret
    (machine to machine), renewed the same way before they expire.
-
 8. Processes that share a store (gateway replicas on ``redis_store.RedisStore``) renew a
    server's token one at a time: a flight runs under the store's renewal lease
    (``store.renewal_lease``; a no-op for a store only this process uses) and, once it has
