@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis  # the test extra's; redis-server comes from .ci/install-system
 from conftest import run
 from oauth_fakes import Clock, FakeAuthServer
 from trunkline.auth import ClientSettings, MemoryStore, OAuthClient, RedisStore
@@ -29,18 +28,12 @@ from trunkline.auth.store import Binding, renewal_lease
 from trunkline.auth.tokens import Token
 from trunkline.errors import AuthorizationFailed
 
-redis = pytest.importorskip("redis")
-
 SERVER = "https://mcp.example.com/mcp"
 ISSUER = "https://auth.example.com"
 SETTINGS = ClientSettings(client_name="trunkline-test", redirect_uri="http://127.0.0.1/callback")
 SECRETS = ("at-sekrit-1", "rt-sekrit-1", "cs-sekrit-1")
 PASSWORD = "pw-sekrit-1"
 
-# Skipped where redis-server is missing, except in CI, which installs it
-# (.ci/install-system): there a missing one fails the tests instead of hiding.
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None and not os.environ.get("CI"),
-                                reason="redis-server is not installed (.ci/install-system)")
 
 
 def binding(server: str = SERVER, access: str = SECRETS[0]) -> Binding:
