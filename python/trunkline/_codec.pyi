@@ -55,7 +55,14 @@ class CodecError(ValueError):
     """Raised for invalid arguments (params that are not a JSON object, bad ids, ...)."""
 
 class Envelope:
-    """What ``scan`` learns about one line without decoding its payload."""
+    """What ``scan`` learns about one line without decoding its payload.
+
+    For a request or notification whose ``params`` is an object, ``params_span`` is that
+    object's byte span and ``meta_span``, ``name_span``, ``uri_span`` the spans of its
+    ``_meta``, ``name`` and ``uri`` values (any JSON type, quotes included; None when
+    absent): ``orjson.loads(line[a:b])`` is what ``orjson.loads(line)["params"][key]`` would
+    give, a repeated key included (its last occurrence) and escaped keys too (``"n\\u0061me"``
+    is ``name``). Every other line has None for all four."""
 
     kind: int
     id: JsonId | None  # exactly as sent: 1 and "1" differ
@@ -65,6 +72,10 @@ class Envelope:
     error_data: bytes | None  # raw JSON bytes of ``error.data``
     result_type: str | None  # ``result.resultType`` when present
     result_span: tuple[int, int] | None  # byte span of the ``result`` value in the line
+    params_span: tuple[int, int] | None  # byte span of an object ``params`` (see above)
+    meta_span: tuple[int, int] | None  # byte span of ``params._meta``
+    name_span: tuple[int, int] | None  # byte span of ``params.name``
+    uri_span: tuple[int, int] | None  # byte span of ``params.uri``
     reason: str | None  # why the line is invalid (KIND_INVALID only)
 
 def scan(line: bytes) -> Envelope:

@@ -312,17 +312,7 @@ impl<'a> Cursor<'a> {
 
     fn hex4(&self, at: usize) -> JResult<u16> {
         let digits = self.buf.get(at..at + 4).ok_or_else(|| JsonError::new(at, "truncated \\u escape"))?;
-        let mut v: u16 = 0;
-        for &d in digits {
-            let n = match d {
-                b'0'..=b'9' => d - b'0',
-                b'a'..=b'f' => d - b'a' + 10,
-                b'A'..=b'F' => d - b'A' + 10,
-                _ => return Err(JsonError::new(at, "invalid \\u escape")),
-            };
-            v = v << 4 | u16::from(n);
-        }
-        Ok(v)
+        hex4_value(digits).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))
     }
 
     /// Decode a string at the cursor (whitespace allowed before it). Borrows from the input
@@ -360,14 +350,6 @@ impl<'a> Cursor<'a> {
             i += j;
             let at = start + i;
             let c = match body[i + 1] {
-                b'"' => '"',
-                b'\\' => '\\',
-                b'/' => '/',
-                b'b' => '\u{8}',
-                b'f' => '\u{c}',
-                b'n' => '\n',
-                b'r' => '\r',
-                b't' => '\t',
                 b'u' => {
                     let hi = self.hex4(at + 2)?;
                     i += 4;
@@ -389,7 +371,7 @@ impl<'a> Cursor<'a> {
                         _ => char::from_u32(u32::from(hi)).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?,
                     }
                 }
-                _ => return Err(JsonError::new(at, "invalid escape in string")),
+                b => char::from(short_escape(b).ok_or_else(|| JsonError::new(at, "invalid escape in string"))?),
             };
             out.push(c);
             i += 2;
@@ -564,15 +546,60 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// `"key" :` inside an object being skipped.
-    fn member_key(&mut self) -> JResult<()> {
+    /// `"key" :` inside an object being skipped: the key as written between its quotes
+    /// (escapes not decoded) and whether it holds an escape.
+    #[inline]
+    fn member_key(&mut self) -> JResult<(&'a [u8], bool)> {
         self.skip_ws();
         if self.peek() != Some(b'"') {
             return Err(self.unexpected("a string key"));
         }
         self.pos += 1;
-        self.skip_string_body()?;
-        self.expect(b':', "':'")
+        let start = self.pos;
+        let escaped = self.skip_string_body()?;
+        let key = &self.buf[start..self.pos - 1];
+        self.expect(b':', "':'")?;
+        Ok((key, escaped))
+    }
+
+    /// Skip an object whose `{` is at the cursor (after whitespace) exactly as
+    /// `skip_value(depth)` would, same checks and same errors at the same bytes, but call
+    /// `member(cursor, raw_key, escaped)` with the cursor before each member's value:
+    /// `raw_key` is the key as written between its quotes (compare it with
+    /// [`raw_str_eq`]), `escaped` whether it holds an escape. The callback must consume
+    /// the value, with `skip_value(depth + 1)` to count nesting as skipping does. Keys are
+    /// skipped, not decoded: nothing is allocated. Returns the object's span.
+    pub fn skip_object<F>(&mut self, depth: usize, mut member: F) -> JResult<(usize, usize)>
+    where
+        F: FnMut(&mut Cursor<'a>, &'a [u8], bool) -> JResult<()>,
+    {
+        self.skip_ws();
+        let start = self.pos;
+        if self.peek() != Some(b'{') {
+            return Err(self.unexpected("'{'"));
+        }
+        if depth + 1 > MAX_NESTING_DEPTH {
+            return Err(self.err(format!("nesting deeper than {MAX_NESTING_DEPTH}")));
+        }
+        self.pos += 1;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok((start, self.pos));
+        }
+        loop {
+            let (key, escaped) = self.member_key()?;
+            member(self, key, escaped)?;
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok((start, self.pos));
+                }
+                _ => return Err(self.unexpected("',' or '}'")),
+            }
+        }
     }
 
     /// Parse an integer value that must fit `i64`. The caller has classified it as an
@@ -622,6 +649,63 @@ impl<'a> Cursor<'a> {
             Err(self.err("trailing data after the top-level value"))
         }
     }
+}
+
+/// The value of four hex digits; None if one is not a hex digit.
+fn hex4_value(digits: &[u8]) -> Option<u16> {
+    digits.iter().try_fold(0u16, |v, &d| {
+        let n = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        Some(v << 4 | u16::from(n))
+    })
+}
+
+/// The byte a two-character escape `\x` stands for (`\u` has its own rule).
+fn short_escape(x: u8) -> Option<u8> {
+    Some(match x {
+        b'"' | b'\\' | b'/' => x,
+        b'b' => 0x08,
+        b'f' => 0x0c,
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        _ => return None,
+    })
+}
+
+/// Whether a string body as written between its quotes, already checked by a skip (so its
+/// escapes are well formed), decodes to exactly `want`, an ASCII text; `escaped` says
+/// whether it holds an escape (what skipping it returned). Nothing is allocated: a `\u`
+/// escape of a non-ASCII character cannot match, so only ASCII is ever decoded.
+pub fn raw_str_eq(raw: &[u8], escaped: bool, want: &str) -> bool {
+    debug_assert!(want.is_ascii());
+    if !escaped {
+        return raw == want.as_bytes();
+    }
+    let mut want = want.bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        let (byte, width) = match raw[i] {
+            b'\\' if raw.get(i + 1) == Some(&b'u') => match raw.get(i + 2..i + 6).and_then(hex4_value) {
+                Some(v) if v < 0x80 => (v as u8, 6),
+                _ => return false,
+            },
+            b'\\' => match raw.get(i + 1).copied().and_then(short_escape) {
+                Some(b) => (b, 2),
+                None => return false,
+            },
+            b => (b, 1),
+        };
+        if want.next() != Some(byte) {
+            return false;
+        }
+        i += width;
+    }
+    want.next().is_none()
 }
 
 /// Append `s` to `out` as a JSON string literal.
@@ -822,6 +906,121 @@ mod tests {
         let s = b"{\"a\":\"x\ny\"}";
         assert!(Cursor::new(s, Mode::Fast).skip_value(0).is_ok());
         assert!(Cursor::new(s, Mode::Strict).skip_value(0).is_err());
+    }
+
+    /// A random JSON value, mostly objects, for the agreement test below: `{`-heavy so that
+    /// mutations hit keys, colons and commas.
+    fn random_value(next: &mut impl FnMut() -> u64, depth: usize, out: &mut Vec<u8>) {
+        const SCALARS: &[&[u8]] = &[b"1", b"-0.5e3", b"true", b"null", b"\"x\"", b"\"a\\\"}\"", b"\"\\u00e9\""];
+        const KEYS: &[&[u8]] = &[b"\"a\"", b"\"name\"", b"\"n\\u0061me\"", b"\"\\\"\"", b"\"\""];
+        const WS: &[&[u8]] = &[b"", b"", b" ", b"\n "];
+        let r = next() as usize;
+        match if depth >= 3 { 2 } else { r % 4 } {
+            0 | 1 => {
+                out.push(b'{');
+                for i in 0..(r / 4) % 4 {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(WS[next() as usize % WS.len()]);
+                    out.extend_from_slice(KEYS[next() as usize % KEYS.len()]);
+                    out.extend_from_slice(WS[next() as usize % WS.len()]);
+                    out.push(b':');
+                    random_value(next, depth + 1, out);
+                }
+                out.push(b'}');
+            }
+            2 => out.extend_from_slice(SCALARS[r / 4 % SCALARS.len()]),
+            _ => {
+                out.push(b'[');
+                random_value(next, depth + 1, out);
+                out.push(b']');
+            }
+        }
+        out.extend_from_slice(WS[next() as usize % WS.len()]);
+    }
+
+    /// Walking an object's members with `skip_object`, each value skipped with
+    /// `skip_value(depth + 1)`, is `skip_value(depth)`: the same span and whitespace count,
+    /// or the same error at the same byte, on random objects, their prefixes and their
+    /// mutations, at the top level and next to the nesting limit.
+    #[test]
+    fn skip_object_agrees_with_skip_value() {
+        let mut next = crate::testing::xorshift(0x853c_49e6_748f_ea9bu64);
+        let mut compared = 0;
+        for _ in 0..20_000 {
+            let mut text = b" {".to_vec();
+            text.extend_from_slice(br#""k":"#);
+            random_value(&mut next, 0, &mut text);
+            text.push(b'}');
+            for _ in 0..next() % 3 {
+                let at = 1 + next() as usize % (text.len() - 1);
+                text[at] = b"{}[]\",:\\ 0n"[next() as usize % 11];
+            }
+            if next() % 4 == 0 {
+                text.truncate(1 + next() as usize % text.len());
+            }
+            if text.get(1) != Some(&b'{') {
+                continue;
+            }
+            for depth in [0, 1, MAX_NESTING_DEPTH - 3, MAX_NESTING_DEPTH - 1, MAX_NESTING_DEPTH] {
+                let mut whole = Cursor::new(&text, Mode::Fast);
+                let skipped = whole.skip_value(depth).map(|(_, s, e)| (s, e));
+                let mut walk = Cursor::new(&text, Mode::Fast);
+                let walked = walk.skip_object(depth, |c, _, _| c.skip_value(depth + 1).map(drop));
+                let shown = String::from_utf8_lossy(&text);
+                assert_eq!(walked, skipped, "depth {depth}: {shown}");
+                if skipped.is_ok() {
+                    assert_eq!((walk.pos, walk.whitespace), (whole.pos, whole.whitespace), "{shown}");
+                }
+                compared += 1;
+            }
+        }
+        assert!(compared > 50_000, "too few objects compared: {compared}");
+    }
+
+    /// `raw_str_eq` answers what decoding the string and comparing answers, on the keys
+    /// and near misses spelled with random escapes (`\u` in either case, `\/`, `\n`, ...),
+    /// some with a piece added, dropped or replaced.
+    #[test]
+    fn raw_str_eq_agrees_with_decoding() {
+        let mut next = crate::testing::xorshift(0xda94_2042_e4dd_58b5u64);
+        let texts = ["name", "uri", "_meta", "nam", "names", "Name", "n/me", "na\"m\\e", "namé", "n\nme", "😀"];
+        let noise = ["a", "\\u0000", "\\u00e9", "é", "\\ud83d\\ude00", "\\t", "\\b", "\\f", "\\r"];
+        let mut escaped_matches = 0;
+        for _ in 0..50_000 {
+            let text = texts[next() as usize % texts.len()];
+            let mut pieces: Vec<String> = text
+                .chars()
+                .map(|c| match (next() % 4, c) {
+                    (0, c) if (c as u32) < 0x10000 => format!("\\u{:04x}", c as u32),
+                    (1, c) if (c as u32) < 0x10000 => format!("\\u{:04X}", c as u32),
+                    (2, '/') => "\\/".into(),
+                    (_, '"' | '\\') => format!("\\{c}"),
+                    (_, '\n') => "\\n".into(),
+                    (_, c) => c.into(),
+                })
+                .collect();
+            let at = next() as usize % (pieces.len() + 1);
+            match next() % 6 {
+                0 => pieces.insert(at, noise[next() as usize % noise.len()].into()),
+                1 if at < pieces.len() => drop(pieces.remove(at)),
+                2 if at < pieces.len() => pieces[at] = noise[next() as usize % noise.len()].into(),
+                _ => {}
+            }
+            let raw = pieces.concat();
+            let quoted = format!("\"{raw}\"");
+            let mut skip = Cursor::new(quoted.as_bytes(), Mode::Fast);
+            skip.pos = 1;
+            let escaped = skip.skip_string_body().unwrap();
+            let decoded = Cursor::new(quoted.as_bytes(), Mode::Fast).parse_string().unwrap();
+            let own = decoded.is_ascii().then_some(decoded.as_ref());
+            for want in ["name", "uri", "_meta", "", "n"].into_iter().chain(own) {
+                assert_eq!(raw_str_eq(raw.as_bytes(), escaped, want), decoded == want, "{quoted} vs {want:?}");
+            }
+            escaped_matches += usize::from(escaped && ["name", "uri", "_meta"].contains(&decoded.as_ref()));
+        }
+        assert!(escaped_matches > 5_000, "too few escaped spellings of the keys: {escaped_matches}");
     }
 
     #[test]

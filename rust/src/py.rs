@@ -167,6 +167,22 @@ envelope_pymethods! { PyEnvelope,
     fn result_span(&self) -> Option<(usize, usize)> {
         self.env.result_span
     }
+    #[getter]
+    fn params_span(&self) -> Option<(usize, usize)> {
+        self.env.params.map(|p| p.span)
+    }
+    #[getter]
+    fn meta_span(&self) -> Option<(usize, usize)> {
+        self.env.params.and_then(|p| p.meta)
+    }
+    #[getter]
+    fn name_span(&self) -> Option<(usize, usize)> {
+        self.env.params.and_then(|p| p.name)
+    }
+    #[getter]
+    fn uri_span(&self) -> Option<(usize, usize)> {
+        self.env.params.and_then(|p| p.uri)
+    }
     fn __repr__(&self) -> String {
         format!(
             "Envelope(kind={}, id={}, method={}, reason={})",

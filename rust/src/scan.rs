@@ -4,10 +4,15 @@
 //! Only top-level members are looked at closely: `jsonrpc`, `id` and `method` are fully
 //! validated and decoded; inside `error` we decode `code` and `message` and record the span
 //! of `data`; inside `result` we decode `resultType` and record the span of the whole
-//! value. Everything else (params, the rest of the result) is skipped with the structural
-//! checker of [`crate::json`], which jumps over string bodies with `memchr2`. See that
-//! module for the one check deliberately left to the later full decode (raw control
-//! characters inside nested strings).
+//! value; inside an object `params` we record its span and the spans of `_meta`, `name` and
+//! `uri`, what the HTTP transport reads for its headers (keys compared decoded, without
+//! allocating; a member given twice is recorded at its last occurrence, the one decoders
+//! keep). Everything else (the rest of params and of the result) is skipped with the
+//! structural checker of [`crate::json`], which jumps over string bodies with `memchr2`;
+//! params members are skipped by the same calls that skip a whole params, so the scan
+//! accepts and rejects exactly the same lines either way. See that module for the one
+//! check deliberately left to the later full decode (raw control characters inside nested
+//! strings).
 //!
 //! The scan never panics and never recurses: any input bytes produce an [`Envelope`], with
 //! `Kind::Invalid` and a human-readable reason when the line is not a JSON-RPC 2.0 message.
@@ -15,7 +20,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use crate::json::{Cursor, JsonError, Mode, ValueKind};
+use crate::json::{raw_str_eq, Cursor, JsonError, Mode, ValueKind};
 
 /// What a line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +44,18 @@ pub enum JsonId {
 
 pub type Span = (usize, usize);
 
+/// Where an object `params` is in the line, and the members of it that name what a
+/// request is about: `_meta` (the protocol version, the progress token), `name` (a tool or
+/// prompt) and `uri` (a resource). Each span is the whole value, quotes included; a member
+/// given twice is its last occurrence, the one a decoder keeps (orjson, Python's `json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamsSpans {
+    pub span: Span,
+    pub meta: Option<Span>,
+    pub name: Option<Span>,
+    pub uri: Option<Span>,
+}
+
 /// Everything the scan learns about a line. Spans are byte offsets into the line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
@@ -50,6 +67,8 @@ pub struct Envelope {
     pub error_data: Option<Span>,
     pub result_type: Option<String>,
     pub result_span: Option<Span>,
+    /// Requests and notifications whose `params` is an object only.
+    pub params: Option<ParamsSpans>,
     pub reason: Option<String>,
 }
 
@@ -64,6 +83,7 @@ impl Envelope {
             error_data: None,
             result_type: None,
             result_span: None,
+            params: None,
             reason: Some(reason.into()),
         }
     }
@@ -134,6 +154,7 @@ fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
     let mut jsonrpc_ok: Option<bool> = None;
     let mut id = IdField::Absent;
     let mut method: Option<Result<String, String>> = None;
+    let mut params: Option<ParamsSpans> = None;
     let mut params_bad: Option<&'static str> = None;
     let mut result: Option<(Span, Result<Option<String>, String>)> = None;
     let mut error: Option<ErrorFields> = None;
@@ -165,9 +186,14 @@ fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
                 });
             }
             "params" => {
-                let (k, _, _) = cur.skip_value(1)?;
-                if !matches!(k, ValueKind::Object | ValueKind::Array) {
-                    params_bad = Some("params must be an object or an array");
+                cur.skip_ws();
+                if cur.peek() == Some(b'{') {
+                    params = Some(scan_params(cur)?);
+                } else {
+                    let (k, _, _) = cur.skip_value(1)?;
+                    if k != ValueKind::Array {
+                        params_bad = Some("params must be an object or an array");
+                    }
                 }
             }
             "result" => result = Some(scan_result(cur)?),
@@ -205,6 +231,7 @@ fn scan_inner(line: &[u8]) -> Result<Envelope, String> {
         (_, Some(_), Some(_)) => return Err("a response must not carry both \"result\" and \"error\"".into()),
         (Some(m), None, None) => {
             env.method = Some(m?);
+            env.params = params;
             match id {
                 IdField::Absent => env.kind = Kind::Notification,
                 IdField::Null => return Err("a request id must not be null".into()),
@@ -301,6 +328,27 @@ fn scan_result(cur: &mut Cursor<'_>) -> Result<(Span, Result<Option<String>, Str
     Ok((span, problem.map_or(Ok(result_type), Err)))
 }
 
+/// An object `params`: its span and those of its `_meta`, `name` and `uri` members. Each
+/// member is skipped by the very call that would skip it inside a skipped `params`.
+fn scan_params(cur: &mut Cursor<'_>) -> Result<ParamsSpans, JsonError> {
+    let (mut meta, mut name, mut uri) = (None, None, None);
+    let span = cur.skip_object(1, |cur, key, escaped| {
+        let (_, start, end) = cur.skip_value(2)?;
+        let slot = if raw_str_eq(key, escaped, "_meta") {
+            &mut meta
+        } else if raw_str_eq(key, escaped, "name") {
+            &mut name
+        } else if raw_str_eq(key, escaped, "uri") {
+            &mut uri
+        } else {
+            return Ok(());
+        };
+        *slot = Some((start, end));
+        Ok(())
+    })?;
+    Ok(ParamsSpans { span, meta, name, uri })
+}
+
 /// The members of `error`, checked for type once the whole line is known to be JSON.
 struct ErrorFields {
     code: Option<Result<i64, String>>,
@@ -379,6 +427,7 @@ fn scan_error(cur: &mut Cursor<'_>) -> Result<ErrorFields, JsonError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::MAX_NESTING_DEPTH;
 
     fn s(line: &str) -> Envelope {
         scan(line.as_bytes())
@@ -488,6 +537,166 @@ mod tests {
             let reason = invalid(line);
             assert!(reason.contains(want), "{:?}: reason {reason:?} lacks {want:?}", String::from_utf8_lossy(line));
         }
+    }
+
+    /// The text of each span of `p` in `line`, for readable assertions.
+    fn spans(line: &str, p: ParamsSpans) -> [Option<&str>; 4] {
+        [Some(p.span), p.meta, p.name, p.uri].map(|s| s.map(|(a, b)| &line[a..b]))
+    }
+
+    #[test]
+    fn params_members_are_found_by_their_decoded_keys() {
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","name":"top","_meta":{},"params":{"name":"echo","arguments":{"name":"inner","uri":"x","_meta":1},"_meta":{"progressToken":"t\"}"}}}"#;
+        let p = s(line).params.unwrap();
+        assert_eq!(
+            spans(line, p),
+            [
+                Some(
+                    r#"{"name":"echo","arguments":{"name":"inner","uri":"x","_meta":1},"_meta":{"progressToken":"t\"}"}}"#
+                ),
+                Some(r#"{"progressToken":"t\"}"}"#),
+                Some(r#""echo""#),
+                None
+            ]
+        );
+
+        let line = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\" : { \"uri\" :\n \"file:///a\" , \"name\":5 } }";
+        let object = &line[line.find("{ \"uri\"").unwrap()..line.len() - 2];
+        assert_eq!(spans(line, s(line).params.unwrap()), [Some(object), None, Some("5"), Some(r#""file:///a""#)]);
+
+        // Escaped spellings are the same keys; near misses are not; a repeated member is
+        // its last occurrence, as orjson and Python's json keep it.
+        let line = r#"{"jsonrpc":"2.0","id":2,"method":"m","params":{"n\u0061me":"a","\u005Fmeta":{},"ur\u0069":"u","nam\u00e9":1,"name\u0000":2,"Name":3,"nam":4,"names":5,"n\/ame":6,"\u006eame":"b"}}"#;
+        let p = s(line).params.unwrap();
+        assert_eq!(spans(line, p)[1..], [Some("{}"), Some(r#""b""#), Some(r#""u""#)]);
+
+        let line = r#"{"jsonrpc":"2.0","id":3,"method":"m","params":{}}"#;
+        assert_eq!(s(line).params.map(|p| spans(line, p)), Some([Some("{}"), None, None, None]));
+    }
+
+    #[test]
+    fn only_object_params_of_requests_and_notifications_have_spans() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[{"name":"x"}]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1},"params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"m","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"x"},"params":{}}"#,
+        ] {
+            assert_eq!(s(line).params, None, "{line}");
+        }
+    }
+
+    #[test]
+    fn nesting_inside_params_counts_as_when_params_was_skipped_whole() {
+        // The top-level object is depth 1, params 2: 126 arrays inside reach the limit.
+        let line = |arrays: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"name":{}{}}}}}"#,
+                "[".repeat(arrays),
+                "]".repeat(arrays)
+            )
+        };
+        assert!(s(&line(MAX_NESTING_DEPTH - 2)).params.is_some());
+        assert!(s(&line(MAX_NESTING_DEPTH - 1)).reason.unwrap().contains("nesting"));
+    }
+
+    /// Random object params whose keys are drawn from spellings of `_meta`, `name`, `uri`
+    /// (plain and escaped), near misses and others, repeated at will, with values that hold
+    /// those keys themselves, in lines whose other members come in random order: each span
+    /// is that of the last member whose key decodes to the name, or None.
+    #[test]
+    fn params_spans_agree_with_where_members_were_written() {
+        let keys: &[(&str, &str)] = &[
+            ("name", "name"),
+            ("n\\u0061me", "name"),
+            ("\\u006Eame", "name"),
+            ("_meta", "_meta"),
+            ("\\u005fmeta", "_meta"),
+            ("uri", "uri"),
+            ("ur\\u0069", "uri"),
+            ("arguments", "arguments"),
+            ("nam", "nam"),
+            ("names", "names"),
+            ("Name", "Name"),
+            ("nam\\u00e9", "namé"),
+            ("\\/uri", "/uri"),
+            ("_meta\\n", "_meta\n"),
+        ];
+        let values = [
+            "1",
+            "\"x\"",
+            "\"a\\\"}b\"",
+            "{\"name\":\"inner\",\"uri\":[1,{\"_meta\":{}}]}",
+            "[]",
+            "null",
+            "-2.5e3",
+            "{}",
+            "\"\\u00e9\\\\\"",
+        ];
+        let ws = ["", "", " ", "\n\t "];
+        let mut next = crate::testing::xorshift(0x6a09_e667_f3bc_c908u64);
+        let mut pick = |n: usize| next() as usize % n;
+        let mut found = [0usize; 3];
+        for round in 0..20_000 {
+            let mut params = String::from("{");
+            let mut want: [Option<Span>; 3] = [None; 3];
+            for i in 0..pick(8) {
+                if i > 0 {
+                    params.push(',');
+                }
+                let (raw, key) = keys[pick(keys.len())];
+                params += &format!("{}\"{raw}\"{}:{}", ws[pick(4)], ws[pick(4)], ws[pick(4)]);
+                let start = params.len();
+                params += values[pick(values.len())];
+                if let Some(slot) = ["_meta", "name", "uri"].iter().position(|k| *k == key) {
+                    want[slot] = Some((start, params.len()));
+                }
+                params += ws[pick(4)];
+            }
+            params.push('}');
+
+            let mut members = vec![
+                "\"jsonrpc\":\"2.0\"".to_string(),
+                "\"method\":\"tools/call\"".into(),
+                "\"name\":\"top\"".into(),
+                "\"_meta\":{\"uri\":1}".into(),
+            ];
+            if round % 3 != 0 {
+                members.push(format!("\"id\":{round}"));
+            }
+            let at = pick(members.len() + 1);
+            members.insert(at, format!("\"params\":{}", ws[pick(4)]));
+            for i in (1..members.len()).rev() {
+                members.swap(i, pick(i + 1));
+            }
+            let mut line = String::from("{");
+            for member in &members {
+                if line.len() > 1 {
+                    line.push(',');
+                }
+                if member.starts_with("\"params\"") {
+                    line += member;
+                    let offset = line.len();
+                    line += &params;
+                    for (slot, w) in want.iter_mut().enumerate() {
+                        *w = w.map(|(a, b)| (a + offset, b + offset));
+                        found[slot] += usize::from(w.is_some());
+                    }
+                    line += ws[pick(4)];
+                } else {
+                    line += member;
+                }
+            }
+            line.push('}');
+            let env = s(&line);
+            assert!(matches!(env.kind, Kind::Request | Kind::Notification), "{line}: {:?}", env.reason);
+            let p = env.params.expect("object params");
+            assert_eq!(&line[p.span.0..p.span.1], params, "{line}");
+            assert_eq!([p.meta, p.name, p.uri], want, "{line}");
+        }
+        assert!(found.iter().all(|&n| n > 3_000), "too few members of each name: {found:?}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ from trunkline._codec import (
     KIND_RESULT,
     MAX_NESTING_DEPTH,
     scan,
+    stamp_request,
 )
 
 R = b'{"jsonrpc":"2.0",'
@@ -252,3 +253,93 @@ def test_mutated_lines_accepted_only_if_they_decode(parts, data):
         ), line
         return
     assert (env.kind, env.id, env.method) == _expected(decoded)
+
+
+# -- params spans: where an object params and its _meta, name and uri are -------------------
+
+PARAMS_KEYS = ("_meta", "name", "uri")
+
+
+def _spell_key(key: str, escapes: list[bool]) -> bytes:
+    """``key`` as a JSON string, each character either as orjson writes it or ``\\u``-escaped
+    (a character beyond the BMP as its escaped surrogate pair): every spelling a peer may
+    send decodes to the same key."""
+    out = []
+    for c, escape in zip(key, escapes, strict=False):  # escapes: one per character, or more
+        if escape:
+            out.append(json.dumps(c)[1:-1] if ord(c) > 0xFFFF else f"\\u{ord(c):04x}")
+        else:
+            out.append(orjson.dumps(c).decode()[1:-1])
+    return f'"{"".join(out)}"'.encode()
+
+
+_members = st.lists(
+    st.tuples(
+        st.sampled_from(PARAMS_KEYS) | st.text(max_size=8),
+        json_values,
+        st.lists(st.booleans(), min_size=8, max_size=8),
+        st.sampled_from([b"", b" ", b"\n\t"]),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_members, st.booleans(), st.randoms(use_true_random=False))
+def test_params_spans_are_what_orjson_decodes(members, is_request, rnd: random.Random):
+    """Keys spelled with random escapes and repeated at will, values written by orjson or
+    json (ASCII-escaped), whitespace anywhere, other members named like the params ones:
+    each span decodes to the member ``orjson.loads`` keeps (a repeated key's last value)."""
+    params = b"{" + b",".join(
+        ws + _spell_key(key, escapes) + ws + b":" + ws
+        + (orjson.dumps(value) if rnd.random() < 0.5 else json.dumps(value).encode()) + ws
+        for key, value, escapes, ws in members
+    ) + b"}"
+    top = [b'"jsonrpc":"2.0"', b'"method":"tools/call"', b'"name":"top"', b'"_meta":{"uri":1}',
+           b'"params":' + params]
+    if is_request:
+        top.append(b'"id":7')
+    rnd.shuffle(top)
+    line = b"{" + b",".join(top) + b"}"
+
+    env = scan(line)
+    assert env.kind == (KIND_REQUEST if is_request else KIND_NOTIFICATION), env.reason
+    decoded = orjson.loads(line)["params"]
+    a, b = env.params_span
+    assert line[a:b] == params
+    for key, span in zip(PARAMS_KEYS, (env.meta_span, env.name_span, env.uri_span), strict=True):
+        if key not in decoded:
+            assert span is None, key
+        else:
+            assert orjson.loads(line[span[0]:span[1]]) == decoded[key], key
+
+
+def test_params_spans_of_stamped_requests():
+    """The lines the worker itself writes: a stamped call with a large argument."""
+    params = orjson.dumps({"name": "echo", "arguments": {"text": "x" * 70_000, "name": "no"}})
+    meta = orjson.dumps({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                         "progressToken": "p-1"})
+    line = stamp_request(3, "tools/call", params, meta)
+    env = scan(line[:-1])
+    decoded = orjson.loads(line)["params"]
+
+    def value(span):
+        return None if span is None else orjson.loads(line[span[0]:span[1]])
+
+    spans = env.params_span, env.meta_span, env.name_span, env.uri_span
+    assert [value(span) for span in spans] == [decoded, decoded["_meta"], "echo", None]
+
+
+SPANLESS = {
+    "no params": R + b'"id":1,"method":"m"}',
+    "array params": R + b'"id":1,"method":"m","params":[{"name":"x"}]}',
+    "result with params": R + b'"id":1,"result":{},"params":{"name":"x"}}',
+    "error with params": R + b'"id":1,"error":{"code":1},"params":{"name":"x"}}',
+    "invalid": R + b'"id":null,"method":"m","params":{"name":"x"}}',
+}
+
+
+@pytest.mark.parametrize("line", SPANLESS.values(), ids=SPANLESS.keys())
+def test_only_object_params_of_requests_and_notifications_have_spans(line):
+    env = scan(line)
+    assert (env.params_span, env.meta_span, env.name_span, env.uri_span) == (None,) * 4

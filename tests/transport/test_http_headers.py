@@ -16,14 +16,22 @@ META = {"io.modelcontextprotocol/protocolVersion": MODERN}
 
 
 def out(method: str, params: dict | None = None, id_: int | None = 1) -> Outgoing:
+    """The message as the transport classifies it (a request keeps only some members)."""
     message = {"jsonrpc": "2.0", "method": method}
     if id_ is not None:
         message["id"] = id_
     if params is not None:
         message["params"] = params
-    line = orjson.dumps(message)
-    kind = _codec.KIND_REQUEST if id_ is not None else _codec.KIND_NOTIFICATION
-    return Outgoing(line, kind, id_, method, params)
+    return Outgoing.classify(orjson.dumps(message) + b"\n")
+
+
+def decoded_whole(line: bytes) -> Outgoing:
+    """The message with its params decoded whole, the way the transport once did it."""
+    message = orjson.loads(line)
+    kind = _codec.KIND_REQUEST if "id" in message else _codec.KIND_NOTIFICATION
+    params = message.get("params")
+    return Outgoing(line, kind, message.get("id"), message["method"],
+                    params if isinstance(params, dict) else None)
 
 
 def tools_answer(*tools: dict) -> bytes:
@@ -67,6 +75,57 @@ def test_param_headers_follow_the_learned_annotations():
     # Re-listed without annotations: the old table entry must not linger.
     plan.learn("tools/list", tools_answer({"name": "h", "inputSchema": {"type": "object"}}))
     assert not any(k.startswith("Mcp-Param-") for k in plan.request(call))
+
+
+def test_a_request_keeps_only_the_members_it_is_routed_by():
+    arguments = {"text": "x" * 65536, "name": "not the tool", "region": "eu"}
+    call = out("tools/call", {"arguments": arguments, "name": "h", "_meta": META, "task": {}})
+    assert call.params == {"name": "h", "_meta": META}
+    assert call.all_params() == {"arguments": arguments, "name": "h", "_meta": META, "task": {}}
+    read = out("resources/read", {"uri": "file:///a", "_meta": META})
+    assert read.params == {"uri": "file:///a", "_meta": META} == read.all_params()
+    cancel = out("notifications/cancelled", {"requestId": 4, "reason": "r"}, id_=None)
+    assert cancel.params == {"requestId": 4, "reason": "r"} == cancel.all_params()
+    assert out("tools/list").params is None
+    assert Outgoing.classify(b'{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}').params is None
+    assert Outgoing.classify(b'{"jsonrpc":"2.0","id":1,"result":{}}').params is None
+
+
+# Params a peer may write that decode the same in ways a byte search would miss (escaped
+# keys, a repeated key whose last value counts, look-alikes nested in the arguments), and
+# whether they call the annotated tool "h" with a region (None: a name that is no table key).
+SPELLINGS = {
+    "escaped name": (b'"n\\u0061me":"h","arguments":{"region":"eu","opts":{"n":5}}', True),
+    "escaped meta": (b'"name":"h","\\u005fmeta":{"io.modelcontextprotocol/protocolVersion":"%s"},'
+                     b'"arguments":{"region":"eu"}', True),
+    "repeated name": (b'"name":"other","arguments":{"region":"eu"},"name":"h"', True),
+    "name in arguments": (b'"arguments":{"name":"h","region":"eu"},"name":"other"', False),
+    "spaced": (b' "arguments" : { "region" : "eu" } , "name" : "h" ', True),
+    "name not a string": (b'"name":["h"],"arguments":{"region":"eu"}', None),
+}
+
+
+@pytest.mark.parametrize("members,calls_h", SPELLINGS.values(), ids=SPELLINGS.keys())
+@pytest.mark.parametrize("learned", [False, True])
+def test_headers_of_a_classified_request_are_those_of_its_whole_params(members, calls_h, learned):
+    plan = HeaderPlan({})
+    if learned:
+        plan.learn("tools/list", tools_answer(HEADERED))
+    if b"%s" in members:
+        params = members % MODERN.encode()
+    else:
+        params = b'"_meta":{"io.modelcontextprotocol/protocolVersion":"%s"},%s' % (
+            MODERN.encode(), members)
+    line = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{%s}}\n' % params
+    if calls_h is None:
+        for message in (decoded_whole(line), Outgoing.classify(line)):
+            with pytest.raises(TypeError):  # unhashable: the table lookup fails alike
+                plan.request(message)
+        return
+    want = plan.request(decoded_whole(line))
+    assert want["MCP-Protocol-Version"] == MODERN
+    assert plan.request(Outgoing.classify(line)) == want
+    assert ("Mcp-Param-Region" in want) == (learned and calls_h)
 
 
 def test_invalid_annotations_drop_the_tool_from_the_answer(caplog):

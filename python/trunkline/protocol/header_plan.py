@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from .._codec import KIND_REQUEST, scan
 from . import headers as mcp_headers
 from .versions import META_PROTOCOL_VERSION
 
@@ -32,13 +33,46 @@ _NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "
 
 @dataclass(slots=True)
 class Outgoing:
-    """One JSON-RPC line on its way out, classified once."""
+    """One JSON-RPC line on its way out, classified once.
+
+    ``params`` is what the transport reads of the message's params object (None when there
+    is none). For a request that ``classify`` made, it holds only the members the headers
+    and the request's stream are decided by (``_meta``, ``name``, ``uri``), decoded from the
+    scan's spans: a call's 64 KiB argument is not decoded to learn which tool it calls.
+    ``params_span`` then says where the whole object is in ``line``, and ``all_params``
+    decodes it, for the one reader that needs more (the ``x-mcp-header`` arguments of an
+    annotated tool). Otherwise ``params`` is the whole object."""
 
     line: bytes
     kind: int
     id: Any
     method: str | None
     params: dict[str, Any] | None
+    params_span: tuple[int, int] | None = None
+
+    @classmethod
+    def classify(cls, line: bytes) -> Outgoing:
+        """Scan ``line`` and decode the params members a request is routed by; a
+        notification's params (small; a cancellation's ``requestId`` is read) whole."""
+        env = scan(line)
+        span = env.params_span
+        if span is None:
+            return cls(line, env.kind, env.id, env.method, None)
+        if env.kind != KIND_REQUEST:
+            return cls(line, env.kind, env.id, env.method, orjson.loads(line[span[0]:span[1]]))
+        params: dict[str, Any] = {}
+        for key, member in (("_meta", env.meta_span), ("name", env.name_span),
+                            ("uri", env.uri_span)):
+            if member is not None:
+                params[key] = orjson.loads(line[member[0]:member[1]])
+        return cls(line, env.kind, env.id, env.method, params, span)
+
+    def all_params(self) -> dict[str, Any] | None:
+        """The whole params object, decoded now if ``params`` holds only some members."""
+        if self.params_span is None:
+            return self.params
+        start, end = self.params_span
+        return orjson.loads(memoryview(self.line)[start:end])
 
     @property
     def modern_version(self) -> str | None:
@@ -108,7 +142,9 @@ class HeaderPlan:
         if out.method == "tools/call":
             annotated = self._tool_params.get(params.get("name"))  # type: ignore[arg-type]
             if annotated:
-                arguments = params.get("arguments")
+                # Asked only now, when the table says this tool needs them: a tool learned
+                # after the call was classified still gets its headers.
+                arguments = (out.all_params() or {}).get("arguments")
                 headers.update(mcp_headers.param_headers(
                     annotated, arguments if isinstance(arguments, dict) else None))
         return headers

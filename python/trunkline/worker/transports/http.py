@@ -40,7 +40,6 @@ from ..._codec import (
     DEFAULT_MAX_LINE_BYTES,
     KIND_ERROR,
     KIND_INVALID,
-    KIND_NOTIFICATION,
     KIND_REQUEST,
     KIND_RESULT,
     Envelope,
@@ -199,21 +198,13 @@ class HttpTransport:
         if data.find(b"\n") == len(data) - 1:
             # One line, the usual case: sent as it is, newline and all (JSON allows the
             # trailing whitespace), so a 64 KiB argument is not copied to cut it off.
-            self._send(self._classify(data))
+            self._send(Outgoing.classify(data))
             return
         # split(b"\n"), not splitlines(): a line is newline-terminated JSON (no raw CR or
         # LF inside), and splitlines() walks every byte (~60 µs for a 64 KiB line here).
         for line in data.split(b"\n"):
             if line:
-                self._send(self._classify(line))
-
-    def _classify(self, line: bytes) -> Outgoing:
-        env = scan(line)
-        params = None
-        if env.kind in (KIND_REQUEST, KIND_NOTIFICATION):
-            decoded = orjson.loads(line).get("params")
-            params = decoded if isinstance(decoded, dict) else None
-        return Outgoing(line, env.kind, env.id, env.method, params)
+                self._send(Outgoing.classify(line))
 
     def _send(self, out: Outgoing) -> None:
         if out.kind == KIND_REQUEST:
