@@ -6,10 +6,14 @@ Its tokens are shaped per client: the ``aud`` is the RFC 8707 ``resource`` the c
 asked for, ``scope`` the scopes it asked for, ``sub`` its client id; three client ids
 get a flaw on purpose: ``expired`` (``exp`` an hour ago), ``elsewhere`` (``iss`` another
 issuer's), ``stranded`` (``iss`` an issuer at ``dead_issuer``, a port nothing listens
-on). Everything else is real: its keys, its signatures, its discovery documents."""
+on). Everything else is real: its keys, its signatures, its discovery documents.
+
+``OwnIssuer`` is an issuer of the tests' own, in process, for key rotation and for an
+issuer that fails."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -22,6 +26,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / ".peers" / "oidc" / "lib"
@@ -104,3 +109,46 @@ def start_provider() -> Provider:
             time.sleep(0.2)
     provider.stop()
     raise AssertionError("mock-oauth2-server did not answer within 90 s")
+
+
+class OwnIssuer:
+    """An authorization server of our own (for what mock-oauth2-server cannot do: its key
+    per issuer never changes): RFC 8414 metadata and a JWKS whose keys the test
+    sets; counts JWKS fetches; can be made to fail, to be slow, or to send too much."""
+
+    def __init__(self, keys):
+        #: joserfc private keys; their public halves are the JWKS.
+        self.keys = list(keys)
+        self.jwks_fetches = 0
+        self.mode = "ok"
+        self.runner = None
+        self.issuer = ""
+
+    async def start(self):
+        app = web.Application()
+        app.router.add_get("/.well-known/oauth-authorization-server/tenant", self.metadata)
+        app.router.add_get("/tenant/jwks", self.jwks)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        self.issuer = f"http://127.0.0.1:{port}/tenant"
+        return self
+
+    async def metadata(self, request):
+        return web.json_response({"issuer": self.issuer, "jwks_uri": f"{self.issuer}/jwks",
+                                  "token_endpoint": f"{self.issuer}/token"})
+
+    async def jwks(self, request):
+        self.jwks_fetches += 1
+        if self.mode == "down":
+            return web.Response(status=503)
+        if self.mode == "slow":
+            await asyncio.sleep(2)
+        if self.mode == "huge":
+            return web.json_response({"keys": [{"kty": "oct", "k": "A" * 300_000}]})
+        return web.json_response({"keys": [k.as_dict(private=False) for k in self.keys]})
+
+    async def stop(self):
+        await self.runner.cleanup()

@@ -12,8 +12,8 @@ import time
 
 import orjson
 import pytest
-from aiohttp import web
 from conftest import run
+from oidc import OwnIssuer
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
@@ -175,47 +175,6 @@ def test_garbage_never_raises():
 # --- the issuer's keys, over HTTP ----------------------------------------------------------
 
 
-class OwnIssuer:
-    """An authorization server of our own: RFC 8414 metadata and a JWKS whose keys the test
-    sets; counts JWKS fetches; can be made to fail, to be slow, or to send too much."""
-
-    def __init__(self):
-        self.keys = [RSA]
-        self.jwks_fetches = 0
-        self.mode = "ok"
-        self.runner = None
-        self.issuer = ""
-
-    async def start(self):
-        app = web.Application()
-        app.router.add_get("/.well-known/oauth-authorization-server/tenant", self.metadata)
-        app.router.add_get("/tenant/jwks", self.jwks)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        self.issuer = f"http://127.0.0.1:{port}/tenant"
-        return self
-
-    async def metadata(self, request):
-        return web.json_response({"issuer": self.issuer, "jwks_uri": f"{self.issuer}/jwks",
-                                  "token_endpoint": f"{self.issuer}/token"})
-
-    async def jwks(self, request):
-        self.jwks_fetches += 1
-        if self.mode == "down":
-            return web.Response(status=503)
-        if self.mode == "slow":
-            await asyncio.sleep(5)
-        if self.mode == "huge":
-            return web.json_response({"keys": [{"kty": "oct", "k": "A" * 300_000}]})
-        return web.json_response({"keys": [k.as_dict(private=False) for k in self.keys]})
-
-    async def stop(self):
-        await self.runner.cleanup()
-
-
 class Clock:
     def __init__(self):
         self.now = 1000.0
@@ -225,7 +184,7 @@ class Clock:
 
 
 async def with_issuer(body):
-    issuer = await OwnIssuer().start()
+    issuer = await OwnIssuer([RSA]).start()
     clock = Clock()
     keys = issuer_keys.IssuerKeys(issuer.issuer, clock=clock)
     try:

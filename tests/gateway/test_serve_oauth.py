@@ -219,3 +219,52 @@ def test_the_official_python_sdk_client_with_a_bearer_token(gateways, tmp_path, 
     done = run(main())
     assert "beta/echo" in done["tools"]
     assert json.loads(done["result"]["content"][0]["text"]) == {"k": 1}
+
+
+def test_key_rotation_and_a_flood_of_unknown_key_ids(gateways, tmp_path):
+    """mock-oauth2-server keeps one key per issuer for its life, so the rotation is our
+    own issuer's (tests/oidc.py ``OwnIssuer``); the gateway is the real one."""
+    import time
+
+    from joserfc import jwt
+    from joserfc.jwk import RSAKey
+    from oidc import OwnIssuer
+
+    first = RSAKey.generate_key(2048, parameters={"kid": "first"})
+    second = RSAKey.generate_key(2048, parameters={"kid": "second"})
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        issuer = await OwnIssuer([first]).start()
+        gw = await HttpGateway.start(path, gateways, "--oauth-issuer", issuer.issuer)
+
+        def token(key, kid=None):
+            now = int(time.time())
+            return jwt.encode({"alg": "RS256", "kid": kid or key.kid},
+                              {"iss": issuer.issuer, "aud": gw.url, "sub": "bob",
+                               "exp": now + 300, "iat": now}, key)
+        try:
+            assert (await list_tools(gw, token(first)))[0] == 200
+            assert issuer.jwks_fetches == 1
+            # Made-up key ids, many at once: refused, and the issuer is not hammered.
+            stranger = RSAKey.generate_key(2048)
+            statuses = await asyncio.gather(*(list_tools(gw, token(stranger, f"kid-{i}"))
+                                              for i in range(100)))
+            assert {s for s, _, _ in statuses} == {401}
+            assert issuer.jwks_fetches == 1, "within the interval: no refetch"
+            # The issuer rotates: the new key is fetched once the interval allows.
+            issuer.keys = [second]
+            rotated = token(second)
+            started = time.monotonic()
+            while (await list_tools(gw, rotated))[0] != 200:
+                assert time.monotonic() - started < 45, "the rotated key was never fetched"
+                await asyncio.sleep(1)
+            assert issuer.jwks_fetches == 2
+            assert (await list_tools(gw, token(first)))[0] == 401, "the old key is gone"
+            # The issuer goes down: the keys the gateway has still serve.
+            issuer.mode = "down"
+            assert (await list_tools(gw, rotated))[0] == 200
+            assert await gw.stop() == 0
+        finally:
+            await issuer.stop()
+    run(main())
