@@ -91,10 +91,9 @@ def start_provider() -> Provider:
     env = {**os.environ, "SERVER_HOSTNAME": "127.0.0.1", "SERVER_PORT": str(port),
            "JSON_CONFIG": json.dumps(_config(f"http://127.0.0.1:{dead_port}/default"))}
     # Its output to a file: a pipe nobody reads could fill and stall it.
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(["java", "-XX:TieredStopAtLevel=1", "-cp", f"{LIB}/*", MAIN],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    log.close()  # the child has its own copy
+    with tempfile.TemporaryFile() as log:  # the child keeps its own copy
+        proc = subprocess.Popen(["java", "-XX:TieredStopAtLevel=1", "-cp", f"{LIB}/*", MAIN],
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
     provider = Provider(proc, port, dead_port)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

@@ -349,13 +349,16 @@ def _oauth(ns: argparse.Namespace) -> Any:
             if getattr(ns, flag):
                 raise ConfigurationError(f"--{flag.replace('_', '-')} needs --oauth-issuer")
         return None
-    from .auth.resource import canonical_uri, secure_transport
+    from .auth.discovery import check_issuer
+    from .auth.resource import canonical_uri
+    from .errors import AuthorizationFailed
     from .gateway.bearer import ResourceSettings
 
     for issuer in ns.oauth_issuer:
-        if not secure_transport(issuer):
-            raise ConfigurationError(f"--oauth-issuer {issuer}: not an https URL (plain "
-                                     "http only for a loopback host)")
+        try:
+            check_issuer(issuer)
+        except AuthorizationFailed as exc:
+            raise ConfigurationError(f"--oauth-issuer: {exc}") from None
     resource = None
     if ns.oauth_resource:
         try:
@@ -493,6 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.argv = list(sys.argv[1:] if argv is None else argv)
     if ns.command == "serve" and ns.processes > 1 and not ns.http:
         parser.error("--processes needs --http")
+    if ns.command == "serve" and ns.oauth_issuer and not ns.http:
+        parser.error("--oauth-issuer needs --http")
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE

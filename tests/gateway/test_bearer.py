@@ -13,10 +13,9 @@ import time
 import orjson
 import pytest
 from conftest import run
-from oidc import OwnIssuer
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
-
+from oidc import OwnIssuer
 from trunkline.gateway import bearer, issuer_keys
 from trunkline.gateway.bearer import Identity, Refused, TokenPolicy
 
@@ -143,7 +142,7 @@ def test_signatures():
 
 def test_no_none_no_hmac_with_a_public_key():
     check, source = validator(RSA)
-    header, payload, _ = sign(RSA).split(".")
+    _, payload, _ = sign(RSA).split(".")
     none = b64(orjson.dumps({"alg": "none", "kid": "r1"}))
     assert "algorithm" in run(check.check(f"Bearer {none}.{payload}.")).reason
     # The classic confusion: HS256 "signed" with the RSA public key's bytes as the secret.
@@ -169,6 +168,8 @@ def test_garbage_never_raises():
     # A token naming an issuer not configured: refused without touching any keys.
     other = sign(RSA, iss="https://elsewhere.example")
     assert "another issuer" in run(check.check(f"Bearer {other}")).reason
+    for odd in (["ISSUER"], {"ISSUER": 1}, 7, None):
+        assert "another issuer" in run(check.check(f"Bearer {sign(RSA, iss=odd)}")).reason
     assert source.asked == []
 
 

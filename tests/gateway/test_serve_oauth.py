@@ -13,11 +13,10 @@ import re
 import orjson
 import pytest
 from conftest import run, scripted
-from httppeers import http_peer  # noqa: F401 - a fixture
+from gateways import HttpGateway, fleet_config, modern_meta
+from httppeers import http_peer  # noqa: F401  (a fixture)
 from httppeers import scripted as http_scripted
 from oidc import start_provider
-
-from gateways import HttpGateway, fleet_config, modern_meta
 
 SCOPE = "mcp:tools"
 
@@ -192,7 +191,7 @@ def test_oauth_on_a_public_bind_needs_the_resource_url(gateways, tmp_path, provi
     path = fleet_config(tmp_path, {"alpha": scripted()})
     done = subprocess.run([sys.executable, "-m", "trunkline", "serve", str(path), "--http",
                            "0.0.0.0:0", "--oauth-issuer", provider.issuer],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2 and "--oauth-resource" in done.stderr
 
 

@@ -40,6 +40,7 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -212,6 +213,9 @@ class HttpFace:
         self._signer = signer
         self._limit = max_body_bytes
         self._drain_s = drain_s
+        if oauth is not None and oauth.resource is not None:
+            # The name clients reach it by, by definition.
+            names = (*names, urlsplit(oauth.resource).hostname or "")
         #: The host names requests may be addressed to (``Host``, ``Origin``).
         self._hosts = {n.strip("[]").lower() for n in names} | (
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})

@@ -7,8 +7,10 @@ Rules:
    and OpenID Connect discovery locations in the specified order
    (``auth.discovery.authorization_server_urls``); a document whose ``issuer`` is not the
    configured one exactly is refused, as is a ``jwks_uri`` not https (loopback aside).
-2. Every fetch has a deadline (``FETCH_TIMEOUT_S``) and a size bound (``MAX_DOCUMENT_BYTES``):
-   a slow or huge answer is a failed fetch. Concurrent needs share one fetch.
+2. A fetch (the metadata if not yet known, then the JWKS) has one deadline
+   (``FETCH_TIMEOUT_S``: the requests waiting for it wait no longer) and each document a
+   size bound (``MAX_DOCUMENT_BYTES``): a slow or huge answer is a failed fetch.
+   Concurrent needs share one fetch.
 3. Keys are kept and used for ``REFRESH_S``; after that the next token refreshes them (on
    failure the old keys stay in use, and the next try waits ``MIN_REFETCH_S``).
 4. A ``kid`` not among the keys fetches the JWKS again (a rotation), but at most once per
@@ -94,9 +96,14 @@ class IssuerKeys:
         self._tried_at = self._clock()
         self.fetches += 1
         try:
-            if self._jwks_uri is None:
-                self._jwks_uri = await self._discover()
-            keys = parse_jwks(await self._get(self._jwks_uri))
+            async with asyncio.timeout(FETCH_TIMEOUT_S):
+                if self._jwks_uri is None:
+                    self._jwks_uri = await self._discover()
+                keys = parse_jwks(await self._get(self._jwks_uri))
+        except TimeoutError:
+            log.warning("the keys of token issuer %s cannot be had: no answer within %g s",
+                        self.issuer, FETCH_TIMEOUT_S)
+            return
         except KeysUnavailable as exc:
             log.warning("the keys of token issuer %s cannot be had: %s", self.issuer, exc)
             return
@@ -120,20 +127,15 @@ class IssuerKeys:
         if self._session is None:
             self._session = (self._session_factory or aiohttp.ClientSession)()
         try:
-            async with asyncio.timeout(FETCH_TIMEOUT_S):
-                async with self._session.get(url, allow_redirects=False,
-                                             headers={"Accept": "application/json"}) as r:
-                    if r.status != 200:
-                        raise KeysUnavailable(f"{url} answered {r.status}")
-                    body = bytearray()
-                    async for chunk in r.content.iter_chunked(65536):
-                        body += chunk
-                        if len(body) > MAX_DOCUMENT_BYTES:
-                            raise KeysUnavailable(
-                                f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
-        except TimeoutError:
-            raise KeysUnavailable(f"{url} did not answer within {FETCH_TIMEOUT_S:g} s") \
-                from None
+            async with self._session.get(url, allow_redirects=False,
+                                         headers={"Accept": "application/json"}) as r:
+                if r.status != 200:
+                    raise KeysUnavailable(f"{url} answered {r.status}")
+                body = bytearray()
+                async for chunk in r.content.iter_chunked(65536):
+                    body += chunk
+                    if len(body) > MAX_DOCUMENT_BYTES:
+                        raise KeysUnavailable(f"{url} sent more than {MAX_DOCUMENT_BYTES} bytes")
         except aiohttp.ClientError as exc:
             raise KeysUnavailable(f"{url}: {type(exc).__name__}") from None
         try:
