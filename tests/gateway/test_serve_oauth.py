@@ -144,7 +144,7 @@ def test_bad_tokens_are_refused_and_the_gateway_goes_on(gateways, tmp_path, prov
         return [good, *refused.values()], gw.stderr
     tokens, stderr = run(main())
     for token in tokens:
-        assert token.split(".")[-1].encode() not in stderr or not token.split(".")[-1]
+        assert not any(part.encode() in stderr for part in token.split(".") if len(part) > 8)
 
 
 def _with(gw: HttpGateway, authorization: str) -> tuple[dict, dict]:

@@ -134,8 +134,10 @@ def _b64json(part: str) -> Any:
 def unverified_parts(token: str) -> tuple[dict[str, Any], dict[str, Any]] | Refused:
     """The header and claims of a compact JWS, unverified: only to choose the issuer and
     key to verify with (rule 2)."""
-    if not token or len(token) > MAX_TOKEN_CHARS:
-        return _invalid("the token is empty or too long" if token else "no token")
+    if not token:
+        return _invalid("the token is empty")
+    if len(token) > MAX_TOKEN_CHARS:
+        return _invalid(f"the token is longer than {MAX_TOKEN_CHARS} characters")
     parts = token.split(".")
     if len(parts) != 3:
         return _invalid("the token is not a signed JWT")
@@ -228,8 +230,7 @@ def protected_resource_metadata(resource: str, issuers: Iterable[str],
                                 scopes: Iterable[str]) -> dict[str, Any]:
     """The RFC 9728 document."""
     doc: dict[str, Any] = {"resource": resource, "authorization_servers": list(issuers),
-                           "bearer_methods_supported": ["header"],
-                           "resource_signing_alg_values_supported": list(ALGORITHMS)}
+                           "bearer_methods_supported": ["header"]}
     if scopes := list(scopes):
         doc["scopes_supported"] = scopes
     return doc
