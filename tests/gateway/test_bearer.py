@@ -271,3 +271,16 @@ def test_metadata_for_another_issuer_or_private_keys_are_not_used():
         {"kty": "oct", "k": "c2VjcmV0"}, {"kty": "RSA", "n": "!!"}, "junk",
         EC.as_dict(private=False)]})
     assert [k.kid for k in parsed] == ["e1"]
+
+
+def test_a_legacy_session_id_carries_a_digest_of_its_owner():
+    from trunkline.gateway.http_rules import SessionSigner, session_owner
+
+    signer = SessionSigner(b"k" * 32)
+    owner = session_owner("https://as.example", "alice@example.com")
+    assert owner != session_owner("https://other.example", "alice@example.com")
+    minted = signer.mint("2025-11-25", {}, owner=owner)
+    assert "alice" not in minted and signer.verify(minted).owner == owner
+    assert signer.verify(signer.mint("2025-11-25", {})).owner is None
+    forged = minted.replace(minted.split(".")[0], signer.mint("2025-11-25", {}).split(".")[0])
+    assert signer.verify(forged) is None

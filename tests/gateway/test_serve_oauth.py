@@ -267,3 +267,33 @@ def test_key_rotation_and_a_flood_of_unknown_key_ids(gateways, tmp_path):
         finally:
             await issuer.stop()
     run(main())
+
+
+def test_a_legacy_session_answers_only_the_identity_that_opened_it(gateways, tmp_path,
+                                                                   provider):
+    """Session hijacking (the specification's security best practices): a legacy session
+    id carries a digest of its opener's ``(iss, sub)``; another valid token with it is as
+    good as an unknown session, 404."""
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--oauth-issuer", provider.issuer)
+        alice = {"Authorization": f"Bearer {await provider.token(gw.url, SCOPE, 'alice')}"}
+        bob = {"Authorization": f"Bearer {await provider.token(gw.url, SCOPE, 'bob')}"}
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        init = gw.message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                         "clientInfo": {"name": "old", "version": "1"}})
+        status, answer, got = await gw.post(init, {**headers, **alice})
+        assert status == 200 and "result" in answer
+        session = {**headers, "Mcp-Session-Id": got["Mcp-Session-Id"],
+                   "MCP-Protocol-Version": "2025-11-25"}
+        assert "alice" not in got["Mcp-Session-Id"]
+        listing = gw.message("tools/list", {})
+        status, answer, _ = await gw.post(listing, {**session, **alice})
+        assert status == 200 and "result" in answer
+        status, answer, _ = await gw.post(gw.message("tools/list", {}), {**session, **bob})
+        assert status == 404, answer
+        status, answer, _ = await gw.post(gw.message("tools/list", {}), session)
+        assert status == 401
+        assert await gw.stop() == 0
+    run(main())

@@ -74,6 +74,7 @@ from .http_rules import (
     key_accepted,
     loopback_names,
     origin_allowed,
+    session_owner,
     status_for,
 )
 from .http_server import HttpServer
@@ -132,6 +133,11 @@ def _malformed_status(err: dict[str, Any]) -> int:
 
 
 Handler = Callable[[Exchange], Awaitable["Reply | None"]]
+
+
+def _owner(http: Exchange) -> str | None:
+    identity = http.identity
+    return None if identity is None else session_owner(identity.issuer, identity.subject)
 
 
 def _dropped(_note: dict[str, Any]) -> None:
@@ -382,6 +388,14 @@ class HttpFace:
         return Reply(200, self._prm, {"Access-Control-Allow-Origin": "*",
                                       "Cache-Control": "max-age=300"})
 
+    def _session(self, http: Exchange, session_id: str | None) -> LegacySession | None:
+        """The legacy session an id stands for, if this key signed it and it is the
+        requester's own (one opened with a token answers only that token's identity)."""
+        session = self._signer.verify(session_id) if session_id else None
+        if session is None or session.owner != _owner(http):
+            return None
+        return session
+
     def _host_allowed(self, host: str | None) -> bool:
         if host is None:
             return False
@@ -414,7 +428,7 @@ class HttpFace:
         if refused is not None:
             return _json(refused, _malformed_status(refused["error"]))
         session_id = request.headers.get("mcp-session-id")
-        session = self._signer.verify(session_id) if session_id else None
+        session = self._session(request, session_id)
         inbound = p.read(message, session.version if session else None)
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
@@ -468,7 +482,7 @@ class HttpFace:
             declared = request.params.get("capabilities")
             headers["Mcp-Session-Id"] = self._signer.mint(
                 answer["result"]["protocolVersion"], declared if isinstance(declared, dict)
-                else None)
+                else None, owner=_owner(http))
         return _answer(answer, headers)
 
     def _remember_level(self, session_id: str, level: str) -> None:
@@ -623,7 +637,7 @@ class HttpFace:
         if refused is not None:
             return refused
         session_id = http.headers.get("mcp-session-id")
-        if not session_id or self._signer.verify(session_id) is None:
+        if not session_id or self._session(http, session_id) is None:
             return Reply(405, headers={"Allow": "POST"})
         last_event_id = http.headers.get("last-event-id")
         if last_event_id is not None:
@@ -653,8 +667,8 @@ class HttpFace:
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return Reply(405, headers={"Allow": "GET, POST" if self._signer.verify(
-            http.headers.get("mcp-session-id")) else "POST"})
+        return Reply(405, headers={"Allow": "GET, POST" if self._session(
+            http, http.headers.get("mcp-session-id")) else "POST"})
 
     # -- health ---------------------------------------------------------------------------
 
