@@ -258,12 +258,12 @@ class HttpFace:
     async def start(self) -> str:
         await self._scope.open()
         sock = self._sock or bind_socket(self._bind, self._port)
-        self._server = HttpServer(self, sock, self._drain_s)
-        await self._server.start()
         host = f"[{self._bind}]" if sock.family == socket.AF_INET6 else self._bind
         self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
-        if self._oauth is not None:
+        if self._oauth is not None:  # before the first request can come in
             self._protect(self._oauth, self.url)
+        self._server = HttpServer(self, sock, self._drain_s)
+        await self._server.start()
         return self.url
 
     def _protect(self, oauth: bearer.ResourceSettings, url: str) -> None:
