@@ -305,7 +305,7 @@ async def _serve_http(answerer: Any, ns: argparse.Namespace) -> None:
     face = HttpFace(answerer, bind=bind, port=port,
                     api_keys=_api_keys(ns.api_key_file), signer=SessionSigner(_session_key()),
                     max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
-                    drain_s=ns.drain_timeout, sock=shared)
+                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns))
     url = await face.start()
     print(f"LISTENING {url}", flush=True)
     try:
@@ -350,6 +350,34 @@ def _api_keys(path: str | None) -> list[bytes]:
     return [k.strip().encode() for k in keys]
 
 
+def _oauth(ns: argparse.Namespace) -> Any:
+    """The gateway as an OAuth protected resource, if ``--oauth-issuer`` says so."""
+    if not ns.oauth_issuer:
+        for flag in ("oauth_resource", "oauth_audience", "oauth_scopes"):
+            if getattr(ns, flag):
+                raise ConfigurationError(f"--{flag.replace('_', '-')} needs --oauth-issuer")
+        return None
+    from .auth.discovery import check_issuer
+    from .auth.resource import canonical_uri
+    from .errors import AuthorizationFailed
+    from .gateway.bearer import ResourceSettings
+
+    for issuer in ns.oauth_issuer:
+        try:
+            check_issuer(issuer)
+        except AuthorizationFailed as exc:
+            raise ConfigurationError(f"--oauth-issuer: {exc}") from None
+    resource = None
+    if ns.oauth_resource:
+        try:
+            resource = canonical_uri(ns.oauth_resource)
+        except ValueError:
+            raise ConfigurationError(
+                f"--oauth-resource {ns.oauth_resource}: not an http(s) URL") from None
+    return ResourceSettings(tuple(dict.fromkeys(ns.oauth_issuer)), resource,
+                            ns.oauth_audience, tuple((ns.oauth_scopes or "").split()))
+
+
 def _session_key() -> bytes:
     """The key legacy session ids are signed with: ``TRUNKLINE_SESSION_KEY`` when replicas
     share their sessions, else a fresh one for this process."""
@@ -389,9 +417,22 @@ def build_parser() -> argparse.ArgumentParser:
                       help="on stdin/stdout, for a desktop client's mcpServers entry")
     face.add_argument("--http", metavar="HOST:PORT",
                       help="Streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 by default; "
-                           "any other address needs API keys)")
+                           "any other address needs API keys or --oauth-issuer)")
     g.add_argument("--api-key-file", metavar="PATH",
                    help="API keys, one per line (also TRUNKLINE_API_KEYS, comma-separated)")
+    g.add_argument("--oauth-issuer", metavar="URL", action="append",
+                   help="with --http: accept OAuth access tokens (JWTs) issued by this "
+                        "authorization server, checked against its published keys; "
+                        "repeatable; alone or besides API keys")
+    g.add_argument("--oauth-resource", metavar="URL",
+                   help="the gateway's /mcp URL as clients reach it, named in its protected "
+                        "resource metadata (default: http://HOST:PORT/mcp of a loopback "
+                        "bind; required on any other)")
+    g.add_argument("--oauth-audience", metavar="AUD",
+                   help="what a token's aud must contain (default: the resource URL)")
+    g.add_argument("--oauth-scopes", metavar="\"SCOPE ...\"",
+                   help="scopes every token must carry (space-separated); a token lacking "
+                        "one is 403 insufficient_scope")
     g.add_argument("--max-body-bytes", type=_positive_int, default=None, metavar="BYTES",
                    help="largest request body over HTTP (default: the largest message line, "
                         "16 MiB)")
@@ -469,6 +510,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.argv = list(sys.argv[1:] if argv is None else argv)
     if ns.command == "serve" and ns.processes > 1 and not ns.http:
         parser.error("--processes needs --http")
+    if ns.command == "serve" and ns.oauth_issuer and not ns.http:
+        parser.error("--oauth-issuer needs --http")
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE

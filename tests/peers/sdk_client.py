@@ -7,13 +7,16 @@ stdio server (here: ``trunkline serve --stdio``) or a Streamable HTTP one (``tru
 
 It lists the tools (every page), calls TOOL with ARGS_JSON with a progress callback, and
 prints {"sdk", "protocol", "tools", "result", "progress"}. mcp 2.x connects with
-``mode="auto"`` (server/discover first), mcp 1.x with the initialize handshake.
+``mode="auto"`` (server/discover first), mcp 1.x with the initialize handshake. With
+``SDK_CLIENT_BEARER`` in its environment, mcp 2.x sends ``Authorization: Bearer <it>`` on
+every HTTP request (as a host holding an access token does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from importlib.metadata import version
 
@@ -30,6 +33,12 @@ async def modern(tool: str, arguments: dict, command: str, args: list[str]) -> d
 
     progress: list[list] = []
     target = command if _is_url(command) else StdioServerParameters(command=command, args=args)
+    bearer = os.environ.get("SDK_CLIENT_BEARER")
+    if bearer and _is_url(command):
+        from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+        target = streamable_http_client(command, http_client=create_mcp_http_client(
+            headers={"Authorization": f"Bearer {bearer}"}))
     async with Client(target, mode="auto") as client:
         listed = await client.list_tools()
         result = await client.call_tool(

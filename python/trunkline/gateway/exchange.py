@@ -40,7 +40,7 @@ def _encoded(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
 class Exchange:
     """One request and its response."""
 
-    __slots__ = ("method", "path", "headers", "gone", "_receive", "_send", "_started",
+    __slots__ = ("method", "path", "headers", "gone", "identity", "_receive", "_send", "_started",
                  "_complete", "_watcher")
 
     def __init__(self, scope: Mapping[str, Any], receive: Receive, send: Send) -> None:
@@ -51,6 +51,8 @@ class Exchange:
             name.decode("latin-1"): value.decode("latin-1").strip(" \t")
             for name, value in reversed(scope["headers"])}
         self.gone = False
+        #: Who the request's access token speaks for (``bearer.Identity``), once checked.
+        self.identity: Any = None
         self._receive, self._send = receive, send
         self._started = self._complete = False
         self._watcher: asyncio.Future[dict[str, Any]] | None = None

@@ -24,7 +24,11 @@ One endpoint, ``/mcp``, serving both eras (an ASGI app, ``exchange``, on uvicorn
 
 Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
 the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
-not loopback; a body over the limit is 413 naming the limit. Stopping drains: no new
+not loopback, or OAuth access tokens (``bearer``: the gateway as a protected resource,
+its RFC 9728 metadata at ``/.well-known/oauth-protected-resource[/mcp]``), or either; a
+body over the limit is 413 naming the limit. A downstream client's ``Authorization`` is
+the gateway's business only: nothing of it goes to the servers behind (the specification
+forbids token passthrough; upstream credentials are the gateway's own). Stopping drains: no new
 requests, calls in flight finish within the drain deadline, listen streams end.
 """
 
@@ -36,6 +40,7 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -44,6 +49,7 @@ from ..errors import ConfigurationError
 from ..loop.tasks import TaskScope
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
+from . import bearer
 from . import protocol as p
 from .admission import retry_after
 from .answers import (
@@ -68,9 +74,11 @@ from .http_rules import (
     key_accepted,
     loopback_names,
     origin_allowed,
+    session_owner,
     status_for,
 )
 from .http_server import HttpServer
+from .issuer_keys import IssuerKeys
 from .processes import bind_socket
 
 log = logging.getLogger("trunkline.gateway")
@@ -127,6 +135,11 @@ def _malformed_status(err: dict[str, Any]) -> int:
 Handler = Callable[[Exchange], Awaitable["Reply | None"]]
 
 
+def _owner(http: Exchange) -> str | None:
+    identity = http.identity
+    return None if identity is None else session_owner(identity.issuer, identity.subject)
+
+
 def _dropped(_note: dict[str, Any]) -> None:
     """Where a call's notifications go when its client takes JSON only (they would come
     before the answer, and a JSON answer has no room for them)."""
@@ -180,20 +193,35 @@ class HttpFace:
 
     def __init__(self, answerer: Answerer, *, bind: str, port: int, api_keys: Iterable[bytes],
                  signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
-                 names: Iterable[str] = (), sock: socket.socket | None = None) -> None:
+                 names: Iterable[str] = (), sock: socket.socket | None = None,
+                 oauth: bearer.ResourceSettings | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
-        gateway processes (``processes``); else ``start`` binds one."""
+        gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
+        tokens from these issuers are accepted (besides API keys, if any)."""
         self._answerer = answerer
         self._bind, self._port = bind, port
         self._sock = sock
         self._keys = tuple(api_keys)
-        if not self._keys and bind not in loopback_names():
+        if not self._keys and oauth is None and bind not in loopback_names():
             raise ConfigurationError(
-                f"serving on {bind} (not loopback) needs API keys: set TRUNKLINE_API_KEYS "
-                "or --api-key-file")
+                f"serving on {bind} (not loopback) needs API keys (TRUNKLINE_API_KEYS or "
+                "--api-key-file) or OAuth (--oauth-issuer)")
+        if oauth is not None and oauth.resource is None and bind not in loopback_names():
+            raise ConfigurationError(
+                f"serving on {bind} with OAuth needs --oauth-resource: the URL clients reach "
+                "the gateway's /mcp by, which tokens are issued for")
+        self._oauth = oauth
+        #: Set by ``start`` (the resource URL may need the port bound).
+        self._validator: bearer.Validator | None = None
+        self._issuer_keys: list[IssuerKeys] = []
+        self._prm: bytes = b""
+        self._challenge_base = ""
         self._signer = signer
         self._limit = max_body_bytes
         self._drain_s = drain_s
+        if oauth is not None and oauth.resource is not None:
+            # The name clients reach it by, by definition.
+            names = (*names, urlsplit(oauth.resource).hostname or "")
         #: The host names requests may be addressed to (``Host``, ``Origin``).
         self._hosts = {n.strip("[]").lower() for n in names} | (
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
@@ -223,16 +251,38 @@ class HttpFace:
             "/healthz": {"GET": self._healthz},
             "/readyz": {"GET": self._readyz},
         }
+        if oauth is not None and oauth.resource is not None:
+            self._add_metadata_routes(oauth.resource)
         self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
 
     async def start(self) -> str:
         await self._scope.open()
         sock = self._sock or bind_socket(self._bind, self._port)
-        self._server = HttpServer(self, sock, self._drain_s)
-        await self._server.start()
         host = f"[{self._bind}]" if sock.family == socket.AF_INET6 else self._bind
         self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
+        if self._oauth is not None:  # before the first request can come in
+            self._protect(self._oauth, self.url)
+        self._server = HttpServer(self, sock, self._drain_s)
+        await self._server.start()
         return self.url
+
+    def _protect(self, oauth: bearer.ResourceSettings, url: str) -> None:
+        """The token checks and metadata, now that the resource URL is known."""
+        resource = oauth.resource or url
+        if oauth.resource is None:
+            self._add_metadata_routes(resource)
+        self._issuer_keys = [IssuerKeys(issuer) for issuer in oauth.issuers]
+        self._validator = bearer.Validator(
+            bearer.TokenPolicy(oauth.issuers, oauth.audience or resource, oauth.scopes),
+            {keys.issuer: keys for keys in self._issuer_keys})
+        self._prm = orjson.dumps(bearer.protected_resource_metadata(
+            resource, oauth.issuers, oauth.scopes))
+        self._challenge_base = bearer.metadata_url(resource)
+
+    def _add_metadata_routes(self, resource: str) -> None:
+        for path in (*bearer.metadata_paths(resource),
+                     bearer.PRM_SUFFIX + ENDPOINT):  # what a client of /mcp itself asks
+            self._routes[path] = {"GET": self._metadata}
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         """The ASGI app: one exchange, routed; a bug in the gateway is still a JSON-RPC
@@ -291,24 +341,60 @@ class HttpFace:
         self._subscribed.clear()
         if self._server is not None:
             await self._server.stop()
+        for keys in self._issuer_keys:
+            await keys.aclose()
 
     def _all_legacy_streams(self) -> list[asyncio.Queue[dict[str, Any] | None]]:
         return [q for queues in self._legacy_streams.values() for q in queues]
 
     # -- checks every request passes ---------------------------------------------------
 
-    def _gate(self, request: Exchange) -> Reply | None:
+    async def _gate(self, request: Exchange) -> Reply | None:
         if self._draining:
             return _refusal(503, p.INTERNAL_ERROR, "the gateway is stopping",
                             **{"Retry-After": "1"})
-        if self._keys and not key_accepted(request.headers.get("authorization"), self._keys):
-            return _refusal(401, p.INVALID_REQUEST, "an API key is required",
-                            **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
         if not self._host_allowed(request.headers.get("host")):
             return _refusal(403, p.INVALID_REQUEST, "unknown Host")
         if not origin_allowed(request.headers.get("origin"), self._hosts):
             return _refusal(403, p.INVALID_REQUEST, "Origin not allowed")
-        return None
+        return await self._authenticate(request)
+
+    async def _authenticate(self, request: Exchange) -> Reply | None:
+        """An API key, or else an access token (``bearer``), when either is configured;
+        a token's identity is attached to the request."""
+        authorization = request.headers.get("authorization")
+        if self._keys and key_accepted(authorization, self._keys):
+            return None
+        if self._validator is None:
+            if not self._keys:
+                return None
+            return _refusal(401, p.INVALID_REQUEST, "an API key is required",
+                            **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
+        verdict = await self._validator.check(authorization)
+        if isinstance(verdict, bearer.Identity):
+            request.identity = verdict
+            return None
+        # The reason only: never the token (a flood of bad ones is not worth more).
+        log.debug("%s %s refused: %s", request.method, request.path, verdict.reason)
+        if verdict.status == 503:
+            return _refusal(503, p.INTERNAL_ERROR, verdict.reason, **{"Retry-After": "5"})
+        challenge = bearer.challenge(self._challenge_base, self._validator.policy.scopes,
+                                     verdict if verdict.error else None)
+        return _refusal(verdict.status, p.INVALID_REQUEST, verdict.reason,
+                        **{"WWW-Authenticate": challenge})
+
+    async def _metadata(self, http: Exchange) -> Reply:
+        """The RFC 9728 document: public, so any page may read it."""
+        return Reply(200, self._prm, {"Access-Control-Allow-Origin": "*",
+                                      "Cache-Control": "max-age=300"})
+
+    def _session(self, http: Exchange, session_id: str | None) -> LegacySession | None:
+        """The legacy session an id stands for, if this key signed it and it is the
+        requester's own (one opened with a token answers only that token's identity)."""
+        session = self._signer.verify(session_id) if session_id else None
+        if session is None or session.owner != _owner(http):
+            return None
+        return session
 
     def _host_allowed(self, host: str | None) -> bool:
         if host is None:
@@ -323,7 +409,7 @@ class HttpFace:
     # -- POST: one message ---------------------------------------------------------------
 
     async def _post(self, request: Exchange) -> Reply | None:
-        refused = self._gate(request)
+        refused = await self._gate(request)
         if refused is not None:
             return refused
         length = request.content_length()
@@ -342,7 +428,7 @@ class HttpFace:
         if refused is not None:
             return _json(refused, _malformed_status(refused["error"]))
         session_id = request.headers.get("mcp-session-id")
-        session = self._signer.verify(session_id) if session_id else None
+        session = self._session(request, session_id)
         inbound = p.read(message, session.version if session else None)
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
@@ -396,7 +482,7 @@ class HttpFace:
             declared = request.params.get("capabilities")
             headers["Mcp-Session-Id"] = self._signer.mint(
                 answer["result"]["protocolVersion"], declared if isinstance(declared, dict)
-                else None)
+                else None, owner=_owner(http))
         return _answer(answer, headers)
 
     def _remember_level(self, session_id: str, level: str) -> None:
@@ -547,11 +633,11 @@ class HttpFace:
     # -- GET / DELETE: a legacy session's stream, and its end ----------------------------------
 
     async def _get(self, http: Exchange) -> Reply | None:
-        refused = self._gate(http)
+        refused = await self._gate(http)
         if refused is not None:
             return refused
         session_id = http.headers.get("mcp-session-id")
-        if not session_id or self._signer.verify(session_id) is None:
+        if not session_id or self._session(http, session_id) is None:
             return Reply(405, headers={"Allow": "POST"})
         last_event_id = http.headers.get("last-event-id")
         if last_event_id is not None:
@@ -578,11 +664,11 @@ class HttpFace:
     async def _delete(self, http: Exchange) -> Reply | None:
         """A legacy session cannot be ended by its client: it is signed, not stored, so
         no replica could forget it (2025-11-25 lets a server answer 405 here)."""
-        refused = self._gate(http)
+        refused = await self._gate(http)
         if refused is not None:
             return refused
-        return Reply(405, headers={"Allow": "GET, POST" if self._signer.verify(
-            http.headers.get("mcp-session-id")) else "POST"})
+        return Reply(405, headers={"Allow": "GET, POST" if self._session(
+            http, http.headers.get("mcp-session-id")) else "POST"})
 
     # -- health ---------------------------------------------------------------------------
 

@@ -7,9 +7,11 @@ body, statuses for errors, who may call, and legacy session ids any replica can 
   ``Mcp-Param-*`` for each ``x-mcp-header`` argument present in the body: a mismatch is
   400 with -32020 naming the header.
 - A legacy session id (2025-11-25) is ``payload.signature``: the payload carries the
-  negotiated revision, when it was issued, the input capabilities the client declared;
-  the signature is HMAC-SHA256 under a key the replicas share. Any replica verifies it;
-  none stores it.
+  negotiated revision, when it was issued, the input capabilities the client declared,
+  and, when the client presented an access token, its owner (a digest of the token's
+  issuer and subject: the session answers no one else, against session hijacking); the
+  signature is HMAC-SHA256 under a key the replicas share. Any replica verifies it; none
+  stores it.
 - ``Origin`` and ``Host`` are checked against the names the gateway is reachable by
   (DNS rebinding); API keys are compared in constant time.
 """
@@ -175,6 +177,14 @@ class LegacySession:
     issued: float
     #: The client capabilities the gateway acts on (those input requests need).
     capabilities: dict[str, Any]
+    #: ``session_owner`` of the identity that opened it; None: opened without a token.
+    owner: str | None = None
+
+
+def session_owner(issuer: str, subject: str) -> str:
+    """What a session id carries of who opened it: a digest, so that a subject (often an
+    e-mail address) is not written into every request's headers."""
+    return _b64(hashlib.sha256(f"{issuer}\0{subject}".encode()).digest()[:16])
 
 
 #: The declared client capabilities a session id carries: what the gateway may ask the
@@ -193,11 +203,13 @@ class SessionSigner:
         self._key = key
 
     def mint(self, version: str, capabilities: Mapping[str, Any] | None = None,
-             now: float | None = None) -> str:
+             now: float | None = None, owner: str | None = None) -> str:
         carried = {k: v for k, v in (capabilities or {}).items()
                    if k in _CARRIED_CAPABILITIES and isinstance(v, dict)}
-        payload = _b64(orjson.dumps({"v": version, "t": round(now or time.time(), 3),
-                                     "c": carried}))
+        fields = {"v": version, "t": round(now or time.time(), 3), "c": carried}
+        if owner is not None:
+            fields["o"] = owner
+        payload = _b64(orjson.dumps(fields))
         return f"{payload}.{self._sign(payload)}"
 
     def verify(self, session_id: str | None) -> LegacySession | None:
@@ -215,8 +227,10 @@ class SessionSigner:
         if version not in LEGACY_VERSIONS or not isinstance(data.get("t"), (int, float)):
             return None
         capabilities = data.get("c")
+        owner = data.get("o")
         return LegacySession(version, float(data["t"]),
-                             capabilities if isinstance(capabilities, dict) else {})
+                             capabilities if isinstance(capabilities, dict) else {},
+                             owner if isinstance(owner, str) else None)
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self._key, payload.encode(), hashlib.sha256).digest())
