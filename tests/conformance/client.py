@@ -224,16 +224,19 @@ PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
 def oauth_client(url: str, scenario: str, context: dict[str, Any]) -> OAuthClient:
     """The host's OAuth client, as an operator would configure one: a pre-registered
     client where the context gives one (the client credentials grant for the
-    machine-to-machine scenarios), else registration as the authorization server offers
+    machine-to-machine scenarios, with a client secret or a private key), else registration as the authorization server offers
     it. The user-agent step is headless: the suite's authorization servers approve at once."""
     servers: dict[str, ServerAuth] = {}
     client_id = context.get("client_id")
     if isinstance(client_id, str):
-        secret = context.get("client_secret")
+        secret, key = context.get("client_secret"), context.get("private_key_pem")
         grant = (CLIENT_CREDENTIALS if scenario.startswith("auth/client-credentials")
                  else AUTHORIZATION_CODE)
         servers[url] = ServerAuth(grant=grant, client=PreRegisteredClient(
-            client_id=client_id, client_secret=Secret(secret) if secret else None))
+            client_id=client_id, client_secret=Secret(secret) if secret else None,
+            # private_key_jwt (RFC 7523): the key and the algorithm it signs with
+            private_key=Secret(key) if key else None,
+            signing_algorithm=context.get("signing_algorithm") if key else None))
     settings = ClientSettings(client_name="trunkline-conformance-client",
                               redirect_uri=REDIRECT_URI,
                               metadata_document_url=METADATA_DOCUMENT_URL)

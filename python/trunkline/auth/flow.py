@@ -38,8 +38,9 @@ Rules:
    except to loopback, and no request here follows a redirect (a 307 would replay a
    secret to wherever it points).
 7. Servers that authorize as themselves (``ServerAuth(grant=CLIENT_CREDENTIALS)``) get
-   their tokens from the client credentials grant with the configured client's secret
-   (machine to machine), renewed the same way before they expire.
+   their tokens from the client credentials grant with the configured client's secret or
+   signed assertion (``private_key_jwt``, RFC 7523; machine to machine), renewed the same
+   way before they expire.
 8. Processes that share a store (gateway replicas on ``redis_store.RedisStore``) renew a
    server's token one at a time: a flight runs under the store's renewal lease
    (``store.renewal_lease``; a no-op for a store only this process uses) and, once it has
@@ -51,9 +52,9 @@ Rules:
    says. Any other change to the record (a new client identity, a dropped token) is
    taken before the flow runs.
 
-Not implemented: ``private_key_jwt`` client authentication (RFC 7523), the
-enterprise-managed and workload identity extensions, DPoP, and the 2025-03-26 fallbacks
-(authorization server metadata at the MCP server's root, default endpoints).
+Not implemented: the enterprise-managed and workload identity extensions, DPoP, and the
+2025-03-26 fallbacks (authorization server metadata at the MCP server's root, default
+endpoints).
 """
 
 from __future__ import annotations
@@ -372,7 +373,7 @@ class OAuthClient:
                                       f"{type(exc).__name__}", reason="unreachable",
                                       issuer=meta.issuer) from None
         code = authorization_code(request, landed)
-        headers, fields = client_authentication(identity, meta.issuer)
+        headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
         token = await self._token_request(meta, headers, {**code_exchange_form(request, code),
                                                          **fields},
                                           resource=resource, asked=scope)
@@ -388,7 +389,8 @@ class OAuthClient:
         binding = self._bindings.get(key)
         if binding is None or binding.client is None or binding.issuer != held.issuer:
             return None
-        headers, fields = client_authentication(binding.client, held.issuer)
+        headers, fields = client_authentication(binding.client, held.issuer,
+                                                now=self.clock())
         try:
             token = await self._token_request(meta, headers, {**refresh_form(held), **fields},
                                               resource=held.resource, asked=held.scope,
@@ -407,15 +409,17 @@ class OAuthClient:
     async def _client_credentials(self, key: str, meta: AuthServerMetadata, resource: str,
                                   scope: tuple[str, ...] | None) -> str:
         configured = self._auth(key).client
-        if configured is None or configured.client_secret is None:
+        if configured is None or (configured.client_secret is None
+                                  and configured.private_key is None):
             raise AuthorizationFailed(
-                "the client credentials grant needs a configured client_id and client_secret "
-                "for this server", reason="no_client_identity", issuer=meta.issuer)
+                "the client credentials grant needs a configured client_id with a "
+                "client_secret or a private key (private_key_jwt) for this server",
+                reason="no_client_identity", issuer=meta.issuer)
         held = self._bindings.get(key)
         identity = choose_identity(meta, settings=self.settings, configured=configured,
                                    held=held.client if held else None)
         assert isinstance(identity, ClientIdentity)  # configured credentials never register
-        headers, fields = client_authentication(identity, meta.issuer)
+        headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
         token = await self._token_request(meta, headers,
                                           {**client_credentials_form(resource, scope), **fields},
                                           resource=resource, asked=scope)
