@@ -5,7 +5,8 @@ tests/conformance/run.sh) starts a mock MCP server for scenario S and runs this 
 the server's URL as the last argument. The environment says what is being tested:
 
 * ``MCP_CONFORMANCE_SCENARIO``: the scenario name, e.g. ``tools_call``;
-* ``MCP_CONFORMANCE_PROTOCOL_VERSION``: the revision under test (``2025-11-25`` when unset);
+* ``MCP_CONFORMANCE_PROTOCOL_VERSION``: the revision under test (``2025-11-25`` when unset;
+  ``2025-03-26`` for the two legacy OAuth scenarios);
 * ``MCP_CONFORMANCE_CONTEXT``: JSON with extra inputs, for some scenarios only.
 
 The mock records what we send and scores it afterwards. This client behaves like an agent
@@ -257,7 +258,9 @@ async def run(url: str, scenario: str, version: str, context: dict[str, Any]) ->
     if playbook is None:
         raise ScenarioFailed(f"no playbook for scenario {scenario!r}")
     # Only the pre-2026 revisions need the initialize handshake; at 2026-07-28 the host
-    # must speak the stateless wire, so the legacy fallback stays off.
+    # must speak the stateless wire, so the legacy fallback stays off. The same allowlist
+    # lets the OAuth client use the 2025-03-26 fallbacks (authorization server metadata,
+    # else default endpoints, at the server's origin) for a server without PRM.
     legacy = version != MODERN
     params = trunkline.http(url)  # the URL verbatim, as the harness gave it
     async with oauth_client(url, scenario, context) as oauth, Host(
