@@ -3,7 +3,7 @@
 # scenario at a time, at each protocol revision, and summarize.
 #
 #   .ci/install-conformance        # once: harness + Node 22 into .peers/conformance/
-#   tests/conformance/run.sh       # every client scenario at both revisions
+#   tests/conformance/run.sh       # every client scenario at each revision, + extensions
 #
 # For each revision the scenario list comes from the harness itself
 # (`conformance list --client --spec-version REV`: every client scenario applicable at
