@@ -75,8 +75,8 @@ from urllib.parse import urljoin
 import aiohttp
 
 from ..errors import AuthorizationFailed
-from .authorization import authorization_code, authorization_request
 from . import legacy
+from .authorization import authorization_code, authorization_request
 from .challenge import BearerChallenge, bearer_challenge
 from .discovery import (
     AuthServerMetadata,
