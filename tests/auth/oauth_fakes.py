@@ -58,6 +58,10 @@ class FakeAuthServer:
     #: More routes on the same origin (method, path, handler): a protected MCP endpoint
     #: whose protected resource metadata this server serves.
     routes: list[tuple[str, str, Any]] = field(default_factory=list)
+    #: False: 404 for protected resource metadata (a 2025-03-26 server), and for the
+    #: authorization server metadata too (only the default endpoints are left).
+    serve_prm: bool = True
+    serve_metadata: bool = True
 
     registrations: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[dict[str, str]] = field(default_factory=list)
@@ -120,6 +124,8 @@ class FakeAuthServer:
     async def _prm(self, request: web.Request) -> web.Response:
         path = request.match_info["path"]
         self.prm_requests.append(path)
+        if not self.serve_prm:
+            raise web.HTTPNotFound()
         doc: dict[str, Any] = {"resource": f"{self.base}/{path}",
                                "authorization_servers": self.prm_issuers or [self.issuer]}
         if self.prm_scopes is not None:
@@ -127,6 +133,8 @@ class FakeAuthServer:
         return web.json_response(doc)
 
     async def _metadata(self, request: web.Request) -> web.Response:
+        if not self.serve_metadata:
+            raise web.HTTPNotFound()
         doc = {"issuer": self.issuer, "authorization_endpoint": f"{self.base}/authorize",
                "token_endpoint": f"{self.base}/token",
                "registration_endpoint": f"{self.base}/register",

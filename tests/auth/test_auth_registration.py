@@ -175,8 +175,11 @@ def test_registration_answers() -> None:
     (500, b"<html>oops</html>", "registration_refused", "HTTP 500"),
     (201, b"<html>oops</html>", "malformed_response", "without a client_id"),
     (201, b'{"client_secret": "s"}', "malformed_response", "without a client_id"),
+    # A registered client has no private key (this host publishes no JWKS).
     (201, b'{"client_id": "c", "token_endpoint_auth_method": "private_key_jwt"}',
-     "unsupported_auth_method", "private_key_jwt"),
+     "no_private_key", "private_key_jwt"),
+    (201, b'{"client_id": "c", "token_endpoint_auth_method": "tls_client_auth"}',
+     "unsupported_auth_method", "tls_client_auth"),
     (201, b'{"client_id": "c", "token_endpoint_auth_method": "client_secret_basic"}',
      "no_client_secret", "no client secret"),
 ])
@@ -211,21 +214,21 @@ def identity(method: str, secret: str | None = "s3cr:t &") -> ClientIdentity:
 
 
 def test_client_secret_basic_form_encodes_each_part() -> None:
-    headers, fields = client_authentication(identity(BASIC), AS1)
+    headers, fields = client_authentication(identity(BASIC), AS1, now=0)
     assert fields == {}
     raw = base64.b64decode(headers["Authorization"].removeprefix("Basic ")).decode()
     assert raw == "id%3A1+x:s3cr%3At+%26"
 
 
 def test_client_secret_post_and_none() -> None:
-    assert client_authentication(identity(POST), AS1) == (
+    assert client_authentication(identity(POST), AS1, now=0) == (
         {}, {"client_id": "id:1 x", "client_secret": "s3cr:t &"})
-    assert client_authentication(identity(NONE, None), AS1) == ({}, {"client_id": "id:1 x"})
+    assert client_authentication(identity(NONE, None), AS1, now=0) == ({}, {"client_id": "id:1 x"})
 
 
 def test_credentials_go_to_their_own_issuer_only() -> None:
     with pytest.raises(AuthorizationFailed) as caught:
-        client_authentication(identity(BASIC), AS2)
+        client_authentication(identity(BASIC), AS2, now=0)
     assert caught.value.reason == "issuer_changed" and "s3cr" not in str(caught.value)
 
 

@@ -5,7 +5,8 @@ tests/conformance/run.sh) starts a mock MCP server for scenario S and runs this 
 the server's URL as the last argument. The environment says what is being tested:
 
 * ``MCP_CONFORMANCE_SCENARIO``: the scenario name, e.g. ``tools_call``;
-* ``MCP_CONFORMANCE_PROTOCOL_VERSION``: the revision under test (``2025-11-25`` when unset);
+* ``MCP_CONFORMANCE_PROTOCOL_VERSION``: the revision under test (``2025-11-25`` when unset;
+  ``2025-03-26`` for the two legacy OAuth scenarios);
 * ``MCP_CONFORMANCE_CONTEXT``: JSON with extra inputs, for some scenarios only.
 
 The mock records what we send and scores it afterwards. This client behaves like an agent
@@ -224,16 +225,19 @@ PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
 def oauth_client(url: str, scenario: str, context: dict[str, Any]) -> OAuthClient:
     """The host's OAuth client, as an operator would configure one: a pre-registered
     client where the context gives one (the client credentials grant for the
-    machine-to-machine scenarios), else registration as the authorization server offers
+    machine-to-machine scenarios, with a client secret or a private key), else registration as the authorization server offers
     it. The user-agent step is headless: the suite's authorization servers approve at once."""
     servers: dict[str, ServerAuth] = {}
     client_id = context.get("client_id")
     if isinstance(client_id, str):
-        secret = context.get("client_secret")
+        secret, key = context.get("client_secret"), context.get("private_key_pem")
         grant = (CLIENT_CREDENTIALS if scenario.startswith("auth/client-credentials")
                  else AUTHORIZATION_CODE)
         servers[url] = ServerAuth(grant=grant, client=PreRegisteredClient(
-            client_id=client_id, client_secret=Secret(secret) if secret else None))
+            client_id=client_id, client_secret=Secret(secret) if secret else None,
+            # private_key_jwt (RFC 7523): the key and the algorithm it signs with
+            private_key=Secret(key) if key else None,
+            signing_algorithm=context.get("signing_algorithm") if key else None))
     settings = ClientSettings(client_name="trunkline-conformance-client",
                               redirect_uri=REDIRECT_URI,
                               metadata_document_url=METADATA_DOCUMENT_URL)
@@ -254,7 +258,9 @@ async def run(url: str, scenario: str, version: str, context: dict[str, Any]) ->
     if playbook is None:
         raise ScenarioFailed(f"no playbook for scenario {scenario!r}")
     # Only the pre-2026 revisions need the initialize handshake; at 2026-07-28 the host
-    # must speak the stateless wire, so the legacy fallback stays off.
+    # must speak the stateless wire, so the legacy fallback stays off. The same allowlist
+    # lets the OAuth client use the 2025-03-26 fallbacks (authorization server metadata,
+    # else default endpoints, at the server's origin) for a server without PRM.
     legacy = version != MODERN
     params = trunkline.http(url)  # the URL verbatim, as the harness gave it
     async with oauth_client(url, scenario, context) as oauth, Host(

@@ -6,10 +6,12 @@ One module, one job:
 - ``resource``: canonical server URIs, which server a ``resource`` names, where secrets
   may travel (pure).
 - ``discovery``: where metadata lives and whether a document may be used (pure).
+- ``legacy``: the 2025-03-26 fallbacks, for servers allowlisted for the legacy era (pure).
 - ``pkce``: PKCE S256 and ``state``.
 - ``scopes``: which scopes to ask for, step-up and its bound (pure).
 - ``registration``: who this host is to an authorization server and how it proves it
   (pure).
+- ``assertion``: ``private_key_jwt`` client assertions (RFC 7523), signed with joserfc.
 - ``authorization``: the authorization request and the checks on its redirect (pure).
 - ``tokens``: token requests, responses and expiry (pure).
 - ``answers``: reading an authorization server's JSON answers (pure).

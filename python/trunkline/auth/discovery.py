@@ -54,6 +54,8 @@ class ProtectedResource:
     authorization_servers: tuple[str, ...]
     scopes_supported: tuple[str, ...] | None
     url: str  # where it was read
+    #: A stand-in for a 2025-03-26 server that has none (``legacy.stand_in_resource``).
+    legacy: bool = False
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ Rules:
    except to loopback, and no request here follows a redirect (a 307 would replay a
    secret to wherever it points).
 7. Servers that authorize as themselves (``ServerAuth(grant=CLIENT_CREDENTIALS)``) get
-   their tokens from the client credentials grant with the configured client's secret
-   (machine to machine), renewed the same way before they expire.
+   their tokens from the client credentials grant with the configured client's secret or
+   signed assertion (``private_key_jwt``, RFC 7523; machine to machine), renewed the same
+   way before they expire.
 8. Processes that share a store (gateway replicas on ``redis_store.RedisStore``) renew a
    server's token one at a time: a flight runs under the store's renewal lease
    (``store.renewal_lease``; a no-op for a store only this process uses) and, once it has
@@ -50,10 +51,13 @@ Rules:
    step-up answered so with a token that lacks the scope meets the next 403 as rule 4
    says. Any other change to the record (a new client identity, a dropped token) is
    taken before the flow runs.
+9. The 2025-03-26 fallbacks (authorization server metadata at the server's origin, else
+   the default endpoints there; ``legacy``) only for a call that says the server is
+   allowlisted for the legacy era (``legacy_fallbacks=True``; the parent passes the
+   server's ``allow_legacy``), and only when the server has no protected resource
+   metadata. For any other server, no protected resource metadata is a refusal.
 
-Not implemented: ``private_key_jwt`` client authentication (RFC 7523), the
-enterprise-managed and workload identity extensions, DPoP, and the 2025-03-26 fallbacks
-(authorization server metadata at the MCP server's root, default endpoints).
+Not implemented: the enterprise-managed and workload identity extensions, DPoP.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ from urllib.parse import urljoin
 import aiohttp
 
 from ..errors import AuthorizationFailed
+from . import legacy
 from .authorization import authorization_code, authorization_request
 from .challenge import BearerChallenge, bearer_challenge
 from .discovery import (
@@ -218,10 +223,12 @@ class OAuthClient:
 
     # -- the API ------------------------------------------------------------------------
 
-    async def authorization_for(self, server_url: str) -> str | None:
+    async def authorization_for(self, server_url: str, *,
+                                legacy_fallbacks: bool = False) -> str | None:
         """The ``Authorization`` header value to send to ``server_url``, or ``None`` when
         this host holds no usable token for it (send the request without one; its 401 goes
-        to ``on_challenge``). Refreshes a token that is due (rule 5)."""
+        to ``on_challenge``). Refreshes a token that is due (rule 5). ``legacy_fallbacks``:
+        the server is allowlisted for the legacy era (rule 9)."""
         key = self._key(server_url)
         try:
             binding = await self._binding(key)
@@ -236,7 +243,8 @@ class OAuthClient:
                 return token.authorization()
             if token.refresh_token is None and self._auth(key).grant != CLIENT_CREDENTIALS:
                 return None if token.expired(now) else token.authorization()
-            return await self._fly(key, self._renew(key, token))
+            return await self._fly(key, self._renew(key, token, legacy_fallbacks),
+                                   legacy_fallbacks)
         except AuthorizationFailed as exc:
             _name(exc, server_url)
             raise
@@ -254,12 +262,14 @@ class OAuthClient:
         return token.refresh_at(self.refresh_margin_s)
 
     async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
-                           *, rejected: str | None | Sent = Sent.UNKNOWN) -> str:
+                           *, rejected: str | None | Sent = Sent.UNKNOWN,
+                           legacy_fallbacks: bool = False) -> str:
         """Answer a 401 or 403 from ``server_url`` (``www_authenticate``: its header, several
         fields joined with ``", "``) with the ``Authorization`` header value to send the
         request with again. ``rejected``: the header value the refused request carried
-        (``None`` for none). Raises ``AuthorizationFailed`` naming the server and why no
-        token could be had."""
+        (``None`` for none). ``legacy_fallbacks``: the server is allowlisted for the legacy
+        era, so the 2025-03-26 fallbacks may be used (rule 9). Raises
+        ``AuthorizationFailed`` naming the server and why no token could be had."""
         if status not in (401, 403):
             raise ValueError(f"not an authorization challenge: HTTP {status}")
         key = self._key(server_url)
@@ -277,10 +287,11 @@ class OAuthClient:
                         # What the caller sent predates the token this flight got.
                         rejected = None
                     continue
-                answer = self._answer(key, server_url, status, challenge, binding, rejected)
+                answer = self._answer(key, server_url, status, challenge, binding, rejected,
+                                      legacy_fallbacks)
                 if isinstance(answer, str):
                     return answer
-                header = await self._fly(key, answer)
+                header = await self._fly(key, answer, legacy_fallbacks)
                 if header is None:
                     continue  # a refresh was refused: decide again
                 return header
@@ -294,7 +305,8 @@ class OAuthClient:
 
     def _answer(self, key: str, server_url: str, status: int,
                 challenge: BearerChallenge | None, binding: Binding | None,
-                rejected: str | None | Sent) -> str | Coroutine[Any, Any, str | None]:
+                rejected: str | None | Sent,
+                legacy_fallbacks: bool) -> str | Coroutine[Any, Any, str | None]:
         """A held header that answers the challenge, or the flow that will get one.
         Synchronous, so no other flight can start between deciding and flying."""
         token = binding.token if binding else None
@@ -304,7 +316,8 @@ class OAuthClient:
         if status == 401:
             if newer and token is not None and not token.expired(now):
                 return token.authorization()
-            return self._obtain(key, server_url, challenge, scope=None, held=token)
+            return self._obtain(key, server_url, challenge, scope=None, held=token,
+                                legacy_fallbacks=legacy_fallbacks)
         if challenge is None or not challenge.insufficient_scope:
             raise AuthorizationFailed(
                 "the server refused the request with 403 without asking for more scope "
@@ -325,19 +338,21 @@ class OAuthClient:
                 f"{self.step_ups.limit} step-ups in {self.step_ups.window_s:g} s were spent",
                 reason="step_up_exhausted")
         return self._obtain(key, server_url, challenge, scope=step_up_scope(granted, required),
-                            held=token)
+                            held=token, legacy_fallbacks=legacy_fallbacks)
 
     # -- flows --------------------------------------------------------------------------
 
     async def _obtain(self, key: str, server_url: str, challenge: BearerChallenge | None, *,
-                      scope: tuple[str, ...] | None, held: Token | None) -> str | None:
-        """Rules 3, 4 and 7: discover, then refresh, or authorize (``scope`` given: a
+                      scope: tuple[str, ...] | None, held: Token | None,
+                      legacy_fallbacks: bool) -> str | None:
+        """Rules 3, 4, 7 and 9: discover, then refresh, or authorize (``scope`` given: a
         step-up for that scope)."""
-        prm = await self._discover_resource(server_url, challenge)
+        prm = await self._discover_resource(server_url, challenge, legacy_fallbacks)
         binding = self._bindings.get(key)
         auth = self._auth(key)
         issuer = self._choose_issuer(prm, binding, auth)
-        meta = await self._authorization_server(issuer, fresh=True)
+        meta = await (self._legacy_authorization_server(server_url, fresh=True) if prm.legacy
+                      else self._authorization_server(issuer, fresh=True))
         if binding is not None and binding.issuer != issuer:
             log.info("server %s: authorization server changed from %s to %s; its client "
                      "identity and token there are not used with the new one",
@@ -372,7 +387,7 @@ class OAuthClient:
                                       f"{type(exc).__name__}", reason="unreachable",
                                       issuer=meta.issuer) from None
         code = authorization_code(request, landed)
-        headers, fields = client_authentication(identity, meta.issuer)
+        headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
         token = await self._token_request(meta, headers, {**code_exchange_form(request, code),
                                                          **fields},
                                           resource=resource, asked=scope)
@@ -388,7 +403,8 @@ class OAuthClient:
         binding = self._bindings.get(key)
         if binding is None or binding.client is None or binding.issuer != held.issuer:
             return None
-        headers, fields = client_authentication(binding.client, held.issuer)
+        headers, fields = client_authentication(binding.client, held.issuer,
+                                                now=self.clock())
         try:
             token = await self._token_request(meta, headers, {**refresh_form(held), **fields},
                                               resource=held.resource, asked=held.scope,
@@ -407,15 +423,17 @@ class OAuthClient:
     async def _client_credentials(self, key: str, meta: AuthServerMetadata, resource: str,
                                   scope: tuple[str, ...] | None) -> str:
         configured = self._auth(key).client
-        if configured is None or configured.client_secret is None:
+        if configured is None or (configured.client_secret is None
+                                  and configured.private_key is None):
             raise AuthorizationFailed(
-                "the client credentials grant needs a configured client_id and client_secret "
-                "for this server", reason="no_client_identity", issuer=meta.issuer)
+                "the client credentials grant needs a configured client_id with a "
+                "client_secret or a private key (private_key_jwt) for this server",
+                reason="no_client_identity", issuer=meta.issuer)
         held = self._bindings.get(key)
         identity = choose_identity(meta, settings=self.settings, configured=configured,
                                    held=held.client if held else None)
         assert isinstance(identity, ClientIdentity)  # configured credentials never register
-        headers, fields = client_authentication(identity, meta.issuer)
+        headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
         token = await self._token_request(meta, headers,
                                           {**client_credentials_form(resource, scope), **fields},
                                           resource=resource, asked=scope)
@@ -423,11 +441,15 @@ class OAuthClient:
         log.info("server %s: client credentials token from %s", key, meta.issuer)
         return token.authorization()
 
-    async def _renew(self, key: str, token: Token) -> str | None:
+    async def _renew(self, key: str, token: Token, legacy_fallbacks: bool) -> str | None:
         """Rule 5: a due token refreshed (or, for a client credentials server, replaced)
         at its own issuer. Unreachable: the token while it lasts."""
         try:
-            meta = await self._authorization_server(token.issuer, fresh=False)
+            if legacy_fallbacks and token.issuer == legacy.authorization_base(key):
+                # Possibly the default endpoints, which no discovery finds after a restart.
+                meta = await self._legacy_authorization_server(key, fresh=False)
+            else:
+                meta = await self._authorization_server(token.issuer, fresh=False)
             if token.refresh_token is not None:
                 header = await self._refresh(key, meta, token)
                 self._refreshed_on_challenge.discard(key)
@@ -466,8 +488,8 @@ class OAuthClient:
 
     # -- discovery ----------------------------------------------------------------------
 
-    async def _discover_resource(self, server_url: str,
-                                 challenge: BearerChallenge | None) -> ProtectedResource:
+    async def _discover_resource(self, server_url: str, challenge: BearerChallenge | None,
+                                 legacy_fallbacks: bool) -> ProtectedResource:
         tried: list[str] = []
         hint = challenge.resource_metadata if challenge else None
         for url in protected_resource_urls(server_url, hint):
@@ -480,8 +502,15 @@ class OAuthClient:
                 if exc.reason != "malformed_metadata":
                     raise
                 tried.append(exc.message)
-        raise AuthorizationFailed("no usable protected resource metadata for the server; "
-                                  "tried " + "; ".join(tried), reason="metadata_unavailable")
+        if legacy_fallbacks:
+            log.info("server %s: no protected resource metadata; allowlisted for the legacy "
+                     "era, so authorized the 2025-03-26 way", server_url)
+            return legacy.stand_in_resource(server_url)
+        raise AuthorizationFailed(
+            "no usable protected resource metadata for the server; tried " + "; ".join(tried)
+            + " (the 2025-03-26 fallbacks to the server's origin are used only for a server "
+            "the host allowlists for the legacy era: allow_legacy)",
+            reason="metadata_unavailable")
 
     async def _authorization_server(self, issuer: str, *, fresh: bool) -> AuthServerMetadata:
         if not fresh and issuer in self._metadata:
@@ -503,6 +532,29 @@ class OAuthClient:
         raise AuthorizationFailed(f"no usable metadata for authorization server {issuer}; "
                                   "tried " + "; ".join(tried), reason="metadata_unavailable",
                                   issuer=issuer)
+
+    async def _legacy_authorization_server(self, server_url: str, *,
+                                           fresh: bool) -> AuthServerMetadata:
+        """Rule 9 (``legacy`` rules 2 and 3): the metadata at the server's origin, else its
+        default endpoints."""
+        issuer = legacy.authorization_base(server_url)
+        if not fresh and issuer in self._metadata:
+            return self._metadata[issuer]
+        url = legacy.metadata_url(server_url)
+        body = await self._fetch_metadata(url, [])
+        meta = None
+        if body is not None:
+            try:
+                meta = parse_authorization_server(body, url=url, issuer=issuer)
+            except AuthorizationFailed as exc:
+                if exc.reason != "malformed_metadata":
+                    raise
+        if meta is None:
+            log.info("server %s: no authorization server metadata at %s; using the default "
+                     "endpoints there", server_url, issuer)
+            meta = legacy.default_metadata(server_url)
+        self._metadata[issuer] = meta
+        return meta
 
     async def _fetch_metadata(self, url: str, tried: list[str]) -> bytes | None:
         """A metadata document's body, or ``None`` with the reason added to ``tried``."""
@@ -556,12 +608,14 @@ class OAuthClient:
         self._bindings[binding.server] = binding
         await self.store.save(binding)
 
-    async def _fly(self, key: str, flow: Coroutine[Any, Any, str | None]) -> str | None:
+    async def _fly(self, key: str, flow: Coroutine[Any, Any, str | None],
+                   legacy_fallbacks: bool) -> str | None:
         """Rule 1: run ``flow`` as the server's one flight; callers that come while it runs
         wait for it (``on_challenge``, ``authorization_for``). Rule 8: the flight runs
         under the store's renewal lease."""
         held = self._bindings.get(key)
-        task = asyncio.get_running_loop().create_task(self._leased(key, held, flow))
+        task = asyncio.get_running_loop().create_task(
+            self._leased(key, held, flow, legacy_fallbacks))
         self._flights[key] = task
 
         def landed(done: asyncio.Task[str | None]) -> None:
@@ -574,7 +628,8 @@ class OAuthClient:
         return await asyncio.shield(task)
 
     async def _leased(self, key: str, held: Binding | None,
-                      flow: Coroutine[Any, Any, str | None]) -> str | None:
+                      flow: Coroutine[Any, Any, str | None],
+                      legacy_fallbacks: bool) -> str | None:
         """Rule 8: ``flow`` under the store's renewal lease, unless the record read again
         under it holds a token that another process got since ``held``: that one is the
         flight's answer if it is not due, else the one renewed (the older token's refresh
@@ -592,7 +647,7 @@ class OAuthClient:
                             return token.authorization()
                         if token.refresh_token is not None:
                             flow.close()
-                            flow = self._renew(key, token)
+                            flow = self._renew(key, token, legacy_fallbacks)
                 return await flow
         finally:
             flow.close()  # never started if the record answered (a no-op once awaited)

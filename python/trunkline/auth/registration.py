@@ -23,11 +23,14 @@ first issuer it is used with, and a later change of issuer is an error for the o
 resolve (never a silent re-use; a different client configured for the new server is fine).
 
 Token endpoint authentication (RFC 6749 §2.3, RFC 7591 §2): the method the registration
-(or configuration) states; without one, ``client_secret_basic`` or ``client_secret_post``
-for a client with a secret, whichever the server lists first in that order (a server that
-lists none supports ``client_secret_basic``, RFC 8414 §2), and ``none`` for a client
-without a secret or a server that only takes ``none``. ``private_key_jwt`` is not
-implemented: a registration that requires it is refused.
+(or configuration) states; without one, ``private_key_jwt`` (RFC 7523, ``assertion``) for
+a configured client with a private key when the server lists it or the client has no
+secret, else ``client_secret_basic`` or ``client_secret_post`` for a client with a secret,
+whichever the server lists first in that order (a server that lists none supports
+``client_secret_basic``, RFC 8414 §2), and ``none`` for a client without either or a
+server that only takes ``none``. Only configured clients have a private key: a dynamic
+registration never asks for ``private_key_jwt`` (this host publishes no JWKS), and one
+that requires it is refused.
 """
 
 from __future__ import annotations
@@ -39,13 +42,15 @@ from urllib.parse import quote_plus, urlsplit
 
 from ..errors import AuthorizationFailed, ConfigurationError
 from .answers import json_object, oauth_error
+from .assertion import ASSERTION_TYPE, check_signing_key, client_assertion
 from .discovery import AuthServerMetadata
 from .secret import Secret
 
 BASIC = "client_secret_basic"
 POST = "client_secret_post"
+PRIVATE_KEY_JWT = "private_key_jwt"
 NONE = "none"
-KNOWN_METHODS = (BASIC, POST, NONE)
+KNOWN_METHODS = (BASIC, POST, PRIVATE_KEY_JWT, NONE)
 
 CONFIGURED = "configured"
 METADATA_DOCUMENT = "metadata_document"
@@ -87,9 +92,20 @@ class PreRegisteredClient:
     client_secret: Secret | None = None
     #: The issuer they were registered with; ``None`` binds them on first use.
     issuer: str | None = None
-    #: ``client_secret_basic``, ``client_secret_post`` or ``none``; ``None`` decides from
-    #: the server's metadata.
+    #: ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt`` or ``none``;
+    #: ``None`` decides from the server's metadata.
     auth_method: str | None = None
+    #: For ``private_key_jwt``: the PEM private key whose public half the authorization
+    #: server holds, and the JWS algorithm it signs with (see ``assertion.ALGORITHMS``).
+    private_key: Secret | None = None
+    signing_algorithm: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.private_key is None) != (self.signing_algorithm is None):
+            raise ConfigurationError(f"client {self.client_id!r}: a private key and its "
+                                     "signing algorithm are configured together")
+        if self.private_key is not None and self.signing_algorithm is not None:
+            check_signing_key(self.private_key, self.signing_algorithm)
 
 
 @dataclass(frozen=True)
@@ -101,19 +117,30 @@ class ClientIdentity:
     auth_method: str
     issuer: str
     source: str  # CONFIGURED, METADATA_DOCUMENT or REGISTERED
+    #: ``private_key_jwt`` only (configured clients).
+    private_key: Secret | None = None
+    signing_algorithm: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"client_id": self.client_id,
-                "client_secret": self.client_secret.reveal() if self.client_secret else None,
-                "auth_method": self.auth_method, "issuer": self.issuer, "source": self.source}
+        doc = {"client_id": self.client_id,
+               "client_secret": self.client_secret.reveal() if self.client_secret else None,
+               "auth_method": self.auth_method, "issuer": self.issuer, "source": self.source}
+        if self.private_key is not None:
+            # Kept with the client secret's care (the store's 0600 files): a refresh after a
+            # restart authenticates the same way.
+            doc["private_key"] = self.private_key.reveal()
+            doc["signing_algorithm"] = self.signing_algorithm
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ClientIdentity:
-        secret = doc.get("client_secret")
+        secret, key = doc.get("client_secret"), doc.get("private_key")
         return cls(client_id=str(doc["client_id"]),
                    client_secret=Secret(secret) if secret else None,
                    auth_method=str(doc["auth_method"]), issuer=str(doc["issuer"]),
-                   source=str(doc["source"]))
+                   source=str(doc["source"]),
+                   private_key=Secret(key) if key else None,
+                   signing_algorithm=doc.get("signing_algorithm") if key else None)
 
 
 @dataclass(frozen=True)
@@ -144,10 +171,13 @@ def choose_identity(meta: AuthServerMetadata, *, settings: ClientSettings,
                 f"register a client with {issuer} and configure it (with its issuer)",
                 reason="issuer_changed", issuer=issuer)
         method = token_auth_method(configured.auth_method, configured.client_secret is not None,
-                                   meta.token_endpoint_auth_methods_supported, issuer)
+                                   meta.token_endpoint_auth_methods_supported, issuer,
+                                   has_key=configured.private_key is not None)
         return ClientIdentity(client_id=configured.client_id,
                               client_secret=configured.client_secret, auth_method=method,
-                              issuer=issuer, source=CONFIGURED)
+                              issuer=issuer, source=CONFIGURED,
+                              private_key=configured.private_key,
+                              signing_algorithm=configured.signing_algorithm)
     if held is not None and held.source == REGISTERED and held.issuer == issuer:
         return held
     if settings.metadata_document_url and meta.client_id_metadata_document_supported:
@@ -211,7 +241,8 @@ def parse_registration(status: int, body: bytes, registration: Registration,
 
 
 def token_auth_method(declared: str | None, has_secret: bool,
-                      supported: tuple[str, ...] | None, issuer: str) -> str:
+                      supported: tuple[str, ...] | None, issuer: str, *,
+                      has_key: bool = False) -> str:
     """How a client authenticates at the token endpoint (see the module docstring)."""
     if declared is not None:
         if declared not in KNOWN_METHODS:
@@ -219,11 +250,18 @@ def token_auth_method(declared: str | None, has_secret: bool,
                 f"token endpoint authentication {declared!r} (required for the client at "
                 f"{issuer}) is not supported; trunkline does {', '.join(KNOWN_METHODS)}",
                 reason="unsupported_auth_method", issuer=issuer)
-        if declared != NONE and not has_secret:
+        if declared == PRIVATE_KEY_JWT and not has_key:
+            raise AuthorizationFailed(
+                f"the client at {issuer} is to authenticate with {declared} but has no "
+                "private key; configure one and its signing algorithm",
+                reason="no_private_key", issuer=issuer)
+        if declared in (BASIC, POST) and not has_secret:
             raise AuthorizationFailed(
                 f"the client at {issuer} is to authenticate with {declared} but has no "
                 "client secret; configure one", reason="no_client_secret", issuer=issuer)
         return declared
+    if has_key and (not has_secret or PRIVATE_KEY_JWT in (supported or ())):
+        return PRIVATE_KEY_JWT
     if not has_secret:
         return NONE
     offered = supported if supported is not None else (BASIC,)
@@ -233,10 +271,11 @@ def token_auth_method(declared: str | None, has_secret: bool,
     return NONE if NONE in offered else BASIC
 
 
-def client_authentication(identity: ClientIdentity, issuer: str
+def client_authentication(identity: ClientIdentity, issuer: str, *, now: float
                           ) -> tuple[dict[str, str], dict[str, str]]:
     """The headers and form fields that authenticate ``identity`` at ``issuer``'s token
-    endpoint. Refuses an identity bound to another issuer: its secret goes nowhere else."""
+    endpoint (``now``: the time a client assertion is issued at). Refuses an identity bound
+    to another issuer: its secret goes nowhere else."""
     if identity.issuer != issuer:
         raise AuthorizationFailed(
             f"client {identity.client_id!r} belongs to {identity.issuer}, not {issuer}; its "
@@ -248,6 +287,12 @@ def client_authentication(identity: ClientIdentity, issuer: str
         return {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}, {}
     if identity.auth_method == POST and secret is not None:
         return {}, {"client_id": identity.client_id, "client_secret": secret.reveal()}
+    if (identity.auth_method == PRIVATE_KEY_JWT and identity.private_key is not None
+            and identity.signing_algorithm is not None):
+        assertion = client_assertion(identity.private_key, identity.signing_algorithm,
+                                     client_id=identity.client_id, audience=issuer, now=now)
+        return {}, {"client_id": identity.client_id, "client_assertion_type": ASSERTION_TYPE,
+                    "client_assertion": assertion}
     return {}, {"client_id": identity.client_id}
 
 

@@ -27,10 +27,15 @@ log = logging.getLogger("trunkline.host")
 class CredentialDesk:
     """Answers one HTTP server's credential questions."""
 
-    def __init__(self, oauth: OAuthClient | None, server: str, url: str) -> None:
+    def __init__(self, oauth: OAuthClient | None, server: str, url: str, *,
+                 legacy_fallbacks: bool = False) -> None:
+        """``legacy_fallbacks``: the server is allowlisted for the legacy era
+        (``ServerConfig.allow_legacy``), so the OAuth client may use the 2025-03-26
+        fallbacks for it; never for any other."""
         self._oauth = oauth
         self._server = server
         self._url = url
+        self._legacy_fallbacks = legacy_fallbacks
 
     def answer(self, gen: Generation, question: ch.CredentialQuestion) -> None:
         gen.scope.spawn(self._answer(gen, question), name="answer a credential question")
@@ -58,9 +63,11 @@ class CredentialDesk:
                 "client (Host(oauth=...))", reason="no_oauth_client",
                 status=question.status or 401)
         if question.status is None:
-            header = await oauth.authorization_for(self._url)
+            header = await oauth.authorization_for(self._url,
+                                                   legacy_fallbacks=self._legacy_fallbacks)
         else:
             header = await oauth.on_challenge(self._url, question.status, question.challenge,
-                                              rejected=question.rejected)
+                                              rejected=question.rejected,
+                                              legacy_fallbacks=self._legacy_fallbacks)
         renew_at = await oauth.renew_at(self._url) if header is not None else None
         return ch.CredentialAnswer(question.key, authorization=header, renew_at=renew_at)

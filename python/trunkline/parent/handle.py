@@ -130,7 +130,8 @@ class WorkerHandle:
             lambda request: self.notices.handler_for(request, self._inflight))
         self._credentials = CredentialDesk(
             oauth, config.name,
-            config.params.url if isinstance(config.params, HttpParams) else "")
+            config.params.url if isinstance(config.params, HttpParams) else "",
+            legacy_fallbacks=config.allow_legacy)
         self._planner = RestartPlanner(settings.restart, rng)
         self._scope = TaskScope(f"server {config.name!r}")
         self.state = ServerState.STARTING
