@@ -87,6 +87,7 @@ from .discovery import (
     protected_resource_urls,
 )
 from .registration import (
+    CONFIGURED,
     ClientIdentity,
     ClientSettings,
     PreRegisteredClient,
@@ -600,9 +601,23 @@ class OAuthClient:
 
     async def _binding(self, key: str) -> Binding | None:
         if key not in self._bindings:
-            loaded = await self.store.load(key)
+            loaded = await self._load(key)
             self._bindings.setdefault(key, loaded)
         return self._bindings[key]
+
+    async def _load(self, key: str) -> Binding | None:
+        """The stored record, with the configured client's private key put back: a key
+        stays in the configuration it came from, never copied into the store."""
+        binding = await self.store.load(key)
+        configured = self._auth(key).client
+        client = binding.client if binding is not None else None
+        if (binding is None or client is None or configured is None
+                or configured.private_key is None or client.source != CONFIGURED
+                or client.client_id != configured.client_id):
+            return binding
+        return replace(binding, client=replace(
+            client, private_key=configured.private_key,
+            signing_algorithm=configured.signing_algorithm))
 
     async def _keep(self, binding: Binding) -> None:
         self._bindings[binding.server] = binding
@@ -636,7 +651,7 @@ class OAuthClient:
         token was spent by that process)."""
         try:
             async with renewal_lease(self.store, key):
-                stored = await self.store.load(key)
+                stored = await self._load(key)
                 if stored is not None and stored != held:
                     self._bindings[key] = stored
                     token = stored.token

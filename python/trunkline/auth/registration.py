@@ -125,22 +125,17 @@ class ClientIdentity:
         doc = {"client_id": self.client_id,
                "client_secret": self.client_secret.reveal() if self.client_secret else None,
                "auth_method": self.auth_method, "issuer": self.issuer, "source": self.source}
-        if self.private_key is not None:
-            # Kept with the client secret's care (the store's 0600 files): a refresh after a
-            # restart authenticates the same way.
-            doc["private_key"] = self.private_key.reveal()
-            doc["signing_algorithm"] = self.signing_algorithm
+        # A private key is never stored: it is configured, and the OAuth client puts it
+        # back from the configuration when it reads the record (``OAuthClient._load``).
         return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ClientIdentity:
-        secret, key = doc.get("client_secret"), doc.get("private_key")
+        secret = doc.get("client_secret")
         return cls(client_id=str(doc["client_id"]),
                    client_secret=Secret(secret) if secret else None,
                    auth_method=str(doc["auth_method"]), issuer=str(doc["issuer"]),
-                   source=str(doc["source"]),
-                   private_key=Secret(key) if key else None,
-                   signing_algorithm=doc.get("signing_algorithm") if key else None)
+                   source=str(doc["source"]))
 
 
 @dataclass(frozen=True)
