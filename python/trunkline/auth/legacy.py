@@ -13,9 +13,10 @@ Rules:
    with its path discarded (2025-03-26 "Server Metadata Discovery":
    ``https://API.example.com:443/v1/mcp`` -> ``https://api.example.com``), and it stands
    as the issuer: one spelling, whichever spelling of the server's URL it comes from. Its
-   metadata is read from ``{base}/.well-known/oauth-authorization-server`` only (RFC 8414,
-   no path insertion, no OpenID Connect), and checked like any other (``discovery``: the ``issuer`` is the
-   base exactly, https endpoints, PKCE S256 advertised).
+   metadata is read from ``{base}/.well-known/oauth-authorization-server`` only (RFC
+   8414, no path insertion, no OpenID Connect), and checked like any other
+   (``discovery``: the ``issuer`` is the base exactly, https endpoints, PKCE S256
+   advertised).
 3. When nothing usable answers there (any answer but a 200 with a JSON object), the
    default endpoints: ``{base}/authorize``, ``{base}/token``, ``{base}/register``. PKCE
    S256 is taken as supported there: 2025-03-26 requires PKCE of every client and server
