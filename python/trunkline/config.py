@@ -6,7 +6,8 @@ VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTool
 
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
-directory, relative to the file) and an ``"oauth"`` object in an HTTP server's entry for
+directory, relative to the file, or a ``redis://``/``rediss://`` URL for gateway replicas
+sharing one) and an ``"oauth"`` object in an HTTP server's entry for
 credentials an operator registered (``clientId``, ``clientSecretEnv``: the name of the
 environment variable that holds the secret, never the secret itself, and ``grant``:
 ``"authorization_code"`` or ``"client_credentials"``). They stay in the parent: a
@@ -182,7 +183,9 @@ class OAuthConfig:
     client_name: str = "trunkline"
     redirect_uri: str = "http://127.0.0.1:8765/callback"
     client_metadata_url: str | None = None
-    store: Path = DEFAULT_OAUTH_STORE
+    #: A directory (``FileStore``), or a Redis URL (``RedisStore``; it may hold a password,
+    #: so it is never printed).
+    store: Path | str = field(default=DEFAULT_OAUTH_STORE, repr=False)
     #: By server URL.
     servers: Mapping[str, ServerOAuth] = field(default_factory=dict)
 
@@ -202,7 +205,12 @@ def load_oauth_config(path: str | os.PathLike[str],
     for key in _OAUTH_KEYS:
         if key in raw and not isinstance(raw[key], str):
             raise _fail(source, None, f"\"oauth\": \"{key}\" must be a string")
-    store = Path(raw["store"]) if "store" in raw else DEFAULT_OAUTH_STORE
+    store: Path | str = DEFAULT_OAUTH_STORE
+    if "store" in raw:
+        store = raw["store"] if raw["store"].startswith(("redis://", "rediss://")) \
+            else Path(raw["store"])
+    if isinstance(store, Path) and not store.is_absolute():
+        store = p.parent / store
     servers = {}
     for name, entry in (data.get("mcpServers") or {}).items():
         if isinstance(entry, dict) and "oauth" in entry:
@@ -212,7 +220,7 @@ def load_oauth_config(path: str | os.PathLike[str],
         client_name=raw.get("clientName", defaults.client_name),
         redirect_uri=raw.get("redirectUri", defaults.redirect_uri),
         client_metadata_url=raw.get("clientMetadataUrl"),
-        store=store if store.is_absolute() else p.parent / store,
+        store=store,
         servers=servers)
 
 

@@ -55,8 +55,9 @@ async def login(path: str, server: str, *, open_browser: bool) -> int:
                   flush=True)
             return 0
         await oauth.on_challenge(url, status, challenge, rejected=None)
-    print(f"Signed in to {server}; its token is kept in {oauth_config.store}", flush=True,
-          file=sys.stdout)
+    # A Redis URL may carry a password: it is named, never printed.
+    where = "the Redis store" if isinstance(oauth_config.store, str) else oauth_config.store
+    print(f"Signed in to {server}; its token is kept in {where}", flush=True, file=sys.stdout)
     return 0
 
 

@@ -354,3 +354,29 @@ def test_redis_is_imported_only_when_a_redis_store_is_made() -> None:
             "auth.RedisStore; assert 'redis' not in sys.modules; "
             "auth.RedisStore('redis://127.0.0.1:1/0'); assert 'redis' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_configuration_file_can_name_a_redis_store_for_its_replicas(
+        redis_server: RedisServer, tmp_path: Path) -> None:
+    """``"oauth": {"store": "redis://..."}``: ``trunkline login`` stores the token in Redis,
+    and another command (another replica, another machine) finds it there."""
+    from test_auth_cli import config_file, sign_in, trunkline
+    from test_auth_host import ProtectedEcho
+
+    echo = ProtectedEcho()
+
+    async def main() -> None:
+        async with FakeAuthServer(routes=[echo.route()]) as fake:
+            echo.fake = fake
+            path = config_file(tmp_path, fake.server_url("mcp"), store=redis_server.url)
+            code, out, err = await sign_in(path)
+            assert code == 0, err
+            assert redis_server.url not in out and "the Redis store" in out
+            with redis.Redis.from_url(redis_server.url) as direct:
+                assert direct.keys("trunkline:auth:record:*")  # the record is in Redis
+            # No file store beside the file (``redis`` is the server's own directory).
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json", "redis"]
+            code, out, err = await trunkline("call", str(path), "echo", '{"text": "shared"}')
+            assert code == 0 and "shared" in out, err
+            assert len(fake.authorizations) == 1 and len(fake.token_requests) == 1
+    run(main())

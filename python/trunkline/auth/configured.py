@@ -8,7 +8,7 @@ from ..config import OAuthConfig
 from .flow import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, Authorizer, OAuthClient, ServerAuth
 from .registration import ClientSettings, PreRegisteredClient
 from .secret import Secret
-from .store import FileStore
+from .store import FileStore, TokenStore
 
 
 def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClient:
@@ -23,5 +23,12 @@ def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClien
     settings = ClientSettings(client_name=config.client_name,
                               redirect_uri=config.redirect_uri,
                               metadata_document_url=config.client_metadata_url)
-    return OAuthClient(settings=settings, store=FileStore(config.store), servers=servers,
-                       authorizer=authorizer)
+    store: TokenStore
+    if isinstance(config.store, str):
+        from .redis_store import RedisStore
+
+        store = RedisStore(config.store)
+    else:
+        store = FileStore(config.store)
+    return OAuthClient(settings=settings, store=store, servers=servers, authorizer=authorizer,
+                       owns_store=True)

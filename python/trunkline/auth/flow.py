@@ -187,6 +187,7 @@ class OAuthClient:
         max_body_bytes: int = 1 << 20,
         clock: Callable[[], float] = time.time,
         session: aiohttp.ClientSession | None = None,
+        owns_store: bool = False,
     ) -> None:
         self.store: TokenStore = store if store is not None else MemoryStore()
         self.authorizer: Authorizer = authorizer if authorizer is not None else HeadlessAuthorizer()
@@ -200,6 +201,8 @@ class OAuthClient:
         self._keys: dict[str, str] = {}
         self._session = session
         self._owns_session = session is None
+        #: Close the store with the client (one it made for itself, e.g. a ``RedisStore``).
+        self._owns_store = owns_store
         self._bindings: dict[str, Binding | None] = {}
         self._metadata: dict[str, AuthServerMetadata] = {}
         self._flights: dict[str, asyncio.Task[str | None]] = {}
@@ -221,6 +224,9 @@ class OAuthClient:
         if self._owns_session and self._session is not None:
             await self._session.close()
         self._session = None
+        closing = getattr(self.store, "aclose", None)
+        if self._owns_store and closing is not None:
+            await closing()
 
     # -- the API ------------------------------------------------------------------------
 
