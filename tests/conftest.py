@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
+from collections import Counter
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,6 +77,20 @@ def _cmdline(pid: int) -> str:
 
 def open_fds() -> set[int]:
     return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def open_fd_kinds() -> Counter[str]:
+    """What this process holds open, by kind ("socket", "pipe", "anon_inode:[pidfd]", a
+    file's path), counted. A restarted worker's pidfd and channel socket take whatever
+    numbers are free, so a long run compares kinds, not numbers."""
+    kinds: Counter[str] = Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor os.listdir itself held, closed by now
+            continue
+        kinds[re.sub(r":\[\d+\]$", "", target)] += 1
+    return kinds
 
 
 @pytest.fixture

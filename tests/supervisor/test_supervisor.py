@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import child_pids, group_alive, open_fds, run, scripted
+from conftest import child_pids, group_alive, open_fd_kinds, run, scripted
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -149,7 +149,7 @@ def test_200_crash_restart_cycles_leak_nothing(start):
         async with Supervisor(settings(start)) as sup:
             await sup.add(ServerConfig("crashy", scripted()))
             await asyncio.sleep(0.2)
-            before = (child_pids(), open_fds(), threading.active_count())
+            before = (child_pids(), open_fd_kinds(), threading.active_count())
             for cycle in range(200):
                 with pytest.raises(TransportLost):
                     await sup.request("crashy", "tools/call",
@@ -159,9 +159,10 @@ def test_200_crash_restart_cycles_leak_nothing(start):
                 assert status.restarts == cycle + 1
             assert await echo(sup, "crashy", "still here") == "still here"
             await asyncio.sleep(0.2)  # let the last reaper thread finish
-            after = (child_pids(), open_fds(), threading.active_count())
+            after = (child_pids(), open_fd_kinds(), threading.active_count())
             assert len(after[0]) == len(before[0]), "child process count changed"
-            assert after[1] == before[1], f"fds: {sorted(after[1] ^ before[1])}"
+            assert after[1] == before[1], (
+                f"fds gained {after[1] - before[1]}, lost {before[1] - after[1]}")
             assert after[2] == before[2], "thread count changed"
         assert not child_pids()
     run(main(), timeout=600)
