@@ -29,6 +29,8 @@ from ..protocol.retry import (
     without_idempotency_key,
 )
 from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
+from ..telemetry.calls import CallRecord
+from ..telemetry.telemetry import Telemetry
 from .handle import WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .retrying import run_with_retries
@@ -96,8 +98,9 @@ class _Asking:
 class CallPath:
     def __init__(self, *, retry_policy: RetryPolicy, call_timeout: float,
                  input_rounds: InputRounds,
-                 relist: Callable[[str], Any]) -> None:
+                 relist: Callable[[str], Any], telemetry: Telemetry) -> None:
         self.retry_policy = retry_policy
+        self._telemetry = telemetry
         self.call_timeout = call_timeout
         self._input_rounds = input_rounds
         self._relist = relist
@@ -117,12 +120,23 @@ class CallPath:
                         on_log: LogCallback | None = None) -> Any:
         """The decoded, complete result of one ``tools/call`` (its checks are the
         caller's), or ``InputRequired`` when ``call_input`` relays the rounds."""
+        body = {"name": entry.local_name, "arguments": (
+            arguments if type(arguments) is dict else dict(arguments or {}))}
+        record = self._telemetry.call(handle, "tools/call", body)
+        work = self._call_tool(handle, entry, body, timeout, on_progress, log_level,
+                               idempotent, idempotency_key, call_input, on_log, record)
+        return await (work if record is None else record.run(work))
+
+    async def _call_tool(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
+                         timeout: float | None, on_progress: ProgressCallback | None,
+                         log_level: str | None, idempotent: bool | None,
+                         idempotency_key: str | bool | None, call_input: CallInput | None,
+                         on_log: LogCallback | None, record: CallRecord | None) -> Any:
         timeout = self.timeout_for(handle, timeout)
         deadline = handle.now() + timeout
         key = resolve_idempotency_key(idempotency_key)
-        params, asking = _prepared(handle, {"name": entry.local_name, "arguments": (
-            arguments if type(arguments) is dict else dict(arguments or {}))},
-            key, call_input, on_progress, log_level, on_log)
+        params, asking = _prepared(handle, body, key, call_input, on_progress, log_level,
+                                   on_log, record)
         try:
             reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                      entry, idempotent)
@@ -148,9 +162,18 @@ class CallPath:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
         timeout; the result as sent (or ``InputRequired``, relayed). ``body`` is the
         caller's to give: what the read asks is written into it."""
+        record = self._telemetry.call(handle, method, body)
+        work = self._read(handle, method, body, timeout, call_input, log_level, on_log, record)
+        return await (work if record is None else record.run(work))
+
+    async def _read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
+                    timeout: float | None, call_input: CallInput | None,
+                    log_level: str | None, on_log: LogCallback | None,
+                    record: CallRecord | None) -> Any:
         timeout = self.timeout_for(handle, timeout)
         deadline = handle.now() + timeout
-        params, asking = _prepared(handle, body, None, call_input, None, log_level, on_log)
+        params, asking = _prepared(handle, body, None, call_input, None, log_level, on_log,
+                                   record)
         try:
             reply = await self._send(handle, method, params, timeout, deadline)
             result = await self._completed(handle, method, params, None, reply, timeout,
@@ -219,9 +242,13 @@ class _Resend:
 def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
               call_input: CallInput | None, on_progress: ProgressCallback | None,
               log_level: str | None, on_log: LogCallback | None,
-              ) -> tuple[bytes, _Asking | None]:
+              record: CallRecord | None) -> tuple[bytes, _Asking | None]:
     """A request's params, serialized once for all its attempts, and what it asks of its
     server while it runs. Only the bytes stay alive during the call: the GC walks every
-    object each call in flight holds, so a call holds as few as it can."""
+    object each call in flight holds, so a call holds as few as it can. The trace
+    context, when a span is recorded, goes into ``_meta`` here, for every era: the same
+    on every attempt and every input round."""
     asking = _Asking.start(handle, body, call_input, on_progress, log_level, on_log)
+    if record is not None:
+        record.stamp(body)
     return orjson.dumps(body if key is None else with_idempotency_key(body, key)), asking

@@ -36,6 +36,7 @@ from ..params import HttpParams
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
+from ..telemetry.calls import note
 from .call_notices import CallNotices
 from .credentials import CredentialDesk
 from .generation import Generation
@@ -138,6 +139,8 @@ class WorkerHandle:
         self.report: StateReport | None = None
         self.reason: str | None = None
         self.restarts = 0
+        #: What the planner decided last (telemetry tells restarts and cut-offs by it).
+        self.decision: Decision | None = None
         self._gen: Generation | None = None
         self._generations = 0
         self._unreaped: set[Generation] = set()
@@ -300,6 +303,8 @@ class WorkerHandle:
 
     async def _wait_ready(self, deadline: float, timeout: float, method: str) -> None:
         loop = asyncio.get_running_loop()
+        waited = self.state
+        note("wait_for_server", {"trunkline.server.state": waited.value})
         while self.state is not ServerState.READY:
             if not self.config.wait_ready or self.state not in _ON_ITS_WAY:
                 raise ServerUnavailable(
@@ -312,6 +317,7 @@ class WorkerHandle:
                     f"server was not ready within {timeout:g} s ({self.state.value})",
                     timeout_s=timeout, server=self.name, method=method, sent=False,
                 ) from None
+        note("server_ready", {"trunkline.server.state": waited.value})
 
     async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
         """Back-pressure: wait, within the call's own deadline, for a free slot."""
@@ -494,6 +500,7 @@ class WorkerHandle:
         """Decided by the planner, done here."""
         if isinstance(decision, StayDown):
             return
+        self.decision = decision
         self.reason = decision.reason
         if isinstance(decision, RestartIn):
             self._set_state(ServerState.RESTARTING)

@@ -29,6 +29,7 @@ from ..protocol.retry import RetryPolicy
 from ..protocol.listen import can_subscribe
 from ..protocol.versions import LOG_LEVELS
 from ..settings import HostSettings, ServerConfig
+from ..telemetry.telemetry import Telemetry
 from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
@@ -37,6 +38,9 @@ from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
     from ..auth import OAuthClient
 
 log = logging.getLogger("trunkline.host")
@@ -60,6 +64,8 @@ class Host:
         input_handlers: Mapping[str, InputHandler] | None = None,
         mrtr_limits: MrtrLimits | None = None,
         oauth: OAuthClient | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         """``on_log(server, params)`` receives every ``notifications/message`` a server
         sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
@@ -78,7 +84,11 @@ class Host:
         authorization, refresh, step-up: all in this process, one flight per server), and
         the request is sent again; tokens are renewed before they expire. The caller owns
         it (closes it after the host). Without it a 401/403 fails the request with
-        ``AuthenticationFailed``."""
+        ``AuthenticationFailed``.
+
+        ``tracer_provider`` / ``meter_provider`` (OpenTelemetry): where this host's spans
+        and metrics go; without them the global providers (no-op until an application
+        sets them), so telemetry is off and costs nothing unless configured."""
         base = settings or HostSettings()
         identity = (_identity(client_info, capabilities) if (client_info or capabilities)
                     else base.identity)
@@ -91,6 +101,9 @@ class Host:
                                 answered_requests=frozenset(handlers) | declared,
                                 oauth=oauth is not None)
         self._scope = TaskScope("host")
+        self.telemetry = Telemetry(tracer_provider=tracer_provider,
+                                   meter_provider=meter_provider,
+                                   statuses=lambda: self._servers.statuses())
         self._servers = Supervisor(self.settings, on_state=self._on_server_state,
                                    on_list_changed=self._on_list_changed,
                                    on_log=on_log or _log_to_logger, input_handlers=handlers,
@@ -102,12 +115,12 @@ class Host:
         self._catalog = CatalogKeeper(
             self._servers, policy=collision, model_safe=model_safe_names,
             list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
-            on_rebuilt=self._on_rebuilt)
+            on_rebuilt=self._on_rebuilt, telemetry=self.telemetry)
         self._calls = CallPath(
             retry_policy=self.retry_policy, call_timeout=call_timeout,
             input_rounds=InputRounds(handlers, identity.capabilities,
                                      mrtr_limits or MrtrLimits()),
-            relist=lambda name: self.refresh_tools(name))
+            relist=lambda name: self.refresh_tools(name), telemetry=self.telemetry)
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._last_entries = self._catalog.catalog.entries
@@ -143,6 +156,7 @@ class Host:
         return host
 
     async def __aenter__(self) -> Host:
+        self.telemetry.instruments()  # the servers' gauges exist from the start
         await self._scope.open()
         if self._pending_config:
             configs, self._pending_config = self._pending_config, []
@@ -232,10 +246,12 @@ class Host:
         return self._servers.handle(name).status()
 
     def _on_server_state(self, handle: WorkerHandle) -> None:
+        self.telemetry.server_state(handle)
         if not self._closed:
             self._catalog.on_server_state(handle)
 
     def _on_list_changed(self, handle: WorkerHandle, which: str) -> None:
+        self.telemetry.list_changed(handle.name, which)
         if not self._closed:
             self._catalog.on_list_changed(handle, which)
 

@@ -32,6 +32,7 @@ from ..protocol.mrtr import (
 )
 from ..protocol.reply import Reply
 from ..protocol.versions import META_CLIENT_CAPABILITIES
+from ..telemetry.calls import note
 from .handle import WorkerHandle
 
 
@@ -112,6 +113,8 @@ class InputRounds:
             if isinstance(decision, Fail):
                 raise decision.error
             if isinstance(decision, NeedInput):
+                note("input_round", {"trunkline.input.kinds": sorted(
+                    {item.method for item in decision.requests})})
                 responses = await self._answer(server, method, decision)
                 decision = mrtr.responses_ready(responses, loop.time())
                 continue

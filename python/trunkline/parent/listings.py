@@ -30,6 +30,7 @@ from ..channel import ServerState
 from ..errors import ToolCollision, TrunklineError
 from ..loop.tasks import TaskScope, gather_all
 from ..protocol.retry import RetryPolicy, plan_call
+from ..telemetry.telemetry import Telemetry
 from .handle import WorkerHandle
 from .retrying import run_with_retries
 from .supervisor import Supervisor
@@ -44,8 +45,9 @@ _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTIN
 class CatalogKeeper:
     def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, model_safe: bool,
                  list_timeout: float, retry_policy: RetryPolicy, scope: TaskScope,
-                 on_rebuilt: Callable[[], None]) -> None:
+                 on_rebuilt: Callable[[], None], telemetry: Telemetry) -> None:
         self._servers = servers
+        self._telemetry = telemetry
         self.policy = policy
         self.model_safe = model_safe
         self.list_timeout = list_timeout
@@ -109,10 +111,15 @@ class CatalogKeeper:
         received_at: float | None = None
         more = True
         while more:
-            params = orjson.dumps(driver.next_params())
-            reply = await run_with_retries(
+            body = driver.next_params()
+            record = self._telemetry.call(handle, "tools/list", body)
+            if record is not None:
+                record.stamp(body)
+            params = orjson.dumps(body)
+            listed = run_with_retries(
                 lambda attempt: handle.request("tools/list", params, timeout=self.list_timeout),
                 plan_call(self._retry_policy, "tools/list"))
+            reply = await (listed if record is None else record.run(listed))
             # The list's TTL counts from its first page (the catalog caches it as one).
             received_at = loop.time() if received_at is None else received_at
             more = driver.add_page(reply.decode(server=name, method="tools/list"))

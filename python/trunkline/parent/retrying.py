@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from ..protocol.retry import Attempt, GiveUp, RetryPlan, classify
+from ..telemetry.calls import note_retry
 
 T = TypeVar("T")
 
@@ -62,6 +63,7 @@ async def run_with_retries(
             failure.add_note(f"trunkline retry: gave up after {made} attempt(s) of "
                              f"{plan.method}: {decision}")
             raise failure
+        note_retry(made, failure, decision.after_s)  # the call's span and retry count
         failure = None
         await sleep(decision.after_s)
         index = decision.attempt

@@ -1,0 +1,6 @@
+"""OpenTelemetry traces and metrics of the parent side (the host and the gateway): see
+``telemetry.Telemetry`` (a host's), ``calls.CallRecord`` (one request's), ``conventions``
+(the names, pure) and ``sdk`` (the SDK and exporters ``trunkline serve`` sets up from
+``OTEL_*``, and the Prometheus page; needs ``trunkline[otel]``).
+
+Nothing is imported here: the call path imports ``calls`` alone."""

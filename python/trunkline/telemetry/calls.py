@@ -1,0 +1,158 @@
+"""One request's telemetry, from the moment it starts to its outcome: its span (CLIENT
+in the host, SERVER in the gateway), its trace context for ``params._meta``, and its
+duration in the histogram of its side.
+
+A ``CallRecord`` exists only while telemetry is on: the call path asks ``Telemetry.call``
+for one and gets None when nothing is configured, so a call with telemetry off allocates
+nothing here. While it runs, the record's span is the current span and the record the
+current call (a context variable, set only when there is one), so the parts that happen
+rarely (a retry, a wait for a restarting server, an input round) add their events to it
+without the call path passing it down.
+
+Retries, waits and input rounds are span *events*, not child spans: every attempt goes
+out with the same params bytes (serialized once, before the first attempt), so they all
+carry the call span's ``traceparent``; a child span per attempt would need the params
+serialized again per attempt, and its duration is the attempt's, which the worker's
+deadline already bounds. The events keep the order and the time of each.
+"""
+
+from __future__ import annotations
+
+import time
+from asyncio import CancelledError
+from collections.abc import Coroutine, Mapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import conventions as c
+
+if TYPE_CHECKING:
+    from .telemetry import Instruments
+
+_CURRENT: ContextVar[CallRecord | None] = ContextVar("trunkline_call", default=None)
+
+#: Attributes a duration is recorded with (a resource URI is not one: unbounded).
+_METRIC_KEYS = (c.METHOD, c.TOOL, c.PROMPT, c.OPERATION, c.TRANSPORT, c.SERVER_ADDRESS,
+                c.SERVER_PORT, c.PROTOCOL_VERSION, c.ERROR_TYPE, c.SERVER)
+
+
+class CallRecord:
+    """One request's span and duration; ``run`` wraps the request's coroutine."""
+
+    __slots__ = ("_attributes", "_context", "_histogram", "_instruments", "_method", "_span",
+                 "_started")
+
+    def __init__(self, tracer: trace.Tracer | None, instruments: Instruments | None,
+                 name: str, kind: SpanKind, method: str, attributes: dict[str, Any],
+                 parent: otel_context.Context | None = None,
+                 links: list[trace.Link] | None = None, server_side: bool = False) -> None:
+        self._method = method
+        self._attributes = attributes
+        self._instruments = instruments
+        self._histogram = None if instruments is None else (
+            instruments.server_duration if server_side else instruments.client_duration)
+        self._span = None if tracer is None else tracer.start_span(
+            name, context=parent, kind=kind, attributes=attributes, links=links)
+        #: The span in its parent's context (the baggage that came with it included): what
+        #: is current while the request runs, and what goes upstream.
+        self._context = (None if self._span is None
+                         else trace.set_span_in_context(self._span, parent))
+        self._started = time.perf_counter()
+
+    def meta(self) -> dict[str, str]:
+        """``traceparent``, ``tracestate``, ``baggage`` for the request's ``params._meta``
+        (by the configured propagators; W3C trace context and baggage by default)."""
+        carrier: dict[str, str] = {}
+        span = self._span
+        if span is not None and span.get_span_context().is_valid:
+            propagate.inject(carrier, context=self._context)
+        return carrier
+
+    def stamp(self, body: dict[str, Any]) -> None:
+        """Put the trace context into ``body["_meta"]`` (a copy: it may be the caller's)."""
+        carrier = self.meta()
+        if carrier:
+            meta = body.get("_meta")
+            body["_meta"] = {**meta, **carrier} if isinstance(meta, dict) else carrier
+
+    async def run(self, work: Coroutine[Any, Any, Any]) -> Any:
+        """Await ``work`` with this record current; end it with the outcome."""
+        token = _CURRENT.set(self)
+        attached = None if self._context is None else otel_context.attach(self._context)
+        try:
+            result = await work
+        except BaseException as exc:
+            self.finish(error=exc)
+            raise
+        finally:
+            if attached is not None:
+                otel_context.detach(attached)
+            _CURRENT.reset(token)
+        self.finish(result=result)
+        return result
+
+    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
+        if self._span is not None and self._span.is_recording():
+            self._span.add_event(name, attributes)
+
+    def retried(self, made: int, failure: BaseException, delay_s: float) -> None:
+        self.event("retry", {"trunkline.attempts": made, c.ERROR_TYPE: c.error_type(failure),
+                             "trunkline.retry.delay_s": delay_s})
+        if self._instruments is not None:
+            self._instruments.retries.add(1, self._server_attributes())
+
+    def set_version(self, version: str | None) -> None:
+        if version is not None:
+            self._attributes[c.PROTOCOL_VERSION] = version
+            if self._span is not None:
+                self._span.set_attribute(c.PROTOCOL_VERSION, version)
+
+    def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
+        span = self._span
+        kind = None
+        message = None
+        if error is not None:
+            kind = "cancelled" if isinstance(error, CancelledError) else c.error_type(error)
+            message = str(error)
+        else:
+            kind = c.result_error_type(self._method, result)
+        if kind is not None:
+            self._attributes[c.ERROR_TYPE] = kind
+        if span is not None:
+            if kind is not None:
+                span.set_attribute(c.ERROR_TYPE, kind)
+                code = getattr(error, "code", None)
+                if isinstance(code, int) and not isinstance(code, bool):
+                    span.set_attribute(c.STATUS_CODE, str(code))
+                span.set_status(Status(StatusCode.ERROR, message or kind))
+            span.end()
+        if self._histogram is not None:
+            attributes = {k: self._attributes[k] for k in _METRIC_KEYS if k in self._attributes}
+            self._histogram.record(time.perf_counter() - self._started, attributes)
+            if kind == "RequestTimeout" and self._instruments is not None:
+                self._instruments.timeouts.add(1, self._server_attributes())
+
+    def _server_attributes(self) -> dict[str, Any]:
+        return {c.SERVER: self._attributes.get(c.SERVER, ""), c.METHOD: self._method}
+
+
+def current() -> CallRecord | None:
+    """The record of the request running in this context, if telemetry is on."""
+    return _CURRENT.get()
+
+
+def note(name: str, attributes: Mapping[str, Any]) -> None:
+    """An event on the current call's span (nothing when there is none)."""
+    record = _CURRENT.get()
+    if record is not None:
+        record.event(name, attributes)
+
+
+def note_retry(made: int, failure: BaseException, delay_s: float) -> None:
+    record = _CURRENT.get()
+    if record is not None:
+        record.retried(made, failure, delay_s)

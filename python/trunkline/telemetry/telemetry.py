@@ -1,0 +1,252 @@
+"""A host's telemetry: which tracer and meter it uses, the records of its requests, the
+events of its servers' lives, and the per-server metrics read from their statuses.
+
+Off costs (almost) nothing. A host uses the providers given to ``Host(...)``, else the
+global ones (set by the application, by ``opentelemetry-instrument``, or by
+``trunkline serve`` from ``OTEL_*``); the API's own no-op and proxy providers mean off.
+Which it is is looked up once per request (two global reads and two identity checks);
+with telemetry off no span, no context and no attribute is made.
+
+Lifecycle events are spans of their own (INTERNAL, roots, ended at once), so an operator
+sees each when it happens rather than when a long span ends: ``trunkline.server.spawn``,
+``.era_verdict`` (era, version, evidence), ``.restart`` (cause, delay), ``.crash_loop``
+(the cut-off: cool-down and why), ``.reprobe``, ``.list_changed``.
+
+Metrics (names the conventions lack are ``trunkline.server.*``, each with
+``trunkline.server``): ``mcp.client.operation.duration`` and, in the gateway,
+``mcp.server.operation.duration`` (histograms, s); ``retries``, ``timeouts`` and
+``era_verdicts`` (counters); ``in_flight`` and ``state`` (gauges: 1 for the current
+state) and ``restarts``, ``late_replies`` (counters), observed from the servers'
+statuses when the metrics are collected, so the call path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import Link, SpanKind
+
+from ..channel import ServerState
+from ..parent.restarts import CoolDown, ReprobeIn, RestartIn
+from ..version import VERSION
+from . import conventions as c
+from .calls import CallRecord
+
+if TYPE_CHECKING:
+    from ..parent.handle import ServerStatus, WorkerHandle
+
+try:  # the API's stand-in until a meter provider is set
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+except ImportError:  # pragma: no cover - a later API may move it
+    _ProxyMeterProvider = metrics.NoOpMeterProvider  # type: ignore[misc,assignment]
+
+_OFF_TRACING = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
+_OFF_METRICS = (metrics.NoOpMeterProvider, _ProxyMeterProvider)
+_SCOPE = "trunkline"
+STATE = "trunkline.server.state"
+
+
+class Instruments:
+    """The instruments of one meter."""
+
+    def __init__(self, meter: metrics.Meter,
+                 statuses: Callable[[], Iterable[ServerStatus]]) -> None:
+        self._statuses = statuses
+        self.client_duration = meter.create_histogram(
+            c.CLIENT_DURATION, unit="s", description="Duration of MCP requests sent",
+            explicit_bucket_boundaries_advisory=c.DURATION_BUCKETS)
+        self.server_duration = meter.create_histogram(
+            c.SERVER_DURATION, unit="s", description="Duration of MCP requests served",
+            explicit_bucket_boundaries_advisory=c.DURATION_BUCKETS)
+        self.retries = meter.create_counter(
+            "trunkline.server.retries", unit="{request}",
+            description="Requests sent again after a failed attempt")
+        self.timeouts = meter.create_counter(
+            "trunkline.server.timeouts", unit="{request}",
+            description="Requests that ended without an answer within their timeout")
+        self.era_verdicts = meter.create_counter(
+            "trunkline.server.era_verdicts", unit="{verdict}",
+            description="Era verdicts, by era (none: refused)")
+        meter.create_observable_gauge(
+            "trunkline.server.in_flight", [self._in_flight], unit="{request}",
+            description="Requests sent and not yet answered")
+        meter.create_observable_gauge(
+            STATE, [self._state], unit="1", description="1 for the server's current state")
+        meter.create_observable_counter(
+            "trunkline.server.restarts", [self._restarts], unit="{restart}",
+            description="Workers started after the first")
+        meter.create_observable_counter(
+            "trunkline.server.late_replies", [self._late_replies], unit="{reply}",
+            description="Replies that came after their caller gave up")
+
+    def _each(self) -> list[ServerStatus]:
+        try:
+            return list(self._statuses())
+        except RuntimeError:  # servers added while a collector thread read them: next time
+            return []
+
+    def _in_flight(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.in_flight, {c.SERVER: s.name}) for s in self._each()]
+
+    def _state(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(1 if s.state is state else 0, {c.SERVER: s.name,
+                                                           STATE: state.value})
+                for s in self._each() for state in ServerState]
+
+    def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.restarts, {c.SERVER: s.name}) for s in self._each()]
+
+    def _late_replies(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(s.late_replies, {c.SERVER: s.name}) for s in self._each()]
+
+
+class Telemetry:
+    def __init__(self, *, tracer_provider: trace.TracerProvider | None = None,
+                 meter_provider: metrics.MeterProvider | None = None,
+                 statuses: Callable[[], Iterable[ServerStatus]] = list) -> None:
+        self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._statuses = statuses
+        self._seen_tracing: object = None
+        self._tracer: trace.Tracer | None = None
+        self._seen_metrics: object = None
+        self._instruments: Instruments | None = None
+        self._transports: dict[str, tuple[object, dict[str, Any]]] = {}
+        #: Per server: the generations whose spawn and verdict were told, the last
+        #: decision told.
+        self._spawn_told: dict[str, int] = {}
+        self._verdict_told: dict[str, int] = {}
+        self._decision_told: dict[str, object] = {}
+
+    # -- providers -------------------------------------------------------------------------
+
+    def tracer(self) -> trace.Tracer | None:
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        if provider is not self._seen_tracing:
+            self._seen_tracing = provider
+            self._tracer = (None if isinstance(provider, _OFF_TRACING)
+                            else provider.get_tracer(_SCOPE, VERSION))
+        return self._tracer
+
+    def instruments(self) -> Instruments | None:
+        provider = self._meter_provider or metrics.get_meter_provider()
+        if provider is not self._seen_metrics:
+            self._seen_metrics = provider
+            self._instruments = (None if isinstance(provider, _OFF_METRICS) else Instruments(
+                provider.get_meter(_SCOPE, VERSION), self._statuses))
+        return self._instruments
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def call(self, handle: WorkerHandle, method: str,
+             params: Mapping[str, Any] | None) -> CallRecord | None:
+        """The record of one request the host sends to ``handle``'s server (None: off)."""
+        tracer = self.tracer()
+        instruments = self.instruments()
+        if tracer is None and instruments is None:
+            return None
+        target, attributes = c.request_attributes(method, params)
+        attributes.update(self._transport(handle))
+        attributes[c.SERVER] = handle.name
+        version = handle.version
+        if version is not None:
+            attributes[c.PROTOCOL_VERSION] = version
+        return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.CLIENT,
+                          method, attributes)
+
+    def serve(self, method: str, params: Mapping[str, Any], request_id: Any,
+              version: str | None) -> CallRecord | None:
+        """The record of one request the gateway serves. Its parent is the context in the
+        request's ``_meta``, else the ambient one (the HTTP face's, from the W3C headers);
+        when both exist the ambient one is a link."""
+        tracer = self.tracer()
+        instruments = self.instruments()
+        if tracer is None and instruments is None:
+            return None
+        target, attributes = c.request_attributes(method, params)
+        if request_id is not None:
+            attributes[c.REQUEST_ID] = str(request_id)
+        if version is not None:
+            attributes[c.PROTOCOL_VERSION] = version
+        parent = links = None
+        meta = params.get("_meta")
+        if tracer is not None and isinstance(meta, dict) and "traceparent" in meta:
+            carried = {k: v for k, v in meta.items() if isinstance(v, str)}
+            parent = propagate.extract(carried)
+            ambient = trace.get_current_span().get_span_context()
+            if ambient.is_valid:
+                links = [Link(ambient)]
+        return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.SERVER,
+                          method, attributes, parent=parent, links=links, server_side=True)
+
+    def _transport(self, handle: WorkerHandle) -> dict[str, Any]:
+        known = self._transports.get(handle.name)
+        params = handle.config.params
+        if known is None or known[0] is not params:
+            known = self._transports[handle.name] = (params, c.transport_attributes(params))
+        return known[1]
+
+    # -- servers' lives ----------------------------------------------------------------------
+
+    def server_state(self, handle: WorkerHandle) -> None:
+        """A server's state changed: the lifecycle events it means."""
+        tracer = self.tracer()
+        instruments = self.instruments()
+        if tracer is None and instruments is None:
+            return
+        name = handle.name
+        base = {c.SERVER: name, "trunkline.server.generation": handle.generation}
+        state = handle.state
+        decision = handle.decision
+        if decision is not None and self._decision_told.get(name) is not decision:
+            self._decision_told[name] = decision
+            told = {**base, "trunkline.reason": decision.reason,
+                    "trunkline.delay_s": float(getattr(decision, "delay_s", 0.0))}
+            if isinstance(decision, RestartIn):
+                self._event(tracer, "restart", told)
+            elif isinstance(decision, CoolDown):
+                self._event(tracer, "crash_loop", told)
+            elif isinstance(decision, ReprobeIn):
+                self._event(tracer, "reprobe", told)
+        if self._spawn_told.get(name) != handle.generation:
+            # A worker's first state change (its STARTING is the handle's initial state
+            # the first time, so not a change): the spawn is told then.
+            self._spawn_told[name] = handle.generation
+            self._event(tracer, "spawn", {**base, "trunkline.server.restarts": handle.restarts})
+        report = handle.report
+        if (report is not None and state in (ServerState.READY, ServerState.UNAVAILABLE)
+                and report.state is state
+                and self._verdict_told.get(name) != handle.generation):
+            self._verdict_told[name] = handle.generation
+            era = report.era or "none"
+            attributes = {**base, "trunkline.era": era,
+                          "trunkline.evidence": list(report.evidence), STATE: state.value}
+            if report.version:
+                attributes[c.PROTOCOL_VERSION] = report.version
+            if report.reason:
+                attributes["trunkline.reason"] = report.reason
+            self._event(tracer, "era_verdict", attributes)
+            if instruments is not None:
+                instruments.era_verdicts.add(1, {c.SERVER: name, "trunkline.era": era})
+
+    def list_changed(self, server: str, which: str) -> None:
+        tracer = self.tracer()
+        if tracer is not None:
+            self._event(tracer, "list_changed", {c.SERVER: server, "trunkline.list": which})
+
+    def forget(self, server: str) -> None:
+        for known in (self._transports, self._spawn_told, self._verdict_told,
+                      self._decision_told):
+            known.pop(server, None)
+
+    @staticmethod
+    def _event(tracer: trace.Tracer | None, event: str, attributes: dict[str, Any]) -> None:
+        if tracer is None:
+            return
+        span = tracer.start_span(f"trunkline.server.{event}", context=otel_context.Context(),
+                                 kind=SpanKind.INTERNAL, attributes=attributes)
+        span.end()
