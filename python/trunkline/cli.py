@@ -273,6 +273,7 @@ async def serve(ns: argparse.Namespace) -> int:
 
         die_with_parent()  # a copy of `serve --processes N`
     info = {"name": "trunkline", "version": __version__}
+    telemetry = _telemetry(ns)
     try:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
@@ -288,15 +289,33 @@ async def serve(ns: argparse.Namespace) -> int:
 
                     await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
                 else:
-                    await _serve_http(answerer, ns)
+                    await _serve_http(answerer, ns, telemetry)
             finally:
                 answerer.close()
     except asyncio.CancelledError:
         main.uncancel()
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
     return EXIT_OK
 
 
-async def _serve_http(answerer: Any, ns: argparse.Namespace) -> None:
+def _telemetry(ns: argparse.Namespace) -> Any:
+    """The SDK from ``OTEL_*`` (and ``--metrics``), when anything asks for it; the OTel
+    API's no-op otherwise, without importing the SDK."""
+    wanted = ns.metrics or any(key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
+                                               "OTEL_EXPORTER_OTLP_")) for key in os.environ)
+    if not wanted:
+        return None
+    from .telemetry.sdk import MissingExtra, configure
+
+    try:
+        return configure(prometheus=ns.metrics)
+    except (MissingExtra, ValueError) as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any) -> None:
     from .gateway.http import HttpFace
     from .gateway.http_rules import SessionSigner
 
@@ -305,7 +324,9 @@ async def _serve_http(answerer: Any, ns: argparse.Namespace) -> None:
     face = HttpFace(answerer, bind=bind, port=port,
                     api_keys=_api_keys(ns.api_key_file), signer=SessionSigner(_session_key()),
                     max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
-                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns))
+                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns),
+                    metrics=telemetry.metrics_page if telemetry and telemetry.prometheus
+                    else None)
     url = await face.start()
     print(f"LISTENING {url}", flush=True)
     try:
@@ -450,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--processes", type=_positive_int, default=1, metavar="N",
                    help="with --http: N gateway processes on one socket, each with its own "
                         "workers (about one core each; default 1)")
+    g.add_argument("--metrics", action="store_true",
+                   help="with --http: Prometheus metrics at /metrics (needs trunkline[otel]; "
+                        "traces and OTLP metrics are configured by OTEL_* variables)")
     g.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     for command in (p, t, c):
         command.add_argument("--json", action="store_true")
@@ -510,6 +534,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns.argv = list(sys.argv[1:] if argv is None else argv)
     if ns.command == "serve" and ns.processes > 1 and not ns.http:
         parser.error("--processes needs --http")
+    if ns.command == "serve" and ns.metrics and not ns.http:
+        parser.error("--metrics needs --http (the page is served at /metrics)")
     if ns.command == "serve" and ns.oauth_issuer and not ns.http:
         parser.error("--oauth-issuer needs --http")
     if ns.command is None:

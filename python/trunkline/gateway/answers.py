@@ -242,8 +242,12 @@ class Answerer:
         if refusal is not None:
             work.close()
             return p.error_response(request.id, refusal)
+        # The SERVER span: its context (from the request's _meta, else the face's) is
+        # current while the work runs, so the host's CLIENT span continues the trace.
+        record = self.host.telemetry.serve(request.method, request.params, request.id,
+                                           request.version)
         try:
-            result = await work
+            result = await (work if record is None else record.run(work))
         except asyncio.CancelledError:
             raise  # the client cancelled: it expects no answer
         except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error

@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+from opentelemetry import context as otel_context
 
 from ..catalog import Catalog
 from ..errors import ConfigurationError
@@ -194,10 +195,13 @@ class HttpFace:
     def __init__(self, answerer: Answerer, *, bind: str, port: int, api_keys: Iterable[bytes],
                  signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
                  names: Iterable[str] = (), sock: socket.socket | None = None,
-                 oauth: bearer.ResourceSettings | None = None) -> None:
+                 oauth: bearer.ResourceSettings | None = None,
+                 metrics: Callable[[], tuple[bytes, str]] | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
         gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
-        tokens from these issuers are accepted (besides API keys, if any)."""
+        tokens from these issuers are accepted (besides API keys, if any). ``metrics``:
+        the Prometheus page (body, content type), served at ``/metrics`` to whoever passes
+        the same checks as ``/mcp``."""
         self._answerer = answerer
         self._bind, self._port = bind, port
         self._sock = sock
@@ -251,6 +255,9 @@ class HttpFace:
             "/healthz": {"GET": self._healthz},
             "/readyz": {"GET": self._readyz},
         }
+        self._metrics_page = metrics
+        if metrics is not None:
+            self._routes["/metrics"] = {"GET": self._metrics}
         if oauth is not None and oauth.resource is not None:
             self._add_metadata_routes(oauth.resource)
         self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
@@ -449,7 +456,16 @@ class HttpFace:
                 task.cancel()
         if isinstance(inbound, p.Notification) or inbound is None:
             return Reply(202)
-        return await self._request(request, inbound, session_id, session)
+        traced = self._answerer.host.telemetry.incoming(request.headers)
+        if traced is None:
+            return await self._request(request, inbound, session_id, session)
+        # The W3C headers' context is the ambient one while the request is served (its
+        # SERVER span's parent, or a link when the request's _meta names a parent).
+        token = otel_context.attach(traced)
+        try:
+            return await self._request(request, inbound, session_id, session)
+        finally:
+            otel_context.detach(token)
 
     async def _request(self, http: Exchange, request: p.Request, session_id: str | None,
                        session: LegacySession | None) -> Reply | None:
@@ -671,6 +687,14 @@ class HttpFace:
             http, http.headers.get("mcp-session-id")) else "POST"})
 
     # -- health ---------------------------------------------------------------------------
+
+    async def _metrics(self, http: Exchange) -> Reply:
+        refused = await self._gate(http)
+        if refused is not None:
+            return refused
+        assert self._metrics_page is not None
+        body, content_type = self._metrics_page()
+        return Reply(200, body, {"Content-Type": content_type})
 
     async def _healthz(self, http: Exchange) -> Reply:
         return _json({"status": "ok"})

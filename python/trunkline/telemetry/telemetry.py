@@ -183,6 +183,13 @@ class Telemetry:
         return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.SERVER,
                           method, attributes, parent=parent, links=links, server_side=True)
 
+    def incoming(self, headers: Mapping[str, str]) -> otel_context.Context | None:
+        """The context an HTTP request's W3C headers (``traceparent``, ``tracestate``,
+        ``baggage``; lower-cased names) carry, when tracing is on and they carry one."""
+        if "traceparent" not in headers or self.tracer() is None:
+            return None
+        return propagate.extract(headers)
+
     def _transport(self, handle: WorkerHandle) -> dict[str, Any]:
         known = self._transports.get(handle.name)
         params = handle.config.params
