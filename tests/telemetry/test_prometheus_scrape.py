@@ -1,0 +1,133 @@
+"""``trunkline serve --http --metrics`` scraped by a real Prometheus (Debian's
+``prometheus``, from .ci/install-system), started here on 127.0.0.1 with its own
+configuration and data directory, and asked through its HTTP query API; in front of the
+gateway, the real mcp 2.3.0 echo server."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from conftest import run
+
+import realpeers
+from gateways import HttpGateway, fleet_config, real_server
+
+pytestmark = pytest.mark.real_servers
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Prometheus:
+    """One ``prometheus`` process scraping ``target`` (host:port) every second."""
+
+    def __init__(self, directory: Path, target: str) -> None:
+        binary = shutil.which("prometheus")
+        assert binary, "prometheus is not installed: run .ci/install-system"
+        config = directory / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: trunkline\n    metrics_path: /metrics\n"
+            f"    static_configs:\n      - targets: ['{target}']\n")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._log = open(directory / "prometheus.log", "wb")  # noqa: SIM115 - closed in stop
+        self.process = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=directory)
+        self._directory = directory
+
+    async def query(self, expr: str, deadline_s: float = 90.0) -> list[dict[str, Any]]:
+        """The query's result once it has one (Prometheus must start and scrape first)."""
+        stop_at = time.monotonic() + deadline_s
+        async with aiohttp.ClientSession() as session:
+            while True:
+                try:
+                    async with session.get(f"{self.url}/api/v1/query",
+                                           params={"query": expr}) as response:
+                        body = await response.json()
+                    if body.get("status") == "success" and body["data"]["result"]:
+                        return body["data"]["result"]
+                except aiohttp.ClientConnectionError:
+                    pass  # not listening yet
+                if time.monotonic() > stop_at:
+                    log = (self._directory / "prometheus.log").read_text()
+                    raise AssertionError(f"no result for {expr!r}: {log[-2000:]}")
+                await asyncio.sleep(0.5)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def prometheus_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "prometheus"
+    directory.mkdir()
+    return directory
+
+
+def test_prometheus_scrapes_the_gateways_metrics(gateways, tmp_path, prometheus_dir):
+    realpeers.require(realpeers.MODERN_PY_ECHO)
+    path = fleet_config(tmp_path, {"echo": real_server(realpeers.MODERN_PY_ECHO)})
+
+    async def main():
+        gateway = await HttpGateway.start(path, gateways, "--metrics",
+                                          env={"OTEL_SERVICE_NAME": "gw-under-test"})
+        prometheus = None
+        try:
+            for text in ("one", "two"):
+                status, answer = await gateway.modern(
+                    "tools/call", {"name": "echo", "arguments": {"text": text}})
+                assert status == 200 and answer["result"]["content"][0]["text"] == text
+            async with gateway.http.get(f"{gateway.base}/metrics") as response:
+                assert response.status == 200
+                page = await response.text()
+            assert "mcp_server_operation_duration" in page, page[:2000]
+
+            prometheus = Prometheus(prometheus_dir, gateway.base.split("//")[1])
+            served = await prometheus.query(
+                'mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"}')
+            assert [r["value"][1] for r in served] == ["2"]
+            assert served[0]["metric"]["gen_ai_tool_name"] == "echo"
+            sent = await prometheus.query(
+                'mcp_client_operation_duration_seconds_count{mcp_method_name="tools/call"}')
+            assert [(r["metric"]["trunkline_server"], r["value"][1]) for r in sent] == [
+                ("echo", "2")]
+            ready = await prometheus.query(
+                'trunkline_server_state{trunkline_server_state="ready"}')
+            assert [(r["metric"]["trunkline_server"], r["value"][1]) for r in ready] == [
+                ("echo", "1")]
+            up = await prometheus.query('up{job="trunkline"}')
+            assert up[0]["value"][1] == "1"
+        finally:
+            if prometheus is not None:
+                prometheus.stop()
+            assert await gateway.stop() == 0
+    run(main(), timeout=240)
+
+
+def test_metrics_needs_http(tmp_path):
+    """``--metrics`` on stdio is refused before anything starts (there is no page)."""
+    path = fleet_config(tmp_path, {})
+    done = subprocess.run([sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
+                           "--metrics"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--metrics needs --http" in done.stderr
