@@ -388,13 +388,14 @@ ADAPTERS: dict[str, type[FanoutClient]] = {"sdk": SdkClient, "raw": RawClient,
 
 # ===== TRUNKLINE SLOT =====================================================
 # trunkline's adapters live in benches/fanout_trunkline.py and are listed in its
-# `ADAPTERS` (client name -> a FanoutClient class): "trunkline" (the public Host API)
-# and "trunkline-supervisor" (the layer below, a second figure). If the file exists,
-# those columns exist and the module must import cleanly (a broken adapter fails
+# `ADAPTERS` (client name -> a FanoutClient class): "trunkline" (the public Host API),
+# "trunkline-traced" (the same with OpenTelemetry on: every call sampled, spans
+# batched, metrics recorded) and "trunkline-supervisor" (the layer below, a second
+# figure). If the file exists, those columns exist and the module must import cleanly (a broken adapter fails
 # loudly); if it is absent, they are simply absent. It is imported lazily, so an
 # interpreter without trunkline (the SDK fallback) never touches it.
 TRUNKLINE_ADAPTER = BENCHES / "fanout_trunkline.py"
-TRUNKLINE_CLIENTS = ("trunkline", "trunkline-supervisor")
+TRUNKLINE_CLIENTS = ("trunkline", "trunkline-traced", "trunkline-supervisor")
 
 
 def _load_trunkline(name: str) -> type[FanoutClient]:

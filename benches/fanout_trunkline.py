@@ -3,6 +3,10 @@
 * ``trunkline``: what users call. One ``Host``, each echo server added with
   ``add_servers``; every call is ``host.call_tool(<the server's echo, as the catalog
   names it>, arguments)`` and its text read off the ``CallToolResult``.
+* ``trunkline-traced``: the same with OpenTelemetry on (the SDK, ``otel`` extra): a
+  tracer provider sampling every call (``ALWAYS_ON``) into a batch processor whose
+  exporter drops the spans (the cost measured is trunkline's and the SDK's, not a
+  collector's), and a meter provider recording the duration histogram.
 * ``trunkline-supervisor``: the layer below, as a second figure. One ``Supervisor`` and
   ``handle.request`` with pre-serialized params, the result decoded here.
 
@@ -44,6 +48,9 @@ class TrunklineClient:
 
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
         self._host = Host(settings=SETTINGS, call_timeout=120.0)
+        await self._connect(server_argvs)
+
+    async def _connect(self, server_argvs: Sequence[Sequence[str]]) -> None:
         await self._host.__aenter__()
         for status in await self._host.add_servers(_configs(server_argvs)):
             if status.era != "modern":
@@ -59,6 +66,37 @@ class TrunklineClient:
 
     async def close(self) -> None:
         await self._host.__aexit__(None, None, None)
+
+
+class TracedClient(TrunklineClient):
+    name: ClassVar[str] = "trunkline-traced"
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+        from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+        class Dropped(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        self._tracing = TracerProvider(sampler=ALWAYS_ON)
+        self._tracing.add_span_processor(BatchSpanProcessor(Dropped()))
+        self._metering = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        self._host = Host(settings=SETTINGS, call_timeout=120.0,
+                          tracer_provider=self._tracing, meter_provider=self._metering)
+        await self._connect(server_argvs)
+
+    async def close(self) -> None:
+        await super().close()
+        self._tracing.shutdown()
+        self._metering.shutdown()
 
 
 class SupervisorClient:
@@ -87,4 +125,5 @@ class SupervisorClient:
 
 
 #: The columns this file adds to the harness, by client name.
-ADAPTERS = {TrunklineClient.name: TrunklineClient, SupervisorClient.name: SupervisorClient}
+ADAPTERS = {TrunklineClient.name: TrunklineClient, TracedClient.name: TracedClient,
+            SupervisorClient.name: SupervisorClient}

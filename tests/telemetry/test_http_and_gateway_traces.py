@@ -35,7 +35,7 @@ SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
                                                       legacy_probe_timeout_s=20.0))
 
 
-def test_http_server_span_attributes_and_context(no_leaks, http_peer, tmp_path):
+def test_http_server_span_attributes_and_context(no_leaks, http_peer, tmp_path):  # noqa: F811
     argv, env = httppeers.py_http_modern()
     server = http_peer(argv, env, record=tmp_path / "record.jsonl")
     port = int(server.url.split(":")[2].split("/")[0])

@@ -117,7 +117,8 @@ class CatalogKeeper:
                 record.stamp(body)
             params = orjson.dumps(body)
             listed = run_with_retries(
-                lambda attempt: handle.request("tools/list", params, timeout=self.list_timeout),
+                lambda attempt, params=params: handle.request(
+                    "tools/list", params, timeout=self.list_timeout),
                 plan_call(self._retry_policy, "tools/list"))
             reply = await (listed if record is None else record.run(listed))
             # The list's TTL counts from its first page (the catalog caches it as one).
