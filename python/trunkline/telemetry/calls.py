@@ -105,12 +105,6 @@ class CallRecord:
         if self._instruments is not None:
             self._instruments.retries.add(1, self._server_attributes())
 
-    def set_version(self, version: str | None) -> None:
-        if version is not None:
-            self._attributes[c.PROTOCOL_VERSION] = version
-            if self._span is not None:
-                self._span.set_attribute(c.PROTOCOL_VERSION, version)
-
     def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
         span = self._span
         kind = None
@@ -138,11 +132,6 @@ class CallRecord:
 
     def _server_attributes(self) -> dict[str, Any]:
         return {c.SERVER: self._attributes.get(c.SERVER, ""), c.METHOD: self._method}
-
-
-def current() -> CallRecord | None:
-    """The record of the request running in this context, if telemetry is on."""
-    return _CURRENT.get()
 
 
 def note(name: str, attributes: Mapping[str, Any]) -> None:

@@ -44,9 +44,26 @@ try:  # the API's stand-in until a meter provider is set
 except ImportError:  # pragma: no cover - a later API may move it
     _ProxyMeterProvider = metrics.NoOpMeterProvider  # type: ignore[misc,assignment]
 
-_OFF_TRACING = (trace.NoOpTracerProvider, trace.ProxyTracerProvider)
-_OFF_METRICS = (metrics.NoOpMeterProvider, _ProxyMeterProvider)
+_OFF_TRACING = (trace.NoOpTracerProvider, trace.ProxyTracerProvider, type(None))
+_OFF_METRICS = (metrics.NoOpMeterProvider, _ProxyMeterProvider, type(None))
 _SCOPE = "trunkline"
+
+
+# The API's public getters look into os.environ on every call (~2 µs each: twice per
+# request), so the globals they return are read directly, and the getters called once per
+# host (they load a provider named by OTEL_PYTHON_*_PROVIDER). None: not set yet, off.
+if hasattr(trace, "_TRACER_PROVIDER"):
+    def _global_tracer_provider() -> object:
+        return trace._TRACER_PROVIDER
+else:  # pragma: no cover - an API without that global: the public getter
+    _global_tracer_provider = trace.get_tracer_provider
+
+_METRICS_GLOBALS = getattr(metrics, "_internal", None)
+if hasattr(_METRICS_GLOBALS, "_METER_PROVIDER"):
+    def _global_meter_provider() -> object:
+        return _METRICS_GLOBALS._METER_PROVIDER  # type: ignore[union-attr]
+else:  # pragma: no cover
+    _global_meter_provider = metrics.get_meter_provider
 STATE = "trunkline.server.state"
 
 
@@ -121,11 +138,13 @@ class Telemetry:
         self._spawn_told: dict[str, int] = {}
         self._verdict_told: dict[str, int] = {}
         self._decision_told: dict[str, object] = {}
+        trace.get_tracer_provider()  # loads one OTEL_PYTHON_TRACER_PROVIDER names, if any
+        metrics.get_meter_provider()
 
     # -- providers -------------------------------------------------------------------------
 
     def tracer(self) -> trace.Tracer | None:
-        provider = self._tracer_provider or trace.get_tracer_provider()
+        provider = self._tracer_provider or _global_tracer_provider()
         if provider is not self._seen_tracing:
             self._seen_tracing = provider
             self._tracer = (None if isinstance(provider, _OFF_TRACING)
@@ -133,7 +152,7 @@ class Telemetry:
         return self._tracer
 
     def instruments(self) -> Instruments | None:
-        provider = self._meter_provider or metrics.get_meter_provider()
+        provider = self._meter_provider or _global_meter_provider()
         if provider is not self._seen_metrics:
             self._seen_metrics = provider
             self._instruments = (None if isinstance(provider, _OFF_METRICS) else Instruments(
@@ -244,11 +263,6 @@ class Telemetry:
         tracer = self.tracer()
         if tracer is not None:
             self._event(tracer, "list_changed", {c.SERVER: server, "trunkline.list": which})
-
-    def forget(self, server: str) -> None:
-        for known in (self._transports, self._spawn_told, self._verdict_told,
-                      self._decision_told):
-            known.pop(server, None)
 
     @staticmethod
     def _event(tracer: trace.Tracer | None, event: str, attributes: dict[str, Any]) -> None:
