@@ -96,6 +96,13 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
                             **HttpGateway.modern_headers(message, "application/json"),
                             **headers}) as response:
                         answer = await response.json()
+                    # Answered by the gateway itself (its catalog): a SERVER span too.
+                    listing = {"jsonrpc": "2.0", "id": 8, "method": "tools/list",
+                               "params": {"_meta": modern_meta()}}
+                    async with session.post(url, json=listing, headers=HttpGateway.
+                                            modern_headers(listing, "application/json")
+                                            ) as response:
+                        assert (await response.json())["result"]["tools"]
             finally:
                 await face.stop()
                 answerer.close()
@@ -119,6 +126,10 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
               if m.get("method") == "tools/call"]
     assert call["traceparent"] == traceparent(sent)
     assert call["baggage"] == "user=alice"
-    [point] = rec.points("mcp.server.operation.duration")
-    assert point.count == 1 and point.attributes["mcp.method.name"] == "tools/call"
+    served_methods = {p.attributes["mcp.method.name"]: p.count
+                      for p in rec.points("mcp.server.operation.duration")}
+    assert served_methods == {"tools/call": 1, "tools/list": 1}
+    listed = next(s for s in rec.spans("tools/list") if s.kind is SpanKind.SERVER)
+    assert listed.attributes["jsonrpc.request.id"] == "8"
+    assert "error.type" not in listed.attributes
     rec.shutdown()

@@ -98,7 +98,18 @@ class Answerer:
 
     def immediate(self, request: p.Request) -> dict[str, Any] | None:
         """The response to what needs nothing behind the gateway; None for what does
-        (``from_fleet``), and for ``tools/call`` and a modern listen, which the faces run."""
+        (``from_fleet``), and for ``tools/call`` and a modern listen, which the faces run.
+        With telemetry on, the answer is a SERVER span of its own."""
+        if request.method in FLEET_METHODS:
+            return None
+        record = self.host.telemetry.serve(request.method, request.params, request.id,
+                                           request.version)
+        answer = self._immediate(request)
+        if record is not None:
+            record.answered(answer)
+        return answer
+
+    def _immediate(self, request: p.Request) -> dict[str, Any]:
         method, era = request.method, request.era
         if method == "initialize" and era is p.ClientEra.LEGACY:
             result = p.initialize_result(request.params.get("protocolVersion"),
@@ -115,8 +126,6 @@ class Answerer:
                 return p.error_response(request.id, p.error(
                     p.INVALID_PARAMS, f"unknown log level {level!r}: one of {LOG_LEVELS}"))
             result = {}  # the face keeps the level for the session's next calls
-        elif method in FLEET_METHODS:
-            return None
         else:
             return p.error_response(request.id, p.unknown_method(method))
         return p.response(request.id, result)

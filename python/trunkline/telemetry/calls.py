@@ -106,21 +106,34 @@ class CallRecord:
             self._instruments.retries.add(1, self._server_attributes())
 
     def finish(self, *, result: Any = None, error: BaseException | None = None) -> None:
+        """End with the request's outcome: its result, or the error it raised."""
+        if error is None:
+            self._end(c.result_error_type(self._method, result), None, None)
+            return
+        code = getattr(error, "code", None)
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        kind = "cancelled" if isinstance(error, CancelledError) else c.error_type(error)
+        self._end(kind, str(error), code)
+
+    def answered(self, response: Mapping[str, Any]) -> None:
+        """End with a JSON-RPC response message (what the gateway answered itself)."""
+        error = response.get("error")
+        if not isinstance(error, dict):
+            self.finish(result=response.get("result"))
+            return
+        code = error.get("code")
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        self._end("_OTHER" if code is None else str(code), str(error.get("message", "")),
+                  code)
+
+    def _end(self, kind: str | None, message: str | None, code: int | None) -> None:
         span = self._span
-        kind = None
-        message = None
-        if error is not None:
-            kind = "cancelled" if isinstance(error, CancelledError) else c.error_type(error)
-            message = str(error)
-        else:
-            kind = c.result_error_type(self._method, result)
         if kind is not None:
             self._attributes[c.ERROR_TYPE] = kind
         if span is not None:
             if kind is not None:
                 span.set_attribute(c.ERROR_TYPE, kind)
-                code = getattr(error, "code", None)
-                if isinstance(code, int) and not isinstance(code, bool):
+                if code is not None:
                     span.set_attribute(c.STATUS_CODE, str(code))
                 span.set_status(Status(StatusCode.ERROR, message or kind))
             span.end()
