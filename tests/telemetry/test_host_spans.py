@@ -6,6 +6,7 @@ code, a crash in the middle of a call)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import orjson
@@ -209,3 +210,35 @@ def test_telemetry_off_sends_no_trace_context(no_leaks, tmp_path):
     assert set(meta_of(call)) == {"io.modelcontextprotocol/protocolVersion",
                                   "io.modelcontextprotocol/clientCapabilities",
                                   "io.modelcontextprotocol/clientInfo"}
+
+
+@pytest.mark.real_servers
+def test_a_list_change_is_a_lifecycle_span(no_leaks, tmp_path):
+    """The real server adds a tool and says so on its listen stream: the host re-lists it,
+    and the change is a span of its own."""
+    log = tmp_path / "tap.jsonl"
+    rec = Recorded()
+
+    async def main():
+        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+            await host.add_server("echo", tapped(realpeers.MODERN_PY_ECHO, log, "--listen"))
+            await until(lambda: any(
+                m.get("method") == "notifications/subscriptions/acknowledged"
+                for m in map(orjson.loads, taplog.lines(log, taplog.OUT))))
+            assert (await host.call_tool("add_tool", {"name": "greet"}, timeout=30)
+                    ).text == "added greet"
+            await until(lambda: "greet" in {t.name for t in host.tools()})
+    run(main())
+    [changed] = rec.spans("trunkline.server.list_changed")
+    assert changed.attributes["trunkline.server"] == "echo"
+    assert changed.attributes["trunkline.list"] == "tools"
+    assert len(rec.spans("tools/list")) == 2  # the first listing, and the one it caused
+    rec.shutdown()
+
+
+async def until(predicate, timeout: float = 30.0) -> None:
+    """Poll ``predicate`` (a condition the test waits for, not a timing it asserts)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.05)
