@@ -13,6 +13,7 @@ Rules:
   nothing anywhere.
 - ``prometheus=True`` (``serve --metrics``) adds the Prometheus reader, served by the
   gateway's HTTP face at ``/metrics`` rather than a port of its own.
+- ``console`` writes to stderr: ``serve --stdio`` speaks the protocol on stdout.
 - Everything else (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
   ``OTEL_TRACES_SAMPLER``, endpoints, headers, intervals, ``OTEL_PROPAGATORS``) is read by
   the SDK itself. The service name defaults to ``trunkline``.
@@ -21,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,7 +108,7 @@ def _tracer_provider(names: list[str], resource: Any) -> Any:
 
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         elif name == "console":
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
         else:
             raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {name!r} "
                              "(otlp, console, none)")
@@ -130,7 +132,7 @@ def _meter_provider(names: list[str], resource: Any) -> tuple[Any, bool]:
 
             readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
         elif name == "console":
-            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter()))
+            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(out=sys.stderr)))
         elif name == "prometheus":
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
