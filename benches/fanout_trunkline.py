@@ -7,6 +7,7 @@
   tracer provider sampling every call (``ALWAYS_ON``) into a batch processor whose
   exporter drops the spans (the cost measured is trunkline's and the SDK's, not a
   collector's), and a meter provider recording the duration histogram.
+  ``TRUNKLINE_BENCH_SAMPLED=0.01`` samples that share of the calls instead.
 * ``trunkline-supervisor``: the layer below, as a second figure. One ``Supervisor`` and
   ``handle.request`` with pre-serialized params, the result decoded here.
 
@@ -17,6 +18,7 @@ undecoded reply, the result is decoded once, in the parent.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -80,13 +82,15 @@ class TracedClient(TrunklineClient):
             SpanExporter,
             SpanExportResult,
         )
-        from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+        from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
 
         class Dropped(SpanExporter):
             def export(self, spans: Any) -> SpanExportResult:
                 return SpanExportResult.SUCCESS
 
-        self._tracing = TracerProvider(sampler=ALWAYS_ON)
+        ratio = float(os.environ.get("TRUNKLINE_BENCH_SAMPLED", "1"))
+        self._tracing = TracerProvider(
+            sampler=ALWAYS_ON if ratio >= 1 else TraceIdRatioBased(ratio))
         self._tracing.add_span_processor(BatchSpanProcessor(Dropped()))
         self._metering = MeterProvider(metric_readers=[InMemoryMetricReader()])
         self._host = Host(settings=SETTINGS, call_timeout=120.0,

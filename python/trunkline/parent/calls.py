@@ -11,7 +11,7 @@ the input rounds of a multi round-trip request. The result's checks are ``Result
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import orjson
@@ -112,20 +112,22 @@ class CallPath:
         server_timeout = handle.config.call_timeout
         return self.call_timeout if server_timeout is None else server_timeout
 
-    async def call_tool(self, handle: WorkerHandle, entry: ToolEntry,
-                        arguments: Mapping[str, Any] | None, *, timeout: float | None,
-                        on_progress: ProgressCallback | None, log_level: str | None,
-                        idempotent: bool | None, idempotency_key: str | bool | None,
-                        call_input: CallInput | None = None,
-                        on_log: LogCallback | None = None) -> Any:
+    def call_tool(self, handle: WorkerHandle, entry: ToolEntry,
+                  arguments: Mapping[str, Any] | None, *, timeout: float | None,
+                  on_progress: ProgressCallback | None, log_level: str | None,
+                  idempotent: bool | None, idempotency_key: str | bool | None,
+                  call_input: CallInput | None = None,
+                  on_log: LogCallback | None = None) -> Coroutine[Any, Any, Any]:
         """The decoded, complete result of one ``tools/call`` (its checks are the
-        caller's), or ``InputRequired`` when ``call_input`` relays the rounds."""
+        caller's), or ``InputRequired`` when ``call_input`` relays the rounds. Not a
+        coroutine itself: without telemetry the caller awaits the call's own coroutine,
+        with no frame between (each call in flight holds as few objects as it can)."""
         body = {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))}
         record = self._telemetry.call(handle, "tools/call", body)
         work = self._call_tool(handle, entry, body, timeout, on_progress, log_level,
                                idempotent, idempotency_key, call_input, on_log, record)
-        return await (work if record is None else record.run(work))
+        return work if record is None else record.run(work)
 
     async def _call_tool(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
                          timeout: float | None, on_progress: ProgressCallback | None,
@@ -156,15 +158,16 @@ class CallPath:
             if asking is not None:
                 asking.stop()
 
-    async def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                   timeout: float | None, call_input: CallInput | None = None, *,
-                   log_level: str | None = None, on_log: LogCallback | None = None) -> Any:
+    def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
+             timeout: float | None, call_input: CallInput | None = None, *,
+             log_level: str | None = None, on_log: LogCallback | None = None
+             ) -> Coroutine[Any, Any, Any]:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
         timeout; the result as sent (or ``InputRequired``, relayed). ``body`` is the
         caller's to give: what the read asks is written into it."""
         record = self._telemetry.call(handle, method, body)
         work = self._read(handle, method, body, timeout, call_input, log_level, on_log, record)
-        return await (work if record is None else record.run(work))
+        return work if record is None else record.run(work)
 
     async def _read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                     timeout: float | None, call_input: CallInput | None,
