@@ -66,7 +66,8 @@ LABELLED: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("echo back a message", "everything/echo"),
         ("compress a file with gzip", "everything/gzip-file-as-resource"),
         ("print environment variables", "everything/get-env"),
-        ("long running operation with progress updates", "everything/trigger-long-running-operation"),
+        ("long running operation with progress updates",
+         "everything/trigger-long-running-operation"),
         ("think step by step through a hard problem", "thinking/sequentialthinking"),
         # the names themselves, as a model may have seen them elsewhere
         ("get_current_time", "time/get_current_time"),

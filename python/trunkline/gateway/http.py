@@ -496,8 +496,8 @@ class HttpFace:
         found once per tool and catalog (walking a schema on every call cost more than the
         rest of the header checks together)."""
         name = request.params.get("name")
-        if request.method != CALL or not isinstance(name, str):
-            return ()
+        if request.method != CALL or not isinstance(name, str) or self._answerer.tool_search:
+            return ()  # in tool-search mode a call names one of the gateway's own tools
         known = self._header_params_of.get(name)
         if known is not None:
             return known
