@@ -12,7 +12,8 @@ Rules:
 2. Words are split the way tool names are written: on anything that is not a letter or a
    digit (``snake_case``, ``kebab-case``, ``dotted.names``, ``server/tool``) and at case
    changes (``camelCase``, ``HTTPRequest`` -> ``http request``), lowercased, a plural
-   ``s`` taken off (``files`` -> ``file``, ``entries`` -> ``entry``), and common English
+   ending taken off (``files`` -> ``file``, ``entries`` -> ``entry``, ``branches`` ->
+   ``branch``; no further stemming: measured, it found no more), and common English
    words dropped (they match everything and cost time). A name also counts as one word
    with its separators removed (``readMediaFile`` -> ``readmediafile``), so a query
    that runs the words together still finds it.
@@ -71,6 +72,8 @@ def words(text: str) -> list[str]:
 def _singular(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
