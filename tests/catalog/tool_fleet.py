@@ -96,8 +96,9 @@ def _listing(server: str, tools: list[dict[str, Any]]) -> ToolListing:
     return driver.finish()
 
 
-def fleet(copies: int) -> Catalog:
-    """The recorded servers, ``copies`` deployments of each, as one merged catalog."""
+def fleet(copies: int, leave_out: str | None = None) -> Catalog:
+    """The recorded servers, ``copies`` deployments of each, as one merged catalog; without
+    the deployment named ``leave_out`` (a server gone: the catalog changed)."""
     listings = []
     for copy in range(1, copies + 1):
         for server in recorded():
@@ -105,7 +106,8 @@ def fleet(copies: int) -> Catalog:
             if copy % 3 == 0:
                 tools = [{**t, "name": _respelled(t["name"], copy // 3 % 3)} for t in tools]
             name = server["server"] if copy == 1 else f"{server['server']}-{copy}"
-            listings.append(_listing(name, tools))
+            if name != leave_out:
+                listings.append(_listing(name, tools))
     return build_catalog(listings, policy="prefix")
 
 
