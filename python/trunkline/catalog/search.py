@@ -143,13 +143,13 @@ class ToolIndex:
         total = len(documents)
         idf = {word: math.log(1.0 + (total - n + 0.5) / (n + 0.5))
                for word, n in frequency.items()}
-        postings: dict[str, list[tuple[int, float]]] = {}
+        postings: dict[str, dict[int, float]] = {}
         for position, (counts, length) in enumerate(zip(documents, lengths, strict=True)):
             norm = K1 * (1.0 - B + B * length / average) if average else K1
             for word, tf in counts.items():
                 weight = idf[word] * tf * (K1 + 1.0) / (tf + norm)
-                postings.setdefault(word, []).append((position, weight))
-        self._postings: dict[str, Sequence[tuple[int, float]]] = postings
+                postings.setdefault(word, {})[position] = weight
+        self._postings: dict[str, dict[int, float]] = postings
 
     def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[ToolMatch]:
         """The ``limit`` best matches for ``query``, best first; none when no word of the
@@ -158,10 +158,17 @@ class ToolIndex:
             raise TypeError(f"a search query is a string, not {type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, not {limit!r}")
-        scores: dict[int, float] = {}
+        found = [self._postings[word] for word in dict.fromkeys(_name_words(query))
+                 if word in self._postings]
+        if not found:
+            return []
+        # The longest posting list is copied (in C), the others added to it: a common word
+        # costs no Python loop over its thousands of tools.
+        found.sort(key=len)
+        scores = dict(found.pop())
         get = scores.get
-        for word in dict.fromkeys(_name_words(query)):
-            for position, weight in self._postings.get(word, ()):
+        for postings in found:
+            for position, weight in postings.items():
                 scores[position] = get(position, 0.0) + weight
         best = heapq.nlargest(limit, scores.items(), key=lambda item: (item[1], -item[0]))
         return [ToolMatch(self.entries[position], score) for position, score in best]
