@@ -132,6 +132,15 @@ def test_over_stdio_for_modern_and_legacy_clients(gateways, tmp_path):
         listed = await modern("tools/list", {})
         await exercise(Face(modern, MODERN), listed["result"])
 
+        # The called tool's progress reaches the client under the client's own token.
+        counted = await gw.call("tools/call", {
+            "name": "call_tool", "arguments": {"name": "count", "arguments": {"n": 3}},
+            "_meta": modern_meta(progressToken="mine")})
+        assert text(counted["result"]) == "counted 3"
+        progress = [n["params"] for n in gw.notes if n["method"] == "notifications/progress"]
+        assert [(p["progressToken"], p["progress"]) for p in progress] == \
+            [("mine", 1), ("mine", 2), ("mine", 3)]
+
         init = await gw.call("initialize", {"protocolVersion": LEGACY, "capabilities": {},
                                             "clientInfo": {"name": "old", "version": "1"}})
         assert init["result"]["protocolVersion"] == LEGACY
