@@ -30,7 +30,7 @@ def config(tmp_path):
         realpeers.require(server)
     return fleet_config(tmp_path, {
         "time": real_server(realpeers.MODERN_PY_TIME),
-        "echo": real_server(realpeers.MODERN_PY_ECHO),
+        "echo": real_server(realpeers.MODERN_PY_ECHO, "--listen"),
         "everything": real_server(realpeers.LEGACY_TS_EVERYTHING),
         "errs": scripted("--tools", "echo", "--tools-call", "error:-32099"),
     }, allow_legacy=("everything",))
@@ -147,6 +147,20 @@ def test_over_stdio_for_modern_and_legacy_clients(gateways, tmp_path):
         gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         listed = await gw.call("tools/list", {})
         await exercise(Face(gw.call, LEGACY), listed["result"])
+
+        # A tool added behind the gateway is found at once; the two tools served did not
+        # change, so the legacy session is not told the list changed.
+        await gw.call("tools/call", {"name": "call_tool", "arguments": {
+            "name": "add_tool", "arguments": {"name": "brand_new_tool"}}})
+        for _ in range(400):
+            found = await gw.call("tools/call", {"name": "search_tools", "arguments": {
+                "query": "brand new tool", "limit": 1}})
+            if found["result"]["structuredContent"]["tools"][0]["name"] == "brand_new_tool":
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the added tool was never found")
+        assert not [n for n in gw.notes if n["method"] == "notifications/tools/list_changed"]
         assert await gw.close() == 0
     run(main(), timeout=240)
 

@@ -683,6 +683,8 @@ class HttpFace:
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         self._header_params_of.clear()
+        if self._answerer.tool_search:
+            return  # the two tools served never change
         note = p.notification("notifications/tools/list_changed", {})
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(note)
