@@ -493,8 +493,8 @@ class HttpFace:
         found once per tool and catalog (walking a schema on every call cost more than the
         rest of the header checks together)."""
         name = request.params.get("name")
-        if request.method != CALL or not isinstance(name, str):
-            return ()
+        if request.method != CALL or not isinstance(name, str) or self._answerer.tool_search:
+            return ()  # in tool-search mode a call names one of the gateway's own tools
         known = self._header_params_of.get(name)
         if known is not None:
             return known
@@ -680,6 +680,8 @@ class HttpFace:
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         self._header_params_of.clear()
+        if self._answerer.tool_search:
+            return  # the two tools served never change
         note = p.notification("notifications/tools/list_changed", {})
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(note)
