@@ -129,6 +129,8 @@ def test_over_stdio_for_modern_and_legacy_clients(gateways, tmp_path):
 
         async def modern(method, params):
             return await gw.call(method, {**params, "_meta": modern_meta()})
+        discovered = await modern("server/discover", {})
+        assert discovered["result"]["capabilities"]["tools"] == {"listChanged": False}
         listed = await modern("tools/list", {})
         await exercise(Face(modern, MODERN), listed["result"])
 
@@ -144,6 +146,8 @@ def test_over_stdio_for_modern_and_legacy_clients(gateways, tmp_path):
         init = await gw.call("initialize", {"protocolVersion": LEGACY, "capabilities": {},
                                             "clientInfo": {"name": "old", "version": "1"}})
         assert init["result"]["protocolVersion"] == LEGACY
+        # The two tools never change, and the gateway says so.
+        assert init["result"]["capabilities"]["tools"] == {"listChanged": False}
         gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         listed = await gw.call("tools/list", {})
         await exercise(Face(gw.call, LEGACY), listed["result"])

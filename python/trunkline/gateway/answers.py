@@ -107,9 +107,11 @@ class Answerer:
         method, era = request.method, request.era
         if method == "initialize" and era is p.ClientEra.LEGACY:
             result = p.initialize_result(request.params.get("protocolVersion"),
-                                         self._server_info, self._instructions)
+                                         self._server_info, self._instructions,
+                                         tools_change=not self.tool_search)
         elif method == "server/discover":
-            result = p.discover_result(self._server_info, self._instructions)
+            result = p.discover_result(self._server_info, self._instructions,
+                                       tools_change=not self.tool_search)
         elif method == "ping" and era is p.ClientEra.LEGACY:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
