@@ -13,7 +13,8 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -26,6 +27,7 @@ from .parent.handle import ServerStatus
 from .parent.host import Host
 from .parent.results import CallToolResult
 from .parent.supervisor import Supervisor
+from .progress import FleetProgress
 from .settings import ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -40,7 +42,7 @@ def status_json(s: ServerStatus) -> dict[str, Any]:
         "server_info": s.server_info, "reason": s.reason, "evidence": list(s.evidence),
         "stderr_tail": s.stderr_tail, "time_to_verdict_s": s.time_to_verdict_s,
         "restarts": s.restarts, "in_flight": s.in_flight, "late_replies": s.late_replies,
-        "protocol_violations": s.protocol_violations,
+        "protocol_violations": s.protocol_violations, "last_error": s.last_error,
     }
 
 
@@ -199,8 +201,9 @@ async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> i
     listed or called."""
     configs = load_config(path, discover_timeout=discover_timeout)
     out = Out(json_mode)
-    async with Supervisor() as sup:
-        statuses = await sup.add_many(configs)
+    with FleetProgress(FleetProgress.mode_for(json_mode), transient=True) as progress:
+        async with Supervisor(on_state=lambda handle: progress(handle.status())) as sup:
+            statuses = await sup.add_many(configs)
     out.servers(statuses)
     if json_mode:
         sys.stdout.write(orjson.dumps([status_json(s) for s in statuses],
@@ -215,7 +218,8 @@ async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> i
 
 async def tools(path: str, json_mode: bool, discover_timeout: float | None) -> int:
     out = Out(json_mode)
-    async with Host.from_config(path, discover_timeout=discover_timeout) as host:
+    async with _started(Host.from_config(path, discover_timeout=discover_timeout),
+                        json_mode) as host:
         out.tools(host)
         if json_mode:
             sys.stdout.write(orjson.dumps(tools_json(host), option=orjson.OPT_INDENT_2)
@@ -231,7 +235,8 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
         raise ConfigurationError(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
-    async with Host.from_config(path, discover_timeout=discover_timeout) as host:
+    async with _started(Host.from_config(path, discover_timeout=discover_timeout),
+                        json_mode) as host:
         try:
             result = await host.call_tool(tool, args)
         except UnknownTool as exc:
@@ -247,6 +252,23 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     else:
         print(result.text)
     return EXIT_CALL_FAILED if result.is_error else EXIT_OK
+
+
+@asynccontextmanager
+async def _started(host: Host, json_mode: bool, *,
+                   transient: bool = True) -> AsyncIterator[Host]:
+    """``async with host``, showing each server's state on stderr while the fleet comes
+    up (``progress``); the display ends once the host is entered."""
+    with FleetProgress(FleetProgress.mode_for(json_mode), transient=transient) as progress:
+        unwatch = host.watch_servers(progress)
+        try:
+            entered = await host.__aenter__()
+        finally:
+            unwatch()
+    try:
+        yield entered
+    finally:
+        await host.__aexit__(None, None, None)
 
 
 #: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
@@ -276,9 +298,10 @@ async def serve(ns: argparse.Namespace) -> int:
     try:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
-        async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
-                                    capabilities=RELAYED_CAPABILITIES,
-                                    model_safe_names=ns.model_safe_names) as host:
+        async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
+                                             capabilities=RELAYED_CAPABILITIES,
+                                             model_safe_names=ns.model_safe_names),
+                            False, transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server))
             _settle_heap()
