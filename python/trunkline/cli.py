@@ -1,4 +1,5 @@
-"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``.
+"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``,
+``status``.
 
 Exit codes: 0 success; 1 a call failed or returned ``isError``; 2 bad usage or
 configuration; 3 a server is unavailable (probe) or the host could not start.
@@ -355,6 +356,64 @@ async def _serve_copies(ns: argparse.Namespace) -> int:
         return EXIT_OK
 
 
+#: The width of a table written to a file or pipe (nothing there wraps it for us).
+_UNWRAPPED = 1000
+
+
+async def status(ns: argparse.Namespace) -> int:
+    """A running gateway's servers (``status_view``): once, or every ``--interval``
+    seconds with ``--watch`` (redrawn in place on a terminal) until interrupted."""
+    import aiohttp
+    from rich.console import Console
+
+    from .status_view import StatusUnavailable, fetch_status, read_token, status_table, \
+        status_url
+
+    url, token = status_url(ns.url), read_token(ns.token_file)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=_UNWRAPPED)  # a pipe: whole lines
+    live: Any = None
+    if ns.watch and not ns.json and console.is_terminal:
+        from rich.live import Live
+
+        live = Live(console=console, auto_refresh=False)
+        live.start()
+    timeout = aiohttp.ClientTimeout(total=ns.timeout)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                try:
+                    doc: dict[str, Any] | None = await fetch_status(session, url, token)
+                    failure = None
+                except StatusUnavailable as exc:
+                    if not ns.watch:
+                        raise
+                    doc, failure = None, f"trunkline: {exc}"
+                if ns.json:
+                    if doc is not None:
+                        option = 0 if ns.watch else orjson.OPT_INDENT_2  # watch: JSON lines
+                        sys.stdout.write(orjson.dumps(doc, option=option).decode() + "\n")
+                        sys.stdout.flush()
+                    else:
+                        print(failure, file=sys.stderr, flush=True)
+                elif live is not None:
+                    from rich.text import Text
+
+                    live.update(status_table(doc) if doc is not None
+                                else Text(failure or "", style="red"), refresh=True)
+                elif doc is not None:
+                    console.print(status_table(doc))
+                else:
+                    print(failure, file=sys.stderr, flush=True)
+                if not ns.watch:
+                    return EXIT_OK
+                await asyncio.sleep(ns.interval)
+    finally:
+        if live is not None:
+            live.stop()
+
+
 def _bind_address(text: str) -> tuple[str, int]:
     bind, _, port = text.rpartition(":")
     return bind.strip("[]") or "127.0.0.1", int(port or 0)
@@ -425,6 +484,19 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tools", help="the merged tool catalog of a configuration")
     c = sub.add_parser("call", help="call one tool and print its result")
     g = sub.add_parser("serve", help="serve the configured servers as one MCP server")
+    st = sub.add_parser("status", help="a running gateway's servers: state, era, calls in "
+                                       "flight, latency, restarts, last error")
+    st.add_argument("url", help="the gateway's URL (as serve printed it, or its base)")
+    st.add_argument("--watch", action="store_true",
+                    help="refresh every --interval seconds until interrupted")
+    st.add_argument("--interval", type=_seconds, default=2.0, metavar="SECONDS",
+                    help="with --watch: seconds between refreshes (default 2)")
+    st.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                    help="how long to wait for the gateway's answer (default 10)")
+    st.add_argument("--token-file", metavar="PATH",
+                    help="the API key or OAuth access token to send (also TRUNKLINE_TOKEN)")
+    st.add_argument("--json", action="store_true",
+                    help="print the gateway's status document (with --watch: one per line)")
     lg = sub.add_parser("login", help="sign in to a configured server that uses OAuth; the "
                                       "token is stored for serve, tools and call")
     lg.add_argument("config", help="an mcpServers JSON file")
@@ -546,6 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         coro = tools(ns.config, ns.json, ns.discover_timeout)
     elif ns.command == "serve":
         coro = serve(ns)
+    elif ns.command == "status":
+        coro = status(ns)
     elif ns.command == "login":
         from .login import login
 
