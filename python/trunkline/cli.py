@@ -28,7 +28,8 @@ from .parent.handle import ServerStatus
 from .parent.host import Host
 from .parent.results import CallToolResult
 from .parent.supervisor import Supervisor
-from .progress import FleetProgress
+from .log_format import FORMATS, LEVELS, configure as configure_logs
+from .progress import FleetProgress, log_change
 from .settings import ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -197,12 +198,14 @@ async def demo(json_mode: bool) -> int:
     return EXIT_OK
 
 
-async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> int:
+async def probe(path: str, json_mode: bool, discover_timeout: float | None,
+                log_format: str | None = None) -> int:
     """Era verdict, evidence, time to verdict and stderr tail per server; no tool is
     listed or called."""
     configs = load_config(path, discover_timeout=discover_timeout)
     out = Out(json_mode)
-    with FleetProgress(FleetProgress.mode_for(json_mode), transient=True) as progress:
+    with FleetProgress(FleetProgress.mode_for(json_mode, log_format),
+                       transient=True) as progress:
         async with Supervisor(on_state=lambda handle: progress(handle.status())) as sup:
             statuses = await sup.add_many(configs)
     out.servers(statuses)
@@ -217,10 +220,11 @@ async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> i
     return EXIT_OK
 
 
-async def tools(path: str, json_mode: bool, discover_timeout: float | None) -> int:
+async def tools(path: str, json_mode: bool, discover_timeout: float | None,
+                log_format: str | None = None) -> int:
     out = Out(json_mode)
     async with _started(Host.from_config(path, discover_timeout=discover_timeout),
-                        json_mode) as host:
+                        FleetProgress.mode_for(json_mode, log_format)) as host:
         out.tools(host)
         if json_mode:
             sys.stdout.write(orjson.dumps(tools_json(host), option=orjson.OPT_INDENT_2)
@@ -229,7 +233,7 @@ async def tools(path: str, json_mode: bool, discover_timeout: float | None) -> i
 
 
 async def call(path: str, tool: str, arguments: str, json_mode: bool,
-               discover_timeout: float | None) -> int:
+               discover_timeout: float | None, log_format: str | None = None) -> int:
     try:
         args = orjson.loads(arguments)
     except orjson.JSONDecodeError as exc:
@@ -237,7 +241,7 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
     async with _started(Host.from_config(path, discover_timeout=discover_timeout),
-                        json_mode) as host:
+                        FleetProgress.mode_for(json_mode, log_format)) as host:
         try:
             result = await host.call_tool(tool, args)
         except UnknownTool as exc:
@@ -256,11 +260,11 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
 
 
 @asynccontextmanager
-async def _started(host: Host, json_mode: bool, *,
+async def _started(host: Host, progress_mode: str, *,
                    transient: bool = True) -> AsyncIterator[Host]:
     """``async with host``, showing each server's state on stderr while the fleet comes
     up (``progress``); the display ends once the host is entered."""
-    with FleetProgress(FleetProgress.mode_for(json_mode), transient=transient) as progress:
+    with FleetProgress(progress_mode, transient=transient) as progress:
         unwatch = host.watch_servers(progress)
         try:
             entered = await host.__aenter__()
@@ -302,9 +306,11 @@ async def serve(ns: argparse.Namespace) -> int:
         async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
                                              capabilities=RELAYED_CAPABILITIES,
                                              model_safe_names=ns.model_safe_names),
-                            False, transient=False) as host:
+                            FleetProgress.mode_for(False, ns.log_format),
+                            transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server))
+            host.watch_servers(log_change)  # after start-up, changes are log lines
             _settle_heap()
             try:
                 if ns.stdio:
@@ -549,6 +555,13 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (p, t, c):
         command.add_argument("--json", action="store_true")
     for command in (p, t, c, g):
+        command.add_argument("--log-format", choices=FORMATS, default=None,
+                             help="how log lines are written to stderr: text (default) or "
+                                  "json, one object a line with server, tool, request_id "
+                                  "and trace_id")
+        command.add_argument("--log-level", choices=LEVELS, default=None,
+                             help="the least severe log lines written (default: warning)")
+    for command in (p, t, c, g):
         command.add_argument(
             "--discover-timeout", type=_seconds, default=None, metavar="SECONDS",
             help="deadline of each server/discover, for servers whose entry sets no "
@@ -610,12 +623,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE
+    configure_logs(getattr(ns, "log_format", None), getattr(ns, "log_level", None))
     if ns.command == "demo":
         coro = demo(ns.json)
     elif ns.command == "probe":
-        coro = probe(ns.config, ns.json, ns.discover_timeout)
+        coro = probe(ns.config, ns.json, ns.discover_timeout, ns.log_format)
     elif ns.command == "tools":
-        coro = tools(ns.config, ns.json, ns.discover_timeout)
+        coro = tools(ns.config, ns.json, ns.discover_timeout, ns.log_format)
     elif ns.command == "serve":
         coro = serve(ns)
     elif ns.command == "status":
@@ -625,7 +639,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         coro = login(ns.config, ns.server, open_browser=not ns.no_browser)
     else:
-        coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout)
+        coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout,
+                    ns.log_format)
     try:
         with asyncio.Runner(loop_factory=_serving_loop() if ns.command == "serve"
                             else None) as runner:

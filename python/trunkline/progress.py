@@ -7,7 +7,9 @@ Rules:
 - Shown on stderr (stdout is the command's result, or ``serve --stdio``'s protocol):
   on a terminal a live board, one row per server, redrawn on each change (rich ``Live``
   without its refresh thread); otherwise one plain line per change, for logs and pipes;
-  with ``--json`` nothing at all.
+  with ``--json`` nothing at all; with ``--log-format json`` as log records
+  (``trunkline.fleet``: info, a warning when a server is down), so that every line on
+  stderr is JSON.
 - A status that says nothing new for its server (same state, same reason) is no line.
 - It covers start-up: the command stops it once its servers are ready or unavailable
   (``serve`` logs later changes through logging instead).
@@ -15,6 +17,7 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from typing import IO, Any
@@ -44,6 +47,16 @@ def progress_line(status: ServerStatus) -> str:
     return f"server {status.name}: {describe(status)}"
 
 
+_fleet_log = logging.getLogger("trunkline.fleet")
+
+
+def log_change(status: ServerStatus) -> None:
+    """One change as a log record: a warning when the server is down."""
+    down = status.state in (ServerState.RESTARTING, ServerState.UNAVAILABLE)
+    _fleet_log.log(logging.WARNING if down else logging.INFO, "%s", progress_line(status),
+                   extra={"server": status.name})
+
+
 class FleetBoard:
     """The latest state of each server, in the order they were first heard of; ``note``
     says whether a status is news."""
@@ -64,7 +77,7 @@ class FleetProgress:
 
     def __init__(self, mode: str, stream: IO[str] | None = None, *,
                  transient: bool = False, console: Any = None) -> None:
-        """``mode``: ``"live"``, ``"lines"`` or ``"off"`` (``mode_for`` picks one);
+        """``mode``: ``"live"``, ``"lines"``, ``"log"`` or ``"off"`` (``mode_for`` picks);
         ``console``: a rich ``Console`` to draw a live board on (default: one on
         ``stream``)."""
         self.mode = mode
@@ -80,7 +93,10 @@ class FleetProgress:
             self._live.start()
 
     @staticmethod
-    def mode_for(json_mode: bool, stream: IO[str] | None = None) -> str:
+    def mode_for(json_mode: bool, log_format: str | None = None,
+                 stream: IO[str] | None = None) -> str:
+        if log_format == "json":
+            return "log"
         if json_mode:
             return "off"
         stream = stream or sys.stderr
@@ -91,6 +107,8 @@ class FleetProgress:
             return
         if self._live is not None:
             self._live.update(self._table(), refresh=True)
+        elif self.mode == "log":
+            log_change(status)
         else:
             self._stream.write(progress_line(status) + "\n")
             self._stream.flush()
@@ -121,4 +139,4 @@ class FleetProgress:
         self.close()
 
 
-__all__ = ["FleetBoard", "FleetProgress", "describe", "progress_line"]
+__all__ = ["FleetBoard", "FleetProgress", "describe", "log_change", "progress_line"]

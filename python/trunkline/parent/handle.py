@@ -19,6 +19,7 @@ import collections
 import logging
 import random
 import time
+from time import perf_counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -261,8 +262,8 @@ class WorkerHandle:
         tick's single channel write, one deadline in the generation's ordered set (one
         timer for all). No task, no wait_for."""
         loop = self._loop or asyncio.get_running_loop()
-        started = loop.time()
-        deadline = started + timeout
+        started = perf_counter()  # the loop's clock may tick in milliseconds (uvloop)
+        deadline = loop.time() + timeout
         if self.state is not ServerState.READY:
             await self._wait_ready(deadline, timeout, method)
         if self._inflight >= self._max_inflight:
@@ -300,7 +301,7 @@ class WorkerHandle:
             self._inflight -= 1
             if self._slot_waiters:
                 self._wake_slot_waiter()
-        self.latency.add(loop.time() - started)
+        self.latency.add(perf_counter() - started)
         return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
 
     def _expired(self, gen: Generation, expired: list[tuple[Any, Any]]) -> None:

@@ -421,7 +421,7 @@ def _log_to_logger(server: str, params: dict[str, Any]) -> None:
     py_level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
                 "warning": logging.WARNING}.get(level if isinstance(level, str) else "",
                                                 logging.ERROR)
-    log.log(py_level, "server %r: %s", server, params.get("data"))
+    log.log(py_level, "server %r: %s", server, params.get("data"), extra={"server": server})
 
 
 def _identity(client_info: Mapping[str, str] | ClientIdentity | None,
