@@ -204,10 +204,13 @@ async def probe(path: str, json_mode: bool, discover_timeout: float | None,
     listed or called."""
     configs = load_config(path, discover_timeout=discover_timeout)
     out = Out(json_mode)
-    with FleetProgress(FleetProgress.mode_for(json_mode, log_format),
-                       transient=True) as progress:
-        async with Supervisor(on_state=lambda handle: progress(handle.status())) as sup:
+    progress = FleetProgress(FleetProgress.mode_for(json_mode, log_format), transient=True)
+    try:
+        async with Supervisor(on_state=lambda handle: progress.update(handle.status())) as sup:
             statuses = await sup.add_many(configs)
+            progress.close()  # the verdicts are in; stopping the servers is no news
+    finally:
+        progress.close()
     out.servers(statuses)
     if json_mode:
         sys.stdout.write(orjson.dumps([status_json(s) for s in statuses],
