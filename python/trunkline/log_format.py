@@ -7,8 +7,12 @@ Rules:
   the line is about none: ``log_context``), ``trace_id`` when a trace is current, and
   ``error`` (the traceback) when the line reports an exception.
 - ``text``: ``LEVEL logger: message``, as a person reads it.
-- Only trunkline's own loggers (``trunkline.*``) are configured; a program that embeds
-  trunkline keeps its own logging.
+- The command line's logging only (``configure``, called by ``cli``; a program that
+  embeds trunkline keeps its own): every line on stderr is in the chosen format,
+  trunkline's (``trunkline.*``, at ``--log-level``) and the libraries' (asyncio,
+  uvicorn: warnings and worse). Worker processes inherit it (through their environment,
+  ``TRUNKLINE_LOG_FORMAT`` and ``TRUNKLINE_LOG_LEVEL``), their lines naming their
+  server: they write to the same stderr.
 - The formatter is our own (a few lines on orjson, already a dependency) rather than a
   library such as python-json-logger: the fields are fixed, and the context they come
   from is trunkline's.
@@ -17,6 +21,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 from typing import IO
@@ -27,6 +32,7 @@ from . import log_context
 
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error")
+ENV_FORMAT, ENV_LEVEL = "TRUNKLINE_LOG_FORMAT", "TRUNKLINE_LOG_LEVEL"
 
 
 class JsonFormatter(logging.Formatter):
@@ -52,18 +58,28 @@ class JsonFormatter(logging.Formatter):
 
 def configure(log_format: str | None, level: str | None,
               stream: IO[str] | None = None) -> None:
-    """Send ``trunkline.*`` records at ``level`` (default: warning) and above to stderr,
-    formatted as ``log_format`` says. With neither given, nothing is configured (Python's
-    last-resort handler prints warnings, as before)."""
+    """Write ``trunkline.*`` records at ``level`` (default: warning) and above, and other
+    loggers' warnings, to stderr, formatted as ``log_format`` says. With neither given,
+    nothing is configured (Python's last-resort handler prints warnings, as before)."""
     if log_format is None and level is None:
         return
+    os.environ[ENV_FORMAT], os.environ[ENV_LEVEL] = log_format or "text", level or "warning"
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json"
                          else logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    logger = logging.getLogger("trunkline")
-    logger.addHandler(handler)
-    logger.setLevel((level or "warning").upper())
-    logger.propagate = False
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("trunkline").setLevel((level or "warning").upper())
 
 
-__all__ = ["FORMATS", "LEVELS", "JsonFormatter", "configure"]
+def configure_inherited(server: str) -> None:
+    """A worker process: log as the command that started it does, every line naming
+    ``server`` (bound before the worker's loop starts, so every task inherits it)."""
+    log_format, level = os.environ.get(ENV_FORMAT), os.environ.get(ENV_LEVEL)
+    if log_format in FORMATS and level in LEVELS:
+        configure(log_format, level)
+        log_context.bind(server, None, None)
+
+
+__all__ = ["FORMATS", "LEVELS", "JsonFormatter", "configure", "configure_inherited"]

@@ -105,3 +105,16 @@ def test_the_board_says_only_what_is_news():
     assert list(board.rows) == ["a"]
     assert describe(status("a", ServerState.RESTARTING, "exit 1")) == "restarting: exit 1"
     assert describe(status("a", ServerState.READY)) == "ready"
+
+
+def test_with_json_logs_the_changes_are_json_lines_naming_their_server(fleet, no_leaks):
+    done = trunkline("tools", str(fleet), "--log-format", "json", "--log-level", "info")
+    assert done.returncode == 0, done.stderr
+    lines = [orjson.loads(line) for line in done.stderr.splitlines()]  # every line is JSON
+    changes = [(line["server"], line["level"], line["message"]) for line in lines
+               if line["logger"] == "trunkline.fleet"]
+    assert ("new", "info", "server new: negotiating") in changes
+    refused = [c for c in changes if c[0] == "old" and c[1] == "warning"]
+    assert refused and "unavailable: era refused" in refused[0][2]
+    quiet = trunkline("tools", str(fleet), "--log-format", "json")  # warnings only
+    assert [orjson.loads(line)["level"] for line in quiet.stderr.splitlines()] == ["warning"]
