@@ -309,8 +309,7 @@ async def serve(ns: argparse.Namespace) -> int:
         async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
                                              capabilities=RELAYED_CAPABILITIES,
                                              model_safe_names=ns.model_safe_names),
-                            FleetProgress.mode_for(False, ns.log_format),
-                            transient=False) as host:
+                            _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server))
             host.watch_servers(log_change)  # after start-up, changes are log lines
@@ -327,6 +326,12 @@ async def serve(ns: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         main.uncancel()
     return EXIT_OK
+
+
+def _serve_progress(ns: argparse.Namespace) -> str:
+    """A copy of ``serve --processes N`` shares its terminal with N-1 others: lines."""
+    mode = FleetProgress.mode_for(False, ns.log_format)
+    return "lines" if mode == "live" and ns.listen_fd is not None else mode
 
 
 async def _serve_http(answerer: Any, ns: argparse.Namespace) -> None:
