@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import log_context
 from ..channel import ServerState
 from ..errors import TrunklineError
 from ..parent.host import Host
@@ -277,6 +279,10 @@ class Answerer:
         if refusal is not None:
             work.close()
             return p.error_response(request.id, refusal)
+        # Every line logged while this request is worked on names it (``log_context``).
+        tool = request.params.get("name") if request.method == CALL else None
+        bound = log_context.bind(server, tool if isinstance(tool, str) else None, request.id)
+        started = time.perf_counter() if log.isEnabledFor(logging.INFO) else 0.0
         try:
             result = await work
         except asyncio.CancelledError:
@@ -284,9 +290,18 @@ class Answerer:
         except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
             if not isinstance(exc, TrunklineError):
                 log.exception("%s failed inside the gateway", request.method)
+            elif started:
+                log.info("%s failed after %.1f ms (%s): %s", request.method,
+                         (time.perf_counter() - started) * 1000, type(exc).__name__,
+                         exc.message)
             return p.error_response(request.id, p.error_for(exc))
+        else:
+            if started:
+                log.info("%s answered in %.1f ms", request.method,
+                         (time.perf_counter() - started) * 1000)
         finally:
             self.admission.leave(server)
+            log_context.unbind(bound)
         if isinstance(result, InputRequired):
             missing = _undeclared(result, request.meta.get(META_CLIENT_CAPABILITIES))
             if missing:

@@ -22,7 +22,8 @@ HTTP/1.1 server, ``http_server``):
   affinity on ``Mcp-Session-Id``. Resource subscriptions and the log level a legacy
   session sets are held by the replica that was told, too.
 
-Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
+Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
+status``), behind the same checks as ``/mcp``; ``Host`` and ``Origin`` checked against the names
 the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
 not loopback, or OAuth access tokens (``bearer``: the gateway as a protected resource,
 its RFC 9728 metadata at ``/.well-known/oauth-protected-resource[/mcp]``), or either; a
@@ -51,6 +52,7 @@ from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import bearer
 from . import protocol as p
+from .admin import status_document
 from .admission import retry_after
 from .answers import (
     CALL,
@@ -250,6 +252,7 @@ class HttpFace:
             ENDPOINT: {"POST": self._post, "GET": self._get, "DELETE": self._delete},
             "/healthz": {"GET": self._healthz},
             "/readyz": {"GET": self._readyz},
+            "/status": {"GET": self._status},
         }
         if oauth is not None and oauth.resource is not None:
             self._add_metadata_routes(oauth.resource)
@@ -677,6 +680,15 @@ class HttpFace:
         ready = not self._draining
         return _json({"ready": ready, "tools": len(self._answerer.host.tools()),
                       "unavailable": down}, 200 if ready else 503)
+
+    async def _status(self, http: Exchange) -> Reply:
+        """Each server's state, era, calls in flight, latency, restarts and last error
+        (``admin``), for ``trunkline status``; checked like ``/mcp``."""
+        refused = await self._gate(http)
+        if refused is not None:
+            return refused
+        return _json(status_document(self._answerer.host),
+                     headers={"Cache-Control": "no-store"})
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         self._header_params_of.clear()

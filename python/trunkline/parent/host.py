@@ -33,6 +33,7 @@ from ..settings import HostSettings, ServerConfig
 from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
+from .latency import LatencySummary
 from .listings import CatalogKeeper
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
@@ -111,6 +112,7 @@ class Host:
             relist=lambda name: self.refresh_tools(name))
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
+        self._server_watchers: list[Callable[[ServerStatus], None]] = []
         self._last_entries = self._catalog.catalog.entries
         #: The tool search index, built again at the first search after a change.
         self._search = ToolSearch(self.tools)
@@ -235,7 +237,28 @@ class Host:
         self._catalog.rebuild_or_keep()
         return self._servers.handle(name).status()
 
+    def call_latency(self, name: str) -> LatencySummary:
+        """How many of ``name``'s calls were answered, and the p50/p99 seconds of the
+        recent ones (``parent/latency.py``)."""
+        return self._servers.handle(name).latency.summary()
+
+    def watch_servers(self, on_change: Callable[[ServerStatus], None]) -> Callable[[], None]:
+        """Call ``on_change(status)`` (on the loop, synchronously) when a server is added
+        (starting) and whenever its state changes (negotiating, ready, restarting,
+        unavailable with its reason, stopped); may be called before the host is entered,
+        to follow its servers as they come up. Returns the function that stops it."""
+        self._server_watchers.append(on_change)
+        return lambda: self._server_watchers.remove(on_change) \
+            if on_change in self._server_watchers else None
+
     def _on_server_state(self, handle: WorkerHandle) -> None:
+        if self._server_watchers:
+            status = handle.status()
+            for watcher in list(self._server_watchers):
+                try:
+                    watcher(status)
+                except Exception:  # noqa: BLE001 - one watcher must not break the host
+                    log.exception("a server watcher failed")
         if not self._closed:
             self._catalog.on_server_state(handle)
 
@@ -409,7 +432,7 @@ def _log_to_logger(server: str, params: dict[str, Any]) -> None:
     py_level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
                 "warning": logging.WARNING}.get(level if isinstance(level, str) else "",
                                                 logging.ERROR)
-    log.log(py_level, "server %r: %s", server, params.get("data"))
+    log.log(py_level, "server %r: %s", server, params.get("data"), extra={"server": server})
 
 
 def _identity(client_info: Mapping[str, str] | ClientIdentity | None,
