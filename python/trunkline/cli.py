@@ -1,4 +1,5 @@
-"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``.
+"""The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``,
+``status``.
 
 Exit codes: 0 success; 1 a call failed or returned ``isError``; 2 bad usage or
 configuration; 3 a server is unavailable (probe) or the host could not start.
@@ -13,7 +14,8 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
@@ -26,6 +28,8 @@ from .parent.handle import ServerStatus
 from .parent.host import Host
 from .parent.results import CallToolResult
 from .parent.supervisor import Supervisor
+from .log_format import FORMATS, LEVELS, configure as configure_logs
+from .progress import FleetProgress, log_change
 from .settings import ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -40,7 +44,7 @@ def status_json(s: ServerStatus) -> dict[str, Any]:
         "server_info": s.server_info, "reason": s.reason, "evidence": list(s.evidence),
         "stderr_tail": s.stderr_tail, "time_to_verdict_s": s.time_to_verdict_s,
         "restarts": s.restarts, "in_flight": s.in_flight, "late_replies": s.late_replies,
-        "protocol_violations": s.protocol_violations,
+        "protocol_violations": s.protocol_violations, "last_error": s.last_error,
     }
 
 
@@ -194,13 +198,19 @@ async def demo(json_mode: bool) -> int:
     return EXIT_OK
 
 
-async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> int:
+async def probe(path: str, json_mode: bool, discover_timeout: float | None,
+                log_format: str | None = None) -> int:
     """Era verdict, evidence, time to verdict and stderr tail per server; no tool is
     listed or called."""
     configs = load_config(path, discover_timeout=discover_timeout)
     out = Out(json_mode)
-    async with Supervisor() as sup:
-        statuses = await sup.add_many(configs)
+    progress = FleetProgress(FleetProgress.mode_for(json_mode, log_format), transient=True)
+    try:
+        async with Supervisor(on_state=lambda handle: progress.update(handle.status())) as sup:
+            statuses = await sup.add_many(configs)
+            progress.close()  # the verdicts are in; stopping the servers is no news
+    finally:
+        progress.close()
     out.servers(statuses)
     if json_mode:
         sys.stdout.write(orjson.dumps([status_json(s) for s in statuses],
@@ -213,9 +223,11 @@ async def probe(path: str, json_mode: bool, discover_timeout: float | None) -> i
     return EXIT_OK
 
 
-async def tools(path: str, json_mode: bool, discover_timeout: float | None) -> int:
+async def tools(path: str, json_mode: bool, discover_timeout: float | None,
+                log_format: str | None = None) -> int:
     out = Out(json_mode)
-    async with Host.from_config(path, discover_timeout=discover_timeout) as host:
+    async with _started(Host.from_config(path, discover_timeout=discover_timeout),
+                        FleetProgress.mode_for(json_mode, log_format)) as host:
         out.tools(host)
         if json_mode:
             sys.stdout.write(orjson.dumps(tools_json(host), option=orjson.OPT_INDENT_2)
@@ -224,14 +236,15 @@ async def tools(path: str, json_mode: bool, discover_timeout: float | None) -> i
 
 
 async def call(path: str, tool: str, arguments: str, json_mode: bool,
-               discover_timeout: float | None) -> int:
+               discover_timeout: float | None, log_format: str | None = None) -> int:
     try:
         args = orjson.loads(arguments)
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
-    async with Host.from_config(path, discover_timeout=discover_timeout) as host:
+    async with _started(Host.from_config(path, discover_timeout=discover_timeout),
+                        FleetProgress.mode_for(json_mode, log_format)) as host:
         try:
             result = await host.call_tool(tool, args)
         except UnknownTool as exc:
@@ -247,6 +260,23 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
     else:
         print(result.text)
     return EXIT_CALL_FAILED if result.is_error else EXIT_OK
+
+
+@asynccontextmanager
+async def _started(host: Host, progress_mode: str, *,
+                   transient: bool = True) -> AsyncIterator[Host]:
+    """``async with host``, showing each server's state on stderr while the fleet comes
+    up (``progress``); the display ends once the host is entered."""
+    with FleetProgress(progress_mode, transient=transient) as progress:
+        unwatch = host.watch_servers(progress)
+        try:
+            entered = await host.__aenter__()
+        finally:
+            unwatch()
+    try:
+        yield entered
+    finally:
+        await host.__aexit__(None, None, None)
 
 
 #: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
@@ -277,11 +307,14 @@ async def serve(ns: argparse.Namespace) -> int:
     try:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
-        async with Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
-                                    capabilities=RELAYED_CAPABILITIES,
-                                    model_safe_names=ns.model_safe_names) as host:
+        async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
+                                             capabilities=RELAYED_CAPABILITIES,
+                                             model_safe_names=ns.model_safe_names),
+                            _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
-                total=ns.max_in_flight, per_server=ns.max_per_server))
+                total=ns.max_in_flight, per_server=ns.max_per_server),
+                tool_search=ns.tool_search)
+            host.watch_servers(log_change)  # after start-up, changes are log lines
             _settle_heap()
             try:
                 if ns.stdio:
@@ -313,6 +346,12 @@ def _telemetry(ns: argparse.Namespace) -> Any:
         return configure(prometheus=ns.metrics)
     except (MissingExtra, ValueError) as exc:
         raise ConfigurationError(str(exc)) from None
+
+
+def _serve_progress(ns: argparse.Namespace) -> str:
+    """A copy of ``serve --processes N`` shares its terminal with N-1 others: lines."""
+    mode = FleetProgress.mode_for(False, ns.log_format)
+    return "lines" if mode == "live" and ns.listen_fd is not None else mode
 
 
 async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any) -> None:
@@ -351,6 +390,64 @@ async def _serve_copies(ns: argparse.Namespace) -> int:
     except asyncio.CancelledError:
         asyncio.current_task().uncancel()  # type: ignore[union-attr]
         return EXIT_OK
+
+
+#: The width of a table written to a file or pipe (nothing there wraps it for us).
+_UNWRAPPED = 1000
+
+
+async def status(ns: argparse.Namespace) -> int:
+    """A running gateway's servers (``status_view``): once, or every ``--interval``
+    seconds with ``--watch`` (redrawn in place on a terminal) until interrupted."""
+    import aiohttp
+    from rich.console import Console
+
+    from .status_view import StatusUnavailable, fetch_status, read_token, status_table, \
+        status_url
+
+    url, token = status_url(ns.url), read_token(ns.token_file)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=_UNWRAPPED)  # a pipe: whole lines
+    live: Any = None
+    if ns.watch and not ns.json and console.is_terminal:
+        from rich.live import Live
+
+        live = Live(console=console, auto_refresh=False)
+        live.start()
+    timeout = aiohttp.ClientTimeout(total=ns.timeout)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                try:
+                    doc: dict[str, Any] | None = await fetch_status(session, url, token)
+                    failure = None
+                except StatusUnavailable as exc:
+                    if not ns.watch:
+                        raise
+                    doc, failure = None, f"trunkline: {exc}"
+                if ns.json:
+                    if doc is not None:
+                        option = 0 if ns.watch else orjson.OPT_INDENT_2  # watch: JSON lines
+                        sys.stdout.write(orjson.dumps(doc, option=option).decode() + "\n")
+                        sys.stdout.flush()
+                    else:
+                        print(failure, file=sys.stderr, flush=True)
+                elif live is not None:
+                    from rich.text import Text
+
+                    live.update(status_table(doc) if doc is not None
+                                else Text(failure or "", style="red"), refresh=True)
+                elif doc is not None:
+                    console.print(status_table(doc))
+                else:
+                    print(failure, file=sys.stderr, flush=True)
+                if not ns.watch:
+                    return EXIT_OK
+                await asyncio.sleep(ns.interval)
+    finally:
+        if live is not None:
+            live.stop()
 
 
 def _bind_address(text: str) -> tuple[str, int]:
@@ -423,6 +520,19 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tools", help="the merged tool catalog of a configuration")
     c = sub.add_parser("call", help="call one tool and print its result")
     g = sub.add_parser("serve", help="serve the configured servers as one MCP server")
+    st = sub.add_parser("status", help="a running gateway's servers: state, era, calls in "
+                                       "flight, latency, restarts, last error")
+    st.add_argument("url", help="the gateway's URL (as serve printed it, or its base)")
+    st.add_argument("--watch", action="store_true",
+                    help="refresh every --interval seconds until interrupted")
+    st.add_argument("--interval", type=_seconds, default=2.0, metavar="SECONDS",
+                    help="with --watch: seconds between refreshes (default 2)")
+    st.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                    help="how long to wait for the gateway's answer (default 10)")
+    st.add_argument("--token-file", metavar="PATH",
+                    help="the API key or OAuth access token to send (also TRUNKLINE_TOKEN)")
+    st.add_argument("--json", action="store_true",
+                    help="print the gateway's status document (with --watch: one per line)")
     lg = sub.add_parser("login", help="sign in to a configured server that uses OAuth; the "
                                       "token is stored for serve, tools and call")
     lg.add_argument("config", help="an mcpServers JSON file")
@@ -460,6 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model-safe-names", action="store_true",
                    help="serve tools under model-safe aliases ([A-Za-z0-9_-], at most 64 "
                         "characters) instead of their canonical names")
+    g.add_argument("--tool-search", action="store_true",
+                   help="serve two tools, search_tools and call_tool, instead of the whole "
+                        "catalog: a model finds and calls any tool at a constant context cost")
     g.add_argument("--max-in-flight", type=_positive_int, default=16384, metavar="N",
                    help="requests behind the gateway at once; beyond it: 503 / an error "
                         "asking to retry (default 16384)")
@@ -477,6 +590,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     for command in (p, t, c):
         command.add_argument("--json", action="store_true")
+    for command in (p, t, c, g):
+        command.add_argument("--log-format", choices=FORMATS, default=None,
+                             help="how log lines are written to stderr: text (default) or "
+                                  "json, one object a line with server, tool, request_id "
+                                  "and trace_id")
+        command.add_argument("--log-level", choices=LEVELS, default=None,
+                             help="the least severe log lines written (default: warning)")
     for command in (p, t, c, g):
         command.add_argument(
             "--discover-timeout", type=_seconds, default=None, metavar="SECONDS",
@@ -541,20 +661,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE
+    configure_logs(getattr(ns, "log_format", None), getattr(ns, "log_level", None))
     if ns.command == "demo":
         coro = demo(ns.json)
     elif ns.command == "probe":
-        coro = probe(ns.config, ns.json, ns.discover_timeout)
+        coro = probe(ns.config, ns.json, ns.discover_timeout, ns.log_format)
     elif ns.command == "tools":
-        coro = tools(ns.config, ns.json, ns.discover_timeout)
+        coro = tools(ns.config, ns.json, ns.discover_timeout, ns.log_format)
     elif ns.command == "serve":
         coro = serve(ns)
+    elif ns.command == "status":
+        coro = status(ns)
     elif ns.command == "login":
         from .login import login
 
         coro = login(ns.config, ns.server, open_browser=not ns.no_browser)
     else:
-        coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout)
+        coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout,
+                    ns.log_format)
     try:
         with asyncio.Runner(loop_factory=_serving_loop() if ns.command == "serve"
                             else None) as runner:

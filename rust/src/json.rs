@@ -82,8 +82,9 @@ impl ValueKind {
     }
 }
 
-/// A cursor over UTF-8-validated bytes (callers check with `std::str::from_utf8` first, so
-/// slicing between ASCII delimiters always yields valid `str`).
+/// A cursor over JSON bytes. In [`Mode::Fast`] they must be UTF-8-validated already
+/// (callers check with `std::str::from_utf8` first, so slicing between ASCII delimiters
+/// always yields valid `str`); [`Mode::Strict`] validates the strings it skips itself.
 pub struct Cursor<'a> {
     pub buf: &'a [u8],
     pub pos: usize,
@@ -151,19 +152,38 @@ impl<'a> Cursor<'a> {
     /// ([`crate::strscan::mask16`]); escape-dense text (JSON or code carried as a string)
     /// then costs a few instructions per escape, not a search call each. After a few quiet
     /// blocks in a row the rest of a long plain stretch goes to `memchr2`'s wider loop.
+    ///
+    /// Strict mode also validates the body as UTF-8, where it needs it: the 64-byte blocks
+    /// mark bytes of 0x80 and above, and only a string that has one (or whose short tail,
+    /// after the last whole block, has one) is passed to `std::str::from_utf8`. Outside
+    /// strings JSON is ASCII, and the structure checks refuse any other byte, so a strict
+    /// skip of a whole value validates all of it in the same pass.
     #[inline]
     fn skip_string_body(&mut self) -> JResult<bool> {
         if self.mode == Mode::Strict {
-            self.skip_string_body_with::<true>()
+            let start = self.pos;
+            let (escaped, non_ascii, tail) = self.skip_string_body_with::<true>()?;
+            let body = &self.buf[start..self.pos - 1];
+            if non_ascii || !self.buf[tail.min(self.pos - 1)..self.pos - 1].is_ascii() {
+                if let Err(e) = std::str::from_utf8(body) {
+                    self.pos = start + e.valid_up_to();
+                    return Err(self.err("invalid UTF-8"));
+                }
+            }
+            Ok(escaped)
         } else {
-            self.skip_string_body_with::<false>()
+            self.skip_string_body_with::<false>().map(|(escaped, _, _)| escaped)
         }
     }
 
-    fn skip_string_body_with<const CTL: bool>(&mut self) -> JResult<bool> {
+    /// Returns whether the body held an escape, whether a whole block scanned held a byte
+    /// of 0x80 or above (strict only; the block holding the end counts whole), and where
+    /// the scan by whole blocks stopped (the tail after it was not looked at that way).
+    fn skip_string_body_with<const CTL: bool>(&mut self) -> JResult<(bool, bool, usize)> {
         use crate::strscan::{block64, escaped_bytes};
         let buf = self.buf;
         let mut escaped = false;
+        let mut non_ascii = 0u64;
         // Every byte before `p` has been consumed, except that with `carry` set the byte
         // at `p` is escaped by the backslash before it.
         let mut p = self.pos;
@@ -174,6 +194,7 @@ impl<'a> Cursor<'a> {
         // (strict) hands the block to the 16-byte path, which says exactly what is wrong.
         while let Some(block) = buf.get(p..p + 64) {
             let m = block64::<CTL>(block.try_into().expect("64 bytes"));
+            non_ascii |= m.non_ascii;
             if m.backslashes == 0 && carry == 0 {
                 if m.quotes | m.controls != 0 {
                     break; // the end (or an error) is in this block: the 16-byte path finds it
@@ -205,16 +226,17 @@ impl<'a> Cursor<'a> {
             }
             if ends != 0 {
                 self.pos = p + ends.trailing_zeros() as usize + 1;
-                return Ok(escaped);
+                return Ok((escaped, non_ascii != 0, self.pos));
             }
             p += 64;
         }
+        let tail = p;
         if carry != 0 {
             // The escape the last whole block began: checked, then stepped over.
             escaped = true;
             p = self.special_at(p - 1)?.expect("a backslash starts an escape");
         }
-        self.skip_string_tail::<CTL>(p, escaped)
+        Ok((self.skip_string_tail::<CTL>(p, escaped)?, non_ascii != 0, tail))
     }
 
     /// The 16-byte path: the rest of a string body from `p` (no escape in progress).
@@ -818,8 +840,8 @@ mod tests {
                 let run = |block_path: bool| {
                     let mut c = Cursor::new(&body, mode);
                     let r = match (block_path, mode) {
-                        (true, Mode::Strict) => c.skip_string_body_with::<true>(),
-                        (true, _) => c.skip_string_body_with::<false>(),
+                        (true, Mode::Strict) => c.skip_string_body_with::<true>().map(|(e, _, _)| e),
+                        (true, _) => c.skip_string_body_with::<false>().map(|(e, _, _)| e),
                         (false, Mode::Strict) => c.skip_string_tail::<true>(0, false),
                         (false, _) => c.skip_string_tail::<false>(0, false),
                     };
@@ -827,6 +849,35 @@ mod tests {
                 };
                 assert_eq!(run(true), run(false), "{mode:?} {:?}", String::from_utf8_lossy(&body));
             }
+        }
+    }
+
+    #[test]
+    fn strict_strings_are_valid_utf8_exactly_when_std_says_so() {
+        // Multi-byte characters and broken sequences at every offset: inside whole blocks,
+        // across block boundaries, and in the tail after the last whole block.
+        let pieces: [&[u8]; 8] =
+            [b"a", b"bc", "\u{e9}".as_bytes(), "\u{4e2d}".as_bytes(), "\u{1f600}".as_bytes(), b"\xff", b"\xe4\xb8", b"\xc3("];
+        let mut next = crate::testing::xorshift(0x5eed_1234_abcd_0001u64);
+        for round in 0..4_000 {
+            let len = (next() % 300) as usize;
+            let mut body = Vec::with_capacity(len + 8);
+            let broken = round % 3 == 0;
+            while body.len() < len {
+                let r = next() as usize;
+                let piece = pieces[r % if broken { 8 } else { 5 }];
+                body.extend_from_slice(if r % 7 == 0 { piece } else { b"x" });
+            }
+            let valid = std::str::from_utf8(&body).is_ok();
+            body.extend_from_slice(b"\"  ");
+            let mut c = Cursor::new(&body, Mode::Strict);
+            let r = c.skip_string_body();
+            assert_eq!(r.is_ok(), valid, "{:?} -> {r:?}", String::from_utf8_lossy(&body));
+            if let Err(e) = r {
+                assert!(e.to_string().contains("invalid UTF-8"), "{e}");
+            }
+            // The fast mode does not look (its callers validated the whole buffer).
+            assert!(Cursor::new(&body, Mode::Fast).skip_string_body().is_ok());
         }
     }
 

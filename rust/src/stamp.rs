@@ -31,9 +31,7 @@ fn bad(what: &str, e: JsonError) -> CodecError {
 /// under `depth` containers; return its kind, its span, and whether it is compact (no
 /// whitespace in it, see [`write_value`]).
 fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize, usize, bool), CodecError> {
-    if let Err(e) = std::str::from_utf8(src) {
-        return Err(CodecError(format!("{what}: invalid UTF-8 at byte {}", e.valid_up_to())));
-    }
+    // The strict cursor validates UTF-8 as it goes (only strings can hold other than ASCII).
     let mut cur = Cursor::new(src, Mode::Strict);
     let (kind, s, e) = cur.skip_value(depth).map_err(|e| bad(what, e))?;
     let compact = cur.whitespace == 0;
@@ -56,9 +54,6 @@ fn write_value(out: &mut Vec<u8>, value: &[u8], compact: bool) {
 type Members<'a> = Vec<(Cow<'a, str>, (usize, usize), (usize, usize), bool)>;
 
 fn members<'a>(src: &'a [u8], depth: usize, what: &str) -> Result<Members<'a>, CodecError> {
-    if let Err(e) = std::str::from_utf8(src) {
-        return Err(CodecError(format!("{what}: invalid UTF-8 at byte {}", e.valid_up_to())));
-    }
     let mut cur = Cursor::new(src, Mode::Strict);
     cur.skip_ws();
     if cur.peek() != Some(b'{') {
@@ -460,7 +455,10 @@ mod tests {
     fn refuses_bad_params_and_meta() {
         let id = JsonId::Int(1);
         for p in
-            [&b"[1]"[..], b"3", b"{\"a\":}", b"{} {}", b"{\"a\":\"x\ny\"}", b"{\"a\":\"\xff\"}", b"", b"{\"_meta\":1}"]
+            [&b"[1]"[..], b"3", b"{\"a\":}", b"{} {}", b"{\"a\":\"x\ny\"}", b"{\"a\":\"\xff\"}", b"", b"{\"_meta\":1}",
+             // Not UTF-8 in a key, in a long string's tail, outside any string.
+             b"{\"\xff\":1}", b"{\"a\":\"0123456789012345678901234567890123456789012345678901234567890123456789\xc3(\"}",
+             b"{\"a\":1\xc3\xa9}"]
         {
             assert!(stamp_request(&id, "m", Some(p), b"{}").is_err(), "{:?}", String::from_utf8_lossy(p));
         }

@@ -39,19 +39,21 @@ pub fn mask16<const CTL: bool>(block: &[u8; 16]) -> u32 {
 }
 
 /// The special bytes of one 64-byte block, one bit per byte: quotes, backslashes, and
-/// (if `CTL`) bytes below 0x20.
+/// (if `CTL`, the strict check) bytes below 0x20 and bytes of 0x80 and above (the ones
+/// that need UTF-8 validation; a block without any is ASCII and valid as it is).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block64 {
     pub quotes: u64,
     pub backslashes: u64,
     pub controls: u64,
+    pub non_ascii: u64,
 }
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub fn block64<const CTL: bool>(block: &[u8; 64]) -> Block64 {
     use std::arch::x86_64::*;
-    let (mut quotes, mut backslashes, mut controls) = (0u64, 0u64, 0u64);
+    let (mut quotes, mut backslashes, mut controls, mut non_ascii) = (0u64, 0u64, 0u64, 0u64);
     // SAFETY: SSE2 is part of the x86_64 baseline; each load reads 16 bytes inside
     // `block`, and `loadu` has no alignment requirement.
     unsafe {
@@ -63,22 +65,25 @@ pub fn block64<const CTL: bool>(block: &[u8; 64]) -> Block64 {
             if CTL {
                 let c = _mm_cmpeq_epi8(_mm_max_epu8(v, lim), lim);
                 controls |= u64::from(_mm_movemask_epi8(c) as u16) << (16 * i);
+                // The sign bits are the bytes of 0x80 and above.
+                non_ascii |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * i);
             }
         }
     }
-    Block64 { quotes, backslashes, controls }
+    Block64 { quotes, backslashes, controls, non_ascii }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 pub fn block64<const CTL: bool>(block: &[u8; 64]) -> Block64 {
-    let (mut quotes, mut backslashes, mut controls) = (0u64, 0u64, 0u64);
+    let (mut quotes, mut backslashes, mut controls, mut non_ascii) = (0u64, 0u64, 0u64, 0u64);
     for (i, &b) in block.iter().enumerate() {
         quotes |= u64::from(b == b'"') << i;
         backslashes |= u64::from(b == b'\\') << i;
         controls |= u64::from(CTL && b < 0x20) << i;
+        non_ascii |= u64::from(CTL && b >= 0x80) << i;
     }
-    Block64 { quotes, backslashes, controls }
+    Block64 { quotes, backslashes, controls, non_ascii }
 }
 
 const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
@@ -168,9 +173,16 @@ mod tests {
         block[40] = 0x1f;
         block[63] = b'"';
         block[62] = 0x20;
+        block[30] = 0x80;
+        block[31] = 0xff;
+        block[32] = 0x7f;
         let strict = block64::<true>(&block);
-        assert_eq!(strict, Block64 { quotes: 1 | 1 << 63, backslashes: 1 << 17, controls: 1 << 40 });
-        assert_eq!(block64::<false>(&block).controls, 0);
+        assert_eq!(
+            strict,
+            Block64 { quotes: 1 | 1 << 63, backslashes: 1 << 17, controls: 1 << 40, non_ascii: 3 << 30 }
+        );
+        let fast = block64::<false>(&block);
+        assert_eq!((fast.controls, fast.non_ascii), (0, 0));
     }
 
     #[test]

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import log_context
 from ..channel import ServerState
 from ..errors import TrunklineError
 from ..parent.host import Host
@@ -35,6 +37,7 @@ from ..protocol.listen import RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from . import protocol as p
+from . import tool_search
 from .admission import Admission
 from .offerings import LISTS, Offerings
 
@@ -75,8 +78,12 @@ FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/
 
 class Answerer:
     def __init__(self, host: Host, *, server_info: Mapping[str, Any],
-                 instructions: str | None = None, admission: Admission | None = None) -> None:
+                 instructions: str | None = None, admission: Admission | None = None,
+                 tool_search: bool = False) -> None:
         self.host = host
+        #: Serve ``search_tools`` and ``call_tool`` instead of the catalog
+        #: (``gateway/tool_search.py``).
+        self.tool_search = tool_search
         self.admission = admission or Admission(total=DEFAULT_MAX_IN_FLIGHT,
                                                 per_server=DEFAULT_MAX_PER_SERVER)
         self._server_info = dict(server_info)
@@ -113,13 +120,17 @@ class Answerer:
         method, era = request.method, request.era
         if method == "initialize" and era is p.ClientEra.LEGACY:
             result = p.initialize_result(request.params.get("protocolVersion"),
-                                         self._server_info, self._instructions)
+                                         self._server_info, self._instructions,
+                                         tools_change=not self.tool_search)
         elif method == "server/discover":
-            result = p.discover_result(self._server_info, self._instructions)
+            result = p.discover_result(self._server_info, self._instructions,
+                                       tools_change=not self.tool_search)
         elif method == "ping" and era is p.ClientEra.LEGACY:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
-            result = p.list_result("tools", [p.served_tool(e) for e in self.host.tools()], era)
+            tools = list(tool_search.TOOLS) if self.tool_search else \
+                [p.served_tool(e) for e in self.host.tools()]
+            result = p.list_result("tools", tools, era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
             level = request.params.get("level")
             if level not in LOG_LEVELS:
@@ -138,6 +149,11 @@ class Answerer:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return p.error_response(request.id, p.error(
                 p.INVALID_PARAMS, "tools/call needs a tool name and an arguments object"))
+        if self.tool_search:
+            called = self._searched_call(request, name, arguments)
+            if not isinstance(called, tuple):
+                return called
+            name, arguments = called
         token = request.meta.get("progressToken")
         on_progress = None
         if isinstance(token, (str, int)) and not isinstance(token, bool):
@@ -160,10 +176,31 @@ class Answerer:
             return result if isinstance(result, InputRequired) else result.raw
         return await self._behind(request, server, call())
 
+    def _searched_call(self, request: p.Request, name: str, arguments: dict[str, Any]
+                       ) -> tuple[str, dict[str, Any]] | dict[str, Any]:
+        """In tool-search mode: the tool a ``tools/call`` calls and its arguments
+        (``call_tool``'s), or the whole response (``search_tools``, a mistake)."""
+        if name == tool_search.SEARCH:
+            asked = tool_search.search_arguments(arguments)
+            result = asked if isinstance(asked, dict) else tool_search.found(
+                self.host.search_tools(asked[0], limit=asked[1]))
+            return p.response(request.id, p.served_result(result, request.era))
+        if name != tool_search.CALL:
+            return p.error_response(request.id, tool_search.not_served(name))
+        called = tool_search.call_arguments(arguments)
+        if isinstance(called, tuple) and (called[0] in self.host.catalog
+                                          or called[0] in self._owners):
+            return called
+        refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
+        return p.response(request.id, p.served_result(refusal, request.era))
+
     def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
         """The overload refusal a ``tools/call`` would get now (a face that must choose its
         response's form before the call starts asks first), or None."""
         name = request.params.get("name")
+        arguments = request.params.get("arguments")
+        if self.tool_search and name == tool_search.CALL and isinstance(arguments, dict):
+            name = arguments.get("name")
         return self.admission.check(self._server_of(name) if isinstance(name, str) else None)
 
     def _gone(self, tool: str) -> dict[str, Any] | None:
@@ -251,6 +288,10 @@ class Answerer:
         if refusal is not None:
             work.close()
             return p.error_response(request.id, refusal)
+        # Every line logged while this request is worked on names it (``log_context``).
+        tool = request.params.get("name") if request.method == CALL else None
+        bound = log_context.bind(server, tool if isinstance(tool, str) else None, request.id)
+        started = time.perf_counter() if log.isEnabledFor(logging.INFO) else 0.0
         # The SERVER span: its context (from the request's _meta, else the face's) is
         # current while the work runs, so the host's CLIENT span continues the trace.
         record = self.host.telemetry.serve(request.method, request.params, request.id,
@@ -262,9 +303,18 @@ class Answerer:
         except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
             if not isinstance(exc, TrunklineError):
                 log.exception("%s failed inside the gateway", request.method)
+            elif started:
+                log.info("%s failed after %.1f ms (%s): %s", request.method,
+                         (time.perf_counter() - started) * 1000, type(exc).__name__,
+                         exc.message)
             return p.error_response(request.id, p.error_for(exc))
+        else:
+            if started:
+                log.info("%s answered in %.1f ms", request.method,
+                         (time.perf_counter() - started) * 1000)
         finally:
             self.admission.leave(server)
+            log_context.unbind(bound)
         if isinstance(result, InputRequired):
             missing = _undeclared(result, request.meta.get(META_CLIENT_CAPABILITIES))
             if missing:

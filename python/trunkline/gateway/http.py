@@ -1,7 +1,7 @@
 """The gateway over Streamable HTTP: ``trunkline serve CONFIG --http HOST:PORT``.
 
-One endpoint, ``/mcp``, serving both eras (an ASGI app, ``exchange``, on uvicorn,
-``http_server``):
+One endpoint, ``/mcp``, serving both eras (each request an ``exchange`` of the gateway's own
+HTTP/1.1 server, ``http_server``):
 
 - **Modern (2026-07-28)**, stateless: every POST is one request, its headers checked
   against its body (``http_rules``); a ``tools/call`` answers as an SSE stream when the
@@ -22,7 +22,8 @@ One endpoint, ``/mcp``, serving both eras (an ASGI app, ``exchange``, on uvicorn
   affinity on ``Mcp-Session-Id``. Resource subscriptions and the log level a legacy
   session sets are held by the replica that was told, too.
 
-Around it: ``/healthz`` and ``/readyz``; ``Host`` and ``Origin`` checked against the names
+Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
+status``), behind the same checks as ``/mcp``; ``Host`` and ``Origin`` checked against the names
 the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
 not loopback, or OAuth access tokens (``bearer``: the gateway as a protected resource,
 its RFC 9728 metadata at ``/.well-known/oauth-protected-resource[/mcp]``), or either; a
@@ -52,6 +53,7 @@ from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import bearer
 from . import protocol as p
+from .admin import status_document
 from .admission import retry_after
 from .answers import (
     CALL,
@@ -65,7 +67,7 @@ from .answers import (
 )
 from .asks import Asks
 from .event_streams import ReplayableStream, StreamStore
-from .exchange import Disconnected, Exchange, Receive, Send
+from .exchange import Disconnected, Exchange
 from .http_rules import (
     LegacySession,
     SessionSigner,
@@ -254,6 +256,7 @@ class HttpFace:
             ENDPOINT: {"POST": self._post, "GET": self._get, "DELETE": self._delete},
             "/healthz": {"GET": self._healthz},
             "/readyz": {"GET": self._readyz},
+            "/status": {"GET": self._status},
         }
         self._metrics_page = metrics
         if metrics is not None:
@@ -269,7 +272,7 @@ class HttpFace:
         self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
         if self._oauth is not None:  # before the first request can come in
             self._protect(self._oauth, self.url)
-        self._server = HttpServer(self, sock, self._drain_s)
+        self._server = HttpServer(self, sock, self._drain_s, max_body=self._limit)
         await self._server.start()
         return self.url
 
@@ -291,12 +294,9 @@ class HttpFace:
                      bearer.PRM_SUFFIX + ENDPOINT):  # what a client of /mcp itself asks
             self._routes[path] = {"GET": self._metadata}
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        """The ASGI app: one exchange, routed; a bug in the gateway is still a JSON-RPC
-        answer (and a log line), not a bare 500."""
-        if scope["type"] != "http":
-            return
-        exchange = Exchange(scope, receive, send)
+    async def __call__(self, exchange: Exchange) -> None:
+        """One exchange, routed; a bug in the gateway is still a JSON-RPC answer (and a
+        log line), not a bare 500."""
         reply: Reply | None = None
         try:
             methods = self._routes.get(exchange.path)
@@ -512,8 +512,8 @@ class HttpFace:
         found once per tool and catalog (walking a schema on every call cost more than the
         rest of the header checks together)."""
         name = request.params.get("name")
-        if request.method != CALL or not isinstance(name, str):
-            return ()
+        if request.method != CALL or not isinstance(name, str) or self._answerer.tool_search:
+            return ()  # in tool-search mode a call names one of the gateway's own tools
         known = self._header_params_of.get(name)
         if known is not None:
             return known
@@ -705,8 +705,19 @@ class HttpFace:
         return _json({"ready": ready, "tools": len(self._answerer.host.tools()),
                       "unavailable": down}, 200 if ready else 503)
 
+    async def _status(self, http: Exchange) -> Reply:
+        """Each server's state, era, calls in flight, latency, restarts and last error
+        (``admin``), for ``trunkline status``; checked like ``/mcp``."""
+        refused = await self._gate(http)
+        if refused is not None:
+            return refused
+        return _json(status_document(self._answerer.host),
+                     headers={"Cache-Control": "no-store"})
+
     def _catalog_changed(self, catalog: Catalog) -> None:
         self._header_params_of.clear()
+        if self._answerer.tool_search:
+            return  # the two tools served never change
         note = p.notification("notifications/tools/list_changed", {})
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(note)

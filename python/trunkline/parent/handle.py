@@ -18,6 +18,8 @@ import asyncio
 import collections
 import logging
 import random
+import time
+from time import perf_counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,7 @@ from ..telemetry.calls import note
 from .call_notices import CallNotices
 from .credentials import CredentialDesk
 from .generation import Generation
+from .latency import LatencyWindow
 from .launchers import Launcher, SpawnLauncher
 from .relay import ServerRequestRelay
 from .resource_watch import ResourceWatchers
@@ -74,6 +77,11 @@ class ServerStatus:
     protocol_violations: int = 0
     #: Seconds from starting the current worker to its era verdict (None: not yet).
     time_to_verdict_s: float | None = None
+    #: What last went wrong: why the server last restarted or became unavailable, or a
+    #: call that got no reply in time (None: nothing yet); kept after it recovered.
+    last_error: str | None = None
+    #: When that was (seconds since the epoch).
+    last_error_at: float | None = None
     report: StateReport | None = field(default=None, repr=False)
 
     @property
@@ -138,9 +146,13 @@ class WorkerHandle:
         self.state = ServerState.STARTING
         self.report: StateReport | None = None
         self.reason: str | None = None
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
         self.restarts = 0
         #: What the planner decided last (telemetry tells restarts and cut-offs by it).
         self.decision: Decision | None = None
+        #: The latencies of this server's recent calls (``Host.call_latency``).
+        self.latency = LatencyWindow()
         self._gen: Generation | None = None
         self._generations = 0
         self._unreaped: set[Generation] = set()
@@ -235,6 +247,8 @@ class WorkerHandle:
             late_replies=late,
             protocol_violations=violations,
             time_to_verdict_s=gen.verdict_after_s if gen else None,
+            last_error=self.last_error,
+            last_error_at=self.last_error_at,
         )
 
     # -- calls -------------------------------------------------------------------------
@@ -251,6 +265,7 @@ class WorkerHandle:
         tick's single channel write, one deadline in the generation's ordered set (one
         timer for all). No task, no wait_for."""
         loop = self._loop or asyncio.get_running_loop()
+        started = perf_counter()  # the loop's clock may tick in milliseconds (uvloop)
         deadline = loop.time() + timeout
         if self.state is not ServerState.READY:
             await self._wait_ready(deadline, timeout, method)
@@ -277,6 +292,7 @@ class WorkerHandle:
             try:
                 kind, result_type, payload = await future
             except RequestTimeout:
+                self._note_error(f"{method}: no reply within {timeout:g} s")
                 raise RequestTimeout(
                     f"no reply within {timeout:g} s", timeout_s=timeout,
                     server=self.name, method=method) from None
@@ -288,6 +304,7 @@ class WorkerHandle:
             self._inflight -= 1
             if self._slot_waiters:
                 self._wake_slot_waiter()
+        self.latency.add(perf_counter() - started)
         return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
 
     def _expired(self, gen: Generation, expired: list[tuple[Any, Any]]) -> None:
@@ -518,8 +535,14 @@ class WorkerHandle:
 
     # -- state changes -----------------------------------------------------------------
 
+    def _note_error(self, error: str) -> None:
+        self.last_error, self.last_error_at = error, time.time()
+
     def _set_state(self, state: ServerState) -> None:
         previous, self.state = self.state, state
+        if state in (ServerState.RESTARTING, ServerState.UNAVAILABLE) and self.reason \
+                and state is not previous:
+            self._note_error(self.reason)
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
+from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import load_config, load_oauth_config
 from ..errors import ToolCollision, UnknownTool
@@ -33,6 +34,7 @@ from ..telemetry.telemetry import Telemetry
 from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
+from .latency import LatencySummary
 from .listings import CatalogKeeper
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
@@ -123,7 +125,11 @@ class Host:
             relist=lambda name: self.refresh_tools(name), telemetry=self.telemetry)
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
+        self._server_watchers: list[Callable[[ServerStatus], None]] = []
         self._last_entries = self._catalog.catalog.entries
+        #: The tool search index, built again at the first search after a change.
+        self._search = ToolSearch(self.tools)
+        self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
         #: An OAuth client this host made (``from_config``), closed with it.
         self._owned_oauth: OAuthClient | None = None
@@ -245,8 +251,29 @@ class Host:
         self._catalog.rebuild_or_keep()
         return self._servers.handle(name).status()
 
+    def call_latency(self, name: str) -> LatencySummary:
+        """How many of ``name``'s calls were answered, and the p50/p99 seconds of the
+        recent ones (``parent/latency.py``)."""
+        return self._servers.handle(name).latency.summary()
+
+    def watch_servers(self, on_change: Callable[[ServerStatus], None]) -> Callable[[], None]:
+        """Call ``on_change(status)`` (on the loop, synchronously) when a server is added
+        (starting) and whenever its state changes (negotiating, ready, restarting,
+        unavailable with its reason, stopped); may be called before the host is entered,
+        to follow its servers as they come up. Returns the function that stops it."""
+        self._server_watchers.append(on_change)
+        return lambda: self._server_watchers.remove(on_change) \
+            if on_change in self._server_watchers else None
+
     def _on_server_state(self, handle: WorkerHandle) -> None:
         self.telemetry.server_state(handle)
+        if self._server_watchers:
+            status = handle.status()
+            for watcher in list(self._server_watchers):
+                try:
+                    watcher(status)
+                except Exception:  # noqa: BLE001 - one watcher must not break the host
+                    log.exception("a server watcher failed")
         if not self._closed:
             self._catalog.on_server_state(handle)
 
@@ -288,6 +315,13 @@ class Host:
                 watcher(catalog)
             except Exception:  # noqa: BLE001 - one watcher must not break the catalog
                 log.exception("a catalog watcher failed")
+
+    def search_tools(self, query: str, *, limit: int = DEFAULT_LIMIT) -> list[ToolMatch]:
+        """The ``limit`` tools of ``tools()`` that best match ``query`` (BM25 over names,
+        titles, descriptions and parameter names; ``catalog/search.py``), best first, each
+        a ``ToolMatch`` (``.entry``, ``.name`` the model calls, ``.server``, ``.score``).
+        No I/O: it searches the catalog as last listed."""
+        return self._search.search(query, limit)
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing
@@ -414,7 +448,7 @@ def _log_to_logger(server: str, params: dict[str, Any]) -> None:
     py_level = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO,
                 "warning": logging.WARNING}.get(level if isinstance(level, str) else "",
                                                 logging.ERROR)
-    log.log(py_level, "server %r: %s", server, params.get("data"))
+    log.log(py_level, "server %r: %s", server, params.get("data"), extra={"server": server})
 
 
 def _identity(client_info: Mapping[str, str] | ClientIdentity | None,

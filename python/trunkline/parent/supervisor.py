@@ -31,8 +31,9 @@ class Supervisor:
                  on_log: Callable[[str, dict[str, Any]], None] | None = None,
                  input_handlers: Mapping[str, InputHandler] | None = None,
                  oauth: OAuthClient | None = None) -> None:
-        """``on_state`` is called (synchronously, on the loop) after every state change of
-        any server, e.g. to re-list tools when a restarted server is ready again;
+        """``on_state`` is called (synchronously, on the loop) when a server is added
+        (starting) and after every state change of any server, e.g. to re-list tools
+        when a restarted server is ready again;
         ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
         changed; ``input_handlers`` answer legacy servers' own requests; ``oauth`` gives
         HTTP servers' workers their credentials (``settings.oauth`` says it does)."""
@@ -63,6 +64,8 @@ class Supervisor:
                    for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle
+            if self._on_state is not None:
+                self._on_state(handle)  # its first state, starting: it is news too
         return await gather_all(*(h.start() for h in handles))
 
     def handle(self, name: str) -> WorkerHandle:

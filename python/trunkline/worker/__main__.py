@@ -15,6 +15,7 @@ import sys
 
 from ..channel import WorkerSpec
 from ..lifetime import die_with_parent
+from ..log_format import configure_inherited
 from .worker import EXIT_BAD_CONFIG, Worker
 
 
@@ -34,6 +35,7 @@ def run(spec: bytes, fd: int) -> int:
     except Exception as exc:  # a broken parent/worker pairing: say so loudly
         print(f"trunkline worker: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    configure_inherited(worker.spec.server.name)
     sock = socket.socket(fileno=fd)
     _install_loop()
     profile_dir = os.environ.get("TRUNKLINE_WORKER_PROFILE")

@@ -190,6 +190,9 @@ class NotificationRouter:
         peer = self._peer
         request_id, reply = peer.open_request(
             "subscriptions/listen", orjson.dumps({"notifications": wanted}))
+        # Its failure may come after this task was cancelled (the worker stopping): it
+        # is retrieved, so that asyncio does not report it as lost.
+        reply.add_done_callback(_retrieved)
         self._stream = ListenStream(request_id, wanted)
         self._stream_closed = asyncio.get_running_loop().create_future()
         refilter = asyncio.ensure_future(self._resources_changed.wait())
@@ -219,6 +222,11 @@ class NotificationRouter:
         finally:
             refilter.cancel()
             self._stream = None
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class _Ended(enum.Enum):

@@ -1,0 +1,45 @@
+"""The gateway's status document (``GET /status``), read by ``trunkline status``.
+
+Rules:
+
+- Built from the ``Host`` API only (``servers``, ``call_latency``, ``tools``), like the
+  rest of the gateway.
+- What an operator needs per server and nothing that could carry a secret: no
+  configuration (a server's command line, environment, headers), no stderr, no
+  credential. Reasons and errors are the host's own sentences.
+- Latencies are milliseconds, rounded to the microsecond; ``null`` before a first
+  answered call.
+- The face serves it behind the same checks as ``/mcp`` (API keys, OAuth tokens).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..parent.host import Host
+
+#: The document's shape; ``trunkline status`` refuses one it does not know.
+SCHEMA = "trunkline.status/1"
+
+
+def status_document(host: Host) -> dict[str, Any]:
+    servers = []
+    for status in host.servers():
+        latency = host.call_latency(status.name)
+        servers.append({
+            "name": status.name, "state": status.state.value, "era": status.era,
+            "version": status.version, "reason": status.reason,
+            "in_flight": status.in_flight, "answered": latency.answered,
+            "p50_ms": _ms(latency.p50_s), "p99_ms": _ms(latency.p99_s),
+            "restarts": status.restarts, "last_error": status.last_error,
+            "last_error_at": status.last_error_at,
+        })
+    return {"schema": SCHEMA, "tools": len(host.tools()), "servers": servers}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
+__all__ = ["SCHEMA", "status_document"]

@@ -1,0 +1,231 @@
+"""``trunkline status URL`` against a running ``trunkline serve --http``: its servers'
+states, eras, calls in flight, latencies, restarts and last errors, as a table, as JSON,
+refreshed under a terminal; the status endpoint behind the gateway's OAuth; and the
+gateway's JSON log lines. Real gateways, real servers, the command run as a user runs
+it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import orjson
+import pytest
+from conftest import run, scripted
+from gateways import HttpGateway, fleet_config
+from oidc import start_provider
+
+SCOPE = "mcp:tools"
+
+
+async def trunkline(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "trunkline", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def status_of(gw: HttpGateway, *flags: str) -> dict[str, dict]:
+    code, out, err = await trunkline("status", gw.url, "--json", *flags)
+    assert code == 0, err
+    return {s["name"]: s for s in orjson.loads(out)["servers"]}
+
+
+async def call(gw: HttpGateway, tool: str, arguments: dict | None = None) -> dict:
+    status, answer = await gw.modern("tools/call", {"name": tool,
+                                                    "arguments": arguments or {}})
+    assert status == 200, answer
+    return answer
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    """One modern server, and one legacy server that is not allowlisted (refused)."""
+    return fleet_config(tmp_path, {"alpha": scripted(), "old": scripted("--era", "legacy")})
+
+
+def test_states_counts_latencies_restarts_and_last_errors(gateways, fleet):
+    async def main():
+        gw = await HttpGateway.start(fleet, gateways)
+        first = await status_of(gw)
+        assert (first["alpha"]["state"], first["alpha"]["era"], first["alpha"]["version"]) \
+            == ("ready", "modern", "2026-07-28")
+        assert first["alpha"]["last_error"] is None and first["alpha"]["restarts"] == 0
+        assert first["old"]["state"] == "unavailable" and first["old"]["era"] is None
+        assert "allow_legacy=False" in first["old"]["reason"]
+        assert first["old"]["last_error"] == first["old"]["reason"]
+        assert first["old"]["answered"] == 0 and first["old"]["p50_ms"] is None
+
+        for i in range(6):
+            await call(gw, "echo", {"i": i})
+        after = await status_of(gw)
+        alpha = after["alpha"]
+        assert alpha["answered"] == first["alpha"]["answered"] + 6
+        assert 0 < alpha["p50_ms"] <= alpha["p99_ms"]
+        assert alpha["in_flight"] == 0
+
+        # A call the server never answers is in flight until its client goes away.
+        pending = asyncio.ensure_future(call(gw, "sleep"))
+        while (await status_of(gw))["alpha"]["in_flight"] != 1:
+            await asyncio.sleep(0.05)
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+        while (await status_of(gw))["alpha"]["in_flight"] != 0:
+            await asyncio.sleep(0.05)
+
+        # A crash: restarted, and its cause is the last error once it is ready again.
+        crashed = await call(gw, "crash")
+        assert "error" in crashed
+        while (now := await status_of(gw))["alpha"]["state"] != "ready":
+            await asyncio.sleep(0.05)
+        assert now["alpha"]["restarts"] == 1
+        assert now["alpha"]["last_error"] and now["alpha"]["last_error_at"] > 0
+
+        code, table, err = await trunkline("status", gw.url)
+        assert code == 0, err
+        header, *rows = table.splitlines()
+        assert header.split() == ["SERVER", "STATE", "ERA", "VERSION", "IN", "FLIGHT",
+                                  "CALLS", "P50", "P99", "RESTARTS", "LAST", "ERROR"]
+        cells = {row.split()[0]: row.split() for row in rows}
+        assert cells["alpha"][1:5] == ["ready", "modern", "2026-07-28", "0"]
+        assert cells["alpha"][8] == "1"  # restarts
+        assert cells["old"][1] == "unavailable" and "era refused" in table
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_watch_redraws_in_place_on_a_terminal(gateways, fleet):
+    async def main():
+        gw = await HttpGateway.start(fleet, gateways)
+        main_fd, child = os.openpty()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trunkline", "status", gw.url, "--watch",
+             "--interval", "0.1"], stdin=child, stdout=child, stderr=child,
+            env={**os.environ, "COLUMNS": "200", "TERM": "xterm"})
+        os.close(child)
+        screen = b""
+        try:
+            # Three drawings of the table: the first and two refreshes.
+            while screen.count(b"SERVER") < 3:
+                screen += await asyncio.get_running_loop().run_in_executor(
+                    None, os.read, main_fd, 65536)
+            proc.send_signal(signal.SIGINT)
+            assert await asyncio.get_running_loop().run_in_executor(
+                None, lambda: proc.wait(30)) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            os.close(main_fd)
+        text = screen.decode(errors="replace")
+        assert "\x1b[" in text and "alpha" in text and "unavailable" in text
+        assert "\x1b[2K" in text or "\x1b[1A" in text  # redrawn where it was
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_a_gateway_that_is_not_there_is_a_one_line_error(no_leaks):
+    done = subprocess.run([sys.executable, "-m", "trunkline", "status",
+                           "http://127.0.0.1:1/mcp"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("trunkline: http://127.0.0.1:1/status: no answer")
+    assert len(done.stderr.splitlines()) == 1
+    done = subprocess.run([sys.executable, "-m", "trunkline", "status", "ftp://x/"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not an http(s) URL" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def provider():
+    started = start_provider()
+    yield started
+    started.stop()
+
+
+def test_with_oauth_on_status_needs_a_token_and_never_shows_it(gateways, tmp_path,
+                                                                provider):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--oauth-issuer", provider.issuer,
+                                     "--oauth-scopes", SCOPE)
+        async with gw.http.get(f"{gw.base}/status") as response:
+            assert response.status == 401
+            assert "resource_metadata" in response.headers["WWW-Authenticate"]
+        code, out, err = await trunkline("status", gw.url)
+        assert code == 1 and out == "" and "HTTP 401" in err
+        token = await provider.token(gw.url, SCOPE)
+        token_file = tmp_path / "token"
+        token_file.write_text(token + "\n")
+        code, out, err = await trunkline("status", gw.url, "--json", "--token-file",
+                                         str(token_file))
+        assert code == 0, err
+        assert [s["state"] for s in orjson.loads(out)["servers"]] == ["ready"]
+        code, table, err = await trunkline("status", gw.url, env={"TRUNKLINE_TOKEN": token})
+        assert code == 0 and "alpha" in table, err
+        # A token without the required scope is refused as /mcp refuses it.
+        other = await provider.token(gw.url, "other")
+        code, out, err = await trunkline("status", gw.url, env={"TRUNKLINE_TOKEN": other})
+        assert code == 1 and "HTTP 403" in err
+        assert await gw.stop() == 0
+        return [token, other], out + err + table + gw.stderr.decode()
+    tokens, shown = run(main())
+    for token in tokens:
+        assert not any(part in shown for part in token.split(".") if len(part) > 8)
+
+
+def test_api_keys_protect_status_too(gateways, tmp_path):
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    key = "sk-trunkline-status-test-0123456789"
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, env={"TRUNKLINE_API_KEYS": key})
+        code, _, err = await trunkline("status", gw.url)
+        assert code == 1 and "HTTP 401" in err and key not in err
+        code, out, err = await trunkline("status", gw.url, "--json",
+                                         env={"TRUNKLINE_TOKEN": key})
+        assert code == 0 and key not in out, err
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_json_log_lines_carry_server_tool_and_request_id(gateways, fleet):
+    async def main():
+        gw = await HttpGateway.start(fleet, gateways, "--log-format", "json",
+                                     "--log-level", "info")
+        message = gw.message("tools/call", {"name": "echo", "arguments": {"x": 1},
+                                            "_meta": {**_meta()}}, request_id="req-42")
+        status, answer, _ = await gw.post(message, gw.modern_headers(message))
+        assert status == 200 and answer["id"] == "req-42"
+        crashed = gw.message("tools/call", {"name": "crash", "arguments": {},
+                                            "_meta": _meta()}, request_id=43)
+        await gw.post(crashed, gw.modern_headers(crashed))
+        assert await gw.stop() == 0
+        return gw.stderr
+    stderr = run(main())
+    lines = [orjson.loads(line) for line in stderr.splitlines()]  # every line is JSON
+    assert lines
+    for line in lines:
+        assert {"time", "level", "logger", "message", "server", "tool",
+                "request_id"} <= set(line), line
+    answered = [line for line in lines if line["request_id"] == "req-42"]
+    assert answered and all((a["server"], a["tool"]) == ("alpha", "echo") for a in answered)
+    assert "tools/call answered" in answered[-1]["message"]
+    failed = [line for line in lines if line["request_id"] == 43]
+    assert failed and failed[-1]["tool"] == "crash" and "failed" in failed[-1]["message"]
+    refused = [line for line in lines if line["server"] == "old" and line["level"] ==
+               "warning"]
+    assert refused and "unavailable: era refused" in refused[0]["message"]
+    assert any(line["server"] == "alpha" and "restarting" in line["message"]
+               for line in lines)
+
+
+def _meta() -> dict:
+    from gateways import modern_meta
+
+    return modern_meta()
