@@ -238,9 +238,9 @@ class Telemetry:
                 self._event(tracer, "crash_loop", told)
             elif isinstance(decision, ReprobeIn):
                 self._event(tracer, "reprobe", told)
-        if self._spawn_told.get(name) != handle.generation:
-            # A worker's first state change (its STARTING is the handle's initial state
-            # the first time, so not a change): the spawn is told then.
+        if handle.generation and self._spawn_told.get(name) != handle.generation:
+            # Told at a new worker's first state report (its STARTING may be no change of
+            # the handle's state; generation 0 is a handle with no worker yet).
             self._spawn_told[name] = handle.generation
             self._event(tracer, "spawn", {**base, "trunkline.server.restarts": handle.restarts})
         report = handle.report
