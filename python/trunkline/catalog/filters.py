@@ -1,0 +1,103 @@
+"""What an operator lets through from one server before pins are even looked at: the
+tool filter (``enabledTools`` / ``disabledTools``) and the bounds on what an untrusted
+server may put in front of a model. Pure.
+
+Rules:
+
+1. ``ToolFilter``: a tool is kept when its name (the server's own) matches one of the
+   ``enabled`` glob patterns (all tools when there are none) and none of the ``disabled``
+   ones. Patterns are shell globs (``*``, ``?``, ``[...]``), case-sensitive like tool names.
+   The filter is the configuration's, applied to every listing: what a server lists, or
+   announces later, can never widen it.
+2. ``ToolBounds``: a tool is over a bound when its description is longer than
+   ``description_chars``, its input and output schemas together take more than
+   ``schema_bytes`` as canonical JSON, or nest deeper than ``schema_depth`` (or the whole
+   definition does, its ``annotations`` and ``_meta`` included); or its
+   definition is not I-JSON (RFC 7493: an integer beyond 2**53 cannot be pinned
+   canonically). When more than ``tools_per_server`` tools pass the filter, the ones after
+   that many, in the server's order, are over the bound. A tool over a bound is
+   quarantined with a warning naming the server, the tool and the bound; it cannot be
+   approved, only brought within the bound (by the server, or by the operator's bounds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+import rfc8785
+
+from .model import ToolEntry
+
+
+@dataclass(frozen=True)
+class ToolFilter:
+    enabled: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = ()
+
+    def allows(self, name: str) -> bool:
+        if self.enabled and not any(fnmatchcase(name, p) for p in self.enabled):
+            return False
+        return not any(fnmatchcase(name, p) for p in self.disabled)
+
+
+@dataclass(frozen=True)
+class ToolBounds:
+    #: Generous for real servers (the longest descriptions of popular servers run to a
+    #: few thousand characters), tight enough that no one tool can fill a model's context.
+    description_chars: int = 8192
+    schema_bytes: int = 65536
+    schema_depth: int = 32
+    tools_per_server: int = 512
+
+    def __post_init__(self) -> None:
+        for name in ("description_chars", "schema_bytes", "schema_depth", "tools_per_server"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"tool bound {name} must be a positive integer, not {value!r}")
+
+    def violation(self, tool: ToolEntry) -> str | None:
+        """Which bound ``tool`` is over (rule 2), as a warning names it, or ``None``."""
+        if tool.description is not None and len(tool.description) > self.description_chars:
+            return (f"description length {len(tool.description)} > "
+                    f"{self.description_chars} characters")
+        schemas = [s for s in (tool.input_schema, tool.output_schema) if s is not None]
+        # Depth first, without recursion: canonical JSON recurses, and a hostile definition
+        # may be deeper than Python's stack.
+        depth = max((_depth(s) for s in schemas), default=0)
+        if depth > self.schema_depth:
+            return f"schema depth {depth} > {self.schema_depth}"
+        whole = _depth(tool.raw) - 1
+        if whole > self.schema_depth:
+            return f"definition depth {whole} > {self.schema_depth}"
+        try:
+            rfc8785.dumps(tool.raw)
+            size = sum(len(rfc8785.dumps(s)) for s in schemas)
+        except rfc8785.CanonicalizationError:
+            return "its definition is not I-JSON (an integer beyond 2**53)"
+        if size > self.schema_bytes:
+            return f"schema size {size} > {self.schema_bytes} bytes"
+        return None
+
+
+def over_count(tools: Sequence[ToolEntry], bounds: ToolBounds) -> list[ToolEntry]:
+    """The tools after the first ``tools_per_server`` (rule 2)."""
+    return list(tools[bounds.tools_per_server:])
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of JSON containers, without recursion (a hostile schema may be deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
