@@ -186,6 +186,7 @@ def test_the_filter_keeps_enabled_and_drops_disabled_globs():
     assert [n for n in ("read_file", "read_secrets", "echo", "Echo", "write")
             if f.allows(n)] == ["read_file", "echo"]
     assert ToolFilter().allows("anything")
+    assert not ToolFilter(enabled=()).allows("anything")
     assert not ToolFilter(disabled=("*",)).allows("x")
 
 

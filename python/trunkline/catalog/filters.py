@@ -5,7 +5,7 @@ server may put in front of a model. Pure.
 Rules:
 
 1. ``ToolFilter``: a tool is kept when its name (the server's own) matches one of the
-   ``enabled`` glob patterns (all tools when there are none) and none of the ``disabled``
+   ``enabled`` glob patterns (every tool when ``enabled`` is ``None``) and none of the ``disabled``
    ones. Patterns are shell globs (``*``, ``?``, ``[...]``), case-sensitive like tool names.
    The filter is the configuration's, applied to every listing: what a server lists, or
    announces later, can never widen it.
@@ -34,11 +34,12 @@ from .model import ToolEntry
 
 @dataclass(frozen=True)
 class ToolFilter:
-    enabled: tuple[str, ...] = ()
+    #: ``None``: every tool; ``()``: none.
+    enabled: tuple[str, ...] | None = None
     disabled: tuple[str, ...] = ()
 
     def allows(self, name: str) -> bool:
-        if self.enabled and not any(fnmatchcase(name, p) for p in self.enabled):
+        if self.enabled is not None and not any(fnmatchcase(name, p) for p in self.enabled):
             return False
         return not any(fnmatchcase(name, p) for p in self.disabled)
 

@@ -6,9 +6,9 @@ Rules:
 
 1. A tool's pin is the SHA-256 of the RFC 8785 canonical JSON of its whole definition as
    it came over the wire (name, title, description, inputSchema, outputSchema,
-   annotations, icons, anything else), minus the ``_meta`` keys a host names as volatile
-   (``volatile_meta``; MCP documents none today, so by default nothing is left out). A
-   field's change anywhere, a schema's included, changes the pin.
+   annotations, icons, anything else), minus the ``_meta`` keys documented as volatile
+   (``VOLATILE_META_KEYS``: MCP documents none today, so nothing is left out). A field's
+   change anywhere, a schema's included, changes the pin.
 2. Pins belong to one server identity (``server_identity(params)``: the command line
    with its environment and working directory, or the URL), never to a configured name
    alone: a record is looked up by identity, so a second server, whatever it is called,
@@ -44,6 +44,8 @@ from .model import ToolEntry
 FirstSight = Literal["trust", "approve"]
 QuarantineReason = Literal["changed", "new", "renamed", "bound"]
 
+#: ``_meta`` keys whose values may change without the tool changing (rule 1).
+VOLATILE_META_KEYS: frozenset[str] = frozenset()
 #: Paths ``diff`` reports at most (the rest is summed up as one more line).
 MAX_CHANGES = 20
 FORMAT = 1

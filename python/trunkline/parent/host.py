@@ -18,8 +18,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
+from ..catalog.filters import ToolBounds
+from ..catalog.pins import Quarantine
 from ..channel import ServerState
-from ..config import load_config, load_oauth_config
+from ..config import load_config, load_oauth_config, load_pin_config
 from ..errors import ToolCollision, UnknownTool
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
@@ -33,6 +35,7 @@ from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .listings import CatalogKeeper
+from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
 
@@ -60,6 +63,9 @@ class Host:
         input_handlers: Mapping[str, InputHandler] | None = None,
         mrtr_limits: MrtrLimits | None = None,
         oauth: OAuthClient | None = None,
+        pins: PinStore | None = None,
+        approve_first_sight: bool = False,
+        tool_bounds: ToolBounds | None = None,
     ) -> None:
         """``on_log(server, params)`` receives every ``notifications/message`` a server
         sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
@@ -78,7 +84,13 @@ class Host:
         authorization, refresh, step-up: all in this process, one flight per server), and
         the request is sent again; tokens are renewed before they expire. The caller owns
         it (closes it after the host). Without it a 401/403 fails the request with
-        ``AuthenticationFailed``."""
+        ``AuthenticationFailed``.
+
+        ``pins`` (``PinStore``; in memory by default): each tool's approved definition,
+        by server identity. A tool whose definition changed (or, with
+        ``approve_first_sight``, any tool not approved yet) is quarantined until
+        ``approve_tool``; ``tool_bounds`` (``ToolBounds``) quarantine what is too big to
+        put in front of a model. The caller owns ``pins``."""
         base = settings or HostSettings()
         identity = (_identity(client_info, capabilities) if (client_info or capabilities)
                     else base.identity)
@@ -102,7 +114,8 @@ class Host:
         self._catalog = CatalogKeeper(
             self._servers, policy=collision, model_safe=model_safe_names,
             list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
-            on_rebuilt=self._on_rebuilt)
+            on_rebuilt=self._on_rebuilt, pins=pins, bounds=tool_bounds,
+            first_sight="approve" if approve_first_sight else "trust")
         self._calls = CallPath(
             retry_policy=self.retry_policy, call_timeout=call_timeout,
             input_rounds=InputRounds(handlers, identity.capabilities,
@@ -114,6 +127,8 @@ class Host:
         self._closed = False
         #: An OAuth client this host made (``from_config``), closed with it.
         self._owned_oauth: OAuthClient | None = None
+        #: A pin store this host made (``from_config``), closed with it.
+        self._owned_pins: PinStore | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -128,8 +143,19 @@ class Host:
         OAuth client of its own, as the file's ``"oauth"`` keys describe
         (``config.load_oauth_config``), closed with the host: tokens a person stored with
         ``trunkline login`` are used and refreshed, client credentials are obtained, and an
-        authorization that needs a person fails saying to run ``trunkline login``."""
+        authorization that needs a person fails saying to run ``trunkline login``.
+
+        Pins are kept where the tokens are (the ``"oauth"`` ``store``: its ``pins``
+        subdirectory, or the same Redis), with the file's ``"pins"`` settings
+        (``config.load_pin_config``)."""
         configs = load_config(path, discover_timeout=discover_timeout)
+        pin_config = load_pin_config(path)
+        kwargs.setdefault("approve_first_sight", pin_config.approve_first_sight)
+        if pin_config.bounds:
+            kwargs.setdefault("tool_bounds", ToolBounds(**pin_config.bounds))
+        owned_pins = None
+        if "pins" not in kwargs:
+            owned_pins = kwargs["pins"] = pins_for(load_oauth_config(path).store)
         owned = None
         if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in configs):
             from ..auth.configured import oauth_client_from
@@ -139,6 +165,7 @@ class Host:
                 load_oauth_config(path), SignInRequired(f"trunkline login {path} NAME"))
         host = cls(**kwargs)
         host._owned_oauth = owned
+        host._owned_pins = owned_pins
         host._pending_config = configs
         return host
 
@@ -162,6 +189,8 @@ class Host:
         await self._servers.aclose()
         if self._owned_oauth is not None:
             await self._owned_oauth.aclose()
+        if self._owned_pins is not None:
+            await self._owned_pins.aclose()
 
     # -- servers -------------------------------------------------------------------------
 
@@ -176,6 +205,8 @@ class Host:
         call_timeout: float | None = None,
         discover_timeout: float | None = None,
         idempotent_tools: Sequence[str] = (),
+        enabled_tools: Sequence[str] | None = None,
+        disabled_tools: Sequence[str] = (),
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
@@ -285,6 +316,17 @@ class Host:
         await self._catalog.refresh([server] if server is not None else self._servers.names())
         return self.tools()
 
+    async def approve_tool(self, server: str, tool: str) -> None:
+        """Approve the quarantined definition of ``tool`` (the server's own name for it):
+        it becomes the tool's pin and enters the catalog. Raises ``UnknownTool`` when no
+        definition of it waits for approval (or it is over a bound, which no approval
+        lifts)."""
+        await self._catalog.approve(server, tool)
+
+    def quarantined(self) -> list[Quarantine]:
+        """The quarantined tools of the listed servers, each saying why."""
+        return self._catalog.quarantined()
+
     # -- calls ---------------------------------------------------------------------------
 
     async def call_tool(
@@ -322,11 +364,7 @@ class Host:
         ``call_input`` gives this call its own input-round handlers, or relays its
         ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
         client answers); the caller's next call carries the answers in it."""
-        try:
-            entry = self._catalog.catalog.lookup(name)
-        except KeyError:
-            raise UnknownTool(f"no tool named {name!r} in the catalog",
-                              method="tools/call") from None
+        entry = await self._lookup(name)
         # A dict needs no ABC check (the common case, and the check is not free).
         if type(arguments) is not dict and arguments is not None and not isinstance(
                 arguments, Mapping):
@@ -339,6 +377,22 @@ class Host:
         if isinstance(result, InputRequired):
             return result
         return self._results.to_result(entry, result)
+
+    async def _lookup(self, name: str) -> ToolEntry:
+        """The catalog's entry for ``name``, once its server's tools are not being
+        listed again (so a tool whose definition just changed is never called)."""
+        while True:
+            try:
+                entry = self._catalog.catalog.lookup(name)
+            except KeyError:
+                withheld = self._catalog.withheld(name)
+                if withheld is not None:
+                    raise withheld from None
+                raise UnknownTool(f"no tool named {name!r} in the catalog",
+                                  method="tools/call") from None
+            if not self._catalog.settling(entry.server):
+                return entry
+            await self._catalog.settled(entry.server)
 
     async def request(self, server: str, method: str,
                       params: Mapping[str, Any] | None = None, *,
