@@ -215,11 +215,16 @@ class Host:
         ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter).
         ``idempotent_tools`` names (by the server's own local names) the tools that are
         safe to repeat, so a call to them may be retried after it may have reached the
-        server; a tool's own ``idempotentHint`` is untrusted and never counts."""
+        server; a tool's own ``idempotentHint`` is untrusted and never counts.
+        ``enabled_tools`` / ``disabled_tools`` (glob patterns of local names) choose the
+        tools listed and callable."""
         config = ServerConfig(name, transport, allow_legacy=allow_legacy,
                               idempotent_tools=frozenset(idempotent_tools),
                               call_timeout=call_timeout, discover_timeout=discover_timeout,
-                              max_inflight=max_inflight, wait_ready=wait_ready)
+                              max_inflight=max_inflight, wait_ready=wait_ready,
+                              enabled_tools=None if enabled_tools is None
+                              else tuple(enabled_tools),
+                              disabled_tools=tuple(disabled_tools))
         return (await self.add_servers([config]))[0]
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
