@@ -196,19 +196,25 @@ class CatalogKeeper:
 
     def withheld(self, name: str) -> UnknownTool | None:
         """The error for a call to ``name`` (a tool's local or prefixed name) if a server
-        has such a tool and it is filtered or quarantined."""
-        for server, screening in self._screenings.items():
+        has such a tool and it is filtered or quarantined: a quarantine first, then a
+        filter, each in configured order."""
+        candidates = []
+        for server in self._servers.names():
+            screening = self._screenings.get(server)
+            if screening is None:
+                continue
             local = name.removeprefix(f"{server}/")
-            if local in screening.filtered:
-                return ToolFiltered(f"tool {local!r} is filtered out by the server's "
-                                    f"enabledTools/disabledTools", server=server, tool=local)
             quarantine = screening.quarantined.get(local)
             if quarantine is not None:
                 return ToolQuarantined(
                     f"tool {local!r} is {quarantine.detail}", server=server, tool=local,
                     reason=quarantine.reason, changes=quarantine.changes,
                     bound=quarantine.bound)
-        return None
+            if local in screening.filtered:
+                candidates.append(ToolFiltered(
+                    f"tool {local!r} is filtered out by the server's "
+                    f"enabledTools/disabledTools", server=server, tool=local))
+        return candidates[0] if candidates else None
 
     def settling(self, server: str) -> bool:
         return server in self._settling
