@@ -4,8 +4,10 @@ no process, no loop."""
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import pytest
+import rfc8785
 
 from trunkline.catalog import ListingDriver
 from trunkline.catalog.filters import ToolBounds, ToolFilter
@@ -49,6 +51,8 @@ def test_the_digest_is_canonical_json_whatever_the_key_order():
     a = {"name": "t", "inputSchema": {"type": "object", "properties": {"x": {}, "y": {}}}}
     b = {"inputSchema": {"properties": {"y": {}, "x": {}}, "type": "object"}, "name": "t"}
     assert digest(a) == digest(b)
+    assert digest(a) == hashlib.sha256(rfc8785.dumps(b)).hexdigest()
+    assert digest(b) == hashlib.sha256(rfc8785.dumps(a)).hexdigest()  # remembered, the same
     assert digest(a) != digest({**a, "title": "T"})
     # RFC 8785 writes 1.0 as 1: the same number is the same pin.
     assert digest({"n": 1.0}) == digest({"n": 1})

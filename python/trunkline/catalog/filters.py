@@ -11,7 +11,7 @@ Rules:
    announces later, can never widen it.
 2. ``ToolBounds``: a tool is over a bound when its description is longer than
    ``description_chars``, its input and output schemas together take more than
-   ``schema_bytes`` as canonical JSON, or nest deeper than ``schema_depth`` (or the whole
+   ``schema_bytes`` as compact JSON, or nest deeper than ``schema_depth`` (or the whole
    definition does, its ``annotations`` and ``_meta`` included); or its
    definition is not I-JSON (RFC 7493: an integer beyond 2**53 cannot be pinned
    canonically). When more than ``tools_per_server`` tools pass the filter, the ones after
@@ -22,12 +22,12 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-import rfc8785
+import orjson
 
 from .model import ToolEntry
 
@@ -65,19 +65,21 @@ class ToolBounds:
             return (f"description length {len(tool.description)} > "
                     f"{self.description_chars} characters")
         schemas = [s for s in (tool.input_schema, tool.output_schema) if s is not None]
-        # Depth first, without recursion: canonical JSON recurses, and a hostile definition
-        # may be deeper than Python's stack.
-        depth = max((_depth(s) for s in schemas), default=0)
+        # One walk of each field, without recursion (a hostile definition may be deeper
+        # than Python's stack), before anything canonicalizes it.
+        depths, i_json = {}, True
+        for key, value in tool.raw.items():
+            depths[key], exact = _walk(value)
+            i_json = i_json and exact
+        depth = max(depths.get("inputSchema", 0), depths.get("outputSchema", 0))
         if depth > self.schema_depth:
             return f"schema depth {depth} > {self.schema_depth}"
-        whole = _depth(tool.raw) - 1
+        whole = max(depths.values(), default=0)
         if whole > self.schema_depth:
             return f"definition depth {whole} > {self.schema_depth}"
-        try:
-            rfc8785.dumps(tool.raw)
-            size = sum(len(rfc8785.dumps(s)) for s in schemas)
-        except rfc8785.CanonicalizationError:
+        if not i_json:
             return "its definition is not I-JSON (an integer beyond 2**53)"
+        size = sum(len(orjson.dumps(s)) for s in schemas)
         if size > self.schema_bytes:
             return f"schema size {size} > {self.schema_bytes} bytes"
         return None
@@ -88,17 +90,32 @@ def over_count(tools: Sequence[ToolEntry], bounds: ToolBounds) -> list[ToolEntry
     return list(tools[bounds.tools_per_server:])
 
 
-def _depth(value: Any) -> int:
-    """Nesting depth of JSON containers, without recursion (a hostile schema may be deep)."""
-    deepest, stack = 0, [(value, 1)]
+#: I-JSON's exact integers (RFC 7493, 2.2): what RFC 8785 can write.
+_SAFE_INTEGER = 2 ** 53 - 1
+
+
+def _walk(value: Any) -> tuple[int, bool]:
+    """Nesting depth of JSON containers (decoded JSON: dicts and lists), and whether every
+    integer is I-JSON, without recursion."""
+    deepest, exact = 0, True
+    stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
-        if isinstance(item, Mapping):
+        kind = type(item)
+        if kind is dict:
             children: Any = item.values()
-        elif isinstance(item, list):
+        elif kind is list:
             children = item
         else:
+            if kind is int and not -_SAFE_INTEGER <= item <= _SAFE_INTEGER:
+                exact = False
             continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children)
-    return deepest
+        if level > deepest:
+            deepest = level
+        for child in children:
+            child_kind = type(child)
+            if child_kind is dict or child_kind is list:
+                stack.append((child, level + 1))
+            elif child_kind is int and not -_SAFE_INTEGER <= child <= _SAFE_INTEGER:
+                exact = False
+    return deepest, exact
