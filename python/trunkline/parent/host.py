@@ -120,7 +120,7 @@ class Host:
             retry_policy=self.retry_policy, call_timeout=call_timeout,
             input_rounds=InputRounds(handlers, identity.capabilities,
                                      mrtr_limits or MrtrLimits()),
-            relist=lambda name: self.refresh_tools(name))
+            relist=self._relist_for_call)
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._last_entries = self._catalog.catalog.entries
@@ -149,20 +149,20 @@ class Host:
         subdirectory, or the same Redis), with the file's ``"pins"`` settings
         (``config.load_pin_config``)."""
         configs = load_config(path, discover_timeout=discover_timeout)
-        pin_config = load_pin_config(path)
+        pin_config, oauth_config = load_pin_config(path), load_oauth_config(path)
         kwargs.setdefault("approve_first_sight", pin_config.approve_first_sight)
         if pin_config.bounds:
             kwargs.setdefault("tool_bounds", ToolBounds(**pin_config.bounds))
         owned_pins = None
         if "pins" not in kwargs:
-            owned_pins = kwargs["pins"] = pins_for(load_oauth_config(path).store)
+            owned_pins = kwargs["pins"] = pins_for(oauth_config.store)
         owned = None
         if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in configs):
             from ..auth.configured import oauth_client_from
             from ..auth.sign_in import SignInRequired
 
             owned = kwargs["oauth"] = oauth_client_from(
-                load_oauth_config(path), SignInRequired(f"trunkline login {path} NAME"))
+                oauth_config, SignInRequired(f"trunkline login {path} NAME"))
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
@@ -382,6 +382,14 @@ class Host:
         if isinstance(result, InputRequired):
             return result
         return self._results.to_result(entry, result)
+
+    async def _relist_for_call(self, server: str, tool: str) -> None:
+        """A call's server says the tool's definition changed: re-list it; the call is
+        sent again only if the tool is still admitted."""
+        await self.refresh_tools(server)
+        withheld = self._catalog.withheld_on(server, tool)
+        if withheld is not None:
+            raise withheld
 
     async def _lookup(self, name: str) -> ToolEntry:
         """The catalog's entry for ``name``, once its server's tools are not being

@@ -198,23 +198,27 @@ class CatalogKeeper:
         """The error for a call to ``name`` (a tool's local or prefixed name) if a server
         has such a tool and it is filtered or quarantined: a quarantine first, then a
         filter, each in configured order."""
-        candidates = []
-        for server in self._servers.names():
-            screening = self._screenings.get(server)
-            if screening is None:
-                continue
-            local = name.removeprefix(f"{server}/")
-            quarantine = screening.quarantined.get(local)
-            if quarantine is not None:
-                return ToolQuarantined(
-                    f"tool {local!r} is {quarantine.detail}", server=server, tool=local,
-                    reason=quarantine.reason, changes=quarantine.changes,
-                    bound=quarantine.bound)
-            if local in screening.filtered:
-                candidates.append(ToolFiltered(
-                    f"tool {local!r} is filtered out by the server's "
-                    f"enabledTools/disabledTools", server=server, tool=local))
-        return candidates[0] if candidates else None
+        found = [self.withheld_on(server, name.removeprefix(f"{server}/"))
+                 for server in self._servers.names()]
+        quarantined = [e for e in found if isinstance(e, ToolQuarantined)]
+        filtered = [e for e in found if e is not None]
+        return (quarantined or filtered or [None])[0]
+
+    def withheld_on(self, server: str, tool: str) -> UnknownTool | None:
+        """The error for a call to ``server``'s own ``tool`` if it is filtered or
+        quarantined."""
+        screening = self._screenings.get(server)
+        if screening is None:
+            return None
+        quarantine = screening.quarantined.get(tool)
+        if quarantine is not None:
+            return ToolQuarantined(
+                f"tool {tool!r} is {quarantine.detail}", server=server, tool=tool,
+                reason=quarantine.reason, changes=quarantine.changes, bound=quarantine.bound)
+        if tool in screening.filtered:
+            return ToolFiltered(f"tool {tool!r} is filtered out by the server's "
+                                f"enabledTools/disabledTools", server=server, tool=tool)
+        return None
 
     def settling(self, server: str) -> bool:
         return server in self._settling
