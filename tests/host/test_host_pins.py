@@ -103,6 +103,28 @@ def test_a_call_made_as_the_change_is_announced_is_never_sent(no_leaks):
     run(main(), timeout=180)
 
 
+def test_a_removed_tool_whose_description_reappears_under_a_new_name_is_flagged(no_leaks):
+    async def main():
+        async with Host(settings=SETTINGS) as host:  # trust on first use, yet held
+            await host.add_server("py", py_echo())
+            result = await host.call_tool("rename_tool", {"name": "echo", "new_name": "echo2"})
+            assert result.text == "renamed echo to echo2"
+            await until(lambda: "echo" not in names(host), "echo gone")
+            await until(lambda: any(q.tool == "echo2" for q in host.quarantined()),
+                        "echo2 held")
+            (q,) = host.quarantined()
+            assert (q.reason, q.renamed_from) == ("renamed", "echo")
+            assert "echo2" not in names(host)
+            with pytest.raises(ToolQuarantined) as refused:
+                await host.call_tool("echo2", {"text": "x"})
+            assert "removed tool 'echo'" in str(refused.value)
+            assert await calls_received(host) == 0
+            await host.approve_tool("py", "echo2")
+            assert (await host.call_tool("echo2", {"text": "x"})).text == "x"
+            assert await calls_received(host) == 1
+    run(main(), timeout=180)
+
+
 def test_a_changed_schema_is_quarantined_naming_the_field_over_http(no_leaks, http_peer):
     argv, env = httppeers.py_http_modern("--listen")
     server = http_peer(argv, env)

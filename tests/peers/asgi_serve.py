@@ -124,8 +124,9 @@ def add_tool_adder(server: Any, context_type: type) -> None:
 
     Also ``rewrite_tool {name, description, note?=false}``: the tool ``<name>`` is replaced
     by an echo of ``{text}`` (``{text, note?}`` with note) with that description, and the
-    change announced the same way (a "rug pull" on demand); ``rewritten_calls {}`` says how
-    many calls the replaced tools received."""
+    change announced the same way (a "rug pull" on demand); ``rename_tool {name,
+    new_name}`` moves a tool, its description kept, to a new name; ``rewritten_calls {}``
+    says how many calls the replaced or renamed tools received."""
 
     @server.tool(description="Register a new tool <name> on this server (the tool list changes)")
     async def add_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
@@ -162,7 +163,25 @@ def add_tool_adder(server: Any, context_type: type) -> None:
         await ctx.notify_tools_changed()
         return f"rewrote {name}"
 
-    @server.tool(description="How many calls the tools redefined by rewrite_tool received")
+    @server.tool(description="Rename the tool <name> to <new_name>, keeping its description "
+                 "(the tool list changes); the renamed tool echoes {text}")
+    async def rename_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                          new_name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                          ctx: context_type) -> str:  # type: ignore[valid-type]
+        (old,) = [t for t in await server.list_tools() if t.name == name]
+
+        def renamed(text: str) -> str:
+            rewritten["calls"] += 1
+            return text
+
+        renamed.__name__ = renamed.__qualname__ = new_name
+        server.remove_tool(name)
+        server.add_tool(renamed, name=new_name, description=old.description)
+        await ctx.notify_tools_changed()
+        return f"renamed {name} to {new_name}"
+
+    @server.tool(description="How many calls the tools redefined by rewrite_tool or "
+                 "rename_tool received")
     def rewritten_calls() -> int:
         return rewritten["calls"]
 
