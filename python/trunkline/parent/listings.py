@@ -71,6 +71,9 @@ class CatalogKeeper:
         self.bounds = bounds if bounds is not None else ToolBounds()
         #: Each listed server's screening: what of its listing the catalog merges.
         self._screenings: dict[str, Screening] = {}
+        #: One pin record change at a time per server (a listing's, an approval's), so
+        #: neither writes over the other's.
+        self._pin_locks: dict[str, asyncio.Lock] = {}
         #: Servers being listed again; calls to them wait (``settled``).
         self._settling: dict[str, set[asyncio.Event]] = {}
         self._listed_generation: dict[str, int] = {}
@@ -158,14 +161,15 @@ class CatalogKeeper:
         """The listing through the server's filter, the bounds and its pins (read afresh:
         another process may have approved one), keeping the record if it changed."""
         config = handle.config
-        loaded = await self.pins.load(server_identity(config.params.identity()))
-        record = replace(loaded, describe=config.params.describe())
-        screening = screen(
-            listing, record, first_sight=self.first_sight, bounds=self.bounds,
-            tool_filter=ToolFilter(config.enabled_tools, config.disabled_tools),
-            volatile_meta=VOLATILE_META_KEYS)
-        if screening.record != loaded:
-            await self.pins.save(screening.record)
+        async with self._pin_locks.setdefault(handle.name, asyncio.Lock()):
+            loaded = await self.pins.load(server_identity(config.params.identity()))
+            record = replace(loaded, describe=config.params.describe())
+            screening = screen(
+                listing, record, first_sight=self.first_sight, bounds=self.bounds,
+                tool_filter=ToolFilter(config.enabled_tools, config.disabled_tools),
+                volatile_meta=VOLATILE_META_KEYS)
+            if screening.record != loaded:
+                await self.pins.save(screening.record)
         return screening
 
     async def approve(self, server: str, tool: str) -> None:
@@ -177,13 +181,14 @@ class CatalogKeeper:
             raise UnknownTool(f"tool {tool!r} cannot be approved: it is over a bound "
                               f"({quarantine.bound})", server=server)
         identity = server_identity(handle.config.params.identity())
-        record = await self.pins.load(identity)
-        try:
-            record = approve(record, tool)
-        except KeyError:
-            raise UnknownTool(f"no definition of tool {tool!r} waits for approval",
-                              server=server) from None
-        await self.pins.save(record)
+        async with self._pin_locks.setdefault(server, asyncio.Lock()):
+            record = await self.pins.load(identity)
+            try:
+                record = approve(record, tool)
+            except KeyError:
+                raise UnknownTool(f"no definition of tool {tool!r} waits for approval",
+                                  server=server) from None
+            await self.pins.save(record)
         listing = self._listings.get(server)
         if listing is not None:
             self._screenings[server] = await self._screen(handle, listing)
