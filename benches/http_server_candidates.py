@@ -17,7 +17,10 @@ one worker), and wrk drives it with ``wrk/tools_call.lua`` (every answer checked
 * ``granian-embed``    granian's in-loop server (``granian.server.embed``, RSGI) in this
                        process's stock asyncio loop, as a gateway owning its loop would
                        have to run it (granian marks it experimental);
-* ``uvicorn-asyncio``  uvicorn on the stock asyncio loop instead of uvloop.
+* ``uvicorn-asyncio``  uvicorn on the stock asyncio loop instead of uvloop;
+* ``trunkline``        the gateway's own server (``trunkline.gateway.http_server``: httptools
+                       on uvloop, one write per answer) with the same echo as a handler of
+                       its exchanges; needs ``trunkline`` importable under ``--python``.
 
 ``--only NAME ...`` runs some of them.
 
@@ -50,10 +53,11 @@ from typing import Any
 
 BENCHES = Path(__file__).resolve().parent
 CANDIDATES = ("aiohttp", "aiohttp-uvloop", "uvicorn", "granian-asgi", "granian-rsgi",
-              "granian-embed", "uvicorn-asyncio")
+              "granian-embed", "uvicorn-asyncio", "trunkline")
 NEEDS = {"aiohttp": "aiohttp", "aiohttp-uvloop": "aiohttp, uvloop", "uvicorn": "uvicorn",
          "granian-asgi": "granian", "granian-rsgi": "granian",
-         "granian-embed": "granian", "uvicorn-asyncio": "uvicorn"}
+         "granian-embed": "granian", "uvicorn-asyncio": "uvicorn",
+         "trunkline": "trunkline.gateway.http_server, uvloop"}
 CONNECTIONS = (1, 64)
 
 
@@ -147,6 +151,22 @@ def serve(kind: str) -> None:
                                 loop="asyncio" if kind == "uvicorn-asyncio" else "auto")
         print(f"LISTENING http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
         uvicorn.Server(config).run(sockets=[sock])
+    elif kind == "trunkline":
+        import uvloop
+
+        from trunkline.gateway.http_server import HttpServer
+
+        async def handle(exchange: Any) -> None:
+            await exchange.respond(200, echo_answer(await exchange.body(1 << 20) or b""))
+
+        async def main_own() -> None:
+            sock = _listening_socket()
+            server = HttpServer(handle, sock, drain_s=1.0)
+            await server.start()
+            print(f"LISTENING http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+            await asyncio.Event().wait()
+
+        uvloop.run(main_own())
     elif kind == "granian-embed":
         from granian.constants import Interfaces
         from granian.server.embed import Server
@@ -204,7 +224,8 @@ def _wait_accepting(port: int, timeout_s: float = 30) -> None:
 def start(python: str, kind: str, workdir: Any) -> Any:
     import gateway_load
 
-    env = {**os.environ, "PYTHONPATH": str(BENCHES)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(BENCHES), *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc, url, err = gateway_load._spawn(kind, [python, str(Path(__file__).resolve()), "serve",
                                                 kind], b"LISTENING ", workdir, env=env)
     target = gateway_load.Target(kind, proc, url, stderr_path=err, workdir=workdir)

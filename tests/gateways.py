@@ -221,9 +221,9 @@ class StdioGateway(Requests):
         self._reader = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def start(cls, path: Path, gateways: Any) -> StdioGateway:
+    async def start(cls, path: Path, gateways: Any, *flags: str) -> StdioGateway:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
+            sys.executable, "-m", "trunkline", "serve", str(path), "--stdio", *flags,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL)
         gateways.add(proc.pid)

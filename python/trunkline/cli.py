@@ -280,7 +280,8 @@ async def serve(ns: argparse.Namespace) -> int:
                                     capabilities=RELAYED_CAPABILITIES,
                                     model_safe_names=ns.model_safe_names) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
-                total=ns.max_in_flight, per_server=ns.max_per_server))
+                total=ns.max_in_flight, per_server=ns.max_per_server),
+                tool_search=ns.tool_search)
             _settle_heap()
             try:
                 if ns.stdio:
@@ -446,6 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model-safe-names", action="store_true",
                    help="serve tools under model-safe aliases ([A-Za-z0-9_-], at most 64 "
                         "characters) instead of their canonical names")
+    g.add_argument("--tool-search", action="store_true",
+                   help="serve two tools, search_tools and call_tool, instead of the whole "
+                        "catalog: a model finds and calls any tool at a constant context cost")
     g.add_argument("--max-in-flight", type=_positive_int, default=16384, metavar="N",
                    help="requests behind the gateway at once; beyond it: 503 / an error "
                         "asking to retry (default 16384)")

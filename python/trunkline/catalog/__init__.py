@@ -60,6 +60,11 @@ server_order=None) -> Catalog``
 ``prefixed_names(claimants) -> list[str]``: the ``prefix`` naming rule on its own, for
 anything else named per server (the gateway's prompts).
 
+``ToolIndex(entries, *, previous=None)``: a BM25 index of entries; ``.search(query,
+    limit=10) -> [ToolMatch]`` (``.entry``, ``.name``, ``.server``, ``.score``), best
+    first. ``ToolSearch(entries_fn)``: the index of a changing catalog, rebuilt at the
+    first ``.search`` after ``.changed()`` (see ``trunkline.catalog.search``).
+
 ``assign_aliases(names) -> dict[str, str]``, ``is_model_safe(name)``: the alias scheme
     (see ``trunkline.catalog.names``).
 """
@@ -69,6 +74,7 @@ from .listing import DEFAULT_MAX_PAGES, ListingDriver
 from .merge import Catalog, CollisionPolicy, ToolCollision, build_catalog, prefixed_names
 from .model import CacheScope, CatalogWarning, ToolEntry, ToolListing, WarningKind
 from .names import MODEL_SAFE, assign_aliases, is_model_safe
+from .search import ToolIndex, ToolMatch, ToolSearch
 
 __all__ = [
     "AuthContext",
@@ -82,7 +88,10 @@ __all__ = [
     "ToolCache",
     "ToolCollision",
     "ToolEntry",
+    "ToolIndex",
     "ToolListing",
+    "ToolMatch",
+    "ToolSearch",
     "WarningKind",
     "assign_aliases",
     "build_catalog",

@@ -35,6 +35,7 @@ from ..protocol.listen import RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from . import protocol as p
+from . import tool_search
 from .admission import Admission
 from .offerings import LISTS, Offerings
 
@@ -75,8 +76,12 @@ FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/
 
 class Answerer:
     def __init__(self, host: Host, *, server_info: Mapping[str, Any],
-                 instructions: str | None = None, admission: Admission | None = None) -> None:
+                 instructions: str | None = None, admission: Admission | None = None,
+                 tool_search: bool = False) -> None:
         self.host = host
+        #: Serve ``search_tools`` and ``call_tool`` instead of the catalog
+        #: (``gateway/tool_search.py``).
+        self.tool_search = tool_search
         self.admission = admission or Admission(total=DEFAULT_MAX_IN_FLIGHT,
                                                 per_server=DEFAULT_MAX_PER_SERVER)
         self._server_info = dict(server_info)
@@ -102,13 +107,17 @@ class Answerer:
         method, era = request.method, request.era
         if method == "initialize" and era is p.ClientEra.LEGACY:
             result = p.initialize_result(request.params.get("protocolVersion"),
-                                         self._server_info, self._instructions)
+                                         self._server_info, self._instructions,
+                                         tools_change=not self.tool_search)
         elif method == "server/discover":
-            result = p.discover_result(self._server_info, self._instructions)
+            result = p.discover_result(self._server_info, self._instructions,
+                                       tools_change=not self.tool_search)
         elif method == "ping" and era is p.ClientEra.LEGACY:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
-            result = p.list_result("tools", [p.served_tool(e) for e in self.host.tools()], era)
+            tools = list(tool_search.TOOLS) if self.tool_search else \
+                [p.served_tool(e) for e in self.host.tools()]
+            result = p.list_result("tools", tools, era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
             level = request.params.get("level")
             if level not in LOG_LEVELS:
@@ -129,6 +138,11 @@ class Answerer:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return p.error_response(request.id, p.error(
                 p.INVALID_PARAMS, "tools/call needs a tool name and an arguments object"))
+        if self.tool_search:
+            called = self._searched_call(request, name, arguments)
+            if not isinstance(called, tuple):
+                return called
+            name, arguments = called
         token = request.meta.get("progressToken")
         on_progress = None
         if isinstance(token, (str, int)) and not isinstance(token, bool):
@@ -151,10 +165,31 @@ class Answerer:
             return result if isinstance(result, InputRequired) else result.raw
         return await self._behind(request, server, call())
 
+    def _searched_call(self, request: p.Request, name: str, arguments: dict[str, Any]
+                       ) -> tuple[str, dict[str, Any]] | dict[str, Any]:
+        """In tool-search mode: the tool a ``tools/call`` calls and its arguments
+        (``call_tool``'s), or the whole response (``search_tools``, a mistake)."""
+        if name == tool_search.SEARCH:
+            asked = tool_search.search_arguments(arguments)
+            result = asked if isinstance(asked, dict) else tool_search.found(
+                self.host.search_tools(asked[0], limit=asked[1]))
+            return p.response(request.id, p.served_result(result, request.era))
+        if name != tool_search.CALL:
+            return p.error_response(request.id, tool_search.not_served(name))
+        called = tool_search.call_arguments(arguments)
+        if isinstance(called, tuple) and (called[0] in self.host.catalog
+                                          or called[0] in self._owners):
+            return called
+        refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
+        return p.response(request.id, p.served_result(refusal, request.era))
+
     def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
         """The overload refusal a ``tools/call`` would get now (a face that must choose its
         response's form before the call starts asks first), or None."""
         name = request.params.get("name")
+        arguments = request.params.get("arguments")
+        if self.tool_search and name == tool_search.CALL and isinstance(arguments, dict):
+            name = arguments.get("name")
         return self.admission.check(self._server_of(name) if isinstance(name, str) else None)
 
     def _gone(self, tool: str) -> dict[str, Any] | None:

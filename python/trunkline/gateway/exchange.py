@@ -1,61 +1,120 @@
-"""One HTTP exchange of the gateway's face, over ASGI: the request's head and body, one
-response (whole, or an event stream), and the client going away.
+"""One HTTP exchange of the gateway's face: the request's head and body, one response
+(whole, or an event stream), and the client going away.
+
+The connection (``http_server``) parses; an ``Exchange`` is what a handler sees of one
+request on it, and how it answers.
 
 Rules:
 
 1. Headers are looked up by lower-case name; of a repeated header the first value counts;
    a value is without the whitespace around it (RFC 9110 5.5: it is not part of the
-   value; the server's parser keeps what trails it).
-2. The body is read once, up to a limit; past it reading stops (the caller answers 413).
-3. One response per exchange: ``respond`` (status, body, headers), or ``open_stream``, then
-   ``write``\\ s, then ``close_stream``.
+   value; the parser keeps what trails it). The path is percent-decoded.
+2. The body is kept as it arrives, up to the server's limit; past it the rest is counted
+   and dropped, and ``body`` answers ``None`` (the caller answers 413). A client that
+   asked ``Expect: 100-continue`` is told to go on when the body is first read.
+3. One response per exchange: ``respond`` (status, body, headers: one write), or
+   ``open_stream``, then ``write``\\ s, then ``close_stream`` (chunked; on HTTP/1.0, the
+   stream ends with the connection).
 4. ``cancel_when_gone`` (called once the body is read) makes the client's going away before
    the response is complete cancel the task handling the exchange: closing the exchange
    is how a 2026-07-28 client cancels its request, and how a stream's reader says it is
-   done. ``gone`` then says why the task was cancelled. (The server does not tell a
-   handler by failing its writes: a write to a client that has gone is dropped.)
+   done. ``gone`` then says why the task was cancelled. (A handler is not told by failing
+   writes: a write to a client that has gone is dropped.)
+5. A write waits while the client reads slower than the gateway writes (the transport's
+   high-water mark), so a slow reader holds at most that much of the gateway's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+if TYPE_CHECKING:
+    from .http_server import Connection
 
 JSON = b"application/json"
+
+_STATUS_LINES: dict[int, bytes] = {
+    int(status): f"HTTP/1.1 {int(status)} {status.phrase}\r\n".encode("latin-1")
+    for status in HTTPStatus
+}
+
+
+def status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    return line if line is not None else b"HTTP/1.1 %d Unknown\r\n" % status
 
 
 class Disconnected(Exception):
     """The client went away before its request's body was read."""
 
 
-def _encoded(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in headers.items()]
+def _encoded(headers: Mapping[str, str]) -> bytes:
+    return "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode("latin-1")
 
 
 class Exchange:
     """One request and its response."""
 
-    __slots__ = ("method", "path", "headers", "gone", "identity", "_receive", "_send", "_started",
-                 "_complete", "_watcher")
+    __slots__ = ("method", "path", "headers", "gone", "identity", "keep_alive", "_conn",
+                 "_chunked", "_started", "_complete", "_task", "_lost", "_chunks", "_size",
+                 "_limit", "_ended", "_arrived", "_continue_sent")
 
-    def __init__(self, scope: Mapping[str, Any], receive: Receive, send: Send) -> None:
-        self.method: str = scope["method"]
-        self.path: str = scope["path"]
-        # Reversed, so that of a repeated header the first value is the one left.
-        self.headers: dict[str, str] = {
-            name.decode("latin-1"): value.decode("latin-1").strip(" \t")
-            for name, value in reversed(scope["headers"])}
+    def __init__(self, conn: Connection, method: str, path: str, headers: dict[str, str], *,
+                 keep_alive: bool, chunked_ok: bool, limit: int) -> None:
+        self.method = method
+        self.path = path
+        self.headers = headers
         self.gone = False
         #: Who the request's access token speaks for (``bearer.Identity``), once checked.
         self.identity: Any = None
-        self._receive, self._send = receive, send
-        self._started = self._complete = False
-        self._watcher: asyncio.Future[dict[str, Any]] | None = None
+        #: Whether the client would keep the connection for another request.
+        self.keep_alive = keep_alive
+        self._conn = conn
+        self._chunked = chunked_ok
+        self._started = self._complete = self._lost = self._ended = False
+        self._continue_sent = False
+        self._task: asyncio.Task[Any] | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._limit = limit
+        self._arrived: asyncio.Future[None] | None = None
+
+    # -- what the connection tells it ----------------------------------------------------
+
+    def received(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size <= self._limit:  # past it: counted, dropped (rule 2)
+            self._chunks.append(chunk)
+
+    def ended(self) -> None:
+        self._ended = True
+        self._wake()
+
+    def lost(self) -> None:
+        """The connection closed (the client went away, or the server closed it)."""
+        self._lost = True
+        self._wake()
+        if self._task is not None and not self._complete:
+            self.gone = True
+            self._task.cancel()
+
+    def _wake(self) -> None:
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    @property
+    def body_ended(self) -> bool:
+        return self._ended
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole response has been written."""
+        return self._complete
+
+    # -- the handler's side ----------------------------------------------------------------
 
     @property
     def started(self) -> bool:
@@ -68,63 +127,62 @@ class Exchange:
 
     async def body(self, limit: int) -> bytes | None:
         """The whole body, or None if it is longer than ``limit`` bytes."""
-        event = await self._receive()
-        if event["type"] != "http.request":
-            raise Disconnected
-        chunk: bytes = event.get("body", b"")
-        if not event.get("more_body"):
-            return chunk if len(chunk) <= limit else None
-        chunks, size = [chunk], len(chunk)
-        while size <= limit:
-            event = await self._receive()
-            if event["type"] != "http.request":
+        if not self._ended and not self._continue_sent \
+                and self.headers.get("expect", "").lower() == "100-continue":
+            self._continue_sent = True
+            self._conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        while not self._ended:
+            if self._lost:
                 raise Disconnected
-            chunk = event.get("body", b"")
-            chunks.append(chunk)
-            size += len(chunk)
-            if not event.get("more_body"):
-                return b"".join(chunks) if size <= limit else None
-        return None
+            self._arrived = asyncio.get_running_loop().create_future()
+            await self._arrived
+        if self._size > min(limit, self._limit):
+            return None
+        return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
 
     def cancel_when_gone(self) -> None:
         """From now on the client's going away cancels the current task (rule 4)."""
-        if self._watcher is not None:
+        if self._task is not None:
             return
-        task = asyncio.current_task()
-        assert task is not None
+        self._task = asyncio.current_task()
+        if self._lost and not self._complete:
+            self.lost()
 
-        def heard(watcher: asyncio.Future[dict[str, Any]]) -> None:
-            if watcher.cancelled() or watcher.exception() is not None or self._complete:
-                return
-            if watcher.result().get("type") == "http.disconnect":
-                self.gone = True
-                task.cancel()
-        self._watcher = asyncio.ensure_future(self._receive())
-        self._watcher.add_done_callback(heard)
+    def _head_end(self) -> bytes:
+        return b"\r\n" if self._conn.keeps(self) else b"connection: close\r\n\r\n"
 
     async def respond(self, status: int, body: bytes = b"", headers: Mapping[str, str] = {},
                       content_type: bytes | None = JSON) -> None:
         self._started = self._complete = True
-        head = [(b"content-length", b"%d" % len(body)), *_encoded(headers)]
+        head = [status_line(status), b"content-length: %d\r\n" % len(body), _encoded(headers)]
         if content_type is not None and body:
-            head.append((b"content-type", content_type))
-        await self._send({"type": "http.response.start", "status": status, "headers": head})
-        await self._send({"type": "http.response.body", "body": body})
+            head.append(b"content-type: " + content_type + b"\r\n")
+        head.append(self._head_end())
+        head.append(body)
+        self._conn.send(b"".join(head))  # one write: head and body (rule 3)
+        await self._conn.drained()
 
     async def open_stream(self, headers: Mapping[str, str]) -> None:
         self._started = True
-        await self._send({"type": "http.response.start", "status": 200,
-                          "headers": _encoded(headers)})
+        if not self._chunked:  # HTTP/1.0: the end of the stream is the end of the connection
+            self.keep_alive = False
+        framing = b"transfer-encoding: chunked\r\n" if self._chunked else b""
+        self._conn.send(status_line(200) + _encoded(headers) + framing + self._head_end())
+        await self._conn.drained()
 
     async def write(self, chunk: bytes) -> None:
-        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if not chunk:  # an empty chunk would end a chunked body
+            return
+        self._conn.send(b"%x\r\n%b\r\n" % (len(chunk), chunk) if self._chunked else chunk)
+        await self._conn.drained()
 
     async def close_stream(self) -> None:
         self._complete = True
-        await self._send({"type": "http.response.body", "body": b""})
+        if self._chunked:
+            self._conn.send(b"0\r\n\r\n")
+        await self._conn.drained()
 
     def close(self) -> None:
-        """The exchange is over: stop listening for the client's going away."""
-        self._complete = True
-        if self._watcher is not None:
-            self._watcher.cancel()
+        """The handler is done with the exchange: stop listening for the client's going
+        away."""
+        self._task = None

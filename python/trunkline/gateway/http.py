@@ -1,7 +1,7 @@
 """The gateway over Streamable HTTP: ``trunkline serve CONFIG --http HOST:PORT``.
 
-One endpoint, ``/mcp``, serving both eras (an ASGI app, ``exchange``, on uvicorn,
-``http_server``):
+One endpoint, ``/mcp``, serving both eras (each request an ``exchange`` of the gateway's own
+HTTP/1.1 server, ``http_server``):
 
 - **Modern (2026-07-28)**, stateless: every POST is one request, its headers checked
   against its body (``http_rules``); a ``tools/call`` answers as an SSE stream when the
@@ -64,7 +64,7 @@ from .answers import (
 )
 from .asks import Asks
 from .event_streams import ReplayableStream, StreamStore
-from .exchange import Disconnected, Exchange, Receive, Send
+from .exchange import Disconnected, Exchange
 from .http_rules import (
     LegacySession,
     SessionSigner,
@@ -262,7 +262,7 @@ class HttpFace:
         self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
         if self._oauth is not None:  # before the first request can come in
             self._protect(self._oauth, self.url)
-        self._server = HttpServer(self, sock, self._drain_s)
+        self._server = HttpServer(self, sock, self._drain_s, max_body=self._limit)
         await self._server.start()
         return self.url
 
@@ -284,12 +284,9 @@ class HttpFace:
                      bearer.PRM_SUFFIX + ENDPOINT):  # what a client of /mcp itself asks
             self._routes[path] = {"GET": self._metadata}
 
-    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        """The ASGI app: one exchange, routed; a bug in the gateway is still a JSON-RPC
-        answer (and a log line), not a bare 500."""
-        if scope["type"] != "http":
-            return
-        exchange = Exchange(scope, receive, send)
+    async def __call__(self, exchange: Exchange) -> None:
+        """One exchange, routed; a bug in the gateway is still a JSON-RPC answer (and a
+        log line), not a bare 500."""
         reply: Reply | None = None
         try:
             methods = self._routes.get(exchange.path)
@@ -496,8 +493,8 @@ class HttpFace:
         found once per tool and catalog (walking a schema on every call cost more than the
         rest of the header checks together)."""
         name = request.params.get("name")
-        if request.method != CALL or not isinstance(name, str):
-            return ()
+        if request.method != CALL or not isinstance(name, str) or self._answerer.tool_search:
+            return ()  # in tool-search mode a call names one of the gateway's own tools
         known = self._header_params_of.get(name)
         if known is not None:
             return known
@@ -683,6 +680,8 @@ class HttpFace:
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         self._header_params_of.clear()
+        if self._answerer.tool_search:
+            return  # the two tools served never change
         note = p.notification("notifications/tools/list_changed", {})
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(note)

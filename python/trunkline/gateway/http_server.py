@@ -1,75 +1,296 @@
-"""The HTTP/1.1 server under the gateway's face: uvicorn (httptools' parser) serving one
-ASGI app on a listening socket, in the running loop.
+"""The HTTP/1.1 server under the gateway's face: httptools' parser (llhttp) on asyncio
+protocols, in the gateway's loop, each request handed to the face as an ``Exchange``.
 
-Why uvicorn: measured on the gateway's traffic (``benches/http_server_candidates.py``,
-``benches/README.md``) it costs about half of aiohttp's server per request at 64 in flight
-and answers sooner at 1; granian costs as little at 64 but more at 1 (a hand-off between
-its threads and the loop's), and its in-loop mode is marked experimental.
+Why our own: the face needs a small part of HTTP/1.1 (one JSON body in, one JSON body or
+an event stream out, keep-alive), and the general servers cost most where the gateway is
+busy. uvicorn, the best of those measured (``benches/http_server_candidates.py``), wrote
+each answer in two writes (two system calls), built ASGI dictionaries for every event and
+needed a task per request to hear a client go away; here the answer is one write and a
+connection that closes tells its exchange itself.
 
-Rules: the gateway's own signal handling stops the server (uvicorn installs none);
-uvicorn's access log and start-up messages stay off; ``stop_accepting`` closes the
-listening socket at once; ``stop`` closes it and the idle connections, lets responses
-under way finish within the drain deadline, then cancels what is left.
+Rules:
+
+1. One request at a time per connection, answered in order. Requests pipelined behind it
+   are parsed as they come and wait; past ``MAX_PIPELINED`` reading pauses.
+2. A request's handler starts when its head is complete (the body streams into the
+   exchange). The connection is kept for the next request only if the client wants it,
+   the response is complete, the request's body was read to its end, and the server is
+   not draining; else the response says ``connection: close`` and the connection closes
+   after it.
+3. A malformed request (llhttp's strict parsing: no request smuggling through both
+   ``Content-Length`` and ``Transfer-Encoding``, no bare LF) is answered 400, a head over
+   ``MAX_HEAD_BYTES`` 431, and the connection closed. An ``Upgrade`` is ignored (RFC 9110
+   7.8 allows it): the request is answered in HTTP/1.1 and the connection closed after it,
+   since llhttp parses nothing after it; one with a body is refused (400), since llhttp
+   would take the body for the new protocol's bytes.
+4. A keep-alive connection idle for ``keep_alive_s`` is closed (one sweep for all).
+5. ``stop_accepting`` closes the listening socket at once. ``stop`` also closes the idle
+   connections, lets responses under way finish within the drain deadline (each then
+   closes its connection), then cancels what is left and closes every connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
-from collections.abc import Generator
-from typing import Any
+from collections import deque
+from collections.abc import Awaitable, Callable
+from urllib.parse import unquote
 
-import uvicorn
+import httptools
+
+from .exchange import Exchange, status_line
+
+log = logging.getLogger("trunkline.gateway")
 
 #: How long a keep-alive connection may sit idle (aiohttp's default, kept).
-KEEP_ALIVE_S = 75
+KEEP_ALIVE_S = 75.0
+#: Requests parsed and waiting behind the one being answered, before reading pauses.
+MAX_PIPELINED = 8
+#: The request line and headers together.
+MAX_HEAD_BYTES = 64 * 1024
+
+App = Callable[[Exchange], Awaitable[None]]
 
 
-class _InLoop(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield  # the gateway's SIGTERM handling drains (``HttpFace.stop``)
+class Connection(asyncio.Protocol):
+    """One client connection: bytes in to exchanges, their answers out."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self._server = server
+        self._loop = asyncio.get_running_loop()
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self.closed = False
+        self.last_active = self._loop.time()
+        self._url = b""
+        self._head_bytes = 0
+        self._headers: dict[str, str] = {}
+        self._parsing: Exchange | None = None  # the request whose bytes are arriving
+        self._current: Exchange | None = None  # the request being answered
+        self._waiting: deque[Exchange] = deque()
+        self._paused_reading = False
+        self._upgraded = False
+        self._writable: asyncio.Future[None] | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self._current is None and self._parsing is None
+
+    # -- asyncio's side ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed or self._upgraded:
+            return
+        self.last_active = self._loop.time()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._upgraded = True  # rule 3
+            if self._parsing is not None:
+                self._refuse(400, "protocol upgrades are not served here")
+        except httptools.HttpParserError as exc:
+            self._refuse(400, f"malformed request: {exc}")
+
+    def eof_received(self) -> bool | None:
+        return None  # the client has no more to say: close (a half-open socket helps no one)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._server.connections.discard(self)
+        for exchange in (self._current, self._parsing, *self._waiting):
+            if exchange is not None:
+                exchange.lost()
+        self._waiting.clear()
+        self._wake_writer()
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    # -- the parser's callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._head_bytes = 0
+        self._headers = {}
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_bytes += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value)
+        key = name.decode("latin-1").lower()
+        if key not in self._headers:  # of a repeated header the first value counts
+            self._headers[key] = value.decode("latin-1").strip(" \t")
+
+    def on_headers_complete(self) -> None:
+        if self.closed:
+            return
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._refuse(431, "the request's head is too large")
+            return
+        parser = self._parser
+        if parser.should_upgrade() and ("transfer-encoding" in self._headers
+                                        or self._headers.get("content-length", "0") != "0"):
+            # llhttp would take the body for the new protocol's bytes (rule 3).
+            self._refuse(400, "an Upgrade with a body is not served here")
+            return
+        try:
+            path = unquote(httptools.parse_url(self._url).path.decode("latin-1"))
+        except httptools.HttpParserInvalidURLError:
+            self._refuse(400, "malformed request target")
+            return
+        exchange = Exchange(
+            self, parser.get_method().decode("latin-1"), path, self._headers,
+            keep_alive=parser.should_keep_alive(),
+            chunked_ok=parser.get_http_version() != "1.0", limit=self._server.max_body)
+        self._parsing = exchange
+        if self._current is None:
+            self._answer(exchange)
+        else:
+            self._waiting.append(exchange)
+            if len(self._waiting) > MAX_PIPELINED and self._transport is not None:
+                self._transport.pause_reading()
+                self._paused_reading = True
+
+    def on_body(self, body: bytes) -> None:
+        if self._parsing is not None:
+            self._parsing.received(body)
+
+    def on_message_complete(self) -> None:
+        exchange, self._parsing = self._parsing, None
+        if exchange is not None:
+            exchange.ended()
+
+    # -- answering -------------------------------------------------------------------------
+
+    def _answer(self, exchange: Exchange) -> None:
+        self._current = exchange
+        task = self._loop.create_task(self._server.app(exchange))
+        self._server.tasks.add(task)
+        task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self._server.tasks.discard(task)
+        exchange, self._current = self._current, None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the gateway's HTTP handler failed", exc_info=task.exception())
+        if self.closed:
+            return
+        if exchange is None or not exchange.complete or not self.keeps(exchange):
+            self.close()
+            return
+        if self._waiting:
+            if self._paused_reading and self._transport is not None:
+                self._paused_reading = False
+                self._transport.resume_reading()
+            self._answer(self._waiting.popleft())
+
+    def keeps(self, exchange: Exchange) -> bool:
+        """Whether the connection stays open after this exchange's response (rule 2)."""
+        return (exchange.keep_alive and exchange.body_ended and not self._upgraded
+                and not self._server.draining)
+
+    def send(self, data: bytes) -> None:
+        if not self.closed and self._transport is not None:
+            self._transport.write(data)
+
+    async def drained(self) -> None:
+        """Return once the client has taken what was written, down to the low-water mark."""
+        writable = self._writable
+        if writable is not None:
+            await asyncio.shield(writable)
+
+    def _refuse(self, status: int, reason: str) -> None:
+        """Answer a request that cannot be served, if no answer is under way, and close."""
+        if self._current is None:
+            body = reason.encode("latin-1", "replace")
+            self.send(status_line(status) + b"content-type: text/plain\r\n"
+                      b"content-length: %d\r\nconnection: close\r\n\r\n%b" % (len(body), body))
+        self.close()
+
+    def close(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+        self.closed = True
 
 
 class HttpServer:
     """``app`` served on ``sock`` until ``stop``."""
 
-    def __init__(self, app: Any, sock: socket.socket, drain_s: float) -> None:
-        config = uvicorn.Config(
-            app, http="httptools", loop="none", lifespan="off", ws="none",
-            interface="asgi3", access_log=False, log_config=None, proxy_headers=False,
-            server_header=False, timeout_keep_alive=KEEP_ALIVE_S,
-            timeout_graceful_shutdown=max(drain_s, 0.1), backlog=1024)
-        self._server = _InLoop(config)
+    def __init__(self, app: App, sock: socket.socket, drain_s: float, *,
+                 max_body: int = 4 * 1024 * 1024, keep_alive_s: float = KEEP_ALIVE_S) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.draining = False
+        self.connections: set[Connection] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         self._sock = sock
-        self._task: asyncio.Task[None] | None = None
-        # uvicorn says "started" and "shutting down" at INFO: the gateway says its own.
-        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+        self._drain_s = drain_s
+        self._keep_alive_s = keep_alive_s
+        self._listener: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]),
-                                         name="gateway http server")
-        while not self._server.started:
-            if self._task.done():
-                await self._task  # its failure
-                raise RuntimeError("the HTTP server stopped while starting")
-            await asyncio.sleep(0.005)
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(
+            lambda: Connection(self), sock=self._sock, backlog=1024)
+        self._sweep_later()
+
+    def _sweep_later(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._sweeper = loop.call_later(min(self._keep_alive_s, 5.0), self._sweep)
+
+    def _sweep(self) -> None:
+        """Close keep-alive connections idle for too long (rule 4)."""
+        oldest = asyncio.get_running_loop().time() - self._keep_alive_s
+        for conn in [c for c in self.connections if c.idle and c.last_active <= oldest]:
+            conn.close()
+        self._sweep_later()
 
     def stop_accepting(self) -> None:
         """Close the listening socket now: a load balancer's next connect fails and goes
-        to another replica (uvicorn's own shutdown would close it only at its next tick)."""
-        for server in getattr(self._server, "servers", ()):
-            server.close()
+        to another replica."""
+        if self._listener is not None:
+            self._listener.close()
 
     async def stop(self) -> None:
-        if self._task is None:
+        if self._listener is None:
             return
         self.stop_accepting()
-        self._server.should_exit = True
+        self.draining = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for conn in [c for c in self.connections if c.idle]:
+            conn.close()
         try:
-            await self._task
+            if self.tasks:
+                _done, late = await asyncio.wait(list(self.tasks), timeout=max(self._drain_s, 0.1))
+                for task in late:
+                    task.cancel()
+                if late:
+                    await asyncio.wait(late)
         finally:
-            self._task = None
+            for conn in list(self.connections):
+                conn.close()
+            self._listener = None
             self._sock.close()
+            await asyncio.sleep(0)  # let the transports' close callbacks run

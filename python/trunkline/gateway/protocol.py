@@ -182,19 +182,21 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def capabilities() -> dict[str, Any]:
-    """What the gateway serves: the merged tools (announcing changes), the fleet's prompts,
-    resources (with subscriptions, for the resources of servers that offer them) and
-    completions, and the log messages of each call."""
-    return {"tools": {"listChanged": True}, "prompts": {}, "resources": {"subscribe": True},
+def capabilities(tools_change: bool = True) -> dict[str, Any]:
+    """What the gateway serves: the merged tools (announcing changes; in tool-search mode
+    its two tools, which never change), the fleet's prompts, resources (with
+    subscriptions, for the resources of servers that offer them) and completions, and the
+    log messages of each call."""
+    return {"tools": {"listChanged": tools_change}, "prompts": {}, "resources": {"subscribe": True},
             "completions": {}, "logging": {}}
 
 
-def discover_result(server_info: Mapping[str, Any], instructions: str | None) -> dict[str, Any]:
+def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
+                    tools_change: bool = True) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": capabilities(),
+        "capabilities": capabilities(tools_change),
         # The fleet behind us changes: nothing about it may be cached.
         "ttlMs": 0,
         "cacheScope": "private",
@@ -206,10 +208,12 @@ def discover_result(server_info: Mapping[str, Any], instructions: str | None) ->
 
 
 def initialize_result(requested: Any, server_info: Mapping[str, Any],
-                      instructions: str | None) -> dict[str, Any]:
+                      instructions: str | None, *, tools_change: bool = True
+                      ) -> dict[str, Any]:
     """The legacy handshake's answer: the client's revision when we serve it, else ours."""
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
-    result: dict[str, Any] = {"protocolVersion": version, "capabilities": capabilities(),
+    result: dict[str, Any] = {"protocolVersion": version,
+                              "capabilities": capabilities(tools_change),
                               "serverInfo": dict(server_info)}
     if instructions:
         result["instructions"] = instructions

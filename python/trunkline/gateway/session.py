@@ -173,6 +173,8 @@ class ClientSession:
         return p.response(request.id, {})
 
     def _catalog_changed(self, catalog: Catalog) -> None:
+        if self._answerer.tool_search:
+            return  # the two tools served never change
         if self.legacy_version is not None:
             self._send(p.notification("notifications/tools/list_changed", {}))
         for listen_id in self._listens.values():

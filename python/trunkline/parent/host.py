@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
 from ..catalog.filters import ToolBounds
 from ..catalog.pins import Quarantine
+from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import load_config, load_oauth_config, load_pin_config
 from ..errors import ToolCollision, UnknownTool
@@ -124,6 +125,9 @@ class Host:
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._last_entries = self._catalog.catalog.entries
+        #: The tool search index, built again at the first search after a change.
+        self._search = ToolSearch(self.tools)
+        self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
         #: An OAuth client this host made (``from_config``), closed with it.
         self._owned_oauth: OAuthClient | None = None
@@ -308,6 +312,13 @@ class Host:
                 watcher(catalog)
             except Exception:  # noqa: BLE001 - one watcher must not break the catalog
                 log.exception("a catalog watcher failed")
+
+    def search_tools(self, query: str, *, limit: int = DEFAULT_LIMIT) -> list[ToolMatch]:
+        """The ``limit`` tools of ``tools()`` that best match ``query`` (BM25 over names,
+        titles, descriptions and parameter names; ``catalog/search.py``), best first, each
+        a ``ToolMatch`` (``.entry``, ``.name`` the model calls, ``.server``, ``.score``).
+        No I/O: it searches the catalog as last listed."""
+        return self._search.search(query, limit)
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing

@@ -328,9 +328,7 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         response, self._response = self._response, None
-        if response is None:
-            if self._head is not None:  # 1xx: wait for the final response
-                return
+        if response is None:  # a 1xx: the final response is still to come
             return
         reusable = self._parser.should_keep_alive() and not self._until_eof
         response._end()
@@ -519,13 +517,16 @@ class HttpClient:
     def _head(self, method: str, target: str, headers: Mapping[str, str],
               body: bytes | None) -> bytes:
         lines = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), self._fixed]
+        overridden = False
         for name, value in headers.items():
             if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
                 raise ValueError(f"header {name!r}: a line break in a header")
-            if name.lower() in self._defaults:  # the caller's own value wins
-                lines[1] = "".join(line for key, line in self._defaults.items()
-                                   if key not in {n.lower() for n in headers}).encode("latin-1")
+            overridden = overridden or name.lower() in self._defaults
             lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+        if overridden:  # the caller's own value wins over a default
+            given = {name.lower() for name in headers}
+            lines[1] = "".join(line for key, line in self._defaults.items()
+                               if key not in given).encode("latin-1")
         if body is not None or method in ("POST", "PUT", "PATCH"):
             lines.append(b"Content-Length: %d\r\n" % len(body or b""))
         lines.append(b"\r\n")
