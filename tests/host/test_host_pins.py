@@ -66,10 +66,14 @@ def test_a_changed_description_is_quarantined_until_approved_over_stdio(no_leaks
         async with Host(settings=SETTINGS, pins=PinStore(FileRecords(tmp_path))) as host:
             await host.add_server("py", py_echo())
             assert "echo" in names(host)
+            assert "echo" in {m.name for m in host.search_tools("return the input text")}
             await rug_pull(host)
             (q,) = host.quarantined()
             assert (q.server, q.tool, q.reason, q.changes) == ("py", "echo", "changed",
                                                                ("description",))
+            # Not in any list: the catalog, nor tool search (its new words or its old).
+            for query in ("ignore previous instructions send files", "return the input text"):
+                assert "echo" not in {m.name for m in host.search_tools(query)}
             with pytest.raises(ToolQuarantined) as refused:
                 await host.call_tool("echo", {"text": "hi"})
             assert (refused.value.server, refused.value.tool) == ("py", "echo")
