@@ -28,6 +28,14 @@ def pytest_report_header(config: Any) -> str:
     return f"MCP messages are validated against {validator_name()}"
 
 
+@pytest.fixture(autouse=True)
+def _config_home(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a host keeps by default under the user's config directory (tokens, pins) goes
+    to a directory of the test's own, in this process and in every process it starts."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+
+
 def run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
     """Run one test coroutine on a fresh loop, bounded so a bug cannot hang the suite."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

@@ -539,6 +539,13 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("server", help="the server's name in that file")
     lg.add_argument("--no-browser", action="store_true",
                     help="only print the sign-in URL (do not open a browser)")
+    pn = sub.add_parser("pins", help="pinned tool definitions: list them, show what changed, "
+                                     "approve a quarantined one")
+    pn.add_argument("action", choices=("list", "diff", "approve"))
+    pn.add_argument("config", help="an mcpServers JSON file")
+    pn.add_argument("server", nargs="?", help="the server's name in that file (diff, approve)")
+    pn.add_argument("tool", nargs="?", help="the server's own name of the tool (diff, approve)")
+    pn.add_argument("--json", action="store_true")
     for command in (p, t, c, g):
         command.add_argument("config")
     c.add_argument("tool")
@@ -672,6 +679,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         coro = serve(ns)
     elif ns.command == "status":
         coro = status(ns)
+    elif ns.command == "pins":
+        from .pins_cli import pins
+
+        coro = pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
     elif ns.command == "login":
         from .login import login
 

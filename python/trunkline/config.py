@@ -1,8 +1,10 @@
 """The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop, Cursor and
-VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTools`` and
-``discoverTimeoutMs``. A server entry is either stdio (``"command"``, ``"args"``,
-``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``, optionally
-``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that exact URL.
+VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTools``,
+``discoverTimeoutMs`` and ``enabledTools`` / ``disabledTools`` (glob patterns of the
+server's tool names the model may see and call). A server entry is either stdio
+(``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``,
+``"headers"``, optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy``
+allowlists that exact URL.
 
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
@@ -12,6 +14,10 @@ credentials an operator registered (``clientId``, ``clientSecretEnv``: the name 
 environment variable that holds the secret, never the secret itself, and ``grant``:
 ``"authorization_code"`` or ``"client_credentials"``). They stay in the parent: a
 ``ServerConfig`` (which crosses to the worker) carries none of it.
+
+Pins (``load_pin_config``): a top-level ``"pins"`` object, ``approveFirstSight`` (true:
+new tools wait for approval too) and ``bounds`` (``descriptionChars``, ``schemaBytes``,
+``schemaDepth``, ``toolsPerServer``). Pins are kept where the tokens are (``oauth.store``).
 
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
@@ -31,7 +37,8 @@ from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
 from .settings import ServerConfig
 
-_COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled"}
+_COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled",
+                "enabledTools", "disabledTools"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
@@ -73,6 +80,12 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     idempotent = raw.get("idempotentTools", [])
     if not _str_list(idempotent):
         raise _fail(source, name, "\"idempotentTools\" must be a list of tool names")
+    enabled = raw.get("enabledTools")
+    if enabled is not None and not _str_list(enabled):
+        raise _fail(source, name, "\"enabledTools\" must be a list of glob patterns")
+    disabled = raw.get("disabledTools", [])
+    if not _str_list(disabled):
+        raise _fail(source, name, "\"disabledTools\" must be a list of glob patterns")
     discover_ms = raw.get("discoverTimeoutMs")
     if discover_ms is not None:
         if isinstance(discover_ms, bool) or not isinstance(discover_ms, int) or discover_ms <= 0:
@@ -81,7 +94,9 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy,
                             idempotent_tools=frozenset(idempotent),
-                            discover_timeout=discover_timeout)
+                            discover_timeout=discover_timeout,
+                            enabled_tools=None if enabled is None else tuple(enabled),
+                            disabled_tools=tuple(disabled))
     except ConfigurationError as exc:
         raise _fail(source, name, exc.message) from None
 
@@ -166,6 +181,13 @@ DEFAULT_OAUTH_STORE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".
     / "trunkline" / "oauth"
 
 
+def default_store() -> Path:
+    """Where tokens (and pins) are kept unless the file says otherwise, read from the
+    environment now (``DEFAULT_OAUTH_STORE`` is what it was at import)."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") \
+        / "trunkline" / "oauth"
+
+
 @dataclass(frozen=True)
 class ServerOAuth:
     """Credentials an operator registered for one server (by its URL)."""
@@ -205,7 +227,7 @@ def load_oauth_config(path: str | os.PathLike[str],
     for key in _OAUTH_KEYS:
         if key in raw and not isinstance(raw[key], str):
             raise _fail(source, None, f"\"oauth\": \"{key}\" must be a string")
-    store: Path | str = DEFAULT_OAUTH_STORE
+    store: Path | str = default_store()
     if "store" in raw:
         store = raw["store"] if raw["store"].startswith(("redis://", "rediss://")) \
             else Path(raw["store"])
@@ -248,3 +270,39 @@ def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str]) -> S
         raise _fail(source, name, "\"oauth\": the client credentials grant needs "
                     "\"clientSecretEnv\"")
     return ServerOAuth(client_id, secret, grant)
+
+
+# --- pins -------------------------------------------------------------------------------
+
+_PIN_KEYS = {"approveFirstSight", "bounds"}
+_BOUND_KEYS = {"descriptionChars": "description_chars", "schemaBytes": "schema_bytes",
+               "schemaDepth": "schema_depth", "toolsPerServer": "tools_per_server"}
+
+
+@dataclass(frozen=True)
+class PinConfig:
+    approve_first_sight: bool = False
+    #: ``ToolBounds`` field -> value, for the bounds the file sets.
+    bounds: Mapping[str, int] = field(default_factory=dict)
+
+
+def load_pin_config(path: str | os.PathLike[str]) -> PinConfig:
+    """The file's ``"pins"`` object (defaults where it has none)."""
+    p = Path(path)
+    data = orjson.loads(p.read_bytes())  # load_config read it already: errors said there
+    source = str(p)
+    raw = data.get("pins", {}) if isinstance(data, dict) else {}
+    if not isinstance(raw, dict) or set(raw) - _PIN_KEYS:
+        raise _fail(source, None, f"\"pins\" must be an object with only the keys "
+                    f"{sorted(_PIN_KEYS)}")
+    first = raw.get("approveFirstSight", False)
+    if not isinstance(first, bool):
+        raise _fail(source, None, "\"pins\": \"approveFirstSight\" must be true or false")
+    bounds = raw.get("bounds", {})
+    if not isinstance(bounds, dict) or set(bounds) - set(_BOUND_KEYS):
+        raise _fail(source, None, f"\"pins\": \"bounds\" must be an object with only the "
+                    f"keys {sorted(_BOUND_KEYS)}")
+    for key, value in bounds.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _fail(source, None, f"\"pins\": bound \"{key}\" must be a positive integer")
+    return PinConfig(first, {_BOUND_KEYS[k]: v for k, v in bounds.items()})

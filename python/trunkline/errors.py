@@ -81,6 +81,41 @@ class UnknownTool(TrunklineError, KeyError):
         return TrunklineError.__str__(self)
 
 
+class StoreUnavailable(TrunklineError):
+    """A shared store (Redis: pins, or tokens outside an OAuth flow) could not read or
+    write a record. The message names the store by scheme, host, port and database and the
+    kind of failure only."""
+
+
+class ToolWithheld(UnknownTool):
+    """The tool exists on its server but is kept from the model and from calls (a subclass
+    of ``UnknownTool``: to a caller it is not in the catalog). ``tool`` is the server's own
+    name for it."""
+
+    def __init__(self, message: str, *, server: str, tool: str) -> None:
+        super().__init__(message, server=server, method="tools/call")
+        self.tool = tool
+
+
+class ToolFiltered(ToolWithheld):
+    """The server's ``enabledTools`` / ``disabledTools`` leave this tool out."""
+
+
+class ToolQuarantined(ToolWithheld):
+    """The tool's definition is not approved: it changed since it was pinned (``changes``
+    says what: ``"description"``, ``"inputSchema.properties.x"``, ...), it is new and the
+    host approves first sights itself, it reappeared under a new name, or it is over a
+    bound (``bound``). It stays out until ``host.approve_tool(server, tool)`` or
+    ``trunkline pins approve``; a tool over a bound stays out until it is within it."""
+
+    def __init__(self, message: str, *, server: str, tool: str, reason: str,
+                 changes: Sequence[str] = (), bound: str | None = None) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.reason = reason
+        self.changes = tuple(changes)
+        self.bound = bound
+
+
 # --- connection family ---------------------------------------------------------------
 
 

@@ -43,6 +43,10 @@ class ServerConfig:
     #: While the server (re)starts: wait for it within the call's timeout (True), or
     #: fail at once with ServerUnavailable (False).
     wait_ready: bool = True
+    #: Glob patterns of the tools (by the server's local names) listed and callable: all
+    #: when ``None``; ``disabled_tools`` removes from them (``catalog.filters``).
+    enabled_tools: tuple[str, ...] | None = None
+    disabled_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:

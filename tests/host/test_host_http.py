@@ -25,6 +25,7 @@ from trunkline.errors import (
     HttpStatusError,
     ServerUnavailable,
     StreamBroken,
+    ToolQuarantined,
     TransportLost,
 )
 from trunkline.parent.input_rounds import CallInput
@@ -269,14 +270,20 @@ def test_http_status_on_a_call_reaches_the_caller_typed(no_leaks, http_peer, tmp
 def test_header_mismatch_after_a_definition_change_relists_and_resends(no_leaks, http_peer,
                                                                       tmp_path):
     """The -32020 recovery: the server started annotating `echo.text` after we listed it. Its
-    -32020 makes the host re-list that server and send the call again (a new request);
-    the rejected one never ran, so this holds for tools that are not idempotent."""
+    -32020 makes the host re-list that server. The new definition is not the pinned one, so
+    echo is quarantined and the call is not sent again; once approved, the call goes out
+    with the header (a new request). The rejected one never ran, so this holds for tools
+    that are not idempotent."""
     argv, env = httppeers.scripted("--annotate-echo-after-list")
     server = http_peer(argv, env, record=tmp_path / "record.jsonl")
 
     async def main():
         async with Host(settings=SETTINGS) as host:
             await host.add_server("remote", http(server.url))
+            with pytest.raises(ToolQuarantined) as held:
+                await host.call_tool("echo", {"text": "ü once"})
+            assert "inputSchema.properties.text.x-mcp-header" in held.value.changes
+            await host.approve_tool("remote", "echo")
             assert (await host.call_tool("echo", {"text": "ü once"})).text == "ü once"
             annotated = next(t for t in host.tools() if t.name == "echo")
             assert annotated.input_schema["properties"]["text"]["x-mcp-header"] == "Text"

@@ -120,7 +120,13 @@ def add_tools(server: Any, context_type: type) -> None:
 def add_tool_adder(server: Any, context_type: type) -> None:
     """Register ``add_tool {name}`` on an mcp 2.x server built with subscriptions: it adds a
     tool ``<name>`` (returns "<name> here") and announces notifications/tools/list_changed
-    on the subscriptions/listen streams. Used by py_http_modern.py and py_modern_echo.py."""
+    on the subscriptions/listen streams. Used by py_http_modern.py and py_modern_echo.py.
+
+    Also ``rewrite_tool {name, description, note?=false}``: the tool ``<name>`` is replaced
+    by an echo of ``{text}`` (``{text, note?}`` with note) with that description, and the
+    change announced the same way (a "rug pull" on demand); ``rename_tool {name,
+    new_name}`` moves a tool, its description kept, to a new name; ``rewritten_calls {}``
+    says how many calls the replaced or renamed tools received."""
 
     @server.tool(description="Register a new tool <name> on this server (the tool list changes)")
     async def add_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
@@ -131,6 +137,53 @@ def add_tool_adder(server: Any, context_type: type) -> None:
         server.add_tool(added, name=name, description="Added at runtime by add_tool")
         await ctx.notify_tools_changed()
         return f"added {name}"
+
+    rewritten = {"calls": 0}
+
+    @server.tool(description="Redefine the tool <name> as an echo of {text} with a new "
+                 "description and, with note=true, a new optional parameter note in its "
+                 "input schema (the tool list changes); rewritten_calls counts its calls")
+    async def rewrite_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                           description: str, ctx: context_type,  # type: ignore[valid-type]
+                           note: bool = False) -> str:
+        def plain(text: str) -> str:
+            rewritten["calls"] += 1
+            return text
+
+        def noted(text: str, note: str = "") -> str:
+            rewritten["calls"] += 1
+            return text
+
+        replacement = noted if note else plain
+        # The SDK titles the schemas after the function: keep the tool's own name there,
+        # so only what was asked for changes.
+        replacement.__name__ = replacement.__qualname__ = name
+        server.remove_tool(name)
+        server.add_tool(replacement, name=name, description=description)
+        await ctx.notify_tools_changed()
+        return f"rewrote {name}"
+
+    @server.tool(description="Rename the tool <name> to <new_name>, keeping its description "
+                 "(the tool list changes); the renamed tool echoes {text}")
+    async def rename_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                          new_name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
+                          ctx: context_type) -> str:  # type: ignore[valid-type]
+        (old,) = [t for t in await server.list_tools() if t.name == name]
+
+        def renamed(text: str) -> str:
+            rewritten["calls"] += 1
+            return text
+
+        renamed.__name__ = renamed.__qualname__ = new_name
+        server.remove_tool(name)
+        server.add_tool(renamed, name=new_name, description=old.description)
+        await ctx.notify_tools_changed()
+        return f"renamed {name} to {new_name}"
+
+    @server.tool(description="How many calls the tools redefined by rewrite_tool or "
+                 "rename_tool received")
+    def rewritten_calls() -> int:
+        return rewritten["calls"]
 
 
 def parse(argv: list[str], description: str = "") -> argparse.Namespace:

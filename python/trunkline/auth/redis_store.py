@@ -48,10 +48,10 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from ..errors import AuthorizationFailed
-from .store import Binding, read_record, record_bytes, record_name
+from ..records import RedisRecords, record_name
+from .store import Binding, read_record, record_bytes
 
 log = logging.getLogger("trunkline.auth")
 
@@ -74,25 +74,15 @@ class RedisStore:
                  prefix: str = "trunkline:auth:", lease_s: float = 60.0,
                  lease_wait_s: float | None = None, poll_s: float = 0.05,
                  timeout_s: float = 5.0) -> None:
-        try:
-            import redis.asyncio
-            import redis.exceptions
-        except ImportError:
-            raise ImportError("RedisStore needs the redis package: "
-                              "pip install 'trunkline[redis]'") from None
-        if not prefix:
-            raise ValueError("a RedisStore needs a key prefix (one per deployment)")
+        self.records = RedisRecords(
+            url, prefix=prefix, kind="record", timeout_s=timeout_s, what="the token store",
+            failure=lambda message: AuthorizationFailed(message, reason="store_unavailable"))
         self.prefix = prefix
         self.lease_s = lease_s
         self.lease_wait_s = lease_wait_s if lease_wait_s is not None else lease_s + 5.0
         self.poll_s = poll_s
-        self.where = _where(url)
-        try:
-            self._redis: Any = redis.asyncio.Redis.from_url(
-                url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-        except ValueError:
-            raise ValueError(f"not a Redis URL: {self.where}") from None
-        self._failures = (redis.exceptions.RedisError, OSError)  # TimeoutError is an OSError
+        self.where = self.records.location
+        self._redis: Any = self.records.client
         self._give_back = self._redis.register_script(GIVE_BACK)
 
     async def __aenter__(self) -> RedisStore:
@@ -105,7 +95,7 @@ class RedisStore:
         await self._redis.aclose()
 
     def record_key(self, server: str) -> str:
-        return f"{self.prefix}record:{record_name(server)}"
+        return self.records.key_for(server)
 
     def lease_key(self, server: str) -> str:
         return f"{self.prefix}lease:{record_name(server)}"
@@ -113,19 +103,16 @@ class RedisStore:
     # -- TokenStore ---------------------------------------------------------------------
 
     async def load(self, server: str) -> Binding | None:
-        key = self.record_key(server)
-        data = await self._command("read a record", lambda: self._redis.get(key))
+        data = await self.records.read(server)
         if data is None:
             return None
-        return read_record(data, server, where=f"token store key {key}")
+        return read_record(data, server, where=f"token store {self.records.where(server)}")
 
     async def save(self, binding: Binding) -> None:
-        key, data = self.record_key(binding.server), record_bytes(binding)
-        await self._command("write a record", lambda: self._redis.set(key, data))
+        await self.records.write(binding.server, record_bytes(binding))
 
     async def delete(self, server: str) -> None:
-        key = self.record_key(server)
-        await self._command("delete a record", lambda: self._redis.delete(key))
+        await self.records.delete(server)
 
     @contextlib.asynccontextmanager
     async def renewal(self, server: str) -> AsyncIterator[None]:
@@ -154,24 +141,4 @@ class RedisStore:
     # -- plumbing -----------------------------------------------------------------------
 
     async def _command(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``call``'s answer; a failure becomes an ``AuthorizationFailed`` that names the
-        kind of failure only, raised outside the ``except`` so nothing of the library's
-        exception (its message may quote the command) stays attached to it."""
-        try:
-            return await call()
-        except self._failures as exc:
-            failure = type(exc).__name__
-        raise AuthorizationFailed(f"the token store ({self.where}) could not {what}: {failure}",
-                                  reason="store_unavailable")
-
-
-def _where(url: str) -> str:
-    """The store as an error may name it: scheme, host, port and database; no credentials,
-    no query (which may carry a password)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "an unreadable URL"
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+        return await self.records.command(what, call)

@@ -17,12 +17,11 @@ Rules:
   lend a no-op one (one ``OAuthClient`` per process already flies once per server, and a
   ``FileStore`` directory is one host's). The method is optional: ``renewal_lease(store,
   server)`` lends the no-op to a store that has none.
-- ``FileStore``: one JSON file per server in a directory the caller chooses (created with
-  mode 0700 if missing), named by a hash of the server's URI; every file is mode 0600 and
-  replaced atomically (written to a temporary file in the same directory, synced, then
-  renamed over the old one), so a crash leaves the old record or the new, never half of
-  one. A file that cannot be read back (corrupt, another server's, another format) is
-  ignored with a warning that names the file only, and the server is authorized afresh.
+- ``FileStore``: one JSON file per server in a directory the caller chooses, named by a
+  hash of the server's URI, 0600 and replaced atomically (``records.FileRecords``, shared
+  with the pin store). A file that cannot be read back (corrupt, another server's,
+  another format) is ignored with a warning that names the file only, and the server is
+  authorized afresh.
 - Secrets are written in clear only into these files (that is what 0600 is for); in
   memory they stay ``Secret``.
 """
@@ -30,15 +29,14 @@ Rules:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..records import FileRecords
 from .registration import ClientIdentity
 from .tokens import Token
 
@@ -89,12 +87,6 @@ def renewal_lease(store: TokenStore, server: str) -> contextlib.AbstractAsyncCon
     return renewal(server) if renewal is not None else contextlib.nullcontext()
 
 
-def record_name(server: str) -> str:
-    """A record's name in a store: a hash of the server's URI, so any URI makes a short,
-    safe file name or key."""
-    return hashlib.sha256(server.encode()).hexdigest()[:40]
-
-
 def record_bytes(binding: Binding) -> bytes:
     """A record as a store writes it (secrets in clear: see the rules)."""
     return json.dumps(binding.to_json(), indent=1).encode()
@@ -135,49 +127,26 @@ class MemoryStore:
 
 
 class FileStore:
-    """Records in a directory, one 0600 JSON file per server. The files are small and
-    written rarely (after an authorization or a refresh), so they are written in line."""
+    """Records in a directory, one 0600 JSON file per server (``records.FileRecords``)."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+        self._files = FileRecords(self.directory)
 
     def path_for(self, server: str) -> Path:
-        return self.directory / (record_name(server) + ".json")
+        return self._files.path_for(server)
 
     async def load(self, server: str) -> Binding | None:
-        path = self.path_for(server)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        data = await self._files.read(server)
+        if data is None:
             return None
-        return read_record(data, server, where=f"token store file {path}")
+        return read_record(data, server, where=f"token store {self._files.where(server)}")
 
     async def save(self, binding: Binding) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        data = record_bytes(binding)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:  # mkstemp makes it 0600; said again, for sure
-                os.fchmod(out.fileno(), 0o600)
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path_for(binding.server))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        # The rename itself survives a power cut only once the directory is synced.
-        with contextlib.suppress(OSError):
-            directory = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+        await self._files.write(binding.server, record_bytes(binding))
 
     async def delete(self, server: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path_for(server).unlink()
+        await self._files.delete(server)
 
     def renewal(self, server: str) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()

@@ -25,6 +25,7 @@ CacheScope = Literal["public", "private"]
 #: - ``cache-scope``: missing, unknown or inconsistent ``cacheScope``; read as private.
 #: - ``ttl``: a ``ttlMs`` that is not a non-negative integer; read as 0.
 #: - ``prefixed``: a tool exposed as ``<server>/<tool>`` because its name was taken.
+#: - ``withheld``: a well-formed tool kept out by its pin or a bound (``catalog.screen``).
 WarningKind = Literal[
     "quarantined",
     "task-required",
@@ -34,6 +35,7 @@ WarningKind = Literal[
     "cache-scope",
     "ttl",
     "prefixed",
+    "withheld",
 ]
 
 

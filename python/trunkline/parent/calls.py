@@ -98,9 +98,10 @@ class _Asking:
 class CallPath:
     def __init__(self, *, retry_policy: RetryPolicy, call_timeout: float,
                  input_rounds: InputRounds,
-                 relist: Callable[[str], Any], telemetry: Telemetry) -> None:
+                 relist: Callable[[str, str], Any],
+                 telemetry: Telemetry | None = None) -> None:
         self.retry_policy = retry_policy
-        self._telemetry = telemetry
+        self._telemetry = telemetry or Telemetry()
         self.call_timeout = call_timeout
         self._input_rounds = input_rounds
         self._relist = relist
@@ -146,10 +147,11 @@ class CallPath:
                                                                   HttpParams):
                 # The server's x-mcp-header definitions changed under our catalog. It
                 # rejected the request before running it, so re-listing and sending once
-                # more (a new request) is safe for any tool.
+                # more (a new request) is safe for any tool: ``relist`` raises instead if
+                # the new definition is not admitted (its pin changed).
                 log.info("server %r: header mismatch on %r (%s); re-listing its tools",
                          handle.name, entry.local_name, reply.error_message)
-                await self._relist(handle.name)
+                await self._relist(handle.name, entry.local_name)
                 reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                          entry, idempotent)
             return await self._completed(handle, "tools/call", params, key, reply, timeout,

@@ -18,9 +18,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
+from ..catalog.filters import ToolBounds
+from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
-from ..config import load_config, load_oauth_config
+from ..config import load_config, load_oauth_config, load_pin_config
 from ..errors import ToolCollision, UnknownTool
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
@@ -36,6 +38,7 @@ from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .latency import LatencySummary
 from .listings import CatalogKeeper
+from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
 
@@ -68,6 +71,9 @@ class Host:
         oauth: OAuthClient | None = None,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        pins: PinStore | None = None,
+        approve_first_sight: bool = False,
+        tool_bounds: ToolBounds | None = None,
     ) -> None:
         """``on_log(server, params)`` receives every ``notifications/message`` a server
         sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
@@ -87,6 +93,12 @@ class Host:
         the request is sent again; tokens are renewed before they expire. The caller owns
         it (closes it after the host). Without it a 401/403 fails the request with
         ``AuthenticationFailed``.
+
+        ``pins`` (``PinStore``; in memory by default): each tool's approved definition,
+        by server identity. A tool whose definition changed (or, with
+        ``approve_first_sight``, any tool not approved yet) is quarantined until
+        ``approve_tool``; ``tool_bounds`` (``ToolBounds``) quarantine what is too big to
+        put in front of a model. The caller owns ``pins``.
 
         ``tracer_provider`` / ``meter_provider`` (OpenTelemetry): where this host's spans
         and metrics go; without them the global providers (no-op until an application
@@ -117,12 +129,13 @@ class Host:
         self._catalog = CatalogKeeper(
             self._servers, policy=collision, model_safe=model_safe_names,
             list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
-            on_rebuilt=self._on_rebuilt, telemetry=self.telemetry)
+            on_rebuilt=self._on_rebuilt, pins=pins, bounds=tool_bounds,
+            first_sight="approve" if approve_first_sight else "trust", telemetry=self.telemetry)
         self._calls = CallPath(
             retry_policy=self.retry_policy, call_timeout=call_timeout,
             input_rounds=InputRounds(handlers, identity.capabilities,
                                      mrtr_limits or MrtrLimits()),
-            relist=lambda name: self.refresh_tools(name), telemetry=self.telemetry)
+            relist=self._relist_for_call, telemetry=self.telemetry)
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._server_watchers: list[Callable[[ServerStatus], None]] = []
@@ -133,6 +146,8 @@ class Host:
         self._closed = False
         #: An OAuth client this host made (``from_config``), closed with it.
         self._owned_oauth: OAuthClient | None = None
+        #: A pin store this host made (``from_config``), closed with it.
+        self._owned_pins: PinStore | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -147,17 +162,29 @@ class Host:
         OAuth client of its own, as the file's ``"oauth"`` keys describe
         (``config.load_oauth_config``), closed with the host: tokens a person stored with
         ``trunkline login`` are used and refreshed, client credentials are obtained, and an
-        authorization that needs a person fails saying to run ``trunkline login``."""
+        authorization that needs a person fails saying to run ``trunkline login``.
+
+        Pins are kept where the tokens are (the ``"oauth"`` ``store``: its ``pins``
+        subdirectory, or the same Redis), with the file's ``"pins"`` settings
+        (``config.load_pin_config``)."""
         configs = load_config(path, discover_timeout=discover_timeout)
+        pin_config, oauth_config = load_pin_config(path), load_oauth_config(path)
+        kwargs.setdefault("approve_first_sight", pin_config.approve_first_sight)
+        if pin_config.bounds:
+            kwargs.setdefault("tool_bounds", ToolBounds(**pin_config.bounds))
+        owned_pins = None
+        if "pins" not in kwargs:
+            owned_pins = kwargs["pins"] = pins_for(oauth_config.store)
         owned = None
         if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in configs):
             from ..auth.configured import oauth_client_from
             from ..auth.sign_in import SignInRequired
 
             owned = kwargs["oauth"] = oauth_client_from(
-                load_oauth_config(path), SignInRequired(f"trunkline login {path} NAME"))
+                oauth_config, SignInRequired(f"trunkline login {path} NAME"))
         host = cls(**kwargs)
         host._owned_oauth = owned
+        host._owned_pins = owned_pins
         host._pending_config = configs
         return host
 
@@ -182,6 +209,8 @@ class Host:
         await self._servers.aclose()
         if self._owned_oauth is not None:
             await self._owned_oauth.aclose()
+        if self._owned_pins is not None:
+            await self._owned_pins.aclose()
 
     # -- servers -------------------------------------------------------------------------
 
@@ -196,6 +225,8 @@ class Host:
         call_timeout: float | None = None,
         discover_timeout: float | None = None,
         idempotent_tools: Sequence[str] = (),
+        enabled_tools: Sequence[str] | None = None,
+        disabled_tools: Sequence[str] = (),
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
@@ -204,11 +235,16 @@ class Host:
         ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter).
         ``idempotent_tools`` names (by the server's own local names) the tools that are
         safe to repeat, so a call to them may be retried after it may have reached the
-        server; a tool's own ``idempotentHint`` is untrusted and never counts."""
+        server; a tool's own ``idempotentHint`` is untrusted and never counts.
+        ``enabled_tools`` / ``disabled_tools`` (glob patterns of local names) choose the
+        tools listed and callable."""
         config = ServerConfig(name, transport, allow_legacy=allow_legacy,
                               idempotent_tools=frozenset(idempotent_tools),
                               call_timeout=call_timeout, discover_timeout=discover_timeout,
-                              max_inflight=max_inflight, wait_ready=wait_ready)
+                              max_inflight=max_inflight, wait_ready=wait_ready,
+                              enabled_tools=None if enabled_tools is None
+                              else tuple(enabled_tools),
+                              disabled_tools=tuple(disabled_tools))
         return (await self.add_servers([config]))[0]
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
@@ -335,6 +371,17 @@ class Host:
         await self._catalog.refresh([server] if server is not None else self._servers.names())
         return self.tools()
 
+    async def approve_tool(self, server: str, tool: str) -> None:
+        """Approve the quarantined definition of ``tool`` (the server's own name for it):
+        it becomes the tool's pin and enters the catalog. Raises ``UnknownTool`` when no
+        definition of it waits for approval (or it is over a bound, which no approval
+        lifts)."""
+        await self._catalog.approve(server, tool)
+
+    def quarantined(self) -> list[Quarantine]:
+        """The quarantined tools of the listed servers, each saying why."""
+        return self._catalog.quarantined()
+
     # -- calls ---------------------------------------------------------------------------
 
     async def call_tool(
@@ -372,11 +419,7 @@ class Host:
         ``call_input`` gives this call its own input-round handlers, or relays its
         ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
         client answers); the caller's next call carries the answers in it."""
-        try:
-            entry = self._catalog.catalog.lookup(name)
-        except KeyError:
-            raise UnknownTool(f"no tool named {name!r} in the catalog",
-                              method="tools/call") from None
+        entry = await self._lookup(name)
         # A dict needs no ABC check (the common case, and the check is not free).
         if type(arguments) is not dict and arguments is not None and not isinstance(
                 arguments, Mapping):
@@ -389,6 +432,30 @@ class Host:
         if isinstance(result, InputRequired):
             return result
         return self._results.to_result(entry, result)
+
+    async def _relist_for_call(self, server: str, tool: str) -> None:
+        """A call's server says the tool's definition changed: re-list it; the call is
+        sent again only if the tool is still admitted."""
+        await self.refresh_tools(server)
+        withheld = self._catalog.withheld_on(server, tool)
+        if withheld is not None:
+            raise withheld
+
+    async def _lookup(self, name: str) -> ToolEntry:
+        """The catalog's entry for ``name``, once its server's tools are not being
+        listed again (so a tool whose definition just changed is never called)."""
+        while True:
+            try:
+                entry = self._catalog.catalog.lookup(name)
+            except KeyError:
+                withheld = self._catalog.withheld(name)
+                if withheld is not None:
+                    raise withheld from None
+                raise UnknownTool(f"no tool named {name!r} in the catalog",
+                                  method="tools/call") from None
+            if not self._catalog.settling(entry.server):
+                return entry
+            await self._catalog.settled(entry.server)
 
     async def request(self, server: str, method: str,
                       params: Mapping[str, Any] | None = None, *,

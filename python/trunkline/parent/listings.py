@@ -6,6 +6,12 @@ order, the collision policy) whenever a listing changes: a server became ready o
 connection (its caches died with the old one, so it is listed from scratch), announced a
 list change, or went away for good. Stale listings are refetched when a caller needs the
 catalog, never on a timer.
+
+Every listing is screened (``catalog.screen``: the server's filter, the host's bounds, the
+server's pins from the ``PinStore``) before it is merged: a filtered or quarantined tool
+never reaches the catalog, so it is never listed, routed or called. While a server's
+tools are being listed again (a list change, a new connection), calls to it wait for the
+new screening (``settled``): a changed tool is never called in between.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 import orjson
 
@@ -26,12 +33,16 @@ from ..catalog import (
     ToolListing,
     build_catalog,
 )
+from ..catalog.filters import ToolBounds, ToolFilter
+from ..catalog.pins import VOLATILE_META_KEYS, FirstSight, Quarantine, approve, server_identity
+from ..catalog.screen import Screening, screen
 from ..channel import ServerState
-from ..errors import ToolCollision, TrunklineError
+from ..errors import ToolCollision, ToolFiltered, ToolQuarantined, TrunklineError, UnknownTool
 from ..loop.tasks import TaskScope, gather_all
 from ..protocol.retry import RetryPolicy, plan_call
 from ..telemetry.telemetry import Telemetry
 from .handle import WorkerHandle
+from .pin_store import PinStore
 from .retrying import run_with_retries
 from .supervisor import Supervisor
 
@@ -45,9 +56,11 @@ _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTIN
 class CatalogKeeper:
     def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, model_safe: bool,
                  list_timeout: float, retry_policy: RetryPolicy, scope: TaskScope,
-                 on_rebuilt: Callable[[], None], telemetry: Telemetry) -> None:
+                 on_rebuilt: Callable[[], None], pins: PinStore | None = None,
+                 first_sight: FirstSight = "trust", bounds: ToolBounds | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         self._servers = servers
-        self._telemetry = telemetry
+        self._telemetry = telemetry or Telemetry()
         self.policy = policy
         self.model_safe = model_safe
         self.list_timeout = list_timeout
@@ -56,6 +69,16 @@ class CatalogKeeper:
         self._on_rebuilt = on_rebuilt
         self._cache = ToolCache()
         self._listings: dict[str, ToolListing] = {}
+        self.pins = pins if pins is not None else PinStore()
+        self.first_sight: FirstSight = first_sight
+        self.bounds = bounds if bounds is not None else ToolBounds()
+        #: Each listed server's screening: what of its listing the catalog merges.
+        self._screenings: dict[str, Screening] = {}
+        #: One pin record change at a time per server (a listing's, an approval's), so
+        #: neither writes over the other's.
+        self._pin_locks: dict[str, asyncio.Lock] = {}
+        #: Servers being listed again; calls to them wait (``settled``).
+        self._settling: dict[str, set[asyncio.Event]] = {}
         self._listed_generation: dict[str, int] = {}
         #: Servers being added (or retried): their first listing is the adder's job.
         self.adding: set[str] = set()
@@ -128,13 +151,96 @@ class CatalogKeeper:
         listing = driver.finish()
         for warning in listing.warnings:
             log.warning("%s", warning)
+        screening = await self._screen(handle, listing)
+        for quarantine in screening.quarantined.values():
+            log.warning("%s", quarantine)
         self._cache.put(name, None, listing, received_at, generation=generation)
         self._listings[name] = listing
+        self._screenings[name] = screening
         self._listed_generation[name] = handle.generation
 
     def drop(self, names: list[str]) -> None:
         for name in names:
             self._listings.pop(name, None)
+            self._screenings.pop(name, None)
+
+    # -- screening -----------------------------------------------------------------------
+
+    async def _screen(self, handle: WorkerHandle, listing: ToolListing) -> Screening:
+        """The listing through the server's filter, the bounds and its pins (read afresh:
+        another process may have approved one), keeping the record if it changed."""
+        config = handle.config
+        async with self._pin_locks.setdefault(handle.name, asyncio.Lock()):
+            loaded = await self.pins.load(server_identity(config.params.identity()))
+            record = replace(loaded, describe=config.params.describe())
+            screening = screen(
+                listing, record, first_sight=self.first_sight, bounds=self.bounds,
+                tool_filter=ToolFilter(config.enabled_tools, config.disabled_tools),
+                volatile_meta=VOLATILE_META_KEYS)
+            if screening.record != loaded:
+                await self.pins.save(screening.record)
+        return screening
+
+    async def approve(self, server: str, tool: str) -> None:
+        """Approve ``tool``'s pending definition on ``server`` and merge it."""
+        handle = self._servers.handle(server)
+        held = self._screenings.get(server)
+        quarantine = held.quarantined.get(tool) if held is not None else None
+        if quarantine is not None and quarantine.reason == "bound":
+            raise UnknownTool(f"tool {tool!r} cannot be approved: it is over a bound "
+                              f"({quarantine.bound})", server=server)
+        identity = server_identity(handle.config.params.identity())
+        async with self._pin_locks.setdefault(server, asyncio.Lock()):
+            record = await self.pins.load(identity)
+            try:
+                record = approve(record, tool)
+            except KeyError:
+                raise UnknownTool(f"no definition of tool {tool!r} waits for approval",
+                                  server=server) from None
+            await self.pins.save(record)
+        listing = self._listings.get(server)
+        if listing is not None:
+            self._screenings[server] = await self._screen(handle, listing)
+            self.rebuild_or_keep()
+
+    def quarantined(self) -> list[Quarantine]:
+        """Every quarantined tool of the listed servers, in configured order."""
+        return [q for name in self._servers.names() if name in self._screenings
+                for q in self._screenings[name].quarantined.values()]
+
+    def withheld(self, name: str) -> UnknownTool | None:
+        """The error for a call to ``name`` (a tool's local or prefixed name) if a server
+        has such a tool and it is filtered or quarantined: a quarantine first, then a
+        filter, each in configured order."""
+        found = [self.withheld_on(server, name.removeprefix(f"{server}/"))
+                 for server in self._servers.names()]
+        quarantined = [e for e in found if isinstance(e, ToolQuarantined)]
+        filtered = [e for e in found if e is not None]
+        return (quarantined or filtered or [None])[0]
+
+    def withheld_on(self, server: str, tool: str) -> UnknownTool | None:
+        """The error for a call to ``server``'s own ``tool`` if it is filtered or
+        quarantined."""
+        screening = self._screenings.get(server)
+        if screening is None:
+            return None
+        quarantine = screening.quarantined.get(tool)
+        if quarantine is not None:
+            return ToolQuarantined(
+                f"tool {tool!r} is {quarantine.detail}", server=server, tool=tool,
+                reason=quarantine.reason, changes=quarantine.changes, bound=quarantine.bound)
+        if tool in screening.filtered:
+            return ToolFiltered(f"tool {tool!r} is filtered out by the server's "
+                                f"enabledTools/disabledTools", server=server, tool=tool)
+        return None
+
+    def settling(self, server: str) -> bool:
+        return server in self._settling
+
+    async def settled(self, server: str) -> None:
+        """Returns once ``server``'s tools are not being listed again."""
+        while events := self._settling.get(server):
+            await next(iter(events)).wait()
 
     # -- merging -------------------------------------------------------------------------
 
@@ -142,8 +248,8 @@ class CatalogKeeper:
         """Merge the listings of the servers that count (raises ``ToolCollision``)."""
         order = self._servers.names()
         listed = [
-            self._listings[name] for name in order
-            if name in self._listings and self._servers.handle(name).state in _LISTED_STATES
+            self._screenings[name].listing for name in order
+            if name in self._screenings and self._servers.handle(name).state in _LISTED_STATES
         ]
         self.catalog = build_catalog(listed, policy=self.policy,
                                      model_safe_aliases=self.model_safe, server_order=order)
@@ -166,7 +272,7 @@ class CatalogKeeper:
                 # A new connection: its era was renegotiated, its caches died with the old
                 # one, and its tools are listed again from scratch.
                 self._cache.drop(name)
-                self._scope.spawn(self._relist(name), name=f"relist {name}")
+                self._spawn_relist(name)
         elif handle.state in (ServerState.UNAVAILABLE, ServerState.STOPPED):
             if name in self._listings:
                 self.rebuild_or_keep()
@@ -177,14 +283,26 @@ class CatalogKeeper:
         if which != "tools" or handle.name in self.adding:
             return
         self._cache.invalidate(handle.name)
-        self._scope.spawn(self._relist(handle.name), name=f"relist {handle.name}")
+        self._spawn_relist(handle.name)
 
-    async def _relist(self, name: str) -> None:
+    def _spawn_relist(self, name: str) -> None:
+        # Calls to the server wait from now until the new listing is screened.
+        event = asyncio.Event()
+        self._settling.setdefault(name, set()).add(event)
+        self._scope.spawn(self._relist(name, event), name=f"relist {name}")
+
+    async def _relist(self, name: str, event: asyncio.Event) -> None:
         try:
             await self.list_server(name)
         except TrunklineError as exc:
             log.warning("server %r: re-listing tools failed: %s", name, exc)
             return
+        finally:
+            events = self._settling.get(name, set())
+            events.discard(event)
+            if not events:
+                self._settling.pop(name, None)
+            event.set()
         self.rebuild_or_keep()
 
 
