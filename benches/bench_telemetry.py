@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from trunkline.params import stdio
-from trunkline.telemetry.telemetry import Telemetry
+from trunkline.parent.telemetry import Telemetry
 
 BODY = {"name": "echo", "arguments": {"token": "s3-w517-n12"}}
 

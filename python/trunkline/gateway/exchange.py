@@ -29,10 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .http_server import Connection
+from typing import Any, Protocol
 
 JSON = b"application/json"
 
@@ -45,6 +42,16 @@ _STATUS_LINES: dict[int, bytes] = {
 def status_line(status: int) -> bytes:
     line = _STATUS_LINES.get(status)
     return line if line is not None else b"HTTP/1.1 %d Unknown\r\n" % status
+
+
+class Wire(Protocol):
+    """What an exchange needs of its connection (``http_server.Connection``)."""
+
+    def send(self, data: bytes) -> None: ...
+
+    async def drained(self) -> None: ...
+
+    def keeps(self, exchange: Exchange) -> bool: ...
 
 
 class Disconnected(Exception):
@@ -62,7 +69,7 @@ class Exchange:
                  "_chunked", "_started", "_complete", "_task", "_lost", "_chunks", "_size",
                  "_limit", "_ended", "_arrived", "_continue_sent")
 
-    def __init__(self, conn: Connection, method: str, path: str, headers: dict[str, str], *,
+    def __init__(self, conn: Wire, method: str, path: str, headers: dict[str, str], *,
                  keep_alive: bool, chunked_ok: bool, limit: int) -> None:
         self.method = method
         self.path = path

@@ -30,10 +30,10 @@ from ..protocol.retry import (
 )
 from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from ..telemetry.calls import CallRecord
-from ..telemetry.telemetry import Telemetry
 from .handle import WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .retrying import run_with_retries
+from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")
 

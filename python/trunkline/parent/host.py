@@ -27,12 +27,11 @@ from ..errors import ToolCollision, UnknownTool
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..protocol.identity import ClientIdentity
+from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
-from ..protocol.listen import can_subscribe
 from ..protocol.versions import LOG_LEVELS
 from ..settings import HostSettings, ServerConfig
-from ..telemetry.telemetry import Telemetry
 from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
@@ -41,6 +40,7 @@ from .listings import CatalogKeeper
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
+from .telemetry import Telemetry
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

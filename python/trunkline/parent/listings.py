@@ -34,17 +34,29 @@ from ..catalog import (
     build_catalog,
 )
 from ..catalog.filters import ToolBounds, ToolFilter
-from ..catalog.pins import VOLATILE_META_KEYS, FirstSight, Quarantine, approve, server_identity
+from ..catalog.pins import (
+    VOLATILE_META_KEYS,
+    FirstSight,
+    Quarantine,
+    approve,
+    server_identity,
+)
 from ..catalog.screen import Screening, screen
 from ..channel import ServerState
-from ..errors import ToolCollision, ToolFiltered, ToolQuarantined, TrunklineError, UnknownTool
+from ..errors import (
+    ToolCollision,
+    ToolFiltered,
+    ToolQuarantined,
+    TrunklineError,
+    UnknownTool,
+)
 from ..loop.tasks import TaskScope, gather_all
 from ..protocol.retry import RetryPolicy, plan_call
-from ..telemetry.telemetry import Telemetry
 from .handle import WorkerHandle
 from .pin_store import PinStore
 from .retrying import run_with_retries
 from .supervisor import Supervisor
+from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")
 

@@ -31,7 +31,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import conventions as c
 
 if TYPE_CHECKING:
-    from .telemetry import Instruments
+    from .instruments import Instruments
 
 _CURRENT: ContextVar[CallRecord | None] = ContextVar("trunkline_call", default=None)
 

@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
-from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Link, SpanKind
 
 from ..channel import ServerState
-from ..parent.restarts import CoolDown, ReprobeIn, RestartIn
+from ..telemetry import conventions as c
+from ..telemetry.calls import CallRecord
+from ..telemetry.instruments import STATE, Instruments
 from ..version import VERSION
-from . import conventions as c
-from .calls import CallRecord
+from .restarts import CoolDown, ReprobeIn, RestartIn
 
 if TYPE_CHECKING:
-    from ..parent.handle import ServerStatus, WorkerHandle
+    from .handle import ServerStatus, WorkerHandle
 
 try:  # the API's stand-in until a meter provider is set
     from opentelemetry.metrics._internal import _ProxyMeterProvider
@@ -64,61 +64,6 @@ if hasattr(_METRICS_GLOBALS, "_METER_PROVIDER"):
         return _METRICS_GLOBALS._METER_PROVIDER  # type: ignore[union-attr]
 else:  # pragma: no cover
     _global_meter_provider = metrics.get_meter_provider
-STATE = "trunkline.server.state"
-
-
-class Instruments:
-    """The instruments of one meter."""
-
-    def __init__(self, meter: metrics.Meter,
-                 statuses: Callable[[], Iterable[ServerStatus]]) -> None:
-        self._statuses = statuses
-        self.client_duration = meter.create_histogram(
-            c.CLIENT_DURATION, unit="s", description="Duration of MCP requests sent",
-            explicit_bucket_boundaries_advisory=c.DURATION_BUCKETS)
-        self.server_duration = meter.create_histogram(
-            c.SERVER_DURATION, unit="s", description="Duration of MCP requests served",
-            explicit_bucket_boundaries_advisory=c.DURATION_BUCKETS)
-        self.retries = meter.create_counter(
-            "trunkline.server.retries", unit="{request}",
-            description="Requests sent again after a failed attempt")
-        self.timeouts = meter.create_counter(
-            "trunkline.server.timeouts", unit="{request}",
-            description="Requests that ended without an answer within their timeout")
-        self.era_verdicts = meter.create_counter(
-            "trunkline.server.era_verdicts", unit="{verdict}",
-            description="Era verdicts, by era (none: refused)")
-        meter.create_observable_gauge(
-            "trunkline.server.in_flight", [self._in_flight], unit="{request}",
-            description="Requests sent and not yet answered")
-        meter.create_observable_gauge(
-            STATE, [self._state], unit="1", description="1 for the server's current state")
-        meter.create_observable_counter(
-            "trunkline.server.restarts", [self._restarts], unit="{restart}",
-            description="Workers started after the first")
-        meter.create_observable_counter(
-            "trunkline.server.late_replies", [self._late_replies], unit="{reply}",
-            description="Replies that came after their caller gave up")
-
-    def _each(self) -> list[ServerStatus]:
-        try:
-            return list(self._statuses())
-        except RuntimeError:  # servers added while a collector thread read them: next time
-            return []
-
-    def _in_flight(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.in_flight, {c.SERVER: s.name}) for s in self._each()]
-
-    def _state(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(1 if s.state is state else 0, {c.SERVER: s.name,
-                                                           STATE: state.value})
-                for s in self._each() for state in ServerState]
-
-    def _restarts(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.restarts, {c.SERVER: s.name}) for s in self._each()]
-
-    def _late_replies(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(s.late_replies, {c.SERVER: s.name}) for s in self._each()]
 
 
 class Telemetry:
