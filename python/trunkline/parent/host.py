@@ -419,7 +419,9 @@ class Host:
         ``call_input`` gives this call its own input-round handlers, or relays its
         ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
         client answers); the caller's next call carries the answers in it."""
-        entry = await self._lookup(name)
+        entry = self._entry(name)
+        if self._catalog.settling(entry.server):
+            entry = await self._settled_entry(name)
         # A dict needs no ABC check (the common case, and the check is not free).
         if type(arguments) is not dict and arguments is not None and not isinstance(
                 arguments, Mapping):
@@ -441,18 +443,23 @@ class Host:
         if withheld is not None:
             raise withheld
 
-    async def _lookup(self, name: str) -> ToolEntry:
-        """The catalog's entry for ``name``, once its server's tools are not being
-        listed again (so a tool whose definition just changed is never called)."""
+    def _entry(self, name: str) -> ToolEntry:
+        """The catalog's entry for ``name`` now (no await: the common case costs no
+        coroutine per call)."""
+        try:
+            return self._catalog.catalog.lookup(name)
+        except KeyError:
+            withheld = self._catalog.withheld(name)
+            if withheld is not None:
+                raise withheld from None
+            raise UnknownTool(f"no tool named {name!r} in the catalog",
+                              method="tools/call") from None
+
+    async def _settled_entry(self, name: str) -> ToolEntry:
+        """The catalog's entry for ``name`` once its server's tools are not being listed
+        again (so a tool whose definition just changed is never called)."""
         while True:
-            try:
-                entry = self._catalog.catalog.lookup(name)
-            except KeyError:
-                withheld = self._catalog.withheld(name)
-                if withheld is not None:
-                    raise withheld from None
-                raise UnknownTool(f"no tool named {name!r} in the catalog",
-                                  method="tools/call") from None
+            entry = self._entry(name)
             if not self._catalog.settling(entry.server):
                 return entry
             await self._catalog.settled(entry.server)
