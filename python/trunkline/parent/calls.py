@@ -140,6 +140,7 @@ class CallPath:
         key = resolve_idempotency_key(idempotency_key)
         params, asking = _prepared(handle, body, key, call_input, on_progress, log_level,
                                    on_log, record)
+        del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
             reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                      entry, idempotent)
