@@ -75,23 +75,9 @@ def test_call_telemetry_off(benchmark: Any, loop: asyncio.AbstractEventLoop) -> 
 
 
 def test_call_telemetry_on(benchmark: Any, loop: asyncio.AbstractEventLoop) -> None:
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        SpanExporter,
-        SpanExportResult,
-    )
-    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+    from fanout_trunkline import recording_providers
 
-    class Dropped(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    tracing = TracerProvider(sampler=ALWAYS_ON)
-    tracing.add_span_processor(BatchSpanProcessor(Dropped()))
-    metering = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    tracing, metering = recording_providers()
     telemetry = Telemetry(tracer_provider=tracing, meter_provider=metering)
     try:
         benchmark(_one_call, telemetry, loop)

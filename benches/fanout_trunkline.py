@@ -74,25 +74,8 @@ class TracedClient(TrunklineClient):
     name: ClassVar[str] = "trunkline-traced"
 
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import (
-            BatchSpanProcessor,
-            SpanExporter,
-            SpanExportResult,
-        )
-        from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
-
-        class Dropped(SpanExporter):
-            def export(self, spans: Any) -> SpanExportResult:
-                return SpanExportResult.SUCCESS
-
         ratio = float(os.environ.get("TRUNKLINE_BENCH_SAMPLED", "1"))
-        self._tracing = TracerProvider(
-            sampler=ALWAYS_ON if ratio >= 1 else TraceIdRatioBased(ratio))
-        self._tracing.add_span_processor(BatchSpanProcessor(Dropped()))
-        self._metering = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        self._tracing, self._metering = recording_providers(ratio)
         self._host = Host(settings=SETTINGS, call_timeout=120.0,
                           tracer_provider=self._tracing, meter_provider=self._metering)
         await self._connect(server_argvs)
@@ -101,6 +84,29 @@ class TracedClient(TrunklineClient):
         await super().close()
         self._tracing.shutdown()
         self._metering.shutdown()
+
+
+def recording_providers(ratio: float = 1.0) -> tuple[Any, Any]:
+    """A tracer provider sampling ``ratio`` of the traces, its spans batched and dropped,
+    and a meter provider read in memory: telemetry's whole cost in the process, nothing
+    exported (the OpenTelemetry SDK, from the ``otel`` extra)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, TraceIdRatioBased
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracing = TracerProvider(sampler=ALWAYS_ON if ratio >= 1 else TraceIdRatioBased(ratio))
+    tracing.add_span_processor(BatchSpanProcessor(Dropped()))
+    return tracing, MeterProvider(metric_readers=[InMemoryMetricReader()])
 
 
 class SupervisorClient:
