@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Coroutine, Iterator
@@ -62,6 +63,19 @@ def _processes() -> Iterator[tuple[int, bytes, int, int]]:
         # Fields after the parenthesized command: state ppid pgrp ...
         fields = stat[stat.rindex(b")") + 2 :].split()
         yield int(entry), fields[0], int(fields[1]), int(fields[2])
+
+
+def stop_process(process: subprocess.Popen[Any], timeout_s: float = 10) -> None:
+    """End a service a test started: SIGTERM, then SIGKILL if it outlives ``timeout_s``;
+    reaped either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def child_pids() -> set[int]:

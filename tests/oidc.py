@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from conftest import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / ".peers" / "oidc" / "lib"
@@ -58,13 +59,7 @@ class Provider:
         return answer["access_token"]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def _config(dead_issuer: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import stop_process
 
 
 def free_port() -> int:
@@ -53,12 +54,7 @@ class RedisServer:
         return redis.asyncio.Redis(host="127.0.0.1", port=self.port)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 @pytest.fixture

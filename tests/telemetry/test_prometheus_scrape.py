@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import run
+from conftest import run, stop_process
 
 import realpeers
 from gateways import HttpGateway, fleet_config, real_server
@@ -69,12 +69,7 @@ class Prometheus:
                 await asyncio.sleep(0.5)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, 20)
         self._log.close()
 
 
