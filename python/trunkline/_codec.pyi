@@ -33,7 +33,7 @@ MAX_NESTING_DEPTH: Final[int]  # deeper JSON is classified invalid, never recurs
 # Parent <-> worker channel frames: ``u32 LE length | u8 type | body``, the length counting
 # the type byte and the body. Other frame types are opaque here: returned as (type, body).
 FRAME_SUBMIT: Final[int]  # 1, parent -> worker: ``u64 call_id | u32 timeout_ms | u16 method_len | method | params``
-FRAME_RESULT: Final[int]  # 16, worker -> parent: ``u64 call_id | u8 kind | u8 result_type | payload``
+FRAME_RESULT: Final[int]  # 16, worker -> parent: ``u64 call_id | i64 request_id | u8 kind | u8 result_type | payload``
 # 255: never on the wire. ``SubmitStamper.feed`` reports a SUBMIT it could not stamp (params
 # not a JSON object, truncated head, method not UTF-8, call id already pending) as this
 # pseudo-frame, body ``u64 LE call_id | reason (UTF-8)``, so the worker fails just that call.
@@ -170,8 +170,8 @@ class StreamDecoder(Generic[_T]):
     def feed_forward(self, chunk: bytes) -> tuple[bytes, list[Event[_T]]]:
         """``feed`` for a worker: every response (KIND_RESULT or KIND_ERROR) that resolves
         CORR_MATCHED to a forwarded call (``Correlator.allocate_call``) is appended to the
-        returned bytes as a whole RESULT frame, ``u64 call_id | u8 kind | u8 result_type |
-        payload``, where payload is the raw ``result`` value for a result and the whole line
+        returned bytes as a whole RESULT frame, ``u64 call_id | i64 request_id | u8 kind | u8
+        result_type | payload`` (``request_id``: the id the request went out with), where payload is the raw ``result`` value for a result and the whole line
         (without its newline) for an error; no Python object is made for it. Every other line
         comes back as an Event exactly as ``feed`` returns it, in order. The bytes are empty
         when no forwarded call was answered."""
@@ -244,9 +244,10 @@ class ResultDemux(Generic[_T]):
     def __init__(self, correlator: Correlator[_T], max_frame_bytes: int = ...) -> None: ...
     def feed(
         self, chunk: bytes
-    ) -> tuple[list[tuple[_T, int, int, bytes]], list[tuple[int, bytes]]]:
-        """([(token, kind, result_type, payload)] for RESULTs of pending calls, [(type, body)]
-        for every other frame). A RESULT for a call already resolved or discarded counts in
+    ) -> tuple[list[tuple[_T, int, int, bytes, int]], list[tuple[int, bytes]]]:
+        """([(token, kind, result_type, payload, request_id)] for RESULTs of pending calls,
+        [(type, body)] for every other frame); ``request_id`` is the JSON-RPC id the worker
+        sent the request with. A RESULT for a call already resolved or discarded counts in
         ``stale``, for an id never allocated in ``unknown``; both are dropped. A corrupt chunk
         (bad frame length, a RESULT shorter than its head) raises CodecError before any token
         is resolved, so draining the correlator afterwards fails every call."""

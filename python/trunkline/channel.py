@@ -8,8 +8,9 @@ Rules (see ``docs/architecture.md``, "The channel"):
 2. The two hot frames have fixed binary layouts that only the Rust codec reads and
    writes (their type numbers are the codec's, imported here, never restated):
    ``SUBMIT`` (parent -> worker) ``u64 call_id | u32 timeout_ms | u16 method_len | method
-   | params JSON`` and ``RESULT`` (worker -> parent) ``u64 call_id | u8 kind | u8
-   result_type | payload``. Neither side decodes the payload on the way through.
+   | params JSON`` and ``RESULT`` (worker -> parent) ``u64 call_id | i64 request_id | u8
+   kind | u8 result_type | payload``, ``request_id`` being the JSON-RPC id the worker
+   chose for the request. Neither side decodes the payload on the way through.
 3. Every other frame is rare and carries one small JSON message, typed here
    (``msgspec``): each has ``to_bytes()`` giving the whole frame and ``from_bytes(body)``.
 4. Frames are applied in the order they were sent, in both directions.
@@ -44,7 +45,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 6
+CHANNEL_VERSION = 7
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -362,11 +363,13 @@ class _FailureBody(msgspec.Struct, frozen=True):
     method: str | None = None
     sent: bool | None = None
     details: dict[str, Any] = {}
+    request_id: int | str | None = None
 
 
 class Failure:
     """One call failed in the worker: ``u64 call_id`` then the error as JSON. The parent
-    rebuilds the same error class with the same details, naming its server."""
+    rebuilds the same error class with the same details (the request's JSON-RPC id
+    included, when it was sent), naming its server."""
 
     @staticmethod
     def to_bytes(call_id: int, error: TrunklineError) -> bytes:
@@ -376,7 +379,7 @@ class Failure:
         else:  # anything else the worker could not tell apart: the transport's loss
             kind, fields = FailureKind.TRANSPORT_LOST, ()
         body = _FailureBody(kind, error.message, error.method, error.sent,
-                            {name: getattr(error, name) for name in fields})
+                            {name: getattr(error, name) for name in fields}, error.request_id)
         return frame(FAILURE, _CALL_ID.pack(call_id) + _ENCODER.encode(body))
 
     @staticmethod
@@ -387,4 +390,5 @@ class Failure:
         details = {name: decoded.details.get(name) for name in fields}
         error = cls(decoded.message, server=server, method=decoded.method,
                     sent=decoded.sent, **details)
+        error.request_id = decoded.request_id
         return call_id, error

@@ -27,7 +27,12 @@ class TrunklineError(Exception):
 
     ``sent`` says whether the request reached the wire before it failed: ``False`` when it
     never left the host (its server was restarting, no in-flight slot was free), so even a
-    call that is not idempotent may be sent again; ``None`` when nobody knows."""
+    call that is not idempotent may be sent again; ``None`` when nobody knows.
+
+    ``request_id`` is the JSON-RPC id the request went out with, when it went out and the
+    part that failed it knew the id (the worker, which chose it); else None."""
+
+    request_id: int | str | None = None
 
     def __init__(
         self,

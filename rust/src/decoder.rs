@@ -90,8 +90,13 @@ pub fn route<T>(
                 (Kind::Result, Some((a, b))) => &line[a..b],
                 _ => line,
             };
-            if put_result_frame(frames, *call_id, env.kind as u8, result_type_code(env.result_type.as_deref()), payload)
-            {
+            // A forwarded call's id is always one the correlator allocated: an integer.
+            let request_id = match &env.id {
+                Some(JsonId::Int(n)) => *n,
+                _ => -1,
+            };
+            let result_type = result_type_code(env.result_type.as_deref());
+            if put_result_frame(frames, *call_id, request_id, env.kind as u8, result_type, payload) {
                 continue;
             }
         }
@@ -174,7 +179,7 @@ mod tests {
             .iter()
             .map(|f| {
                 let r = parse_result(f.body(&frames)).unwrap();
-                (f.kind, r.call_id, r.kind, r.result_type, r.payload.to_vec())
+                (f.kind, r.call_id, r.request_id, r.kind, r.result_type, r.payload.to_vec())
             })
             .collect();
         assert_eq!(
@@ -183,11 +188,12 @@ mod tests {
                 (
                     16,
                     500,
+                    fwd,
                     Kind::Result as u8,
                     RT_INPUT_REQUIRED,
                     b"{\"resultType\":\"input_required\",\"x\":[1, 2]}".to_vec()
                 ),
-                (16, 501, Kind::Error as u8, RT_ABSENT, error.into_bytes()),
+                (16, 501, err, Kind::Error as u8, RT_ABSENT, error.into_bytes()),
             ]
         );
         assert!(corr.is_empty() && corr.calls_pending() == 0);

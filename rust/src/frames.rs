@@ -8,9 +8,11 @@
 //! - `SUBMIT` (parent -> worker): `u64 call_id | u32 timeout_ms | u16 method_len | method |
 //!   params` (all LE; empty params = none). The worker's [`SubmitStamper`] turns it into a
 //!   stamped JSON-RPC request line for the server's stdin.
-//! - `RESULT` (worker -> parent): `u64 call_id | u8 kind | u8 result_type | payload`; the
-//!   payload is the raw `result` value for a result and the whole response line for an
-//!   error. Built by [`crate::decoder::route`], read by the parent's [`ResultDemux`].
+//! - `RESULT` (worker -> parent): `u64 call_id | i64 request_id | u8 kind | u8 result_type |
+//!   payload`; `request_id` is the JSON-RPC id the request went out with (the worker chose
+//!   it: the parent's telemetry reports it), the payload is the raw `result` value for a
+//!   result and the whole response line for an error. Built by [`crate::decoder::route`],
+//!   read by the parent's [`ResultDemux`].
 //!
 //! Both ends come from one install and trust each other, so a malformed length (or a
 //! hot-path frame too short for its fixed head) means the channel is corrupt: it is
@@ -47,8 +49,8 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 * 1024 * 1024 + 64;
 pub const HEADER_LEN: usize = 5;
 /// `call_id | timeout_ms | method_len`.
 pub const SUBMIT_HEAD_LEN: usize = 8 + 4 + 2;
-/// `call_id | kind | result_type`.
-pub const RESULT_HEAD_LEN: usize = 8 + 1 + 1;
+/// `call_id | request_id | kind | result_type`.
+pub const RESULT_HEAD_LEN: usize = 8 + 8 + 1 + 1;
 
 /// The channel can no longer be framed; the worker on the other side must go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +276,14 @@ pub fn result_type_code(result_type: Option<&str>) -> u8 {
 
 /// Append one RESULT frame to `out`; false (and `out` untouched) if the payload is too big
 /// for a frame length.
-pub fn put_result_frame(out: &mut Vec<u8>, call_id: u64, kind: u8, result_type: u8, payload: &[u8]) -> bool {
+pub fn put_result_frame(
+    out: &mut Vec<u8>,
+    call_id: u64,
+    request_id: i64,
+    kind: u8,
+    result_type: u8,
+    payload: &[u8],
+) -> bool {
     let body_len = RESULT_HEAD_LEN + payload.len();
     if u32::try_from(body_len + 1).is_err() {
         return false;
@@ -282,6 +291,7 @@ pub fn put_result_frame(out: &mut Vec<u8>, call_id: u64, kind: u8, result_type: 
     out.reserve(HEADER_LEN + body_len);
     put_header(out, FRAME_RESULT, body_len);
     out.extend_from_slice(&call_id.to_le_bytes());
+    out.extend_from_slice(&request_id.to_le_bytes());
     out.push(kind);
     out.push(result_type);
     out.extend_from_slice(payload);
@@ -292,6 +302,7 @@ pub fn put_result_frame(out: &mut Vec<u8>, call_id: u64, kind: u8, result_type: 
 #[derive(Debug, PartialEq, Eq)]
 pub struct ResultFrame<'a> {
     pub call_id: u64,
+    pub request_id: i64,
     pub kind: u8,
     pub result_type: u8,
     pub payload: &'a [u8],
@@ -301,8 +312,9 @@ pub fn parse_result(body: &[u8]) -> Option<ResultFrame<'_>> {
     let (head, payload) = body.split_at_checked(RESULT_HEAD_LEN)?;
     Some(ResultFrame {
         call_id: u64::from_le_bytes(head[..8].try_into().ok()?),
-        kind: head[8],
-        result_type: head[9],
+        request_id: i64::from_le_bytes(head[8..16].try_into().ok()?),
+        kind: head[16],
+        result_type: head[17],
         payload,
     })
 }
@@ -491,9 +503,9 @@ fn close_run(passed: &mut Vec<Passed>, start: &mut usize, end: usize) {
 /// What the parent's demux makes of one frame.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Demuxed<T> {
-    /// A RESULT for a pending call: its token, and the frame (payload at
-    /// `body[RESULT_HEAD_LEN..]`).
-    Resolved { token: Token<T>, kind: u8, result_type: u8, frame: RawFrame },
+    /// A RESULT for a pending call: its token, the JSON-RPC id its request went out with,
+    /// and the frame (payload at `body[RESULT_HEAD_LEN..]`).
+    Resolved { token: Token<T>, request_id: i64, kind: u8, result_type: u8, frame: RawFrame },
     /// Any other frame type.
     Other(RawFrame),
 }
@@ -539,8 +551,8 @@ impl ResultDemux {
             let id = i64::try_from(r.call_id).ok().map(JsonId::Int);
             match corr.resolve(id.as_ref()) {
                 (Correlation::Matched, Some(token)) => {
-                    let (kind, result_type) = (r.kind, r.result_type);
-                    out.push(Demuxed::Resolved { token, kind, result_type, frame });
+                    let (request_id, kind, result_type) = (r.request_id, r.kind, r.result_type);
+                    out.push(Demuxed::Resolved { token, request_id, kind, result_type, frame });
                 }
                 (Correlation::Stale, _) => self.stale += 1,
                 _ => self.unknown += 1,
@@ -716,10 +728,10 @@ mod tests {
         let b = corr.allocate("b", None).unwrap() as u64;
         assert!(corr.discard(&JsonId::Int(b as i64)).is_some());
         let mut stream = Vec::new();
-        assert!(put_result_frame(&mut stream, a, 3, RT_COMPLETE, b"{\"x\":1}"));
-        assert!(put_result_frame(&mut stream, b, 3, RT_ABSENT, b"{}"));
-        assert!(put_result_frame(&mut stream, 99, 4, RT_ABSENT, b"{}"));
-        assert!(put_result_frame(&mut stream, u64::MAX, 4, RT_ABSENT, b"{}"));
+        assert!(put_result_frame(&mut stream, a, 41, 3, RT_COMPLETE, b"{\"x\":1}"));
+        assert!(put_result_frame(&mut stream, b, 42, 3, RT_ABSENT, b"{}"));
+        assert!(put_result_frame(&mut stream, 99, 43, 4, RT_ABSENT, b"{}"));
+        assert!(put_result_frame(&mut stream, u64::MAX, -1, 4, RT_ABSENT, b"{}"));
         stream.extend(frame(18, b"{\"state\":\"ready\"}"));
         let mut d = ResultDemux::new(DEFAULT_MAX_FRAME_BYTES);
         // Byte by byte: the RESULT frames straddle every feed.
@@ -728,18 +740,18 @@ mod tests {
             let chunk = &stream[i..=i];
             for x in d.feed(chunk, &mut corr).unwrap() {
                 got.push(match x {
-                    Demuxed::Resolved { token, kind, result_type, frame } => {
-                        (Some(token), kind, result_type, frame.body(chunk)[RESULT_HEAD_LEN..].to_vec())
+                    Demuxed::Resolved { token, request_id, kind, result_type, frame } => {
+                        (Some(token), request_id, kind, result_type, frame.body(chunk)[RESULT_HEAD_LEN..].to_vec())
                     }
-                    Demuxed::Other(f) => (None, f.kind, 0, f.body(chunk).to_vec()),
+                    Demuxed::Other(f) => (None, 0, f.kind, 0, f.body(chunk).to_vec()),
                 });
             }
         }
         assert_eq!(
             got,
             vec![
-                (Some(Token::Object("a")), 3, RT_COMPLETE, b"{\"x\":1}".to_vec()),
-                (None, 18, 0, b"{\"state\":\"ready\"}".to_vec()),
+                (Some(Token::Object("a")), 41, 3, RT_COMPLETE, b"{\"x\":1}".to_vec()),
+                (None, 0, 18, 0, b"{\"state\":\"ready\"}".to_vec()),
             ]
         );
         assert_eq!((d.stale, d.unknown), (1, 2));
@@ -750,7 +762,7 @@ mod tests {
         let mut corr = CallCorrelator::new(1);
         let a = corr.allocate("a", None).unwrap() as u64;
         let mut stream = Vec::new();
-        put_result_frame(&mut stream, a, 3, RT_ABSENT, b"1");
+        put_result_frame(&mut stream, a, 1, 3, RT_ABSENT, b"1");
         stream.extend(frame(FRAME_RESULT, b"tiny"));
         let mut d = ResultDemux::new(DEFAULT_MAX_FRAME_BYTES);
         assert!(d.feed(&stream, &mut corr).is_err());

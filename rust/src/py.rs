@@ -740,9 +740,9 @@ impl PyResultDemux {
         let others = PyList::empty(py);
         for d in demuxed {
             match d {
-                Demuxed::Resolved { token, kind, result_type, frame } => {
+                Demuxed::Resolved { token, request_id, kind, result_type, frame } => {
                     let payload = PyBytes::new(py, &frame.body(chunk)[RESULT_HEAD_LEN..]);
-                    resolved.append((token_to_py(py, token)?, kind, result_type, payload))?;
+                    resolved.append((token_to_py(py, token)?, kind, result_type, payload, request_id))?;
                 }
                 Demuxed::Other(f) => others.append(frame_tuple(py, f.kind, f.body(chunk))?)?,
             }

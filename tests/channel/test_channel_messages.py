@@ -135,12 +135,13 @@ FAILURES = [
 @pytest.mark.parametrize("error", FAILURES, ids=lambda e: type(e).__name__)
 def test_every_failure_kind_comes_back_as_the_same_error(error):
     error.method = "tools/call"
+    error.request_id = 9_007
     kind, body = one_frame(ch.Failure.to_bytes(2**40, error))
     assert kind == ch.FAILURE
     call_id, back = ch.Failure.from_bytes(body, server="s")
     assert call_id == 2**40 and type(back) is type(error)
-    assert (back.message, back.method, back.sent, back.server) == (
-        error.message, error.method, error.sent, "s")
+    assert (back.message, back.method, back.sent, back.server, back.request_id) == (
+        error.message, error.method, error.sent, "s", 9_007)
     for _kind, cls, fields in ch.FAILURES:
         if type(error) is cls:
             assert all(getattr(back, f) == getattr(error, f) for f in fields)
@@ -153,3 +154,4 @@ def test_every_row_of_the_failure_table_is_exercised():
 def test_an_error_with_no_row_travels_as_a_lost_transport():
     _, back = ch.Failure.from_bytes(one_frame(ch.Failure.to_bytes(1, TrunklineError("odd")))[1])
     assert type(back) is TransportLost and back.message == "odd"
+    assert back.request_id is None  # never sent: no id

@@ -68,13 +68,13 @@ def cuts(data: bytes, points: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip(edges, edges[1:])]
 
 
-def parse_result_frames(data: bytes) -> list[tuple[int, int, int, bytes]]:
-    """(call_id, kind, result_type, payload) of every RESULT frame in ``data``."""
+def parse_result_frames(data: bytes) -> list[tuple[int, int, int, int, bytes]]:
+    """(call_id, request_id, kind, result_type, payload) of every RESULT frame in ``data``."""
     out = []
     for kind, body in FrameSplitter().feed(data):
         assert kind == FRAME_RESULT
-        call_id, k, rt = struct.unpack_from("<QBB", body)
-        out.append((call_id, k, rt, body[10:]))
+        call_id, request_id, k, rt = struct.unpack_from("<QqBB", body)
+        out.append((call_id, request_id, k, rt, body[18:]))
     return out
 
 
@@ -323,12 +323,15 @@ def test_feed_forward_turns_forwarded_replies_into_result_frames():
     frames, events = dec.feed_forward(stream[20:])
     got = parse_result_frames(frames)
     assert got == [
-        (500, KIND_RESULT, RT_COMPLETE, result_complete),
-        (501, KIND_RESULT, RT_INPUT_REQUIRED, b'{"resultType":"input_required","inputRequests":{}}'),
-        (502, KIND_RESULT, RT_OTHER, b'{"resultType":"partial"}'),
-        (503, KIND_RESULT, RT_ABSENT, b"{}"),
-        (504, KIND_ERROR, RT_ABSENT, lines[-1]),
+        (500, r_complete, KIND_RESULT, RT_COMPLETE, result_complete),
+        (501, r_input, KIND_RESULT, RT_INPUT_REQUIRED,
+         b'{"resultType":"input_required","inputRequests":{}}'),
+        (502, r_other, KIND_RESULT, RT_OTHER, b'{"resultType":"partial"}'),
+        (503, r_none, KIND_RESULT, RT_ABSENT, b"{}"),
+        (504, r_err, KIND_ERROR, RT_ABSENT, lines[-1]),
     ]
+    # Each frame names the id its request went out with (the worker's own came first).
+    assert [r[1] for r in got] == [own + n for n in range(1, 6)]
     assert [(e.kind, e.correlation) for e in events] == [
         (KIND_RESULT, CORR_MATCHED),
         (KIND_NOTIFICATION, CORR_NONE),
@@ -350,7 +353,8 @@ def test_finish_forward_routes_the_unterminated_tail():
     assert dec.feed_forward(line[:10]) == (b"", [])
     assert dec.feed_forward(line[10:]) == (b"", [])
     frames, events = dec.finish_forward()
-    assert events == [] and parse_result_frames(frames) == [(1, KIND_RESULT, RT_COMPLETE, b'{"resultType":"complete"}')]
+    assert events == [] and parse_result_frames(frames) == [
+        (1, rid, KIND_RESULT, RT_COMPLETE, b'{"resultType":"complete"}')]
 
 
 def test_feed_forward_without_forwarded_calls_matches_feed():
@@ -384,7 +388,8 @@ def test_feed_forward_big_buffer():
     frames, events = dec.feed_forward(stream)
     assert events == []
     got = parse_result_frames(frames)
-    assert [g[0] for g in got] == list(range(2000)) and {g[2] for g in got} == {RT_COMPLETE}
+    assert [g[0] for g in got] == list(range(2000)) and {g[3] for g in got} == {RT_COMPLETE}
+    assert [g[1] for g in got] == ids
     assert len(corr) == 0
 
 
@@ -422,8 +427,8 @@ def test_forwarded_tokens_read_as_call_ids_elsewhere():
 # ---------------------------------------------------------------------------- demux
 
 
-def result_frame(call_id: int, kind: int, rt: int, payload: bytes) -> bytes:
-    return frame(FRAME_RESULT, struct.pack("<QBB", call_id, kind, rt) + payload)
+def result_frame(call_id: int, kind: int, rt: int, payload: bytes, request_id: int = 7) -> bytes:
+    return frame(FRAME_RESULT, struct.pack("<QqBB", call_id, request_id, kind, rt) + payload)
 
 
 def test_demux_resolves_tokens_and_counts_stale_and_unknown():
@@ -433,9 +438,10 @@ def test_demux_resolves_tokens_and_counts_stale_and_unknown():
     assert calls.discard(c3) is t3
     demux = ResultDemux(calls)
     stream = b"".join([
-        result_frame(c1, KIND_RESULT, RT_COMPLETE, b'{"a":1}'),
+        result_frame(c1, KIND_RESULT, RT_COMPLETE, b'{"a":1}', request_id=41),
         frame(STATE, b'{"state":"ready"}'),
-        result_frame(c2, KIND_ERROR, RT_ABSENT, b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}'),
+        result_frame(c2, KIND_ERROR, RT_ABSENT, b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}',
+                     request_id=2),
         result_frame(c3, KIND_RESULT, RT_ABSENT, b"{}"),  # discarded: stale
         result_frame(c1, KIND_RESULT, RT_ABSENT, b"{}"),  # twice: stale
         result_frame(999, KIND_RESULT, RT_ABSENT, b"{}"),  # never allocated
@@ -447,8 +453,8 @@ def test_demux_resolves_tokens_and_counts_stale_and_unknown():
         resolved += r
         others += o
     assert resolved == [
-        (t1, KIND_RESULT, RT_COMPLETE, b'{"a":1}'),
-        (t2, KIND_ERROR, RT_ABSENT, b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}'),
+        (t1, KIND_RESULT, RT_COMPLETE, b'{"a":1}', 41),
+        (t2, KIND_ERROR, RT_ABSENT, b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}', 2),
     ]
     assert resolved[0][0] is t1
     assert others == [(STATE, b'{"state":"ready"}')]
@@ -544,7 +550,7 @@ def test_end_to_end_round_trip(modern, seed):
     assert len(seen) == n and len(calls) == 0 and (demux.stale, demux.unknown) == (0, 0)
     by_token = {id(tok): i for tok, i in tokens.values()}
     assert sorted(by_token[id(t)] for t, *_ in seen) == list(range(n))
-    for tok, kind, rt, payload in seen:
+    for tok, kind, rt, payload, _request_id in seen:
         i = by_token[id(tok)]
         if i % 7 == 3:
             assert kind == KIND_ERROR and rt == RT_ABSENT

@@ -33,10 +33,10 @@ def peak_rss_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def test_an_oversized_answer_fails_its_call_at_once_and_the_others_go_on(no_leaks):
+def test_an_oversized_answer_fails_its_call_at_once_and_the_others_go_on(no_leaks, tap):
     async def main():
         async with Host(settings=SETTINGS) as host:
-            await host.add_server("s", scripted())
+            await host.add_server("s", scripted(tap=tap))
             # The call's own timeout is long: only the answer itself can end it early.
             big = asyncio.ensure_future(host.call_tool("big", {"bytes": 3 * LIMIT}, timeout=10))
             small = await asyncio.gather(*(host.call_tool("echo", {"i": i}) for i in range(50)))
@@ -50,7 +50,11 @@ def test_an_oversized_answer_fails_its_call_at_once_and_the_others_go_on(no_leak
             assert getattr(error, "attempts", 1) == 1
             after = await host.call_tool("echo", {"after": True})
             assert json.loads(after.text) == {"after": True}
-    run(main())
+            return error
+    error = run(main())
+    # The worker named the request it skipped the answer to: the id the server received.
+    [big] = [json.loads(line) for line in taplog.lines(tap, taplog.IN) if b'"big"' in line]
+    assert error.request_id == big["id"]
 
 
 def test_an_oversized_listing_is_retried_as_a_safe_read(no_leaks, tap):

@@ -59,15 +59,17 @@ def test_modern_tool_call_span_and_context_reach_the_server(no_leaks, tmp_path):
     assert span.parent is not None and span.parent.span_id == step.get_span_context().span_id
     assert span.context.trace_id == step.get_span_context().trace_id
     attributes = dict(span.attributes)
+    [call] = received(log, "tools/call")
     assert attributes == {
         "mcp.method.name": "tools/call", "gen_ai.tool.name": "echo",
         "gen_ai.operation.name": "execute_tool", "network.transport": "pipe",
-        "mcp.protocol.version": "2026-07-28", "trunkline.server": "echo"}
+        "mcp.protocol.version": "2026-07-28", "trunkline.server": "echo",
+        # The id the server received (the worker chose it; the RESULT frame told it).
+        "jsonrpc.request.id": str(call["id"])}
     assert span.status.status_code is StatusCode.UNSET
 
     # The real server received the call span's context in params._meta, beside the
     # era's own keys.
-    [call] = received(log, "tools/call")
     meta = meta_of(call)
     assert meta["traceparent"] == traceparent(span)
     assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
@@ -117,6 +119,7 @@ def test_legacy_server_gets_the_context_too(no_leaks, tmp_path):
     assert span.attributes["mcp.protocol.version"] == "2025-11-25"
     [call] = received(log, "tools/call")
     assert meta_of(call)["traceparent"] == traceparent(span)
+    assert span.attributes["jsonrpc.request.id"] == str(call["id"])
     verdict = rec.span("trunkline.server.era_verdict")
     assert verdict.attributes["trunkline.era"] == "legacy"
     rec.shutdown()
@@ -124,15 +127,18 @@ def test_legacy_server_gets_the_context_too(no_leaks, tmp_path):
 
 def test_errors_are_typed_by_code_and_tool_error(no_leaks, tmp_path):
     rec = Recorded()
+    tap = tmp_path / "tap.jsonl"
 
     async def main():
         async with Host(**rec.host_kwargs()) as host:
             await host.add_server("bad", scripted("--tools", "echo", "--tools-call",
-                                                  "error:-32050"))
+                                                  "error:-32050", tap=tap))
             with pytest.raises(ServerError):
                 await host.call_tool("echo", {"x": 1})
     run(main())
     span = rec.span("tools/call echo")
+    [call] = received(tap, "tools/call")
+    assert span.attributes["jsonrpc.request.id"] == str(call["id"])
     assert span.attributes["error.type"] == "-32050"
     assert span.attributes["rpc.response.status_code"] == "-32050"
     assert span.status.status_code is StatusCode.ERROR

@@ -122,8 +122,12 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
     assert sent.parent.span_id == served.context.span_id
     assert sent.context.trace_id == agent.get_span_context().trace_id
 
-    [call] = [meta_of(m) for m in map(orjson.loads, taplog.lines(log, taplog.IN))
-              if m.get("method") == "tools/call"]
+    [upstream] = [m for m in map(orjson.loads, taplog.lines(log, taplog.IN))
+                  if m.get("method") == "tools/call"]
+    call = meta_of(upstream)
+    # Each side names its own request: the client's id on the SERVER span (kept, "7"
+    # above), the id the gateway's worker sent upstream on the CLIENT span.
+    assert sent.attributes["jsonrpc.request.id"] == str(upstream["id"])
     assert call["traceparent"] == traceparent(sent)
     assert call["baggage"] == "user=alice"
     served_methods = {p.attributes["mcp.method.name"]: p.count

@@ -38,7 +38,7 @@ from ..params import HttpParams
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
-from ..telemetry.calls import note
+from ..telemetry.calls import note, sent_as
 from .call_notices import CallNotices
 from .credentials import CredentialDesk
 from .generation import Generation
@@ -290,7 +290,7 @@ class WorkerHandle:
             gen.out.push(frame)
             gen.deadlines.note(deadline)
             try:
-                kind, result_type, payload = await future
+                kind, result_type, payload, request_id = await future
             except RequestTimeout:
                 self._note_error(f"{method}: no reply within {timeout:g} s")
                 raise RequestTimeout(
@@ -305,6 +305,7 @@ class WorkerHandle:
             if self._slot_waiters:
                 self._wake_slot_waiter()
         self.latency.add(perf_counter() - started)
+        sent_as(request_id)
         return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
 
     def _expired(self, gen: Generation, expired: list[tuple[Any, Any]]) -> None:
@@ -430,9 +431,9 @@ class WorkerHandle:
             log.error("server %r: corrupt worker channel: %s", self.name, exc)
             gen.kill()
             return
-        for future, kind, result_type, payload in resolved:
+        for future, kind, result_type, payload, request_id in resolved:
             if not future.done():
-                future.set_result((kind, result_type, payload))
+                future.set_result((kind, result_type, payload, request_id))
         for kind, body in others:
             if kind == ch.STATE:
                 self._on_report(gen, StateReport.from_bytes(body))

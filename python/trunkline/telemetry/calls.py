@@ -9,6 +9,14 @@ current call (a context variable, set only when there is one), so the parts that
 rarely (a retry, a wait for a restarting server, an input round) add their events to it
 without the call path passing it down.
 
+A CLIENT span's ``jsonrpc.request.id`` is the id the request went out with. The worker
+chooses it (its codec stamps each request), so it comes back to the parent with the
+answer: in the RESULT frame, or in the FAILURE the worker sends when it ended the request
+itself (its deadline, a lost HTTP exchange, an oversized answer). A retried call's span
+has its last request's id, and each retry event the failed attempt's. A call its caller
+cancelled, or the parent's own deadline ended (it fires before the worker's), has none:
+the parent never learns an id nobody answered.
+
 Retries, waits and input rounds are span *events*, not child spans: every attempt goes
 out with the same params bytes (serialized once, before the first attempt), so they all
 carry the call span's ``traceparent``; a child span per attempt would need the params
@@ -43,14 +51,15 @@ _METRIC_KEYS = (c.METHOD, c.TOOL, c.PROMPT, c.OPERATION, c.TRANSPORT, c.SERVER_A
 class CallRecord:
     """One request's span and duration; ``run`` wraps the request's coroutine."""
 
-    __slots__ = ("_attributes", "_context", "_histogram", "_instruments", "_method", "_span",
-                 "_started")
+    __slots__ = ("_attributes", "_context", "_histogram", "_instruments", "_method",
+                 "_server_side", "_span", "_started")
 
     def __init__(self, tracer: trace.Tracer | None, instruments: Instruments | None,
                  name: str, kind: SpanKind, method: str, attributes: dict[str, Any],
                  parent: otel_context.Context | None = None,
                  links: list[trace.Link] | None = None, server_side: bool = False) -> None:
         self._method = method
+        self._server_side = server_side
         self._attributes = attributes
         self._instruments = instruments
         self._histogram = None if instruments is None else (
@@ -99,9 +108,20 @@ class CallRecord:
         if self._span is not None and self._span.is_recording():
             self._span.add_event(name, attributes)
 
+    def sent_as(self, request_id: int | str | None) -> None:
+        """The JSON-RPC id of the request on the wire (the worker chose it). A SERVER
+        span keeps its own: the id its client sent."""
+        span = self._span
+        if request_id is not None and span is not None and not self._server_side:
+            span.set_attribute(c.REQUEST_ID, str(request_id))
+
     def retried(self, made: int, failure: BaseException, delay_s: float) -> None:
-        self.event("retry", {"trunkline.attempts": made, c.ERROR_TYPE: c.error_type(failure),
-                             "trunkline.retry.delay_s": delay_s})
+        told = {"trunkline.attempts": made, c.ERROR_TYPE: c.error_type(failure),
+                "trunkline.retry.delay_s": delay_s}
+        failed_id = getattr(failure, "request_id", None)
+        if failed_id is not None:
+            told[c.REQUEST_ID] = str(failed_id)
+        self.event("retry", told)
         if self._instruments is not None:
             self._instruments.retries.add(1, self._server_attributes())
 
@@ -110,6 +130,7 @@ class CallRecord:
         if error is None:
             self._end(c.result_error_type(self._method, result), None, None)
             return
+        self.sent_as(getattr(error, "request_id", None))
         code = getattr(error, "code", None)
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         kind = "cancelled" if isinstance(error, CancelledError) else c.error_type(error)
@@ -152,6 +173,14 @@ def note(name: str, attributes: Mapping[str, Any]) -> None:
     record = _CURRENT.get()
     if record is not None:
         record.event(name, attributes)
+
+
+def sent_as(request_id: int | str) -> None:
+    """The current call's request was answered; it went out with JSON-RPC id
+    ``request_id`` (a retried or relayed call: its latest request's)."""
+    record = _CURRENT.get()
+    if record is not None:
+        record.sent_as(request_id)
 
 
 def note_retry(made: int, failure: BaseException, delay_s: float) -> None:

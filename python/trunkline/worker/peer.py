@@ -371,6 +371,7 @@ class Peer:
         token = event.token
         error = OversizedMessage(f"the answer was {what}; it was skipped unread",
                                  size=event.size, limit=self._max_line_bytes, server=self.name)
+        error.request_id = event.id
         log.warning("server %r: %s", self.name, error.message)
         if isinstance(token, ProbeToken):
             self._unexpected(f"{what}, answering {token.probe.value}")
@@ -415,6 +416,7 @@ class Peer:
         if token is None:
             return
         error.server = self.name
+        error.request_id = request_id
         if isinstance(token, ProbeToken):
             assert self._negotiator is not None
             self._negotiator.on_failed(token.probe, request_id, error)
