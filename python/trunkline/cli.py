@@ -313,7 +313,7 @@ async def serve(ns: argparse.Namespace) -> int:
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server),
-                tool_search=ns.tool_search)
+                tool_search=ns.tool_search, transport="pipe" if ns.stdio else "tcp")
             host.watch_servers(log_change)  # after start-up, changes are log lines
             _settle_heap()
             try:

@@ -76,7 +76,8 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
     async def main():
         async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
             await host.add_server("echo", server)
-            answerer = Answerer(host, server_info={"name": "gw", "version": "1"})
+            answerer = Answerer(host, server_info={"name": "gw", "version": "1"},
+                                transport="tcp")
             face = HttpFace(answerer, bind="127.0.0.1", port=0, api_keys=[],
                             signer=SessionSigner(secrets.token_bytes(32)),
                             max_body_bytes=1 << 20)
@@ -117,6 +118,7 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
     assert [link.context.span_id for link in served.links] == [
         hop.get_span_context().span_id]
     assert served.attributes["jsonrpc.request.id"] == "7"
+    assert served.attributes["network.transport"] == "tcp"
     assert served.attributes["mcp.method.name"] == "tools/call"
     assert served.attributes["gen_ai.tool.name"] == "echo"
     assert sent.parent.span_id == served.context.span_id

@@ -79,8 +79,11 @@ FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/
 class Answerer:
     def __init__(self, host: Host, *, server_info: Mapping[str, Any],
                  instructions: str | None = None, admission: Admission | None = None,
-                 tool_search: bool = False) -> None:
+                 tool_search: bool = False, transport: str | None = None) -> None:
         self.host = host
+        #: The face's ``network.transport`` (``pipe`` for stdio, ``tcp`` for HTTP), on
+        #: every SERVER span.
+        self.transport = transport
         #: Serve ``search_tools`` and ``call_tool`` instead of the catalog
         #: (``gateway/tool_search.py``).
         self.tool_search = tool_search
@@ -110,7 +113,7 @@ class Answerer:
         if request.method in FLEET_METHODS:
             return None
         record = self.host.telemetry.serve(request.method, request.params, request.id,
-                                           request.version)
+                                           request.version, self.transport)
         answer = self._immediate(request)
         if record is not None:
             record.answered(answer)
@@ -295,7 +298,7 @@ class Answerer:
         # The SERVER span: its context (from the request's _meta, else the face's) is
         # current while the work runs, so the host's CLIENT span continues the trace.
         record = self.host.telemetry.serve(request.method, request.params, request.id,
-                                           request.version)
+                                           request.version, self.transport)
         try:
             result = await (work if record is None else record.run(work))
         except asyncio.CancelledError:

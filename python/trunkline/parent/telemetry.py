@@ -123,7 +123,7 @@ class Telemetry:
                           method, attributes)
 
     def serve(self, method: str, params: Mapping[str, Any], request_id: Any,
-              version: str | None) -> CallRecord | None:
+              version: str | None, transport: str | None = None) -> CallRecord | None:
         """The record of one request the gateway serves. Its parent is the context in the
         request's ``_meta``, else the ambient one (the HTTP face's, from the W3C headers);
         when both exist the ambient one is a link."""
@@ -136,6 +136,8 @@ class Telemetry:
             attributes[c.REQUEST_ID] = str(request_id)
         if version is not None:
             attributes[c.PROTOCOL_VERSION] = version
+        if transport is not None:
+            attributes[c.TRANSPORT] = transport
         parent = links = None
         meta = params.get("_meta")
         if tracer is not None and isinstance(meta, dict) and "traceparent" in meta:
