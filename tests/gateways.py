@@ -176,6 +176,18 @@ class HttpGateway(Requests):
             assert answer["id"] == message["id"], answer
         return status, answer
 
+    async def modern_on_new_connection(self, method: str, params: dict[str, Any]
+                                       ) -> dict[str, Any]:
+        """A 2026-07-28 request on a TCP connection of its own (with ``--processes N``,
+        each connection is accepted by one copy, the kernel's choice); its JSON answer."""
+        message = self.message(method, {**params, "_meta": modern_meta()})
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True)) as http:
+            async with http.post(self.url, data=orjson.dumps(message),
+                                 headers=self.modern_headers(message, BOTH)) as response:
+                assert response.status == 200, await response.text()
+                return await response.json()
+
     async def stop(self, timeout: float = 30) -> int:
         """SIGTERM (the operator stops it) and wait for it to drain and end."""
         await self.http.close()

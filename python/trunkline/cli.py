@@ -355,23 +355,34 @@ def _serve_progress(ns: argparse.Namespace) -> str:
 
 
 async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any) -> None:
+    from .gateway.copy_metrics import CopyPages
+    from .gateway.copy_metrics import served as served_metrics
     from .gateway.http import HttpFace
     from .gateway.http_rules import SessionSigner
 
     bind, port = _bind_address(ns.http)
     shared = None if ns.listen_fd is None else socket.socket(fileno=ns.listen_fd)
+    metrics = pages = None
+    if telemetry is not None and telemetry.prometheus:
+        # A copy of `serve --processes N` serves every copy's metrics, not its own alone.
+        pages = CopyPages.from_environment(telemetry.metrics_page)
+        metrics = served_metrics(telemetry.metrics_page, pages)
     face = HttpFace(answerer, bind=bind, port=port,
                     api_keys=_api_keys(ns.api_key_file), signer=SessionSigner(_session_key()),
                     max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
-                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns),
-                    metrics=telemetry.metrics_page if telemetry and telemetry.prometheus
-                    else None)
-    url = await face.start()
-    print(f"LISTENING {url}", flush=True)
+                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns), metrics=metrics)
+    if pages is not None:
+        await pages.start()
     try:
-        await asyncio.get_running_loop().create_future()  # until SIGTERM
+        url = await face.start()
+        print(f"LISTENING {url}", flush=True)
+        try:
+            await asyncio.get_running_loop().create_future()  # until SIGTERM
+        finally:
+            await face.stop()
     finally:
-        await face.stop()
+        if pages is not None:
+            await pages.stop()
 
 
 async def _serve_copies(ns: argparse.Namespace) -> int:

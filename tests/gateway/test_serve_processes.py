@@ -17,7 +17,7 @@ import orjson
 from conftest import run, scripted
 
 import taplog
-from gateways import BOTH, HttpGateway, alive_with, fleet_config, modern_meta
+from gateways import HttpGateway, alive_with, fleet_config
 
 
 def calls_by_pid(tap: Any) -> dict[int, list[Any]]:
@@ -33,13 +33,8 @@ def calls_by_pid(tap: Any) -> dict[int, list[Any]]:
 
 async def fresh_connection_call(gw: HttpGateway, i: int) -> dict[str, Any]:
     """One call on its own TCP connection (each connection is accepted by one copy)."""
-    message = gw.message("tools/call", {"name": "echo", "arguments": {"i": i},
-                                        "_meta": modern_meta()})
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
-        async with http.post(gw.url, data=orjson.dumps(message),
-                             headers=gw.modern_headers(message, BOTH)) as response:
-            assert response.status == 200, await response.text()
-            return await response.json()
+    return await gw.modern_on_new_connection("tools/call",
+                                             {"name": "echo", "arguments": {"i": i}})
 
 
 def copies(marker: str) -> list[int]:

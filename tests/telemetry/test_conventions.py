@@ -8,7 +8,7 @@ import pytest
 from trunkline.errors import RequestTimeout, ServerError
 from trunkline.params import http, stdio
 from trunkline.telemetry import conventions as c
-from trunkline.telemetry.sdk import configure, exporters
+from trunkline.telemetry.sdk import configure, exporters, _instance
 
 
 @pytest.mark.parametrize(("method", "params", "name", "extra"), [
@@ -64,3 +64,9 @@ def test_nothing_is_configured_unless_asked():
     assert disabled.tracer_provider is None and disabled.meter_provider is None
     with pytest.raises(ValueError, match="unknown exporter 'zipkin'"):
         configure(env={"OTEL_TRACES_EXPORTER": "zipkin"})
+
+
+def test_each_process_is_an_instance_of_its_own_unless_configured():
+    first, second = _instance({}), _instance({})
+    assert first.keys() == {"service.instance.id"} and first != second
+    assert _instance({"OTEL_RESOURCE_ATTRIBUTES": "a=1, service.instance.id=gw-3"}) == {}

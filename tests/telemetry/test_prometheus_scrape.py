@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 from conftest import run, stop_process
+from prometheus_client.parser import text_string_to_metric_families
 
 import realpeers
 from gateways import HttpGateway, fleet_config, real_server
@@ -113,6 +114,51 @@ def test_prometheus_scrapes_the_gateways_metrics(gateways, tmp_path, prometheus_
                 ("echo", "1")]
             up = await prometheus.query('up{job="trunkline"}')
             assert up[0]["value"][1] == "1"
+        finally:
+            if prometheus is not None:
+                prometheus.stop()
+            assert await gateway.stop() == 0
+    run(main(), timeout=240)
+
+
+def test_one_scrape_counts_every_copy_of_serve_processes(gateways, tmp_path,
+                                                         prometheus_dir):
+    """``--processes 2``: the kernel spreads the connections over the copies, and a scrape
+    reaches one of them; the page it gets holds both copies' series, each labelled with
+    its copy, so Prometheus counts every call once."""
+    realpeers.require(realpeers.MODERN_PY_ECHO)
+    path = fleet_config(tmp_path, {"echo": real_server(realpeers.MODERN_PY_ECHO)})
+    calls = 40
+    count = 'mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"}'
+
+    async def main():
+        gateway = await HttpGateway.start(path, gateways, "--metrics", "--processes", "2")
+        prometheus = None
+        try:
+            answers = await asyncio.gather(*(gateway.modern_on_new_connection(
+                "tools/call", {"name": "echo", "arguments": {"text": str(i)}})
+                for i in range(calls)))
+            assert [a["result"]["content"][0]["text"] for a in answers] == [
+                str(i) for i in range(calls)]
+            # Any copy's page (each scrape on a connection of its own) has both copies.
+            for _ in range(4):
+                async with aiohttp.ClientSession(
+                        connector=aiohttp.TCPConnector(force_close=True)) as http:
+                    async with http.get(f"{gateway.base}/metrics") as response:
+                        assert response.status == 200
+                        page = await response.text()
+                per_copy = {s.labels["trunkline_copy"]: s.value
+                            for f in text_string_to_metric_families(page) for s in f.samples
+                            if s.name == "mcp_server_operation_duration_seconds_count"
+                            and s.labels.get("mcp_method_name") == "tools/call"}
+                assert set(per_copy) == {"0", "1"} and all(per_copy.values()), per_copy
+                assert sum(per_copy.values()) == calls
+
+            prometheus = Prometheus(prometheus_dir, gateway.base.split("//")[1])
+            total = await prometheus.query(f"sum({count})")
+            assert total[0]["value"][1] == str(calls)
+            copies = await prometheus.query(f"count(count by (trunkline_copy) ({count}))")
+            assert copies[0]["value"][1] == "2"
         finally:
             if prometheus is not None:
                 prometheus.stop()

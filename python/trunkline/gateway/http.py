@@ -198,7 +198,7 @@ class HttpFace:
                  signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
                  names: Iterable[str] = (), sock: socket.socket | None = None,
                  oauth: bearer.ResourceSettings | None = None,
-                 metrics: Callable[[], tuple[bytes, str]] | None = None) -> None:
+                 metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
         gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
         tokens from these issuers are accepted (besides API keys, if any). ``metrics``:
@@ -693,7 +693,7 @@ class HttpFace:
         if refused is not None:
             return refused
         assert self._metrics_page is not None
-        body, content_type = self._metrics_page()
+        body, content_type = await self._metrics_page()
         return Reply(200, body, {"Content-Type": content_type})
 
     async def _healthz(self, http: Exchange) -> Reply:

@@ -8,7 +8,9 @@ worker per configured server) accepting on its inherited socket. The sockets sta
 here: a copy started again gets the same one, and the connections that queued on it while
 it was down are served then, not refused. They are replicas on one machine, with what replicas
 need: one legacy-session key (``TRUNKLINE_SESSION_KEY``, or one made here for all of
-them), so any copy serves any legacy session.
+them), so any copy serves any legacy session; and, with ``--metrics``, a directory for the
+sockets on which each serves its own metrics to the others (``copy_metrics``), so a scrape
+that reaches any one of them gets all of them.
 
 The rules of this process, which serves nothing itself:
 
@@ -29,10 +31,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Sequence
+
+from .copy_metrics import COPIES_DIR_ENV, COPY_INDEX_ENV
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -78,6 +84,9 @@ class Copies:
         self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._env = dict(os.environ)
         self._env.setdefault("TRUNKLINE_SESSION_KEY", os.urandom(24).hex())
+        #: Where the copies serve their own metrics to each other (``copy_metrics``).
+        self._pages_dir = tempfile.mkdtemp(prefix="trunkline-copies-")
+        self._env[COPIES_DIR_ENV] = self._pages_dir
 
     async def run(self, ready: asyncio.Future[str]) -> int:
         """Serve until cancelled or until a copy fails to start (every copy is stopped
@@ -100,13 +109,14 @@ class Copies:
             await self._stop_all()
             for sock in self._socks:  # held here to hand each to its copy's successor
                 sock.close()
+            shutil.rmtree(self._pages_dir, ignore_errors=True)
 
     async def _start(self, index: int) -> str:
         fd = self._socks[index].fileno()
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "trunkline", *self._argv, LISTEN_FD_FLAG, str(fd),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, pass_fds=(fd,),
-            env=self._env)
+            env={**self._env, COPY_INDEX_ENV: str(index)})
         self._procs[index] = proc
         assert proc.stdout is not None
         line = await proc.stdout.readline()

@@ -16,13 +16,15 @@ Rules:
 - ``console`` writes to stderr: ``serve --stdio`` speaks the protocol on stdout.
 - Everything else (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
   ``OTEL_TRACES_SAMPLER``, endpoints, headers, intervals, ``OTEL_PROPAGATORS``) is read by
-  the SDK itself. The service name defaults to ``trunkline``.
+  the SDK itself. The service name defaults to ``trunkline``; ``service.instance.id`` to
+  one of the process's own (unless ``OTEL_RESOURCE_ATTRIBUTES`` sets it).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +88,8 @@ def configure(*, prometheus: bool = False,
     except ImportError:
         raise MissingExtra("telemetry needs the OpenTelemetry SDK: "
                            "pip install 'trunkline[otel]'") from None
-    resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME", "trunkline")})
+    resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME", "trunkline"),
+                                **_instance(env)})
     done = Configured()
     if traces:
         done.tracer_provider = _tracer_provider(traces, resource)
@@ -95,6 +98,17 @@ def configure(*, prometheus: bool = False,
         done.meter_provider, done.prometheus = _meter_provider(wanted_metrics, resource)
         metrics.set_meter_provider(done.meter_provider)
     return done
+
+
+def _instance(env: Mapping[str, str]) -> dict[str, str]:
+    """A ``service.instance.id`` of this process's own, unless the operator set one: the
+    copies of ``serve --processes N`` (and replicas) export under one service name, and a
+    backend must not take their counters for one series."""
+    configured = env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    if any(item.split("=", 1)[0].strip() == "service.instance.id"
+           for item in configured.split(",")):
+        return {}
+    return {"service.instance.id": uuid.uuid4().hex}
 
 
 def _tracer_provider(names: list[str], resource: Any) -> Any:
