@@ -297,3 +297,28 @@ def test_a_legacy_session_answers_only_the_identity_that_opened_it(gateways, tmp
         assert status == 401
         assert await gw.stop() == 0
     run(main())
+
+
+def test_no_listing_is_shared_between_identities(gateways, tmp_path, provider):
+    """The servers behind are reached with the gateway's own credentials (never a
+    client's token), so there is one authorization context upstream and one catalog; what
+    each user is served is marked ``private`` with ``ttlMs`` 0, so no cache between a
+    client and the gateway may hand one user's answer to another."""
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--oauth-issuer", provider.issuer)
+        answers = {}
+        for user in ("alice", "bob"):
+            token = await provider.token(gw.url, SCOPE, user)
+            for method in ("tools/list", "prompts/list", "resources/list"):
+                message = gw.message(method, {"_meta": modern_meta()})
+                headers = {**gw.modern_headers(message), "Authorization": f"Bearer {token}"}
+                status, answer, _ = await gw.post(message, headers)
+                assert status == 200, answer
+                result = answer["result"]
+                assert (result["cacheScope"], result["ttlMs"]) == ("private", 0), (user, method)
+                answers[user, method] = result
+        assert answers["alice", "tools/list"]["tools"] == answers["bob", "tools/list"]["tools"]
+        assert await gw.stop() == 0
+    run(main())
