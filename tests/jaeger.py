@@ -1,7 +1,8 @@
 """A real trace backend for the OTLP export test: Jaeger (installed by .ci/install-jaeger
 into .peers/jaeger/), started on 127.0.0.1 with a configuration of our own (OTLP/HTTP
-in, memory storage, the query API; nothing else listens), and asked through its query
-API (``/api/traces/{trace id}``)."""
+in; traces to memory storage and the query API, ``/api/traces/{trace id}``; metrics to
+the OpenTelemetry Collector's Prometheus exporter, which Jaeger's binary includes, read as
+its page; nothing else listens)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ service:
       receivers: [otlp]
       processors: [batch]
       exporters: [jaeger_storage_exporter]
+    metrics:
+      receivers: [otlp]
+      exporters: [prometheus]
   telemetry:
     metrics:
       level: none
@@ -53,6 +57,8 @@ processors:
   batch:
     timeout: 100ms
 exporters:
+  prometheus:
+    endpoint: 127.0.0.1:{metrics}
   jaeger_storage_exporter:
     trace_storage: memory_store
 """
@@ -67,12 +73,13 @@ def free_port() -> int:
 class Jaeger:
     def __init__(self, directory: Path) -> None:
         assert BINARY.exists(), "jaeger is not installed: run .ci/install-jaeger"
-        self.otlp_port, query, query_grpc = free_port(), free_port(), free_port()
+        self.otlp_port, query, query_grpc, metrics = (free_port() for _ in range(4))
         self.otlp_endpoint = f"http://127.0.0.1:{self.otlp_port}"
         self.query_url = f"http://127.0.0.1:{query}"
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
         config = directory / "jaeger.yaml"
         config.write_text(_CONFIG.format(otlp=self.otlp_port, query=query,
-                                         query_grpc=query_grpc))
+                                         query_grpc=query_grpc, metrics=metrics))
         self._log_path = directory / "jaeger.log"
         self._log = open(self._log_path, "wb")  # noqa: SIM115 - closed in stop
         self.process = subprocess.Popen([str(BINARY), "--config", f"file:{config}"],
@@ -108,6 +115,21 @@ class Jaeger:
                     return got
                 if time.monotonic() > stop_at:
                     raise AssertionError(f"trace {trace_id}: {got} {self.log()}")
+                await asyncio.sleep(0.3)
+
+    async def metrics(self, wanted: str, deadline_s: float = 60.0) -> str:
+        """The Prometheus page of the metrics received, once it mentions ``wanted``
+        (metrics are exported on an interval)."""
+        stop_at = time.monotonic() + deadline_s
+        page = ""
+        async with aiohttp.ClientSession() as http:
+            while True:
+                async with http.get(self.metrics_url) as response:
+                    page = await response.text()
+                if wanted in page:
+                    return page
+                if time.monotonic() > stop_at:
+                    raise AssertionError(f"no {wanted!r} in {page[-2000:]} {self.log()}")
                 await asyncio.sleep(0.3)
 
     def log(self) -> str:
