@@ -184,7 +184,7 @@ class Connection(asyncio.Protocol):
 
     def _answer(self, exchange: Exchange) -> None:
         self._current = exchange
-        task = self._loop.create_task(self._server.app(exchange))
+        task = exchange.handler = self._loop.create_task(self._server.app(exchange))
         self._server.tasks.add(task)
         task.add_done_callback(self._answered)
 
