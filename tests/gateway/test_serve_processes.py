@@ -84,9 +84,14 @@ def test_a_copy_that_dies_is_started_again_and_sigterm_leaves_nothing(gateways, 
     path = fleet_config(tmp_path, {"alpha": scripted("--name", "procs-up-2", tap=tap)})
 
     async def main():
-        gw = await HttpGateway.start(path, gateways, "--processes", "2")
+        gw = await HttpGateway.start(path, gateways, "--processes", "2", "--metrics")
         before = copies(str(path))
         assert len(before) == 2
+        # Where the copies serve their metrics to each other (the command's own folder).
+        environ = dict(item.split(b"=", 1) for item in
+                       open(f"/proc/{before[1]}/environ", "rb").read().split(b"\0") if item)
+        pages_dir = environ[b"TRUNKLINE_COPIES_DIR"].decode()
+        assert os.path.isdir(pages_dir)
         os.kill(before[0], signal.SIGKILL)
         # The other copy goes on serving while the dead one is replaced.
         answers = await asyncio.gather(*(fresh_connection_call(gw, i) for i in range(20)))
@@ -106,9 +111,18 @@ def test_a_copy_that_dies_is_started_again_and_sigterm_leaves_nothing(gateways, 
         assert len(alive_with("procs-up-2")) == 2
         answers = await asyncio.gather(*(fresh_connection_call(gw, i) for i in range(20, 40)))
         assert all("result" in a for a in answers)
+        # The new copy serves its metrics where the dead one did: any copy's page has both.
+        for _ in range(4):
+            async with aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(force_close=True)) as http:
+                async with http.get(f"{gw.base}/metrics") as response:
+                    page = await response.text()
+            assert 'trunkline_copy="0"' in page and 'trunkline_copy="1"' in page
         assert await gw.stop() == 0
-    run(main())
+        return pages_dir
+    pages_dir = run(main())
     assert not alive_with("procs-up-2") and not copies(str(path))
+    assert not os.path.exists(pages_dir)
 
 
 def test_processes_need_http(tmp_path):
