@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import realpeers
 import taplog
 from otelsdk import Recorded, meta_of, traceparent
-from trunkline.errors import ServerError, ServerUnavailable
+from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable
 from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
@@ -248,3 +248,28 @@ async def until(predicate, timeout: float = 30.0) -> None:
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition never held"
         await asyncio.sleep(0.05)
+
+
+def test_a_timed_out_call_names_the_request_the_worker_sent(no_leaks, tmp_path):
+    """The worker's deadline ends the call first (the parent's is the backstop), and its
+    FAILURE names the request's id: the span has it, as the conventions require of a
+    request that was executed."""
+    rec = Recorded()
+    tap = tmp_path / "tap.jsonl"
+
+    async def main():
+        async with Host(**rec.host_kwargs()) as host:
+            await host.add_server("slow", scripted("--tools", "sleep", tap=tap))
+            with pytest.raises(RequestTimeout) as info:
+                await host.call_tool("sleep", {}, timeout=0.3)
+            return info.value
+    error = run(main())
+    [call] = received(tap, "tools/call")
+    assert error.request_id == call["id"]
+    span = rec.span("tools/call sleep")
+    assert span.attributes["error.type"] == "RequestTimeout"
+    assert span.attributes["jsonrpc.request.id"] == str(call["id"])
+    # The server was told, with the same id.
+    [cancelled] = received(tap, "notifications/cancelled")
+    assert cancelled["params"]["requestId"] == call["id"]
+    rec.shutdown()

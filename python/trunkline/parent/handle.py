@@ -55,6 +55,11 @@ log = logging.getLogger("trunkline.supervisor")
 
 #: States in which a call waits for the server instead of failing at once.
 _ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTARTING)
+#: How long after a call's deadline the parent ends it itself. The worker enforces the
+#: same timeout from the SUBMIT's arrival and answers with a FAILURE naming the request's
+#: JSON-RPC id (which only the worker knows: telemetry reports it); the parent's own
+#: deadline, this much later, is the backstop for a worker that cannot.
+_WORKER_DEADLINE_FIRST_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -267,10 +272,13 @@ class WorkerHandle:
         loop = self._loop or asyncio.get_running_loop()
         started = perf_counter()  # the loop's clock may tick in milliseconds (uvloop)
         deadline = loop.time() + timeout
+        left = timeout
         if self.state is not ServerState.READY:
             await self._wait_ready(deadline, timeout, method)
+            left = deadline - loop.time()
         if self._inflight >= self._max_inflight:
             await self._wait_slot(deadline, timeout, method)
+            left = deadline - loop.time()
         self._inflight += 1
         try:
             gen = self._gen
@@ -279,23 +287,26 @@ class WorkerHandle:
                     self._unavailable_message(), state=self.state.value,
                     server=self.name, method=method, sent=False)
             future: asyncio.Future[Any] = loop.create_future()
-            call_id = gen.calls.allocate(future, deadline)
+            backstop = deadline + _WORKER_DEADLINE_FIRST_S
+            call_id = gen.calls.allocate(future, backstop)
             try:
-                frame = encode_submit(call_id, int(timeout * 1000), method, params,
+                # What is left of the timeout after any wait (0 would mean none).
+                frame = encode_submit(call_id, max(int(left * 1000), 1), method, params,
                                       self._max_frame_bytes)
             except CodecError as exc:
                 gen.calls.discard(call_id)
                 raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
                                        method=method, sent=False) from None
             gen.out.push(frame)
-            gen.deadlines.note(deadline)
+            gen.deadlines.note(backstop)
             try:
                 kind, result_type, payload, request_id = await future
-            except RequestTimeout:
+            except RequestTimeout as expired:
                 self._note_error(f"{method}: no reply within {timeout:g} s")
-                raise RequestTimeout(
-                    f"no reply within {timeout:g} s", timeout_s=timeout,
-                    server=self.name, method=method) from None
+                error = RequestTimeout(f"no reply within {timeout:g} s", timeout_s=timeout,
+                                       server=self.name, method=method)
+                error.request_id = expired.request_id  # the worker's, when it ended it
+                raise error from None
             except asyncio.CancelledError:
                 if gen.calls.discard(call_id) is not None and not gen.gone:
                     gen.send(ch.cancel_frame(call_id))

@@ -13,9 +13,9 @@ A CLIENT span's ``jsonrpc.request.id`` is the id the request went out with. The 
 chooses it (its codec stamps each request), so it comes back to the parent with the
 answer: in the RESULT frame, or in the FAILURE the worker sends when it ended the request
 itself (its deadline, a lost HTTP exchange, an oversized answer). A retried call's span
-has its last request's id, and each retry event the failed attempt's. A call its caller
-cancelled, or the parent's own deadline ended (it fires before the worker's), has none:
-the parent never learns an id nobody answered.
+has its last request's id, and each retry event the failed attempt's. A timed-out call
+has its request's: the worker's deadline ends it, the parent's own (a little later) being
+only a backstop. A call its caller cancelled has none: the parent never learns it.
 
 Retries, waits and input rounds are span *events*, not child spans: every attempt goes
 out with the same params bytes (serialized once, before the first attempt), so they all
