@@ -28,10 +28,12 @@ def test_span_names_and_request_attributes(method, params, name, extra):
 
 def test_transport_attributes():
     assert c.transport_attributes(stdio("srv")) == {c.TRANSPORT: "pipe"}
+    web = {c.TRANSPORT: "tcp", "network.protocol.name": "http",
+           "network.protocol.version": "1.1"}
     assert c.transport_attributes(http("https://mcp.example.com/x")) == {
-        c.TRANSPORT: "tcp", c.SERVER_ADDRESS: "mcp.example.com", c.SERVER_PORT: 443}
+        **web, c.SERVER_ADDRESS: "mcp.example.com", c.SERVER_PORT: 443}
     assert c.transport_attributes(http("http://[::1]:8123/mcp")) == {
-        c.TRANSPORT: "tcp", c.SERVER_ADDRESS: "::1", c.SERVER_PORT: 8123}
+        **web, c.SERVER_ADDRESS: "::1", c.SERVER_PORT: 8123}
 
 
 def test_error_types():

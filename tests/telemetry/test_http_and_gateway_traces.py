@@ -50,11 +50,14 @@ def test_http_server_span_attributes_and_context(no_leaks, http_peer, tmp_path):
     span = rec.span("tools/call add")
     assert span.kind is SpanKind.CLIENT
     assert {k: span.attributes[k] for k in (
-        "network.transport", "server.address", "server.port", "mcp.protocol.version")} == {
-        "network.transport": "tcp", "server.address": "127.0.0.1", "server.port": port,
+        "network.transport", "network.protocol.name", "network.protocol.version",
+        "server.address", "server.port", "mcp.protocol.version")} == {
+        "network.transport": "tcp", "network.protocol.name": "http",
+        "network.protocol.version": "1.1", "server.address": "127.0.0.1", "server.port": port,
         "mcp.protocol.version": "2026-07-28"}
     [call] = [r["body"] for r in server.records()
               if r.get("method") == "POST" and r["body"].get("method") == "tools/call"]
+    assert span.attributes["jsonrpc.request.id"] == str(call["id"])
     assert meta_of(call)["traceparent"] == traceparent(span)
     [point] = [p for p in rec.points("mcp.client.operation.duration")
                if p.attributes["mcp.method.name"] == "tools/call"]

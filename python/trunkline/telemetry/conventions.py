@@ -35,6 +35,8 @@ REQUEST_ID = "jsonrpc.request.id"
 PROTOCOL_VERSION = "mcp.protocol.version"
 SESSION_ID = "mcp.session.id"
 TRANSPORT = "network.transport"
+PROTOCOL_NAME = "network.protocol.name"
+PROTOCOL_VERSION_NET = "network.protocol.version"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
@@ -79,11 +81,13 @@ def request_attributes(method: str, params: Mapping[str, Any] | None
 
 
 def transport_attributes(params: TransportParams) -> dict[str, Any]:
-    """``network.transport``, and for HTTP the server's address and port."""
+    """``network.transport``, and for HTTP the protocol (the worker's own client speaks
+    HTTP/1.1) and the server's address and port."""
     if not isinstance(params, HttpParams):
         return {TRANSPORT: "pipe"}
     url = urlsplit(params.url)
-    attributes: dict[str, Any] = {TRANSPORT: "tcp"}
+    attributes: dict[str, Any] = {TRANSPORT: "tcp", PROTOCOL_NAME: "http",
+                                  PROTOCOL_VERSION_NET: "1.1"}
     if url.hostname:
         attributes[SERVER_ADDRESS] = url.hostname
         try:
