@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 _CURRENT: ContextVar[CallRecord | None] = ContextVar("trunkline_call", default=None)
 
 #: Attributes a duration is recorded with (a resource URI is not one: unbounded).
-_METRIC_KEYS = (c.METHOD, c.TOOL, c.PROMPT, c.OPERATION, c.TRANSPORT, c.PROTOCOL_NAME,
-                c.PROTOCOL_VERSION_NET, c.SERVER_ADDRESS, c.SERVER_PORT, c.PROTOCOL_VERSION,
+_METRIC_KEYS = (c.METHOD, c.TOOL, c.PROMPT, c.OPERATION, c.TRANSPORT, c.NET_PROTOCOL_NAME,
+                c.NET_PROTOCOL_VERSION, c.SERVER_ADDRESS, c.SERVER_PORT, c.PROTOCOL_VERSION,
                 c.ERROR_TYPE, c.SERVER)
 
 

@@ -35,8 +35,8 @@ REQUEST_ID = "jsonrpc.request.id"
 PROTOCOL_VERSION = "mcp.protocol.version"
 SESSION_ID = "mcp.session.id"
 TRANSPORT = "network.transport"
-PROTOCOL_NAME = "network.protocol.name"
-PROTOCOL_VERSION_NET = "network.protocol.version"
+NET_PROTOCOL_NAME = "network.protocol.name"
+NET_PROTOCOL_VERSION = "network.protocol.version"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
@@ -86,8 +86,8 @@ def transport_attributes(params: TransportParams) -> dict[str, Any]:
     if not isinstance(params, HttpParams):
         return {TRANSPORT: "pipe"}
     url = urlsplit(params.url)
-    attributes: dict[str, Any] = {TRANSPORT: "tcp", PROTOCOL_NAME: "http",
-                                  PROTOCOL_VERSION_NET: "1.1"}
+    attributes: dict[str, Any] = {TRANSPORT: "tcp", NET_PROTOCOL_NAME: "http",
+                                  NET_PROTOCOL_VERSION: "1.1"}
     if url.hostname:
         attributes[SERVER_ADDRESS] = url.hostname
         try:
