@@ -78,6 +78,7 @@ class Forwarder:
         for request_id, call_id in expired:
             self._cancel(request_id, "timeout")
             if isinstance(call_id, int):
-                error = RequestTimeout("no reply within the call's timeout (enforced by the worker)")
+                error = RequestTimeout(
+                    "no reply within the call's timeout (enforced by the worker)")
                 error.request_id = request_id
                 self.fail(call_id, error)
