@@ -4,6 +4,9 @@ prometheus_client itself, read back by its parser."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -53,3 +56,47 @@ def test_every_copys_samples_labelled_each_family_once():
 
 def test_no_pages_is_an_empty_page():
     assert merge([]) == b""
+
+
+def test_a_copy_that_is_gone_or_stuck_is_left_out_and_the_rest_served(tmp_path):
+    """Copy 1 accepts and never answers, copy 2 left its socket behind and is gone; the
+    page still comes, with copies 0 and 3 (the stuck one left out at its timeout); every
+    socket of ours is removed on stop."""
+    from conftest import run
+
+    from trunkline.gateway.copy_metrics import CopyPages, socket_path
+
+    async def main():
+        ours = [CopyPages(lambda i=i: (page(i + 1, []), "text/plain"), str(tmp_path), i)
+                for i in (0, 3)]
+        for pages in ours:
+            await pages.start()
+        held: list[asyncio.StreamWriter] = []
+
+        async def never_answer(reader: asyncio.StreamReader,
+                               writer: asyncio.StreamWriter) -> None:
+            held.append(writer)
+
+        stuck = await asyncio.start_unix_server(never_answer, path=str(socket_path(tmp_path, 1)))
+        gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        gone.bind(str(socket_path(tmp_path, 2)))
+        gone.close()  # its file stays, nobody listens: connecting is refused
+        try:
+            # (A stuck copy costs the page its timeout, 2 s; run() bounds the whole.)
+            text, content_type = await ours[0].page()
+        finally:
+            stuck.close()
+            for writer in held:
+                writer.close()
+            await stuck.wait_closed()
+            for pages in ours:
+                await pages.stop()
+        return text, content_type
+
+    text, content_type = run(main())
+    assert content_type == "text/plain"
+    got = samples(text)
+    assert got[("calls_total", (("server", "echo"), (LABEL, "0")))] == 1
+    assert got[("calls_total", (("server", "echo"), (LABEL, "3")))] == 4
+    assert {dict(labels)[LABEL] for _name, labels in got} == {"0", "3"}
+    assert not socket_path(tmp_path, 0).exists() and not socket_path(tmp_path, 3).exists()
