@@ -66,7 +66,7 @@ class Exchange:
     """One request and its response."""
 
     __slots__ = ("method", "path", "headers", "gone", "identity", "keep_alive", "handler",
-                 "_conn", "_chunked", "_started", "_complete", "_task", "_lost", "_chunks",
+                 "_conn", "_chunked", "_started", "_complete", "_armed", "_lost", "_chunks",
                  "_size", "_limit", "_ended", "_arrived", "_continue_sent")
 
     def __init__(self, conn: Wire, method: str, path: str, headers: dict[str, str], *,
@@ -88,7 +88,8 @@ class Exchange:
         self._chunked = chunked_ok
         self._started = self._complete = self._lost = self._ended = False
         self._continue_sent = False
-        self._task: asyncio.Task[Any] | None = None
+        #: Whether the client's going away cancels ``handler`` (``cancel_when_gone``).
+        self._armed = False
         self._chunks: list[bytes] = []
         self._size = 0
         self._limit = limit
@@ -109,9 +110,9 @@ class Exchange:
         """The connection closed (the client went away, or the server closed it)."""
         self._lost = True
         self._wake()
-        if self._task is not None and not self._complete:
+        if self._armed and self.handler is not None and not self._complete:
             self.gone = True
-            self._task.cancel()
+            self.handler.cancel()
 
     def _wake(self) -> None:
         if self._arrived is not None and not self._arrived.done():
@@ -155,9 +156,9 @@ class Exchange:
     def cancel_when_gone(self) -> None:
         """From now on the client's going away cancels the task handling the exchange
         (rule 4)."""
-        if self._task is not None:
+        if self._armed:
             return
-        self._task = self.handler
+        self._armed = True
         if self._lost and not self._complete:
             self.lost()
 
@@ -198,4 +199,5 @@ class Exchange:
     def close(self) -> None:
         """The handler is done with the exchange: stop listening for the client's going
         away."""
-        self._task = self.handler = None
+        self._armed = False
+        self.handler = None
