@@ -179,8 +179,26 @@ impl<'a> Cursor<'a> {
     /// Returns whether the body held an escape, whether a whole block scanned held a byte
     /// of 0x80 or above (strict only; the block holding the end counts whole), and where
     /// the scan by whole blocks stopped (the tail after it was not looked at that way).
+    #[inline]
     fn skip_string_body_with<const CTL: bool>(&mut self) -> JResult<(bool, bool, usize)> {
-        use crate::strscan::{block64, escaped_bytes};
+        #[cfg(target_arch = "x86_64")]
+        if CTL && crate::strscan::has_avx2() {
+            // SAFETY: the CPU has AVX2 (checked just now).
+            return unsafe { self.skip_string_blocks_avx2::<CTL>() };
+        }
+        self.skip_string_blocks::<CTL, crate::strscan::Baseline>()
+    }
+
+    /// [`Self::skip_string_blocks`] compiled for AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn skip_string_blocks_avx2<const CTL: bool>(&mut self) -> JResult<(bool, bool, usize)> {
+        self.skip_string_blocks::<CTL, crate::strscan::Avx2>()
+    }
+
+    #[inline(always)]
+    fn skip_string_blocks<const CTL: bool, L: crate::strscan::Lanes>(&mut self) -> JResult<(bool, bool, usize)> {
+        use crate::strscan::escaped_bytes;
         let buf = self.buf;
         let mut escaped = false;
         let mut non_ascii = 0u64;
@@ -193,7 +211,7 @@ impl<'a> Cursor<'a> {
         // escapes other than \" and \\ before it are checked one by one; a control byte
         // (strict) hands the block to the 16-byte path, which says exactly what is wrong.
         while let Some(block) = buf.get(p..p + 64) {
-            let m = block64::<CTL>(block.try_into().expect("64 bytes"));
+            let m = L::block64::<CTL>(block.try_into().expect("64 bytes"));
             non_ascii |= m.non_ascii;
             if m.backslashes == 0 && carry == 0 {
                 if m.quotes | m.controls != 0 {
