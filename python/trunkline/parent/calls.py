@@ -142,8 +142,13 @@ class CallPath:
                                    on_log, record)
         del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
-            reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
-                                     entry, idempotent)
+            # The first attempt is awaited here, not in a helper: one coroutine fewer per
+            # call in flight (the collector walks them all, and each costs its creation).
+            try:
+                reply = await handle.request("tools/call", params, timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
+                reply = await self._retried(handle, "tools/call", params, timeout, deadline,
+                                            exc, key, entry, idempotent)
             if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
                                                                   HttpParams):
                 # The server's x-mcp-header definitions changed under our catalog. It
@@ -155,8 +160,11 @@ class CallPath:
                 await self._relist(handle.name, entry.local_name)
                 reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                          entry, idempotent)
-            return await self._completed(handle, "tools/call", params, key, reply, timeout,
-                                         call_input)
+            result = reply.decode(server=handle.name, method="tools/call")
+            if type(result) is dict and result.get("resultType") == "input_required":
+                return await self._input_required(handle, "tools/call", params, key, result, reply,
+                                             timeout, call_input)
+            return result
         finally:
             if asking is not None:
                 asking.stop()
@@ -182,8 +190,10 @@ class CallPath:
                                    record)
         try:
             reply = await self._send(handle, method, params, timeout, deadline)
-            result = await self._completed(handle, method, params, None, reply, timeout,
-                                           call_input)
+            result = reply.decode(server=handle.name, method=method)
+            if type(result) is dict and result.get("resultType") == "input_required":
+                result = await self._input_required(handle, method, params, None, result, reply,
+                                               timeout, call_input)
         finally:
             if asking is not None:
                 asking.stop()
@@ -202,22 +212,27 @@ class CallPath:
         try:
             return await handle.request(method, params, timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
-            plan = plan_call(self.retry_policy, method, tool=tool, idempotent=idempotent,
-                             idempotent_tools=handle.config.idempotent_tools,
-                             deadline=deadline, idempotency_key=key)
-            return await run_with_retries(_Resend(handle, method, params, timeout), plan,
-                                          first_failure=exc)
+            return await self._retried(handle, method, params, timeout, deadline, exc, key,
+                                       tool, idempotent)
 
-    async def _completed(self, handle: WorkerHandle, method: str, params: bytes,
-                         key: str | None, reply: Reply, timeout: float,
-                         call_input: CallInput | None) -> Any:
-        """The decoded result; when the server answered ``input_required``, relayed (a
-        gateway's client answers) or completed here, each round resending the request as
-        the caller made it (without this round's answers, and without the idempotency key:
-        a round is not a repeat of the same request)."""
-        result = reply.decode(server=handle.name, method=method)
-        if type(result) is not dict or result.get("resultType") != "input_required":
-            return result
+    async def _retried(self, handle: WorkerHandle, method: str, params: bytes,
+                       timeout: float, deadline: float, failure: Exception,
+                       key: str | None = None, tool: ToolEntry | None = None,
+                       idempotent: bool | None = None) -> Reply:
+        """After the first attempt failed with ``failure``: the retry plan, run."""
+        plan = plan_call(self.retry_policy, method, tool=tool, idempotent=idempotent,
+                         idempotent_tools=handle.config.idempotent_tools,
+                         deadline=deadline, idempotency_key=key)
+        return await run_with_retries(_Resend(handle, method, params, timeout), plan,
+                                      first_failure=failure)
+
+    async def _input_required(self, handle: WorkerHandle, method: str, params: bytes,
+                         key: str | None, result: dict[str, Any], reply: Reply,
+                         timeout: float, call_input: CallInput | None) -> Any:
+        """An ``input_required`` result, relayed (a gateway's client answers) or completed
+        here, each round resending the request as the caller made it (without this round's
+        answers, and without the idempotency key: a round is not a repeat of the same
+        request)."""
         if call_input is not None and call_input.relay:
             return InputRequired(result, handle.name)
         original = {k: v for k, v in orjson.loads(params).items()
