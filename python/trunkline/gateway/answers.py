@@ -33,6 +33,7 @@ from ..channel import ServerState
 from ..errors import TrunklineError
 from ..parent.host import Host
 from ..parent.input_rounds import CallInput, InputRequired
+from ..parent.results import CallToolResult
 from ..protocol.listen import RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
@@ -171,13 +172,9 @@ class Answerer:
         if isinstance(call_input, dict):
             return p.error_response(request.id, call_input)
         on_log = None if level is None else _logs_to(notify)
-
-        async def call() -> Any:
-            result = await self.host.call_tool(name, arguments, on_progress=on_progress,
-                                               call_input=call_input, log_level=level,
-                                               on_log=on_log)
-            return result if isinstance(result, InputRequired) else result.raw
-        return await self._behind(request, server, call())
+        return await self._behind(request, server, self.host.call_tool(
+            name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
+            on_log=on_log))
 
     def _searched_call(self, request: p.Request, name: str, arguments: dict[str, Any]
                        ) -> tuple[str, dict[str, Any]] | dict[str, Any]:
@@ -300,7 +297,7 @@ class Answerer:
         record = self.host.telemetry.serve(request.method, request.params, request.id,
                                            request.version, self.transport)
         try:
-            result = await (work if record is None else record.run(work))
+            result = await (work if record is None else record.run(_as_sent(work)))
         except asyncio.CancelledError:
             raise  # the client cancelled: it expects no answer
         except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
@@ -318,7 +315,9 @@ class Answerer:
         finally:
             self.admission.leave(server)
             log_context.unbind(bound)
-        if isinstance(result, InputRequired):
+        if isinstance(result, CallToolResult):
+            result = result.raw  # as the server sent it: the checks are done
+        elif isinstance(result, InputRequired):
             missing = _undeclared(result, request.meta.get(META_CLIENT_CAPABILITIES))
             if missing:
                 return p.error_response(request.id, p.missing_capabilities(missing))
@@ -365,6 +364,12 @@ class Answerer:
 #: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each
 #: hop, and a client's answers to input travel in the call's ``CallInput``.
 _NOT_FORWARDED = frozenset({"_meta", "inputResponses", "requestState"})
+
+
+async def _as_sent(work: Coroutine[Any, Any, Any]) -> Any:
+    """A call's result as its server sent it (what a span ends on: its ``isError``)."""
+    result = await work
+    return result.raw if isinstance(result, CallToolResult) else result
 
 
 def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any]:

@@ -480,7 +480,14 @@ class HttpFace:
                     p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
                     f"session's ({request.version})")), 400)
         if request.method == CALL:
-            return await self._call(http, request, session_id, session)
+            if session is not None and session_id and request.era is p.ClientEra.LEGACY and \
+                    "text/event-stream" in http.headers.get("accept", ""):
+                # Its stream opens at once: an overload must be told before, as a status.
+                refusal = self._answerer.refusal_for_call(request)
+                if refusal is not None:
+                    return _answer(p.error_response(request.id, refusal))
+                return await self._legacy_call(http, request, session_id, session)
+            return await self._relayed(http, lambda notify: self._answerer.call(request, notify))
         if request.method == LISTEN and request.era is p.ClientEra.MODERN:
             return await self._listen(http, request)
         if request.method in SUBSCRIBING and session_id and request.era is p.ClientEra.LEGACY:
@@ -524,17 +531,6 @@ class HttpFace:
             return ()
         self._header_params_of[name] = found
         return found
-
-    async def _call(self, http: Exchange, request: p.Request, session_id: str | None,
-                    session: LegacySession | None) -> Reply | None:
-        if session is not None and session_id and request.era is p.ClientEra.LEGACY and \
-                "text/event-stream" in http.headers.get("accept", ""):
-            # Its stream opens at once: an overload must be told before, as a status.
-            refusal = self._answerer.refusal_for_call(request)
-            if refusal is not None:
-                return _answer(p.error_response(request.id, refusal))
-            return await self._legacy_call(http, request, session_id, session)
-        return await self._relayed(http, lambda notify: self._answerer.call(request, notify))
 
     async def _relayed(self, http: Exchange,
                        answer: Callable[[Callable[[dict[str, Any]], None]],

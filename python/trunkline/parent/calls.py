@@ -42,6 +42,9 @@ ProgressCallback = Callable[[Any, Any, Any], None]
 
 LogCallback = Callable[[dict[str, Any]], None]
 
+#: Makes a decoded ``tools/call`` result the caller's, checked (``ResultChecks.to_result``).
+ResultCheck = Callable[[ToolEntry, Any], Any]
+
 
 class _Asking:
     """What one request asks of its server besides its params, written into its body
@@ -114,24 +117,30 @@ class CallPath:
         return self.call_timeout if server_timeout is None else server_timeout
 
     def call_tool(self, handle: WorkerHandle, entry: ToolEntry,
-                  arguments: Mapping[str, Any] | None, *, timeout: float | None,
-                  on_progress: ProgressCallback | None, log_level: str | None,
-                  idempotent: bool | None, idempotency_key: str | bool | None,
-                  call_input: CallInput | None = None,
+                  arguments: Mapping[str, Any] | None, checked: ResultCheck, *,
+                  timeout: float | None, on_progress: ProgressCallback | None,
+                  log_level: str | None, idempotent: bool | None,
+                  idempotency_key: str | bool | None, call_input: CallInput | None = None,
                   on_log: LogCallback | None = None) -> Coroutine[Any, Any, Any]:
-        """The decoded, complete result of one ``tools/call`` (its checks are the
-        caller's), or ``InputRequired`` when ``call_input`` relays the rounds. Not a
-        coroutine itself: without telemetry the caller awaits the call's own coroutine,
-        with no frame between (each call in flight holds as few objects as it can)."""
+        """The complete result of one ``tools/call``, as ``checked(entry, result)`` makes
+        it, or ``InputRequired`` when ``call_input`` relays the rounds. Not a coroutine
+        itself: without telemetry the caller awaits the call's own coroutine, with no
+        frame between (each call in flight holds as few objects as it can)."""
         body = {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))}
         record = self._telemetry.call(handle, "tools/call", body)
-        work = self._call_tool(handle, entry, body, timeout, on_progress, log_level,
+        if record is None:
+            return self._call_tool(handle, entry, body, checked, timeout, on_progress,
+                                   log_level, idempotent, idempotency_key, call_input, on_log,
+                                   None)
+        # The span ends on the result as the server sent it (its isError), checked after.
+        work = self._call_tool(handle, entry, body, None, timeout, on_progress, log_level,
                                idempotent, idempotency_key, call_input, on_log, record)
-        return work if record is None else record.run(work)
+        return _checked_after(record.run(work), checked, entry)
 
     async def _call_tool(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
-                         timeout: float | None, on_progress: ProgressCallback | None,
+                         checked: ResultCheck | None, timeout: float | None,
+                         on_progress: ProgressCallback | None,
                          log_level: str | None, idempotent: bool | None,
                          idempotency_key: str | bool | None, call_input: CallInput | None,
                          on_log: LogCallback | None, record: CallRecord | None) -> Any:
@@ -162,12 +171,14 @@ class CallPath:
                                          entry, idempotent)
             result = reply.decode(server=handle.name, method="tools/call")
             if type(result) is dict and result.get("resultType") == "input_required":
-                return await self._input_required(handle, "tools/call", params, key, result, reply,
-                                             timeout, call_input)
-            return result
+                result = await self._input_required(handle, "tools/call", params, key, result,
+                                                    reply, timeout, call_input)
+                if isinstance(result, InputRequired):
+                    return result
         finally:
             if asking is not None:
                 asking.stop()
+        return result if checked is None else checked(entry, result)
 
     def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
              timeout: float | None, call_input: CallInput | None = None, *,
@@ -192,8 +203,8 @@ class CallPath:
             reply = await self._send(handle, method, params, timeout, deadline)
             result = reply.decode(server=handle.name, method=method)
             if type(result) is dict and result.get("resultType") == "input_required":
-                result = await self._input_required(handle, method, params, None, result, reply,
-                                               timeout, call_input)
+                result = await self._input_required(handle, method, params, None, result,
+                                                    reply, timeout, call_input)
         finally:
             if asking is not None:
                 asking.stop()
@@ -239,6 +250,12 @@ class CallPath:
                     if k not in ("inputResponses", "requestState")}
         return await self._input_rounds.for_call(call_input).complete(
             handle, method, without_idempotency_key(original, key), result, reply, timeout)
+
+
+async def _checked_after(work: Coroutine[Any, Any, Any], checked: ResultCheck,
+                         entry: ToolEntry) -> Any:
+    result = await work
+    return result if isinstance(result, InputRequired) else checked(entry, result)
 
 
 class _Resend:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -384,7 +384,7 @@ class Host:
 
     # -- calls ---------------------------------------------------------------------------
 
-    async def call_tool(
+    def call_tool(
         self,
         name: str,
         arguments: Mapping[str, Any] | None = None,
@@ -396,9 +396,10 @@ class Host:
         idempotency_key: str | bool | None = None,
         call_input: CallInput | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
-    ) -> CallToolResult | InputRequired:
-        """Call a tool by its canonical name (or model-safe alias). JSON-RPC errors raise
-        ``ServerError``; ``isError`` results are returned.
+    ) -> Coroutine[Any, Any, CallToolResult | InputRequired]:
+        """Call a tool by its canonical name (or model-safe alias): a coroutine to await
+        (or to run as a task). JSON-RPC errors raise ``ServerError``; ``isError`` results
+        are returned. A bad name or argument raises when it is awaited, like the rest.
 
         ``on_progress(progress, total, message)`` receives the server's progress
         notifications for this call only (a ``progressToken`` unique to the call is sent
@@ -419,21 +420,37 @@ class Host:
         ``call_input`` gives this call its own input-round handlers, or relays its
         ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
         client answers); the caller's next call carries the answers in it."""
-        entry = self._entry(name)
-        if self._catalog.settling(entry.server):
-            entry = await self._settled_entry(name)
-        # A dict needs no ABC check (the common case, and the check is not free).
-        if type(arguments) is not dict and arguments is not None and not isinstance(
-                arguments, Mapping):
-            raise TypeError("arguments must be a mapping")
-        _check_logs(log_level, on_log)
-        result = await self._calls.call_tool(
-            self._servers.handle(entry.server), entry, arguments, timeout=timeout,
-            on_progress=on_progress, log_level=log_level, idempotent=idempotent,
-            idempotency_key=idempotency_key, call_input=call_input, on_log=on_log)
-        if isinstance(result, InputRequired):
-            return result
-        return self._results.to_result(entry, result)
+        # Not a coroutine function itself: the call's own coroutine (``CallPath``'s) is
+        # what the caller awaits, with no frame of this one between while it is in flight
+        # (each call in flight holds as few objects as it can; the collector walks them).
+        try:
+            entry = self._entry(name)
+            # A dict needs no ABC check (the common case, and the check is not free).
+            if type(arguments) is not dict and arguments is not None and not isinstance(
+                    arguments, Mapping):
+                raise TypeError("arguments must be a mapping")
+            _check_logs(log_level, on_log)
+            settling = self._catalog.settling(entry.server)
+            handle = None if settling else self._servers.handle(entry.server)
+        except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
+            return _raising(exc)
+        if handle is None:
+            return self._call_settled(name, arguments, dict(
+                timeout=timeout, on_progress=on_progress, log_level=log_level,
+                idempotent=idempotent, idempotency_key=idempotency_key,
+                call_input=call_input, on_log=on_log))
+        return self._calls.call_tool(
+            handle, entry, arguments, self._results.to_result,
+            timeout=timeout, on_progress=on_progress, log_level=log_level,
+            idempotent=idempotent, idempotency_key=idempotency_key, call_input=call_input,
+            on_log=on_log)
+
+    async def _call_settled(self, name: str, arguments: Mapping[str, Any] | None,
+                            options: dict[str, Any]) -> CallToolResult | InputRequired:
+        """A call whose server's tools are being listed again: made once they are."""
+        entry = await self._settled_entry(name)
+        return await self._calls.call_tool(self._servers.handle(entry.server), entry,
+                                           arguments, self._results.to_result, **options)
 
     async def _relist_for_call(self, server: str, tool: str) -> None:
         """A call's server says the tool's definition changed: re-list it; the call is
@@ -507,6 +524,10 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+
+async def _raising(exc: Exception) -> Any:
+    raise exc
 
 
 def _check_logs(log_level: str | None, on_log: Callable[..., None] | None) -> None:
