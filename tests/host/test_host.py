@@ -191,6 +191,11 @@ def test_unknown_tool_is_error_results_and_server_errors(no_leaks):
             assert result.is_error and result.text == "boom"  # returned, not raised
             with pytest.raises(UnknownTool):
                 await host.call_tool("nope", {})
+            # A bad call raises where it is awaited, not where it is made (gather, tasks).
+            pending = [host.call_tool("nope", {}), host.call_tool("echo", ["not", "a", "map"]),
+                       host.call_tool("echo", {}, log_level="loud")]
+            outcomes = await asyncio.gather(*pending, return_exceptions=True)
+            assert [type(o) for o in outcomes] == [UnknownTool, TypeError, ValueError]
             await host.add_server("e", scripted("--tools-list", failing,
                                                 "--tools-call", "error:-32602"))
             with pytest.raises(ServerError) as info:

@@ -128,15 +128,23 @@ class CallPath:
         frame between (each call in flight holds as few objects as it can)."""
         body = {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))}
-        record = self._telemetry.call(handle, "tools/call", body)
-        if record is None:
+        if not self._telemetry.recording():
             return self._call_tool(handle, entry, body, checked, timeout, on_progress,
                                    log_level, idempotent, idempotency_key, call_input, on_log,
                                    None)
-        # The span ends on the result as the server sent it (its isError), checked after.
-        work = self._call_tool(handle, entry, body, None, timeout, on_progress, log_level,
-                               idempotent, idempotency_key, call_input, on_log, record)
-        return _checked_after(record.run(work), checked, entry)
+        return self._recorded_call_tool(handle, entry, body, checked, timeout, on_progress,
+                                        log_level, idempotent, idempotency_key, call_input,
+                                        on_log)
+
+    async def _recorded_call_tool(self, handle: WorkerHandle, entry: ToolEntry,
+                                  body: dict[str, Any], checked: ResultCheck, *args: Any) -> Any:
+        """``_call_tool`` with its record, made where the call is awaited (its span's
+        parent is the context there) and ended on the result as the server sent it (its
+        ``isError``), checked after."""
+        record = self._telemetry.call(handle, "tools/call", body)
+        work = self._call_tool(handle, entry, body, None, *args, record)
+        result = await (work if record is None else record.run(work))
+        return result if isinstance(result, InputRequired) else checked(entry, result)
 
     async def _call_tool(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
                          checked: ResultCheck | None, timeout: float | None,
@@ -250,12 +258,6 @@ class CallPath:
                     if k not in ("inputResponses", "requestState")}
         return await self._input_rounds.for_call(call_input).complete(
             handle, method, without_idempotency_key(original, key), result, reply, timeout)
-
-
-async def _checked_after(work: Coroutine[Any, Any, Any], checked: ResultCheck,
-                         entry: ToolEntry) -> Any:
-    result = await work
-    return result if isinstance(result, InputRequired) else checked(entry, result)
 
 
 class _Resend:

@@ -104,6 +104,10 @@ class Telemetry:
                 provider.get_meter(_SCOPE, VERSION), self._statuses))
         return self._instruments
 
+    def recording(self) -> bool:
+        """Whether requests get records now (a tracer or meter provider is set)."""
+        return self.tracer() is not None or self.instruments() is not None
+
     # -- requests ----------------------------------------------------------------------------
 
     def call(self, handle: WorkerHandle, method: str,
