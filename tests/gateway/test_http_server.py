@@ -162,6 +162,9 @@ def test_pipelined_requests_are_answered_in_order_on_one_connection():
     (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
      b"0\r\n\r\n", b"400"),
     (b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * (MAX_HEAD_BYTES + 1) + b"\r\n\r\n", b"431"),
+    # A head that never ends: refused once it is over the limit, not held until it ends.
+    (b"GET / HTTP/1.1\r\nHost: h\r\n" + b"".join(
+        b"X-%d: %b\r\n" % (i, b"a" * 100) for i in range(MAX_HEAD_BYTES // 100)), b"431"),
 ])
 def test_a_request_that_cannot_be_served_is_refused_and_the_connection_closed(
         request_bytes: bytes, status: bytes):

@@ -168,7 +168,8 @@ class Exchange:
     async def respond(self, status: int, body: bytes = b"", headers: Mapping[str, str] = {},
                       content_type: bytes | None = JSON) -> None:
         self._started = self._complete = True
-        head = [status_line(status), b"content-length: %d\r\n" % len(body), _encoded(headers)]
+        head = [status_line(status), b"content-length: %d\r\n" % len(body),
+                _encoded(headers) if headers else b""]
         if content_type is not None and body:
             head.append(b"content-type: " + content_type + b"\r\n")
         head.append(self._head_end())

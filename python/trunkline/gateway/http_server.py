@@ -19,7 +19,8 @@ Rules:
    after it.
 3. A malformed request (llhttp's strict parsing: no request smuggling through both
    ``Content-Length`` and ``Transfer-Encoding``, no bare LF) is answered 400, a head over
-   ``MAX_HEAD_BYTES`` 431, and the connection closed. An ``Upgrade`` is ignored (RFC 9110
+   ``MAX_HEAD_BYTES`` 431 as soon as it is over (a head that never ends holds no more
+   than that), and the connection closed. An ``Upgrade`` is ignored (RFC 9110
    7.8 allows it): the request is answered in HTTP/1.1 and the connection closed after it,
    since llhttp parses nothing after it; one with a body is refused (400), since llhttp
    would take the body for the new protocol's bytes.
@@ -50,6 +51,14 @@ KEEP_ALIVE_S = 75.0
 MAX_PIPELINED = 8
 #: The request line and headers together.
 MAX_HEAD_BYTES = 64 * 1024
+
+#: The lower-case names of the headers MCP clients send, by their usual spellings (a
+#: look-up costs less than decoding and lowering each name of each request).
+_HEADER_NAMES = {spelled.encode("latin-1"): spelled.lower() for name in (
+    "Host", "Content-Type", "Content-Length", "Accept", "Accept-Encoding", "User-Agent",
+    "Connection", "Authorization", "Origin", "MCP-Protocol-Version", "Mcp-Protocol-Version",
+    "Mcp-Method", "Mcp-Name", "Mcp-Session-Id", "Last-Event-ID", "traceparent",
+    "tracestate", "Transfer-Encoding", "Expect") for spelled in (name, name.lower())}
 
 App = Callable[[Exchange], Awaitable[None]]
 
@@ -132,20 +141,28 @@ class Connection(asyncio.Protocol):
         self._headers = {}
 
     def on_url(self, url: bytes) -> None:
-        self._url += url
-        self._head_bytes += len(url)
+        if self._counted(len(url)):
+            self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_bytes += len(name) + len(value)
-        key = name.decode("latin-1").lower()
+        if not self._counted(len(name) + len(value)):
+            return
+        key = _HEADER_NAMES.get(name) or name.decode("latin-1").lower()
         if key not in self._headers:  # of a repeated header the first value counts
             self._headers[key] = value.decode("latin-1").strip(" \t")
 
+    def _counted(self, size: int) -> bool:
+        """Count ``size`` more bytes of the head: False (and the request refused) once it
+        is over the limit, so that a head that never ends is never held whole."""
+        self._head_bytes += size
+        if self._head_bytes <= MAX_HEAD_BYTES:
+            return not self.closed
+        if not self.closed:
+            self._refuse(431, "the request's head is too large")
+        return False
+
     def on_headers_complete(self) -> None:
         if self.closed:
-            return
-        if self._head_bytes > MAX_HEAD_BYTES:
-            self._refuse(431, "the request's head is too large")
             return
         parser = self._parser
         if parser.should_upgrade() and ("transfer-encoding" in self._headers
