@@ -1,6 +1,7 @@
 //! Finding the bytes that matter inside a JSON string body: `"` and `\` (and, when
-//! checking strictly, raw control characters < 0x20), 16 or 64 bytes at a time; the 64-byte
-//! blocks with AVX2 when the CPU has it (chosen at run time: a wheel built here runs anywhere).
+//! checking strictly, raw control characters < 0x20), 16 or 64 bytes at a time; the strict
+//! pass's 64-byte blocks with AVX2 when the CPU has it (chosen at run time: a wheel built
+//! here runs anywhere).
 //!
 //! Why not only `memchr2`: real tool results are often JSON or code carried as text, where
 //! an escape (`\"`, `\n`) comes every few bytes, and `memchr2`'s per-call set-up cost then
@@ -55,8 +56,8 @@ impl Block64 {
 }
 
 /// How a 64-byte block is examined: the instructions are chosen once per string scan
-/// (`json`'s cursor picks [`Avx2`] when the CPU has it), and the loop over the blocks is
-/// compiled once for each. Both first ask whether the block holds any special byte at all
+/// (`json`'s cursor picks [`Avx2`] for the strict scan when the CPU has it), and the loop
+/// over the blocks is compiled once for each. Both first ask whether the block holds any special byte at all
 /// (one mask for the whole block) and build the four masks only when it does: most
 /// blocks of long text hold none.
 pub trait Lanes {

@@ -178,7 +178,7 @@ class CallPath:
                 reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                          entry, idempotent)
             result = reply.decode(server=handle.name, method="tools/call")
-            if type(result) is dict and result.get("resultType") == "input_required":
+            if _asks_input(result):
                 result = await self._input_required(handle, "tools/call", params, key, result,
                                                     reply, timeout, call_input)
                 if isinstance(result, InputRequired):
@@ -210,7 +210,7 @@ class CallPath:
         try:
             reply = await self._send(handle, method, params, timeout, deadline)
             result = reply.decode(server=handle.name, method=method)
-            if type(result) is dict and result.get("resultType") == "input_required":
+            if _asks_input(result):
                 result = await self._input_required(handle, method, params, None, result,
                                                     reply, timeout, call_input)
         finally:
@@ -246,8 +246,8 @@ class CallPath:
                                       first_failure=failure)
 
     async def _input_required(self, handle: WorkerHandle, method: str, params: bytes,
-                         key: str | None, result: dict[str, Any], reply: Reply,
-                         timeout: float, call_input: CallInput | None) -> Any:
+                              key: str | None, result: dict[str, Any], reply: Reply,
+                              timeout: float, call_input: CallInput | None) -> Any:
         """An ``input_required`` result, relayed (a gateway's client answers) or completed
         here, each round resending the request as the caller made it (without this round's
         answers, and without the idempotency key: a round is not a repeat of the same
@@ -258,6 +258,12 @@ class CallPath:
                     if k not in ("inputResponses", "requestState")}
         return await self._input_rounds.for_call(call_input).complete(
             handle, method, without_idempotency_key(original, key), result, reply, timeout)
+
+
+def _asks_input(result: Any) -> bool:
+    """Whether a decoded result is ``input_required`` (a multi round-trip request's round),
+    told without a coroutine: most results are complete."""
+    return type(result) is dict and result.get("resultType") == "input_required"
 
 
 class _Resend:

@@ -434,7 +434,7 @@ class Host:
             handle = None if settling else self._servers.handle(entry.server)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
             return _raising(exc)
-        if handle is None:
+        if settling:
             return self._call_settled(name, arguments, dict(
                 timeout=timeout, on_progress=on_progress, log_level=log_level,
                 idempotent=idempotent, idempotency_key=idempotency_key,
