@@ -1,6 +1,6 @@
 //! Profiling aid for the envelope scan (not a benchmark suite: see benches/bench_codec.py).
 //!
-//! `cargo run --release --example scan_profile -- {utf8|skip|scan} FILE...` times N
+//! `cargo run --release --example scan_profile -- {utf8|skip|strict|scan} FILE...` times N
 //! (env, default 2000) passes over each file. On a noisy machine, count instructions
 //! instead: `N=20 valgrind --tool=callgrind target/release/examples/scan_profile skip F`.
 
@@ -8,7 +8,7 @@ use std::time::Instant;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let what = args.next().expect("usage: scan_profile {utf8|skip|scan} FILE...");
+    let what = args.next().expect("usage: scan_profile {utf8|skip|strict|scan} FILE...");
     let n: usize = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     for path in args {
         let line = std::fs::read(&path).expect("readable file");
@@ -18,6 +18,10 @@ fn main() {
             match what.as_str() {
                 "utf8" => {
                     std::hint::black_box(std::str::from_utf8(line).is_ok());
+                }
+                "strict" => {
+                    let mut c = _codec::json::Cursor::new(line, _codec::json::Mode::Strict);
+                    std::hint::black_box(c.skip_value(0).is_ok());
                 }
                 "skip" => {
                     let mut c = _codec::json::Cursor::new(line, _codec::json::Mode::Fast);

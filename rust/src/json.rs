@@ -209,8 +209,10 @@ impl<'a> Cursor<'a> {
         let mut carry = 0u64;
         let mut quiet = 0usize;
         // 64 bytes at a time: the first quote no backslash escapes ends the string. The
-        // escapes other than \" and \\ before it are checked one by one; a control byte
-        // (strict) hands the block to the 16-byte path, which says exactly what is wrong.
+        // escapes before it other than \" and \\ are checked one by one (strictly, only
+        // those no letter of `/bfnrt` completes: `\u` or an invalid one; the non-strict
+        // scan measured slower with that filter); a control byte (strict) hands the block
+        // to the 16-byte path, which says exactly what is wrong.
         while let Some(block) = buf.get(p..p + 64) {
             let m = L::block64::<CTL>(block.try_into().expect("64 bytes"));
             non_ascii |= m.non_ascii;
@@ -238,6 +240,9 @@ impl<'a> Cursor<'a> {
             }
             escaped |= carried != 0 || m.backslashes & before_end != 0;
             let mut to_check = escapes & !m.quotes & !m.backslashes & before_end;
+            if CTL && to_check != 0 {
+                to_check &= !L::escape_letters(block.try_into().expect("64 bytes"));
+            }
             while to_check != 0 {
                 // The backslash is the byte before (the previous block's last, for bit 0).
                 self.special_at(p + to_check.trailing_zeros() as usize - 1)?;
@@ -749,15 +754,81 @@ pub fn raw_str_eq(raw: &[u8], escaped: bool, want: &str) -> bool {
     want.next().is_none()
 }
 
+/// Where encoded bytes go: a growing `Vec`, a [`Length`] that only counts them (to size
+/// an output before it exists), or a [`Fill`] of a buffer of that size.
+pub trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+    fn put_byte(&mut self, byte: u8) {
+        self.put(&[byte]);
+    }
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+
+    #[inline]
+    fn put_byte(&mut self, byte: u8) {
+        self.push(byte);
+    }
+}
+
+/// Counts what would be written.
+#[derive(Debug, Default)]
+pub struct Length(pub usize);
+
+impl Sink for Length {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len();
+    }
+
+    #[inline]
+    fn put_byte(&mut self, _: u8) {
+        self.0 += 1;
+    }
+}
+
+/// A buffer written front to back and never read, so it may start uninitialized (a new
+/// Python `bytes` object's): writing past its end panics.
+pub struct Fill<'a> {
+    buf: &'a mut [std::mem::MaybeUninit<u8>],
+    at: usize,
+}
+
+impl<'a> Fill<'a> {
+    pub fn new(buf: &'a mut [std::mem::MaybeUninit<u8>]) -> Self {
+        Fill { buf, at: 0 }
+    }
+
+    /// Whether every byte of the buffer has been written.
+    pub fn is_full(&self) -> bool {
+        self.at == self.buf.len()
+    }
+}
+
+impl Sink for Fill<'_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let dst = &mut self.buf[self.at..self.at + bytes.len()];
+        // SAFETY: `dst` is exactly `bytes.len()` long, and `MaybeUninit<u8>` has the
+        // layout of `u8`; the two cannot overlap (`bytes` is borrowed shared, `dst` not).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        self.at += bytes.len();
+    }
+}
+
 /// Append `s` to `out` as a JSON string literal.
-pub fn write_str(out: &mut Vec<u8>, s: &str) {
+pub fn write_str<S: Sink>(out: &mut S, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
+    out.put_byte(b'"');
     let bytes = s.as_bytes();
     // Common case first: nothing to escape (a branch-free test the compiler vectorizes).
     if !bytes.iter().fold(false, |acc, &b| acc | (b < 0x20) | (b == b'"') | (b == b'\\')) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
+        out.put(bytes);
+        out.put_byte(b'"');
         return;
     }
     let mut last = 0;
@@ -773,21 +844,21 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
             0..=0x1f => b"",
             _ => continue,
         };
-        out.extend_from_slice(&bytes[last..i]);
+        out.put(&bytes[last..i]);
         if esc.is_empty() {
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+            out.put(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
         } else {
-            out.extend_from_slice(esc);
+            out.put(esc);
         }
         last = i + 1;
     }
-    out.extend_from_slice(&bytes[last..]);
-    out.push(b'"');
+    out.put(&bytes[last..]);
+    out.put_byte(b'"');
 }
 
 /// Copy the (already validated) JSON value `src` to `out` without insignificant
 /// whitespace. Strings are copied verbatim.
-pub fn write_compact(out: &mut Vec<u8>, src: &[u8]) {
+pub fn write_compact<S: Sink>(out: &mut S, src: &[u8]) {
     let mut i = 0;
     while i < src.len() {
         let b = src[i];
@@ -807,7 +878,7 @@ pub fn write_compact(out: &mut Vec<u8>, src: &[u8]) {
                     }
                 }
             }
-            out.extend_from_slice(&src[i..j]);
+            out.put(&src[i..j]);
             i = j;
         } else {
             // Copy a run of structural bytes/literals up to the next quote or whitespace.
@@ -815,7 +886,7 @@ pub fn write_compact(out: &mut Vec<u8>, src: &[u8]) {
             while j < src.len() && src[j] != b'"' && !is_ws(src[j]) {
                 j += 1;
             }
-            out.extend_from_slice(&src[i..j]);
+            out.put(&src[i..j]);
             while j < src.len() && is_ws(src[j]) {
                 j += 1;
             }

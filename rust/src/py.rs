@@ -17,7 +17,7 @@ use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
 use crate::correlate::{CallCorrelator, Correlation, Token};
 use crate::decoder::{self, Routed, Scanned};
 use crate::frames::{self, CorruptFrame, Demuxed, Passed, DEFAULT_MAX_FRAME_BYTES, RESULT_HEAD_LEN};
-use crate::json::MAX_NESTING_DEPTH;
+use crate::json::{Fill, MAX_NESTING_DEPTH};
 use crate::scan::{self as scanner, JsonId, Kind, Span};
 use crate::splitter::{self, Frame, DEFAULT_MAX_LINE_BYTES};
 use crate::stamp;
@@ -790,7 +790,33 @@ fn stamp_request<'py>(
     meta: &[u8],
 ) -> PyResult<Bound<'py, PyBytes>> {
     let id = id_from_py(id)?;
-    bytes_out(py, stamp::stamp_request(&id, method, params, meta))
+    let line = stamp::Stamped::new(&id, method, params, meta).map_err(codec_err)?;
+    bytes_written(py, line.encoded_len(), |out| line.write(out))
+}
+
+/// A new `bytes` object of exactly `len` bytes that `write` fills in place: the one copy
+/// of its contents (`PyBytes::new` would add a second, from a Rust buffer, and
+/// `PyBytes::new_with` a zeroing pass).
+fn bytes_written<'py>(py: Python<'py>, len: usize, write: impl FnOnce(&mut Fill<'_>)) -> PyResult<Bound<'py, PyBytes>> {
+    let size = pyo3::ffi::Py_ssize_t::try_from(len).map_err(|_| PyValueError::new_err("line too long"))?;
+    // SAFETY: a NULL source asks CPython for an uninitialized `bytes` of `size` bytes, owned
+    // here (or NULL with an exception set); nothing reads it before `write` fills it.
+    let bytes =
+        unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size))? };
+    // SAFETY: the object is a `bytes` of `len` bytes that no one else holds yet, so its
+    // buffer may be written through this slice; `MaybeUninit` makes no claim on its contents.
+    let buf = unsafe {
+        std::slice::from_raw_parts_mut(
+            pyo3::ffi::PyBytes_AsString(bytes.as_ptr()).cast::<std::mem::MaybeUninit<u8>>(),
+            len,
+        )
+    };
+    let mut fill = Fill::new(buf);
+    write(&mut fill);
+    // A short write would leave bytes no one wrote: refuse it (a bug, never input).
+    assert!(fill.is_full(), "the line was shorter than measured");
+    // SAFETY: `PyBytes_FromStringAndSize` returned a `bytes` object.
+    Ok(unsafe { bytes.cast_into_unchecked() })
 }
 
 /// A plain (legacy) request line, no stamping.

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{write_compact, write_str, Cursor, JsonError, Mode, ValueKind};
+use crate::json::{write_compact, write_str, Cursor, JsonError, Length, Mode, Sink, ValueKind};
 use crate::scan::JsonId;
 
 /// A caller error: the arguments cannot become a valid message.
@@ -41,9 +41,9 @@ fn check_value(src: &[u8], depth: usize, what: &str) -> Result<(ValueKind, usize
 
 /// Append a value [`check_value`] or [`members`] checked: as it is when it is compact
 /// (one copy: the params a parent serialized with orjson always are), else compacted.
-fn write_value(out: &mut Vec<u8>, value: &[u8], compact: bool) {
+fn write_value<S: Sink>(out: &mut S, value: &[u8], compact: bool) {
     if compact {
-        out.extend_from_slice(value);
+        out.put(value);
     } else {
         write_compact(out, value);
     }
@@ -135,17 +135,17 @@ fn prepared_meta(meta: &[u8]) -> Result<std::rc::Rc<PreparedMeta>, CodecError> {
     })
 }
 
-fn write_id(out: &mut Vec<u8>, id: &JsonId) {
+fn write_id<S: Sink>(out: &mut S, id: &JsonId) {
     match id {
-        JsonId::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
+        JsonId::Int(n) => out.put(n.to_string().as_bytes()),
         JsonId::Str(s) => write_str(out, s),
     }
 }
 
-fn head(out: &mut Vec<u8>, id: Option<&JsonId>) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+fn head<S: Sink>(out: &mut S, id: Option<&JsonId>) {
+    out.put(b"{\"jsonrpc\":\"2.0\"");
     if let Some(id) = id {
-        out.extend_from_slice(b",\"id\":");
+        out.put(b",\"id\":");
         write_id(out, id);
     }
 }
@@ -188,77 +188,112 @@ pub fn stamp_request_into(
     params: Option<&[u8]>,
     meta: &[u8],
 ) -> Result<(), CodecError> {
-    // `_meta` sits at depth 3 of the message (message, params, _meta).
-    let stamp = prepared_meta(meta)?;
-    out.reserve(64 + method.len() + stamp.body.len() + params.map_or(0, <[u8]>::len));
-    append(out, |out| write_stamped(out, &stamp, id, method, params))
+    let line = Stamped::new(id, method, params, meta)?;
+    out.reserve(64 + method.len() + line.stamp.body.len() + line.params.len());
+    line.write(out);
+    Ok(())
 }
 
-fn write_stamped(
-    out: &mut Vec<u8>,
-    stamp: &PreparedMeta,
-    id: &JsonId,
-    method: &str,
-    params: Option<&[u8]>,
-) -> Result<(), CodecError> {
-    head(out, Some(id));
-    out.extend_from_slice(b",\"method\":");
-    write_str(out, method);
-    out.extend_from_slice(b",\"params\":{");
+/// A stamped request line, checked and decided before any of it is written: nothing can
+/// fail once writing starts, and the exact length is known first
+/// ([`Stamped::encoded_len`]), so the line can go straight into its final buffer (a Python
+/// `bytes` object: one copy of the params, not two).
+pub struct Stamped<'a> {
+    stamp: std::rc::Rc<PreparedMeta>,
+    id: &'a JsonId,
+    method: &'a str,
+    params: &'a [u8],
+    members: Members<'a>,
+    /// The caller's own `_meta`: its index among `members`, and its members.
+    caller_meta: Option<(usize, Members<'a>)>,
+}
 
-    let mut wrote_meta = false;
-    if let Some(params) = params {
-        for (i, (k, (ks, ke), (s, e), compact)) in members(params, 1, "params")?.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
+impl<'a> Stamped<'a> {
+    pub fn new(id: &'a JsonId, method: &'a str, params: Option<&'a [u8]>, meta: &[u8]) -> Result<Self, CodecError> {
+        // `_meta` sits at depth 3 of the message (message, params, _meta).
+        let stamp = prepared_meta(meta)?;
+        let own = match params {
+            Some(p) => members(p, 1, "params")?,
+            None => Vec::new(),
+        };
+        let params = params.unwrap_or_default();
+        let mut caller_meta = None;
+        for (i, (k, _, (s, e), _)) in own.iter().enumerate() {
             if k == "_meta" {
-                if wrote_meta {
+                if caller_meta.is_some() {
                     return Err(CodecError("params carry \"_meta\" twice".into()));
                 }
-                wrote_meta = true;
-                let value = &params[s..e];
-                let caller = members(value, 2, "params._meta")?;
-                let overrides = caller.iter().any(|(ck, _, _, _)| ck == CALLER_OVERRIDABLE);
-                let stamped = if overrides { &stamp.body_without_overridable } else { &stamp.body };
-                out.extend_from_slice(b"\"_meta\":{");
-                out.extend_from_slice(stamped);
-                let mut empty = stamped.is_empty();
-                let mut overridden = false;
-                for (ck, (cks, cke), (cs, ce), compact) in caller {
-                    let keep = if ck == CALLER_OVERRIDABLE {
-                        !std::mem::replace(&mut overridden, true) // the caller's first one
-                    } else {
-                        !stamp.keys.iter().any(|sk| *sk == ck)
-                    };
-                    if !keep {
-                        continue;
-                    }
-                    if !std::mem::replace(&mut empty, false) {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(&value[cks..cke]);
-                    out.push(b':');
-                    write_value(out, &value[cs..ce], compact);
-                }
-                out.push(b'}');
-            } else {
-                out.extend_from_slice(&params[ks..ke]);
-                out.push(b':');
-                write_value(out, &params[s..e], compact);
+                caller_meta = Some((i, members(&params[*s..*e], 2, "params._meta")?));
             }
         }
-        if !wrote_meta && out.last() != Some(&b'{') {
-            out.push(b',');
+        Ok(Stamped { stamp, id, method, params, members: own, caller_meta })
+    }
+
+    /// The line's length in bytes.
+    pub fn encoded_len(&self) -> usize {
+        let mut n = Length(0);
+        self.write(&mut n);
+        n.0
+    }
+
+    pub fn write<S: Sink>(&self, out: &mut S) {
+        let params = self.params;
+        head(out, Some(self.id));
+        out.put(b",\"method\":");
+        write_str(out, self.method);
+        out.put(b",\"params\":{");
+        for (i, (_, (ks, ke), (s, e), compact)) in self.members.iter().enumerate() {
+            if i > 0 {
+                out.put_byte(b',');
+            }
+            match &self.caller_meta {
+                Some((at, caller)) if *at == i => self.write_merged_meta(out, &params[*s..*e], caller),
+                _ => {
+                    out.put(&params[*ks..*ke]);
+                    out.put_byte(b':');
+                    write_value(out, &params[*s..*e], *compact);
+                }
+            }
         }
+        if self.caller_meta.is_none() {
+            if !self.members.is_empty() {
+                out.put_byte(b',');
+            }
+            out.put(b"\"_meta\":{");
+            out.put(&self.stamp.body);
+            out.put_byte(b'}');
+        }
+        out.put(b"}}\n");
     }
-    if !wrote_meta {
-        out.extend_from_slice(b"\"_meta\":{");
-        out.extend_from_slice(&stamp.body);
-        out.push(b'}');
+
+    /// The stamp's members, then the caller's that it does not have (see
+    /// [`stamp_request`]).
+    fn write_merged_meta<S: Sink>(&self, out: &mut S, value: &[u8], caller: &Members<'_>) {
+        let stamp = &self.stamp;
+        let overrides = caller.iter().any(|(ck, _, _, _)| ck == CALLER_OVERRIDABLE);
+        let stamped = if overrides { &stamp.body_without_overridable } else { &stamp.body };
+        out.put(b"\"_meta\":{");
+        out.put(stamped);
+        let mut empty = stamped.is_empty();
+        let mut overridden = false;
+        for (ck, (cks, cke), (cs, ce), compact) in caller {
+            let keep = if ck == CALLER_OVERRIDABLE {
+                !std::mem::replace(&mut overridden, true) // the caller's first one
+            } else {
+                !stamp.keys.iter().any(|sk| sk == ck)
+            };
+            if !keep {
+                continue;
+            }
+            if !std::mem::replace(&mut empty, false) {
+                out.put_byte(b',');
+            }
+            out.put(&value[*cks..*cke]);
+            out.put_byte(b':');
+            write_value(out, &value[*cs..*ce], *compact);
+        }
+        out.put_byte(b'}');
     }
-    out.extend_from_slice(b"}}\n");
-    Ok(())
 }
 
 /// Append `,"params":<params>` for a plain request or notification.
@@ -449,6 +484,37 @@ mod tests {
         let compact = text(encode_request(&JsonId::Int(2), "m", Some(br#"{"q":[1,{"r":"s t"}]}"#)).unwrap());
         let spaced = text(encode_request(&JsonId::Int(2), "m", Some(b"{ \"q\": [1, {\"r\": \"s t\"}] }")).unwrap());
         assert_eq!(compact, spaced);
+    }
+
+    #[test]
+    fn the_measured_length_and_the_filled_buffer_agree_with_the_vec() {
+        let cases: [(&[u8], &[u8]); 6] = [
+            (br#"{"name":"x","arguments":{}}"#, META),
+            (b" { } ", b"{\"k\":1}"),
+            (b"{\n  \"a\": [1,\n 2],\r\n  \"s\": \"keep  spaces\\n\"\n}\n", META),
+            (br#"{"a":{"b":[1,2]},"c":{ "d" :1 },"_meta":{"k": "v  w","io.modelcontextprotocol/clientCapabilities":{}}}"#, META),
+            (br#"{"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"old"},"name":"n"}"#, META),
+            (b"{\"s\":\"\\u00e9\\n\\\"q\\\" caf\xc3\xa9\"}", b"{}"),
+        ];
+        for (params, meta) in cases {
+            for id in [JsonId::Int(-17), JsonId::Str("a\"b\n".into())] {
+                let want = stamp_request(&id, "tools/\"call\"", Some(params), meta).unwrap();
+                let line = Stamped::new(&id, "tools/\"call\"", Some(params), meta).unwrap();
+                assert_eq!(line.encoded_len(), want.len(), "{}", text(want.clone()));
+                let mut buf = vec![std::mem::MaybeUninit::new(0xAAu8); want.len()];
+                let mut fill = crate::json::Fill::new(&mut buf);
+                line.write(&mut fill);
+                assert!(fill.is_full());
+                let got: Vec<u8> = buf.iter().map(|b| unsafe { b.assume_init() }).collect();
+                assert_eq!(got, want);
+            }
+        }
+        let line = Stamped::new(&JsonId::Int(1), "m", None, META).unwrap();
+        let mut short = vec![std::mem::MaybeUninit::new(0u8); line.encoded_len() - 1];
+        let overflow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            line.write(&mut crate::json::Fill::new(&mut short));
+        }));
+        assert!(overflow.is_err(), "a fill never writes past its buffer");
     }
 
     #[test]
