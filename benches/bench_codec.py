@@ -9,6 +9,13 @@ Groups:
   Python: ``bytes.split``, ``orjson.loads`` per line, kind checks and a pending-dict pop.
 - ``scan-64k-*``: one 64 KiB response line, ``scan`` vs ``orjson.loads`` (prose text with
   an escape every ~100 bytes; JSON carried as text, an escape every ~6 bytes).
+- ``decode-*``: one tool result's ``result`` value, as the parent decodes it
+  (``trunkline.protocol.reply.decode_result``: the codec's ``loads_text`` for long results,
+  orjson when it declines) vs ``orjson.loads``: 64 KiB of ASCII text (``ascii``), of prose
+  with a newline escape every ~120 bytes (``prose``), of JSON carried as text
+  (``jsontext``, declined), of mostly non-ASCII text (``latin``, declined), and a 12 KiB
+  ``structuredContent`` of many small values (``structured``, declined): the last three
+  measure what declining costs.
 - ``stamp-small`` / ``stamp-large`` / ``stamp-large-jsontext``: one modern ``tools/call``
   line with ``_meta`` (64 KiB of prose, or of JSON carried as text, as an argument):
   ``stamp_request`` on pre-serialized params (checked strictly, as the worker must before
@@ -23,6 +30,7 @@ import orjson
 import pytest
 
 from trunkline._codec import Correlator, StreamDecoder, scan, stamp_request
+from trunkline.protocol.reply import decode_result
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -143,6 +151,36 @@ def test_scan_64k_orjson(benchmark, text):
     line = SCAN_LINES[text]
     msg = benchmark(orjson.loads, line)
     assert msg["result"]["resultType"] == "complete"
+    benchmark.extra_info["lines"] = 1
+
+
+def _result(text: str, **extra: object) -> bytes:
+    return orjson.dumps({"content": [{"type": "text", "text": text}], "isError": False, **extra})
+
+
+DECODE_RESULTS = {
+    "ascii": _result("." * (64 * 1024 - 60)),
+    "prose": _result(LARGE_TEXT),
+    "jsontext": _result(_jsontext(64 * 1024 - 120)),
+    "latin": _result("h\u00e9llo w\u00f6rld " * 5000),
+    "structured": _result("x", structuredContent={
+        "rows": [{"id": i, "name": f"n{i}", "v": i / 3, "ok": True} for i in range(250)]}),
+}
+
+
+@pytest.mark.parametrize("shape", DECODE_RESULTS)
+def test_decode_codec(benchmark, shape):
+    benchmark.group = f"decode-{shape}"
+    raw = DECODE_RESULTS[shape]
+    assert decode_result(raw) == orjson.loads(raw)
+    benchmark(decode_result, raw)
+    benchmark.extra_info["lines"] = 1
+
+
+@pytest.mark.parametrize("shape", DECODE_RESULTS)
+def test_decode_orjson(benchmark, shape):
+    benchmark.group = f"decode-{shape}"
+    benchmark(orjson.loads, DECODE_RESULTS[shape])
     benchmark.extra_info["lines"] = 1
 
 

@@ -117,6 +117,11 @@ impl<'a> Cursor<'a> {
     }
 
     #[inline]
+    /// Up to `n` bytes from the cursor on, unread.
+    pub fn ahead(&self, n: usize) -> &'a [u8] {
+        &self.buf[self.pos..self.buf.len().min(self.pos + n)]
+    }
+
     pub fn peek(&self) -> Option<u8> {
         self.buf.get(self.pos).copied()
     }
@@ -125,7 +130,7 @@ impl<'a> Cursor<'a> {
         JsonError::new(self.pos, what)
     }
 
-    fn unexpected(&self, wanted: &'static str) -> JsonError {
+    pub fn unexpected(&self, wanted: &'static str) -> JsonError {
         match self.peek() {
             None => self.err(format!("unexpected end of input, expected {wanted}")),
             Some(b) if b.is_ascii_graphic() => self.err(format!("unexpected '{}', expected {wanted}", b as char)),
@@ -161,19 +166,53 @@ impl<'a> Cursor<'a> {
     #[inline]
     fn skip_string_body(&mut self) -> JResult<bool> {
         if self.mode == Mode::Strict {
-            let start = self.pos;
-            let (escaped, non_ascii, tail) = self.skip_string_body_with::<true>()?;
-            let body = &self.buf[start..self.pos - 1];
-            if non_ascii || !self.buf[tail.min(self.pos - 1)..self.pos - 1].is_ascii() {
-                if let Err(e) = std::str::from_utf8(body) {
-                    self.pos = start + e.valid_up_to();
-                    return Err(self.err("invalid UTF-8"));
-                }
-            }
-            Ok(escaped)
+            self.strict_string_body().map(|(escaped, _)| escaped)
         } else {
             self.skip_string_body_with::<false>().map(|(escaped, _, _)| escaped)
         }
+    }
+
+    /// The strict skip of a string body: returns whether it held an escape and whether
+    /// it is plain ASCII (when not, it has been validated as UTF-8).
+    #[inline]
+    fn strict_string_body(&mut self) -> JResult<(bool, bool)> {
+        let start = self.pos;
+        let (escaped, non_ascii, tail) = self.skip_string_body_with::<true>()?;
+        let body = &self.buf[start..self.pos - 1];
+        let ascii = !non_ascii && self.buf[tail.min(self.pos - 1)..self.pos - 1].is_ascii();
+        if !ascii {
+            if let Err(e) = std::str::from_utf8(body) {
+                self.pos = start + e.valid_up_to();
+                return Err(self.err("invalid UTF-8"));
+            }
+        }
+        Ok((escaped, ascii))
+    }
+
+    /// The string at the cursor (whitespace allowed before it), as [`Text`]: its
+    /// structure and escapes checked strictly whatever the cursor's mode, its UTF-8 and
+    /// its escapes' meaning left to [`Text::decode`], so that a caller can first decide
+    /// what to do with it from its length and kind.
+    pub fn text(&mut self) -> JResult<Text<'a>> {
+        self.skip_ws();
+        if self.peek() != Some(b'"') {
+            return Err(self.unexpected("a string"));
+        }
+        self.pos += 1;
+        let start = self.pos;
+        let (escaped, non_ascii, tail) = self.skip_string_body_with::<true>()?;
+        let end = self.pos - 1;
+        let ascii = !non_ascii && self.buf[tail.min(end)..end].is_ascii();
+        Ok(Text { body: &self.buf[start..end], start, escaped, ascii })
+    }
+
+    /// The number at the cursor (whitespace allowed before it), checked: its text, and
+    /// whether it is a plain integer (no fraction, no exponent).
+    pub fn number(&mut self) -> JResult<(&'a str, bool)> {
+        self.skip_ws();
+        let start = self.pos;
+        let integer = self.skip_number()?;
+        Ok((std::str::from_utf8(&self.buf[start..self.pos]).expect("the number grammar is ASCII"), integer))
     }
 
     /// Returns whether the body held an escape, whether a whole block scanned held a byte
@@ -381,48 +420,7 @@ impl<'a> Cursor<'a> {
             // SAFETY-free: the buffer was validated as UTF-8 and the quotes are ASCII.
             return Ok(Cow::Borrowed(std::str::from_utf8(body).map_err(|_| JsonError::new(start, "invalid UTF-8"))?));
         }
-        self.unescape(start, body).map(Cow::Owned)
-    }
-
-    fn unescape(&self, start: usize, body: &[u8]) -> JResult<String> {
-        let mut out = String::with_capacity(body.len());
-        let mut i = 0;
-        while i < body.len() {
-            let Some(j) = memchr::memchr(b'\\', &body[i..]) else {
-                out.push_str(std::str::from_utf8(&body[i..]).map_err(|_| JsonError::new(start + i, "invalid UTF-8"))?);
-                break;
-            };
-            out.push_str(std::str::from_utf8(&body[i..i + j]).map_err(|_| JsonError::new(start + i, "invalid UTF-8"))?);
-            i += j;
-            let at = start + i;
-            let c = match body[i + 1] {
-                b'u' => {
-                    let hi = self.hex4(at + 2)?;
-                    i += 4;
-                    match hi {
-                        0xD800..=0xDBFF => {
-                            // A high surrogate must be followed by an escaped low surrogate.
-                            if body.get(i + 2) != Some(&b'\\') || body.get(i + 3) != Some(&b'u') {
-                                return Err(JsonError::new(at, "unpaired surrogate in \\u escape"));
-                            }
-                            let lo = self.hex4(start + i + 4)?;
-                            if !(0xDC00..=0xDFFF).contains(&lo) {
-                                return Err(JsonError::new(at, "unpaired surrogate in \\u escape"));
-                            }
-                            i += 6;
-                            let cp = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
-                            char::from_u32(cp).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?
-                        }
-                        0xDC00..=0xDFFF => return Err(JsonError::new(at, "unpaired surrogate in \\u escape")),
-                        _ => char::from_u32(u32::from(hi)).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?,
-                    }
-                }
-                b => char::from(short_escape(b).ok_or_else(|| JsonError::new(at, "invalid escape in string"))?),
-            };
-            out.push(c);
-            i += 2;
-        }
-        Ok(out)
+        unescape(start, body, false).map(|(s, _)| Cow::Owned(s))
     }
 
     /// Check the number grammar at the cursor; returns whether it was a plain integer.
@@ -469,7 +467,7 @@ impl<'a> Cursor<'a> {
         Ok(integer)
     }
 
-    fn skip_literal(&mut self, lit: &'static [u8]) -> JResult<()> {
+    pub fn skip_literal(&mut self, lit: &'static [u8]) -> JResult<()> {
         if self.buf[self.pos..].starts_with(lit) {
             self.pos += lit.len();
             Ok(())
@@ -697,6 +695,121 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Copy `body[from..]` to `out` up to the next backslash and return its index, or copy
+/// all of it and return None. 16 bytes at a time: escape-dense text (JSON carried as a
+/// string escapes a quote every few bytes) would pay a search call's set-up per escape.
+/// Inside a checked body the first `"` or `\\` of a block is always a backslash (a
+/// quote there is escaped), so the block mask of both serves.
+fn copy_to_backslash(body: &[u8], mut from: usize, out: &mut Vec<u8>) -> Option<usize> {
+    while let Some(block) = body.get(from..from + 16) {
+        let block: &[u8; 16] = block.try_into().expect("16 bytes");
+        out.extend_from_slice(block);
+        let mask = crate::strscan::mask16::<false>(block);
+        if mask != 0 {
+            let k = mask.trailing_zeros() as usize;
+            out.truncate(out.len() - (16 - k));
+            return Some(from + k);
+        }
+        from += 16;
+    }
+    let rest = &body[from..];
+    match memchr::memchr(b'\\', rest) {
+        Some(k) => {
+            out.extend_from_slice(&rest[..k]);
+            Some(from + k)
+        }
+        None => {
+            out.extend_from_slice(rest);
+            None
+        }
+    }
+}
+
+/// A string as [`Cursor::text`] found it: checked but not yet decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Text<'a> {
+    /// The body between the quotes, as written.
+    pub body: &'a [u8],
+    /// Where the body starts in the cursor's input (for error positions).
+    pub start: usize,
+    /// Whether the body holds an escape.
+    pub escaped: bool,
+    /// Whether the body is plain ASCII (then it is valid UTF-8 as it is).
+    pub ascii: bool,
+}
+
+impl<'a> Text<'a> {
+    /// The string (UTF-8 checked unless ASCII, escapes decoded), and whether it is plain
+    /// ASCII (a `\u` escape may make an ASCII body's text other).
+    pub fn decode(&self) -> JResult<(Cow<'a, str>, bool)> {
+        if !self.ascii {
+            if let Err(e) = std::str::from_utf8(self.body) {
+                return Err(JsonError::new(self.start + e.valid_up_to(), "invalid UTF-8"));
+            }
+        }
+        if self.escaped {
+            return unescape(self.start, self.body, self.ascii).map(|(s, ascii)| (Cow::Owned(s), ascii));
+        }
+        // SAFETY: the body is ASCII, or was validated as UTF-8 just now.
+        Ok((Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(self.body) }), self.ascii))
+    }
+}
+
+/// The four hex digits at `body[i..]` (`at`: their place in the input, for the error).
+fn hex4_at(body: &[u8], i: usize, at: usize) -> JResult<u16> {
+    let digits = body.get(i..i + 4).ok_or_else(|| JsonError::new(at, "truncated \\u escape"))?;
+    hex4_value(digits).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))
+}
+
+/// Decode the escapes of a string body that starts at `start`, which the strict skip
+/// has checked (so its runs between escapes are valid UTF-8 as they are). `ascii`:
+/// the body is plain ASCII. Returns the text and whether it is plain ASCII (a `\u`
+/// escape may make it other).
+fn unescape(start: usize, body: &[u8], ascii: bool) -> JResult<(String, bool)> {
+    let mut out = Vec::with_capacity(body.len() + 16);
+    let mut out_ascii = ascii;
+    let mut i = 0;
+    while let Some(j) = copy_to_backslash(body, i, &mut out) {
+        i = j;
+        let at = start + i;
+        let escape = body.get(i + 1).copied().unwrap_or(0);
+        if let Some(b) = short_escape(escape) {
+            out.push(b);
+            i += 2;
+            continue;
+        }
+        if escape != b'u' {
+            return Err(JsonError::new(at, "invalid escape in string"));
+        }
+        let hi = hex4_at(body, i + 2, at + 2)?;
+        i += 4;
+        let c = match hi {
+            0xD800..=0xDBFF => {
+                // A high surrogate must be followed by an escaped low surrogate.
+                if body.get(i + 2) != Some(&b'\\') || body.get(i + 3) != Some(&b'u') {
+                    return Err(JsonError::new(at, "unpaired surrogate in \\u escape"));
+                }
+                let lo = hex4_at(body, i + 4, start + i + 4)?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return Err(JsonError::new(at, "unpaired surrogate in \\u escape"));
+                }
+                i += 6;
+                let cp = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
+                char::from_u32(cp).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?
+            }
+            0xDC00..=0xDFFF => return Err(JsonError::new(at, "unpaired surrogate in \\u escape")),
+            _ => char::from_u32(u32::from(hi)).ok_or_else(|| JsonError::new(at, "invalid \\u escape"))?,
+        };
+        out_ascii &= c.is_ascii();
+        out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+        i += 2;
+    }
+    // SAFETY: the runs are valid UTF-8 (split from a checked body at ASCII backslashes)
+    // and each escape was written as one whole character's UTF-8.
+    Ok((unsafe { String::from_utf8_unchecked(out) }, out_ascii))
+}
+
+
 /// The value of four hex digits; None if one is not a hex digit.
 fn hex4_value(digits: &[u8]) -> Option<u16> {
     digits.iter().try_fold(0u16, |v, &d| {
@@ -711,16 +824,24 @@ fn hex4_value(digits: &[u8]) -> Option<u16> {
 }
 
 /// The byte a two-character escape `\x` stands for (`\u` has its own rule).
+///
+/// A table, not a `match`: in escape-dense text the letters vary from one escape to the
+/// next, and the jump a `match` compiles to was mispredicted on most of them.
 fn short_escape(x: u8) -> Option<u8> {
-    Some(match x {
-        b'"' | b'\\' | b'/' => x,
-        b'b' => 0x08,
-        b'f' => 0x0c,
-        b'n' => b'\n',
-        b'r' => b'\r',
-        b't' => b'\t',
-        _ => return None,
-    })
+    const TABLE: [u8; 256] = {
+        let mut t = [0u8; 256];
+        t[b'"' as usize] = b'"';
+        t[b'\\' as usize] = b'\\';
+        t[b'/' as usize] = b'/';
+        t[b'b' as usize] = 0x08;
+        t[b'f' as usize] = 0x0c;
+        t[b'n' as usize] = b'\n';
+        t[b'r' as usize] = b'\r';
+        t[b't' as usize] = b'\t';
+        t
+    };
+    let b = TABLE[usize::from(x)];
+    (b != 0).then_some(b)
 }
 
 /// Whether a string body as written between its quotes, already checked by a skip (so its

@@ -6,6 +6,8 @@
 //! - [`splitter`]: newline framing over whole read buffers, memory-bounded;
 //! - [`skim`]: the top-level `id` of a line too long to keep, learned as it is discarded;
 //! - [`json`]: the allocation-free JSON cursor (skip, check, decode the few fields we need);
+//! - [`decode`]: a whole value decoded in one strict pass, into what a builder makes
+//!   (Python objects, in `py`);
 //! - [`scan`]: JSON-RPC envelope classification without decoding the payload;
 //! - [`stamp`]: request stamping (`_meta` splicing) and the other line encoders;
 //! - [`correlate`]: pending ids -> tokens, with stale-reply detection;
@@ -16,6 +18,7 @@
 //! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`.
 
 pub mod correlate;
+pub mod decode;
 pub mod decoder;
 pub mod frames;
 pub mod json;
@@ -27,6 +30,8 @@ mod strscan;
 
 #[cfg(feature = "python")]
 mod py;
+#[cfg(feature = "python")]
+mod py_json;
 
 /// What several modules' tests share.
 #[cfg(test)]

@@ -907,6 +907,7 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySubmitStamper>()?;
     m.add_class::<PyResultDemux>()?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::py_json::loads_text, m)?)?;
     m.add_function(wrap_pyfunction!(stamp_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_notification, m)?)?;

@@ -18,7 +18,9 @@ from .._codec import (
     RT_ABSENT,
     RT_COMPLETE,
     RT_INPUT_REQUIRED,
+    CodecError,
     Event,
+    loads_text,
 )
 from ..errors import MalformedMessage, ServerError
 
@@ -52,8 +54,8 @@ class Reply:
             )
         assert self.result is not None
         try:
-            return orjson.loads(self.result)
-        except orjson.JSONDecodeError as exc:
+            return decode_result(self.result)
+        except (orjson.JSONDecodeError, CodecError) as exc:
             raise MalformedMessage(
                 f"result is not valid JSON: {exc}", server=server, method=method
             ) from exc
@@ -79,6 +81,23 @@ class Reply:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise MalformedMessage(f"error response did not decode: {exc}",
                                    server=server, method=method) from exc
+
+
+#: Results at least this long are offered to the codec's decoder first.
+LONG_RESULT_BYTES = 4096
+_DECLINED = object()
+
+
+def decode_result(raw: bytes) -> Any:
+    """A result's JSON value. A long one is offered to the codec's decoder first: where
+    the result is mostly long ASCII text (the usual tool result), it decodes several
+    times faster than orjson; it declines any other document early, which orjson then
+    decodes (so each kind of result gets the faster of the two; see the README)."""
+    if len(raw) >= LONG_RESULT_BYTES:
+        value = loads_text(raw, _DECLINED)
+        if value is not _DECLINED:
+            return value
+    return orjson.loads(raw)
 
 
 def decode_error_data(raw: bytes | None) -> Any:
