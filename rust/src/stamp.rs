@@ -137,9 +137,29 @@ fn prepared_meta(meta: &[u8]) -> Result<std::rc::Rc<PreparedMeta>, CodecError> {
 
 fn write_id<S: Sink>(out: &mut S, id: &JsonId) {
     match id {
-        JsonId::Int(n) => out.put(n.to_string().as_bytes()),
+        JsonId::Int(n) => out.put(decimal(*n, &mut [0; 20])),
         JsonId::Str(s) => write_str(out, s),
     }
+}
+
+/// `n` in decimal, written at the end of `buf` (no allocation: a stamped line's id is
+/// written twice, once to measure the line).
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    &buf[at..]
 }
 
 fn head<S: Sink>(out: &mut S, id: Option<&JsonId>) {
@@ -515,6 +535,13 @@ mod tests {
             line.write(&mut crate::json::Fill::new(&mut short));
         }));
         assert!(overflow.is_err(), "a fill never writes past its buffer");
+    }
+
+    #[test]
+    fn ids_are_written_in_decimal_as_rust_formats_them() {
+        for n in [0, 7, -7, 10, 99, -100, 12345, i64::MAX, i64::MIN, i64::MIN + 1] {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes());
+        }
     }
 
     #[test]
