@@ -81,52 +81,28 @@ fn value<B: Builder>(cur: &mut Cursor<'_>, b: &mut B, depth: usize) -> Result<B:
         }
         Some(b'{') => {
             let depth = nested(cur, depth)?;
-            cur.expect(b'{', "'{'")?;
             let mut dict = b.dict()?;
-            cur.skip_ws();
-            if cur.peek() == Some(b'}') {
-                cur.expect(b'}', "'}'")?;
-                return b.end_dict(dict);
-            }
-            loop {
+            let mut more = opened(cur, b'{', b'}')?;
+            while more {
                 let text = cur.text()?;
                 let key = b.key(text)?;
                 cur.expect(b':', "':'")?;
                 let item = value(cur, b, depth)?;
                 b.insert(&mut dict, key, item)?;
-                cur.skip_ws();
-                match cur.peek() {
-                    Some(b',') => cur.expect(b',', "','")?,
-                    Some(b'}') => {
-                        cur.expect(b'}', "'}'")?;
-                        return b.end_dict(dict);
-                    }
-                    _ => return Err(cur.unexpected("',' or '}'").into()),
-                }
+                more = next_or_closed(cur, b'}')?;
             }
+            b.end_dict(dict)
         }
         Some(b'[') => {
             let depth = nested(cur, depth)?;
-            cur.expect(b'[', "'['")?;
             let mut list = b.list()?;
-            cur.skip_ws();
-            if cur.peek() == Some(b']') {
-                cur.expect(b']', "']'")?;
-                return b.end_list(list);
-            }
-            loop {
+            let mut more = opened(cur, b'[', b']')?;
+            while more {
                 let item = value(cur, b, depth)?;
                 b.push(&mut list, item)?;
-                cur.skip_ws();
-                match cur.peek() {
-                    Some(b',') => cur.expect(b',', "','")?,
-                    Some(b']') => {
-                        cur.expect(b']', "']'")?;
-                        return b.end_list(list);
-                    }
-                    _ => return Err(cur.unexpected("',' or ']'").into()),
-                }
+                more = next_or_closed(cur, b']')?;
             }
+            b.end_list(list)
         }
         Some(b't') => {
             cur.skip_literal(b"true")?;
@@ -141,6 +117,27 @@ fn value<B: Builder>(cur: &mut Cursor<'_>, b: &mut B, depth: usize) -> Result<B:
             b.null()
         }
         _ => Err(cur.unexpected("a value").into()),
+    }
+}
+
+/// Consume a container's opening byte; false when it closes at once (it is empty).
+fn opened(cur: &mut Cursor<'_>, open: u8, close: u8) -> Result<bool, JsonError> {
+    cur.expect(open, if open == b'{' { "'{'" } else { "'['" })?;
+    cur.skip_ws();
+    if cur.peek() == Some(close) {
+        cur.expect(close, "the container's end")?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// After a member or an item: consume `,` (true: another follows) or `close` (false).
+fn next_or_closed(cur: &mut Cursor<'_>, close: u8) -> Result<bool, JsonError> {
+    cur.skip_ws();
+    match cur.peek() {
+        Some(b',') => cur.expect(b',', "','").map(|()| true),
+        Some(c) if c == close => cur.expect(close, "the container's end").map(|()| false),
+        _ => Err(cur.unexpected(if close == b'}' { "',' or '}'" } else { "',' or ']'" })),
     }
 }
 
