@@ -1,5 +1,5 @@
-//! `loads_text`: [`crate::decode`] building Python objects (the binding half of it), for
-//! the documents it decodes faster than orjson, and only those.
+//! [`objects`]: [`crate::decode`] building Python objects, for the documents it decodes
+//! faster than orjson, and only those (`py`'s `loads_text` is its Python face).
 //!
 //! A string the cursor found to be plain ASCII (escapes decoded or not) is made with
 //! `PyUnicode_New` and one copy; CPython would otherwise scan it again to learn its kind.
@@ -15,7 +15,7 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString};
 
 use crate::decode::{decode, Builder};
 use crate::json::{JsonError, Text};
@@ -84,22 +84,23 @@ fn ascii_string<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyAny>> {
     }
 }
 
-/// Why a decode stopped: the input is not valid (or Python failed), or the builder
+/// Why a decode stopped: the input is not valid JSON, Python failed, or the builder
 /// declined the document.
-enum Failed {
-    Error(PyErr),
+pub enum Failed {
+    Json(JsonError),
+    Python(PyErr),
     Declined,
 }
 
 impl From<JsonError> for Failed {
     fn from(e: JsonError) -> Self {
-        Failed::Error(crate::py::CodecError::new_err(e.to_string()))
+        Failed::Json(e)
     }
 }
 
 impl From<PyErr> for Failed {
     fn from(e: PyErr) -> Self {
-        Failed::Error(e)
+        Failed::Python(e)
     }
 }
 
@@ -163,18 +164,7 @@ impl<'py> Builder for Objects<'py> {
     }
 }
 
-/// The one JSON value in ``data``, checked strictly (``CodecError`` says what is wrong
-/// and at which byte), or ``declined`` when orjson would decode the document faster.
-#[pyfunction]
-pub fn loads_text<'py>(
-    py: Python<'py>,
-    data: Bound<'py, PyBytes>,
-    declined: Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = data.as_bytes();
-    match decode(bytes, &mut Objects { py, budget: value_budget(bytes.len()) }) {
-        Ok(value) => Ok(value),
-        Err(Failed::Declined) => Ok(declined),
-        Err(Failed::Error(e)) => Err(e),
-    }
+/// The one JSON value in `data` as Python objects, checked strictly, or why not.
+pub fn objects<'py>(py: Python<'py>, data: &[u8]) -> Result<Bound<'py, PyAny>, Failed> {
+    decode(data, &mut Objects { py, budget: value_budget(data.len()) })
 }
