@@ -15,7 +15,8 @@
 //!   routing of replies to forwarded calls into RESULT frames;
 //! - [`frames`]: the parent <-> worker channel (frame splitting, SUBMIT stamping, RESULT
 //!   demultiplexing);
-//! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`.
+//! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`, with
+//!   `py_json`, the builder that makes [`decode`]'s values Python objects.
 
 pub mod correlate;
 pub mod decode;
