@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..catalog import ToolEntry
 from ..errors import (
@@ -66,29 +67,28 @@ def request_key(request_id: Any) -> tuple[str, Any]:
     return (type(request_id).__name__, request_id)
 
 
-@dataclass(frozen=True)
-class Request:
+# The message kinds are msgspec Structs, not frozen dataclasses: one is made per request,
+# and a Struct is built in C (a frozen dataclass sets each field through
+# ``object.__setattr__``, ~0.5 µs apiece on this machine).
+
+
+class Request(msgspec.Struct, frozen=True):
     id: Any
     method: str
     params: dict[str, Any]
     era: ClientEra
     #: The revision the request speaks: its ``_meta`` one, or the session's.
     version: str
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        meta = self.params.get("_meta")
-        return meta if isinstance(meta, dict) else {}
+    #: ``params._meta`` when it is an object, else empty (read once: every step asks).
+    meta: dict[str, Any] = {}
 
 
-@dataclass(frozen=True)
-class Notification:
+class Notification(msgspec.Struct, frozen=True):
     method: str
     params: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     """A message we answer with an error and nothing else (``id`` None: we could not read
     one, or it was a notification, which gets no answer)."""
 
@@ -96,8 +96,7 @@ class Refused:
     error: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(msgspec.Struct, frozen=True):
     """The client's answer to a request the gateway sent it (an input request)."""
 
     id: Any
@@ -129,7 +128,9 @@ def read(message: Any, legacy_version: str | None) -> Inbound:
     if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         return Refused(None, error(INVALID_REQUEST, "a request id must be a string or an integer"))
     meta = params.get("_meta")
-    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        meta = {}
+    version = meta.get(META_PROTOCOL_VERSION)
     if version is not None:
         if version not in MODERN_VERSIONS:
             return Refused(request_id, error(
@@ -139,15 +140,15 @@ def read(message: Any, legacy_version: str | None) -> Inbound:
             return Refused(request_id, error(
                 INVALID_PARAMS, f"a {version} request carries {META_CLIENT_CAPABILITIES} "
                 "(an object) in params._meta"))
-        return Request(request_id, method, params, ClientEra.MODERN, version)
+        return Request(request_id, method, params, ClientEra.MODERN, version, meta)
     if method in ("initialize", "server/discover", "ping"):
         return Request(request_id, method, params, ClientEra.LEGACY,
-                       legacy_version or LEGACY_VERSIONS[0])
+                       legacy_version or LEGACY_VERSIONS[0], meta)
     if legacy_version is None:
         return Refused(request_id, error(
             INVALID_REQUEST, "no session: send initialize first (2025-11-25), or carry the "
             f"protocol revision in _meta ({MODERN_VERSIONS[0]})"))
-    return Request(request_id, method, params, ClientEra.LEGACY, legacy_version)
+    return Request(request_id, method, params, ClientEra.LEGACY, legacy_version, meta)
 
 
 def _id_of(message: Any) -> Any:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..errors import InputNotSupported, RequestTimeout
 from ..loop.tasks import gather_all
@@ -36,12 +38,12 @@ from ..telemetry.calls import note
 from .handle import WorkerHandle
 
 
-@dataclass(frozen=True)
-class CallInput:
-    """How one call's input rounds go, instead of the host's handlers."""
+class CallInput(msgspec.Struct, frozen=True):
+    """How one call's input rounds go, instead of the host's handlers. (A msgspec
+    ``Struct``: a gateway makes one per call, and it is built in C.)"""
 
     #: Answer the rounds with these (``{"elicitation/create": f, ...}``).
-    handlers: Mapping[str, InputHandler] = field(default_factory=dict)
+    handlers: Mapping[str, InputHandler] = {}
     #: The client capabilities this call declares to a modern server instead of the
     #: host's (``_meta`` ``clientCapabilities``), and that its rounds are checked against;
     #: None: the host's.
