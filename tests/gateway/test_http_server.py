@@ -65,7 +65,7 @@ def post(path: str, body: bytes, *extra: str) -> bytes:
 async def echo(exchange: Exchange) -> None:
     """Answers with what it read: the path, then the body (or ``over`` past 8 bytes)."""
     body = await exchange.body(8)
-    await exchange.respond(200, exchange.path.encode() + b" " + (b"over" if body is None else body),
+    exchange.respond(200, exchange.path.encode() + b" " + (b"over" if body is None else body),
                            content_type=b"text/plain")
 
 
@@ -74,7 +74,7 @@ def test_headers_by_lower_case_name_first_value_trimmed_and_the_path_decoded():
 
     async def keep(exchange: Exchange) -> None:
         seen.append(exchange)
-        await exchange.respond(204)
+        exchange.respond(204)
 
     async def main():
         async with Served(keep) as served:
@@ -115,7 +115,7 @@ def test_a_body_whole_or_chunked_up_to_the_limit_and_no_further():
 
 def test_an_answer_before_the_body_ends_closes_the_connection_after_it():
     async def early(exchange: Exchange) -> None:
-        await exchange.respond(413, b"too long")
+        exchange.respond(413, b"too long")
 
     async def main():
         async with Served(early) as served:
@@ -130,7 +130,7 @@ def test_an_answer_before_the_body_ends_closes_the_connection_after_it():
 
 def test_a_whole_response_is_one_write_with_its_length_and_type():
     async def answer(exchange: Exchange) -> None:
-        await exchange.respond(413, b'{"x":1}', {"Retry-After": "1"})
+        exchange.respond(413, b'{"x":1}', {"Retry-After": "1"})
 
     async def main():
         async with Served(answer) as served:
@@ -258,7 +258,7 @@ def test_a_body_cut_short_by_the_client_is_disconnected_and_an_answered_one_is_n
             outcomes.append("disconnected")
             return
         exchange.cancel_when_gone()
-        await exchange.respond(200, b"{}")
+        exchange.respond(200, b"{}")
         await asyncio.sleep(0.05)  # the client leaves now: the answer is complete
         outcomes.append(f"finished gone={exchange.gone}")
 
@@ -315,7 +315,7 @@ def test_stopping_finishes_the_answers_under_way_and_closes_the_rest():
         async def slow(exchange: Exchange) -> None:
             await exchange.body(10)
             await go.wait()
-            await exchange.respond(200, b"late")
+            exchange.respond(200, b"late")
 
         async with Served(slow, drain_s=10) as served:
             idle_reader, idle_writer = await served.connect()

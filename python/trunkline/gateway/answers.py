@@ -145,18 +145,28 @@ class Answerer:
             return p.error_response(request.id, p.unknown_method(method))
         return p.response(request.id, result)
 
-    async def call(self, request: p.Request, notify: Send,
-                   client: Client = NO_CLIENT) -> dict[str, Any]:
-        """The response to one ``tools/call`` (a result, or an error naming the server)."""
+    def call(self, request: p.Request, notify: Send,
+             client: Client = NO_CLIENT) -> Awaitable[dict[str, Any]]:
+        """The response to one ``tools/call`` (a result, or an error naming the server), to
+        await. Not a coroutine itself: the checks run now and the call's own coroutine
+        (``_behind``'s) is what is awaited, one frame fewer for every call in flight. A
+        failure of the checks raises where the response is awaited, as before."""
+        try:
+            return self._call(request, notify, client)
+        except Exception as exc:  # noqa: BLE001 - raised where it is awaited
+            return _raising(exc)
+
+    def _call(self, request: p.Request, notify: Send,
+              client: Client) -> Awaitable[dict[str, Any]]:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str) or not isinstance(arguments, dict):
-            return p.error_response(request.id, p.error(
-                p.INVALID_PARAMS, "tools/call needs a tool name and an arguments object"))
+            return _given(p.error_response(request.id, p.error(
+                p.INVALID_PARAMS, "tools/call needs a tool name and an arguments object")))
         if self.tool_search:
             called = self._searched_call(request, name, arguments)
             if not isinstance(called, tuple):
-                return called
+                return _given(called)
             name, arguments = called
         token = request.meta.get("progressToken")
         on_progress = None
@@ -164,15 +174,15 @@ class Answerer:
             on_progress = _progress_to(token, notify)
         level = _log_level(request, client)
         if isinstance(level, dict):
-            return p.error_response(request.id, level)
+            return _given(p.error_response(request.id, level))
         server = self._server_of(name)
         if server is None and (gone := self._gone(name)) is not None:
-            return p.error_response(request.id, gone)
+            return _given(p.error_response(request.id, gone))
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
-            return p.error_response(request.id, call_input)
+            return _given(p.error_response(request.id, call_input))
         on_log = None if level is None else _logs_to(notify)
-        return await self._behind(request, server, self.host.call_tool(
+        return self._behind(request, server, self.host.call_tool(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
             on_log=on_log))
 
@@ -364,6 +374,15 @@ class Answerer:
 #: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each
 #: hop, and a client's answers to input travel in the call's ``CallInput``.
 _NOT_FORWARDED = frozenset({"_meta", "inputResponses", "requestState"})
+
+
+async def _given(response: dict[str, Any]) -> dict[str, Any]:
+    """A response decided without awaiting anything, as an awaitable."""
+    return response
+
+
+async def _raising(exc: Exception) -> Any:
+    raise exc
 
 
 async def _as_sent(work: Coroutine[Any, Any, Any]) -> Any:

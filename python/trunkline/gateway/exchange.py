@@ -139,7 +139,8 @@ class Exchange:
         return int(raw) if raw is not None and raw.isdigit() else None
 
     async def body(self, limit: int) -> bytes | None:
-        """The whole body, or None if it is longer than ``limit`` bytes."""
+        """The whole body, or None if it is longer than ``limit`` bytes (``ended_body`` once
+        it has all arrived, as it usually has: no coroutine for that)."""
         if not self._ended and not self._continue_sent \
                 and self.headers.get("expect", "").lower() == "100-continue":
             self._continue_sent = True
@@ -149,6 +150,10 @@ class Exchange:
                 raise Disconnected
             self._arrived = asyncio.get_running_loop().create_future()
             await self._arrived
+        return self.ended_body(limit)
+
+    def ended_body(self, limit: int) -> bytes | None:
+        """``body`` once it has ended (``body_ended``)."""
         if self._size > min(limit, self._limit):
             return None
         return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
@@ -165,8 +170,10 @@ class Exchange:
     def _head_end(self) -> bytes:
         return b"\r\n" if self._conn.keeps(self) else b"connection: close\r\n\r\n"
 
-    async def respond(self, status: int, body: bytes = b"", headers: Mapping[str, str] = {},
-                      content_type: bytes | None = JSON) -> None:
+    def respond(self, status: int, body: bytes = b"", headers: Mapping[str, str] = {},
+                content_type: bytes | None = JSON) -> None:
+        """The whole response, in one write; await ``drained()`` after it if
+        ``backed_up`` (not a coroutine itself: most responses never wait)."""
         self._started = self._complete = True
         head = [status_line(status), b"content-length: %d\r\n" % len(body),
                 _encoded(headers) if headers else b""]
@@ -175,6 +182,13 @@ class Exchange:
         head.append(self._head_end())
         head.append(body)
         self._conn.send(b"".join(head))  # one write: head and body (rule 3)
+
+    @property
+    def backed_up(self) -> bool:
+        """Whether the client has not yet taken what was written (await ``drained``)."""
+        return self._conn.backed_up
+
+    async def drained(self) -> None:
         await self._conn.drained()
 
     async def open_stream(self, headers: Mapping[str, str]) -> None:

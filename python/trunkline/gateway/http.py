@@ -322,7 +322,9 @@ class HttpFace:
         finally:
             exchange.close()
         if reply is not None:
-            await exchange.respond(reply.status, reply.body, reply.headers)
+            exchange.respond(reply.status, reply.body, reply.headers)
+            if exchange.backed_up:
+                await exchange.drained()
         elif exchange.started:
             await exchange.close_stream()
 
@@ -357,6 +359,18 @@ class HttpFace:
     # -- checks every request passes ---------------------------------------------------
 
     async def _gate(self, request: Exchange) -> Reply | None:
+        refused = self._screen(request)
+        if refused is None and self._authenticating:
+            refused = await self._authenticate(request)
+        return refused
+
+    @property
+    def _authenticating(self) -> bool:
+        """Whether a request must show an API key or an access token."""
+        return bool(self._keys) or self._validator is not None
+
+    def _screen(self, request: Exchange) -> Reply | None:
+        """The checks before authentication: draining, Host, Origin."""
         if self._draining:
             return _refusal(503, p.INTERNAL_ERROR, "the gateway is stopping",
                             **{"Retry-After": "1"})
@@ -364,7 +378,7 @@ class HttpFace:
             return _refusal(403, p.INVALID_REQUEST, "unknown Host")
         if not origin_allowed(request.headers.get("origin"), self._hosts):
             return _refusal(403, p.INVALID_REQUEST, "Origin not allowed")
-        return await self._authenticate(request)
+        return None
 
     async def _authenticate(self, request: Exchange) -> Reply | None:
         """An API key, or else an access token (``bearer``), when either is configured;
@@ -416,14 +430,16 @@ class HttpFace:
     # -- POST: one message ---------------------------------------------------------------
 
     async def _post(self, request: Exchange) -> Reply | None:
-        refused = await self._gate(request)
+        # Without authentication the gate needs no coroutine (every request would pay one).
+        refused = await self._gate(request) if self._authenticating else self._screen(request)
         if refused is not None:
             return refused
         length = request.content_length()
         if length is not None and length > self._limit:
             return _refusal(413, p.INVALID_REQUEST,
                             f"a body of {length} bytes, over the limit of {self._limit} bytes")
-        body = await request.body(self._limit)
+        body = request.ended_body(self._limit) if request.body_ended \
+            else await request.body(self._limit)
         if body is None:
             return _refusal(413, p.INVALID_REQUEST,
                             f"a body over the limit of {self._limit} bytes")

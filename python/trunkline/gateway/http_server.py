@@ -230,6 +230,11 @@ class Connection(asyncio.Protocol):
         if not self.closed and self._transport is not None:
             self._transport.write(data)
 
+    @property
+    def backed_up(self) -> bool:
+        """Whether writing is paused (the client is slow to take what was written)."""
+        return self._writable is not None
+
     async def drained(self) -> None:
         """Return once the client has taken what was written, down to the low-water mark."""
         writable = self._writable
