@@ -140,7 +140,9 @@ def _malformed_status(err: dict[str, Any]) -> int:
     return 400 if status == 200 else status
 
 
-Handler = Callable[[Exchange], Awaitable["Reply | None"]]
+#: A route's handler: its reply, a JSON-RPC message to answer with as JSON, or None (it
+#: answered itself, as a stream).
+Handler = Callable[[Exchange], Awaitable["Reply | dict[str, Any] | None"]]
 
 
 def _owner(http: Exchange) -> str | None:
@@ -307,7 +309,9 @@ class HttpFace:
             methods = self._routes.get(exchange.path)
             handler = None if methods is None else methods.get(exchange.method)
             if handler is not None:
-                reply = await handler(exchange)
+                answered = await handler(exchange)
+                # A handler's JSON-RPC message is answered as JSON (``_answer``).
+                reply = _answer(answered) if type(answered) is dict else answered
             elif methods is None:
                 reply = Reply(404)
             else:
@@ -434,40 +438,57 @@ class HttpFace:
 
     # -- POST: one message ---------------------------------------------------------------
 
-    async def _post(self, request: Exchange) -> Reply | None:
-        # Without authentication the gate needs no coroutine (every request would pay one).
-        refused = await self._gate(request) if self._authenticating else self._screen(request)
+    def _post(self, request: Exchange) -> Awaitable[Reply | dict[str, Any] | None]:
+        """One JSON-RPC message. Not a coroutine itself when nothing must be waited for
+        before the message is read (no authentication to check, the body arrived): the
+        answer's own coroutine is what the handler awaits, one frame fewer for every call
+        in flight."""
+        if self._authenticating or not request.body_ended:
+            return self._post_after_waiting(request)
+        refused = self._screen(request) or self._oversized(request)
+        if refused is not None:
+            return _ready(refused)
+        return self._message(request, request.ended_body(self._limit))
+
+    async def _post_after_waiting(self, request: Exchange) -> Reply | dict[str, Any] | None:
+        refused = await self._gate(request) or self._oversized(request)
         if refused is not None:
             return refused
+        return await self._message(request, await request.body(self._limit))
+
+    def _oversized(self, request: Exchange) -> Reply | None:
         length = request.content_length()
         if length is not None and length > self._limit:
             return _refusal(413, p.INVALID_REQUEST,
                             f"a body of {length} bytes, over the limit of {self._limit} bytes")
-        body = request.ended_body(self._limit) if request.body_ended \
-            else await request.body(self._limit)
+        return None
+
+    def _message(self, request: Exchange, body: bytes | None
+                 ) -> Awaitable[Reply | dict[str, Any] | None]:
+        """The answer to a POST's body (None: it was over the limit)."""
         if body is None:
-            return _refusal(413, p.INVALID_REQUEST,
-                            f"a body over the limit of {self._limit} bytes")
+            return _ready(_refusal(413, p.INVALID_REQUEST,
+                                   f"a body over the limit of {self._limit} bytes"))
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return _refusal(400, p.PARSE_ERROR, f"Parse error: {exc}")
+            return _ready(_refusal(400, p.PARSE_ERROR, f"Parse error: {exc}"))
         refused = check_version_header(request.headers.get("mcp-protocol-version"), message)
         if refused is not None:
-            return _json(refused, _malformed_status(refused["error"]))
+            return _ready(_json(refused, _malformed_status(refused["error"])))
         session_id = request.headers.get("mcp-session-id")
         session = self._session(request, session_id)
         inbound = p.read(message, session.version if session else None)
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
-            return _refusal(404, p.INVALID_REQUEST, "Session not found")
+            return _ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
         if isinstance(inbound, p.Refused):
-            return _json(p.error_response(inbound.id, inbound.error),
-                         _malformed_status(inbound.error))
+            return _ready(_json(p.error_response(inbound.id, inbound.error),
+                                _malformed_status(inbound.error)))
         if isinstance(inbound, p.Response):
             if not self._asks.answered(inbound, owner=session_id):
                 log.info("a client's answer to no question of its session: dropped")
-            return Reply(202)
+            return _ready(Reply(202))
         if isinstance(inbound, p.Notification) and session_id and \
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
@@ -476,20 +497,25 @@ class HttpFace:
             if task is not None:
                 task.cancel()
         if isinstance(inbound, p.Notification) or inbound is None:
-            return Reply(202)
+            return _ready(Reply(202))
         traced = self._answerer.host.telemetry.incoming(request.headers)
         if traced is None:
-            return await self._request(request, inbound, session_id, session)
+            return self._request(request, inbound, session_id, session)
+        return self._traced_request(traced, request, inbound, session_id, session)
+
+    async def _traced_request(self, traced: otel_context.Context, http: Exchange,
+                              request: p.Request, session_id: str | None,
+                              session: LegacySession | None) -> Reply | dict[str, Any] | None:
         # The W3C headers' context is the ambient one while the request is served (its
         # SERVER span's parent, or a link when the request's _meta names a parent).
         token = otel_context.attach(traced)
         try:
-            return await self._request(request, inbound, session_id, session)
+            return await self._request(http, request, session_id, session)
         finally:
             otel_context.detach(token)
 
     def _request(self, http: Exchange, request: p.Request, session_id: str | None,
-                 session: LegacySession | None) -> Awaitable[Reply | None]:
+                 session: LegacySession | None) -> Awaitable[Reply | dict[str, Any] | None]:
         """The answer to a request, to await: the handler's own coroutine for one served
         from behind the gateway (this function is not a coroutine itself: one frame fewer
         for every call in flight), a ready reply for the rest."""
@@ -559,17 +585,25 @@ class HttpFace:
         self._header_params_of[name] = found
         return found
 
-    async def _relayed(self, http: Exchange,
-                       answer: Callable[[Callable[[dict[str, Any]], None]],
-                                        Awaitable[dict[str, Any]]]) -> Reply | None:
+    def _relayed(self, http: Exchange,
+                 answer: Callable[[Callable[[dict[str, Any]], None]],
+                                  Awaitable[dict[str, Any]]]
+                 ) -> Awaitable[Reply | dict[str, Any] | None]:
         """A request answered from behind the gateway: as an SSE stream when the client
         accepts one and something (progress, a log message) comes before the answer, else
-        as JSON, so that an error keeps its status. ``answer(notify)`` runs it, in this
-        task; a writer task exists only once a stream has to open."""
+        as JSON, so that an error keeps its status. ``answer(notify)`` runs it, in the
+        handler's task; a writer task exists only once a stream has to open. For a client
+        that accepts JSON only this is ``answer``'s own coroutine, whose message the
+        handler answers with (no frame of this one waits with the call)."""
         # The client closing the exchange is the cancellation (2026-07-28).
         http.cancel_when_gone()
         if "text/event-stream" not in http.headers.get("accept", ""):
-            return _answer(await answer(_dropped))
+            return answer(_dropped)
+        return self._streamed(http, answer)
+
+    async def _streamed(self, http: Exchange,
+                        answer: Callable[[Callable[[dict[str, Any]], None]],
+                                         Awaitable[dict[str, Any]]]) -> Reply | None:
         stream = _LazyStream(http)
         try:
             message = await answer(stream.add)
