@@ -169,8 +169,17 @@ class Worker:
         self._main = asyncio.current_task()
         self._lost = loop.create_future()
         self._out = TickBatcher(loop)
-        channel, _ = await loop.connect_accepted_socket(
-            lambda: ch.ChannelProtocol(self.on_channel_data, self.on_channel_closed), sock=sock)
+        try:
+            channel, _ = await loop.connect_accepted_socket(
+                lambda: ch.ChannelProtocol(self.on_channel_data, self.on_channel_closed),
+                sock=sock)
+        except (OSError, asyncio.CancelledError):
+            # The parent closed its end before the worker could attach (it is stopping;
+            # uvloop then cancels the wait) or stopped it: there is no one to serve or to
+            # report to, and no server started yet.
+            if self._main is not None and self._main.cancelling():
+                self._main.uncancel()
+            return EXIT_STOPPED
         self._out.attach(channel)
         self._forwarder = self.peer.forward_to(self.send, self.spec.host.max_frame_bytes)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

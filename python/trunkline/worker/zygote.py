@@ -125,7 +125,7 @@ class Template:
                 else:
                     for fd in fds:
                         os.close(fd)
-                    self._control.send(b"F" + b"unknown request")
+                    self._tell(b"F" + b"unknown request")
 
     def _fork(self, spec: bytes, fd: int) -> None:
         gc.freeze()  # everything imported so far, shared with the child as it is
@@ -133,7 +133,7 @@ class Template:
             pid = os.fork()
         except OSError as exc:
             os.close(fd)
-            self._control.send(b"F" + str(exc).encode())
+            self._tell(b"F" + str(exc).encode())
             return
         if pid == 0:
             _child(spec, fd, [self._control.fileno(), self._wake_r, self._wake_w],
@@ -143,12 +143,24 @@ class Template:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:  # no pidfd, no way to name the child safely: it goes
             os.kill(pid, signal.SIGKILL)
-            self._control.send(b"F" + f"no pidfd for the worker: {exc}".encode())
+            self._tell(b"F" + f"no pidfd for the worker: {exc}".encode())
             return
         try:
             socket.send_fds(self._control, [b"P" + pid.to_bytes(8, "big")], [pidfd])
+        except OSError:
+            # The host closed its end while the worker was forked (it is stopping): no one
+            # would supervise the worker, so it goes now (reaped like any other).
+            os.kill(pid, signal.SIGKILL)
         finally:
             os.close(pidfd)
+
+    def _tell(self, message: bytes) -> None:
+        """A message to the host, if it still listens (one that has closed its end is
+        stopping: the template's next read sees that and ends)."""
+        try:
+            self._control.send(message)
+        except OSError:
+            pass
 
     def _reap(self) -> None:
         while True:
@@ -159,8 +171,7 @@ class Template:
             if pid == 0:
                 return
             code = os.waitstatus_to_exitcode(status)
-            self._control.send(b"X" + pid.to_bytes(8, "big") + code.to_bytes(4, "big",
-                                                                              signed=True))
+            self._tell(b"X" + pid.to_bytes(8, "big") + code.to_bytes(4, "big", signed=True))
 
 
 def main(argv: list[str]) -> int:
