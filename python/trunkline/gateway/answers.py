@@ -31,6 +31,7 @@ from typing import Any
 from .. import log_context
 from ..channel import ServerState
 from ..errors import TrunklineError
+from ..loop.awaitables import raising, ready
 from ..parent.host import Host
 from ..parent.input_rounds import CallInput, InputRequired
 from ..parent.results import CallToolResult
@@ -154,19 +155,19 @@ class Answerer:
         try:
             return self._call(request, notify, client)
         except Exception as exc:  # noqa: BLE001 - raised where it is awaited
-            return _raising(exc)
+            return raising(exc)
 
     def _call(self, request: p.Request, notify: Send,
               client: Client) -> Awaitable[dict[str, Any]]:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str) or not isinstance(arguments, dict):
-            return _given(p.error_response(request.id, p.error(
+            return ready(p.error_response(request.id, p.error(
                 p.INVALID_PARAMS, "tools/call needs a tool name and an arguments object")))
         if self.tool_search:
             called = self._searched_call(request, name, arguments)
             if not isinstance(called, tuple):
-                return _given(called)
+                return ready(called)
             name, arguments = called
         token = request.meta.get("progressToken")
         on_progress = None
@@ -174,13 +175,13 @@ class Answerer:
             on_progress = _progress_to(token, notify)
         level = _log_level(request, client)
         if isinstance(level, dict):
-            return _given(p.error_response(request.id, level))
+            return ready(p.error_response(request.id, level))
         server = self._server_of(name)
         if server is None and (gone := self._gone(name)) is not None:
-            return _given(p.error_response(request.id, gone))
+            return ready(p.error_response(request.id, gone))
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
-            return _given(p.error_response(request.id, call_input))
+            return ready(p.error_response(request.id, call_input))
         on_log = None if level is None else _logs_to(notify)
         return self._behind(request, server, self.host.call_tool(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
@@ -374,15 +375,6 @@ class Answerer:
 #: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each
 #: hop, and a client's answers to input travel in the call's ``CallInput``.
 _NOT_FORWARDED = frozenset({"_meta", "inputResponses", "requestState"})
-
-
-async def _given(response: dict[str, Any]) -> dict[str, Any]:
-    """A response decided without awaiting anything, as an awaitable."""
-    return response
-
-
-async def _raising(exc: Exception) -> Any:
-    raise exc
 
 
 async def _as_sent(work: Coroutine[Any, Any, Any]) -> Any:

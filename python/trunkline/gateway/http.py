@@ -48,6 +48,7 @@ from opentelemetry import context as otel_context
 
 from ..catalog import Catalog
 from ..errors import ConfigurationError
+from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
@@ -111,11 +112,6 @@ class Reply:
 def _json(message: dict[str, Any], status: int = 200,
           headers: Mapping[str, str] | None = None) -> Reply:
     return Reply(status, orjson.dumps(message), headers or {})
-
-
-async def _ready(reply: Reply | None) -> Reply | None:
-    """A reply decided without awaiting anything, as an awaitable."""
-    return reply
 
 
 def _answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
@@ -447,7 +443,7 @@ class HttpFace:
             return self._post_after_waiting(request)
         refused = self._screen(request) or self._oversized(request)
         if refused is not None:
-            return _ready(refused)
+            return ready(refused)
         return self._message(request, request.ended_body(self._limit))
 
     async def _post_after_waiting(self, request: Exchange) -> Reply | dict[str, Any] | None:
@@ -467,28 +463,28 @@ class HttpFace:
                  ) -> Awaitable[Reply | dict[str, Any] | None]:
         """The answer to a POST's body (None: it was over the limit)."""
         if body is None:
-            return _ready(_refusal(413, p.INVALID_REQUEST,
+            return ready(_refusal(413, p.INVALID_REQUEST,
                                    f"a body over the limit of {self._limit} bytes"))
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return _ready(_refusal(400, p.PARSE_ERROR, f"Parse error: {exc}"))
+            return ready(_refusal(400, p.PARSE_ERROR, f"Parse error: {exc}"))
         refused = check_version_header(request.headers.get("mcp-protocol-version"), message)
         if refused is not None:
-            return _ready(_json(refused, _malformed_status(refused["error"])))
+            return ready(_json(refused, _malformed_status(refused["error"])))
         session_id = request.headers.get("mcp-session-id")
         session = self._session(request, session_id)
         inbound = p.read(message, session.version if session else None)
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
-            return _ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
+            return ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
         if isinstance(inbound, p.Refused):
-            return _ready(_json(p.error_response(inbound.id, inbound.error),
+            return ready(_json(p.error_response(inbound.id, inbound.error),
                                 _malformed_status(inbound.error)))
         if isinstance(inbound, p.Response):
             if not self._asks.answered(inbound, owner=session_id):
                 log.info("a client's answer to no question of its session: dropped")
-            return _ready(Reply(202))
+            return ready(Reply(202))
         if isinstance(inbound, p.Notification) and session_id and \
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
@@ -497,7 +493,7 @@ class HttpFace:
             if task is not None:
                 task.cancel()
         if isinstance(inbound, p.Notification) or inbound is None:
-            return _ready(Reply(202))
+            return ready(Reply(202))
         traced = self._answerer.host.telemetry.incoming(request.headers)
         if traced is None:
             return self._request(request, inbound, session_id, session)
@@ -522,11 +518,11 @@ class HttpFace:
         if request.era is p.ClientEra.MODERN:
             mismatch = check_modern_headers(http.headers, request, self._header_params(request))
             if mismatch is not None:
-                return _ready(_json(p.error_response(request.id, mismatch), status_for(mismatch)))
+                return ready(_json(p.error_response(request.id, mismatch), status_for(mismatch)))
         elif request.method != "initialize":
             version = http.headers.get("mcp-protocol-version")
             if version is not None and version != request.version:
-                return _ready(_json(p.error_response(request.id, p.error(
+                return ready(_json(p.error_response(request.id, p.error(
                     p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
                     f"session's ({request.version})")), 400))
         if request.method == CALL:
@@ -535,7 +531,7 @@ class HttpFace:
                 # Its stream opens at once: an overload must be told before, as a status.
                 refusal = self._answerer.refusal_for_call(request)
                 if refusal is not None:
-                    return _ready(_answer(p.error_response(request.id, refusal)))
+                    return ready(_answer(p.error_response(request.id, refusal)))
                 return self._legacy_call(http, request, session_id, session)
             return self._relayed(http, lambda notify: self._answerer.call(request, notify))
         if request.method == LISTEN and request.era is p.ClientEra.MODERN:
@@ -556,7 +552,7 @@ class HttpFace:
             headers["Mcp-Session-Id"] = self._signer.mint(
                 answer["result"]["protocolVersion"], declared if isinstance(declared, dict)
                 else None, owner=_owner(http))
-        return _ready(_answer(answer, headers))
+        return ready(_answer(answer, headers))
 
     async def _subscription_reply(self, request: p.Request, session_id: str) -> Reply:
         return _answer(await self._subscription(request, session_id))

@@ -24,6 +24,7 @@ from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import load_config, load_oauth_config, load_pin_config
 from ..errors import ToolCollision, UnknownTool
+from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..protocol.identity import ClientIdentity
@@ -433,7 +434,7 @@ class Host:
             settling = self._catalog.settling(entry.server)
             handle = None if settling else self._servers.handle(entry.server)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
-            return _raising(exc)
+            return raising(exc)
         if settling:
             return self._call_settled(name, arguments, dict(
                 timeout=timeout, on_progress=on_progress, log_level=log_level,
@@ -524,10 +525,6 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
-
-
-async def _raising(exc: Exception) -> Any:
-    raise exc
 
 
 def _check_logs(log_level: str | None, on_log: Callable[..., None] | None) -> None:
