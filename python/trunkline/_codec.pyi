@@ -297,3 +297,10 @@ def raw_member(json: bytes, key: str) -> bytes | None:
     how an MRTR retry echoes the server's ``requestState`` byte for byte. Raises CodecError
     when ``json`` is not one valid JSON object (checked strictly, like stamp inputs) or
     holds ``key`` twice (readers disagree on which occurrence wins)."""
+
+def header_map(raw: list[bytes]) -> dict[str, str]:
+    """An HTTP request's headers as its server looks them up, from ``[name, value, name,
+    value, ...]`` in arrival order: names in lower case (ASCII), values without the spaces
+    and tabs around them, both read as Latin-1; of a repeated header the first value
+    counts. ``ValueError`` for a list of odd length, ``TypeError`` for an item that is not
+    ``bytes``."""

@@ -15,6 +15,8 @@
 //!   routing of replies to forwarded calls into RESULT frames;
 //! - [`frames`]: the parent <-> worker channel (frame splitting, SUBMIT stamping, RESULT
 //!   demultiplexing);
+//! - [`http_head`]: an HTTP request's header names and values as the gateway's server
+//!   looks them up (lower-case names, values without the whitespace around them);
 //! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`, with
 //!   `py_json`, the builder that makes [`decode`]'s values Python objects.
 
@@ -22,6 +24,7 @@ pub mod correlate;
 pub mod decode;
 pub mod decoder;
 pub mod frames;
+pub mod http_head;
 pub mod json;
 pub mod scan;
 pub mod skim;

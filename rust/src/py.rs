@@ -12,11 +12,13 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyString, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::correlate::{CallCorrelator, Correlation, Token};
 use crate::decoder::{self, Routed, Scanned};
 use crate::frames::{self, CorruptFrame, Demuxed, Passed, DEFAULT_MAX_FRAME_BYTES, RESULT_HEAD_LEN};
+use crate::http_head;
 use crate::json::{Fill, MAX_NESTING_DEPTH};
 use crate::py_json;
 use crate::scan::{self as scanner, JsonId, Kind, Span};
@@ -882,6 +884,66 @@ fn raw_member<'py>(py: Python<'py>, json: &[u8], key: &str) -> PyResult<Option<B
     Ok(span.map(|(a, b)| PyBytes::new(py, &json[a..b])))
 }
 
+// ---------------------------------------------------------------------------- HTTP heads
+
+/// The map an HTTP request's headers are looked up in (`http_head`'s rules): ``raw`` holds
+/// their names and values in arrival order, ``[name, value, name, value, ...]``.
+#[pyfunction]
+fn header_map<'py>(py: Python<'py>, raw: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyDict>> {
+    if raw.len() % 2 != 0 {
+        return Err(PyValueError::new_err("header names and values come in pairs"));
+    }
+    let map = PyDict::new(py);
+    for pair in 0..raw.len() / 2 {
+        let name = raw.get_item(2 * pair)?;
+        let key = header_name(py, &http_head::lower_name(name.cast::<PyBytes>()?.as_bytes()))?;
+        if !map.contains(&key)? {
+            let value = raw.get_item(2 * pair + 1)?;
+            map.set_item(key, latin1(py, http_head::trimmed_value(value.cast::<PyBytes>()?.as_bytes()))?)?;
+        }
+    }
+    Ok(map)
+}
+
+/// A lower-case header name as a `str`: the names MCP clients send are interned (made once),
+/// any other is decoded.
+fn header_name<'py>(py: Python<'py>, lower: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    let known = match lower {
+        b"host" => intern!(py, "host"),
+        b"content-type" => intern!(py, "content-type"),
+        b"content-length" => intern!(py, "content-length"),
+        b"accept" => intern!(py, "accept"),
+        b"accept-encoding" => intern!(py, "accept-encoding"),
+        b"user-agent" => intern!(py, "user-agent"),
+        b"connection" => intern!(py, "connection"),
+        b"authorization" => intern!(py, "authorization"),
+        b"origin" => intern!(py, "origin"),
+        b"mcp-protocol-version" => intern!(py, "mcp-protocol-version"),
+        b"mcp-method" => intern!(py, "mcp-method"),
+        b"mcp-name" => intern!(py, "mcp-name"),
+        b"mcp-session-id" => intern!(py, "mcp-session-id"),
+        b"last-event-id" => intern!(py, "last-event-id"),
+        b"traceparent" => intern!(py, "traceparent"),
+        b"tracestate" => intern!(py, "tracestate"),
+        b"transfer-encoding" => intern!(py, "transfer-encoding"),
+        b"expect" => intern!(py, "expect"),
+        _ => return latin1(py, lower),
+    };
+    Ok(known.clone())
+}
+
+/// `bytes` as Latin-1 text, decoded by CPython (one byte, one character: cannot fail).
+fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    let len = pyo3::ffi::Py_ssize_t::try_from(bytes.len()).map_err(|_| PyValueError::new_err("header too long"))?;
+    // SAFETY: the pointer and length describe `bytes`, which outlives the call; CPython
+    // returns a new `str` (owned here) or NULL with an exception set.
+    let text = unsafe {
+        Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyUnicode_DecodeLatin1(bytes.as_ptr().cast(), len, std::ptr::null()))?
+    };
+    // SAFETY: `PyUnicode_DecodeLatin1` returned a `str`.
+    Ok(unsafe { text.cast_into_unchecked() })
+}
+
 // ---------------------------------------------------------------------------- module
 
 #[pymodule]
@@ -920,6 +982,7 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySubmitStamper>()?;
     m.add_class::<PyResultDemux>()?;
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(header_map, m)?)?;
     m.add_function(wrap_pyfunction!(loads_text, m)?)?;
     m.add_function(wrap_pyfunction!(stamp_request, m)?)?;
     m.add_function(wrap_pyfunction!(encode_request, m)?)?;

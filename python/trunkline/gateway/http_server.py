@@ -41,6 +41,7 @@ from urllib.parse import unquote
 
 import httptools
 
+from .._codec import header_map
 from .exchange import Exchange, status_line
 
 log = logging.getLogger("trunkline.gateway")
@@ -52,13 +53,10 @@ MAX_PIPELINED = 8
 #: The request line and headers together.
 MAX_HEAD_BYTES = 64 * 1024
 
-#: The lower-case names of the headers MCP clients send, by their usual spellings (a
-#: look-up costs less than decoding and lowering each name of each request).
-_HEADER_NAMES = {spelled.encode("latin-1"): spelled.lower() for name in (
-    "Host", "Content-Type", "Content-Length", "Accept", "Accept-Encoding", "User-Agent",
-    "Connection", "Authorization", "Origin", "MCP-Protocol-Version", "Mcp-Protocol-Version",
-    "Mcp-Method", "Mcp-Name", "Mcp-Session-Id", "Last-Event-ID", "traceparent",
-    "tracestate", "Transfer-Encoding", "Expect") for spelled in (name, name.lower())}
+#: Request targets already percent-decoded to paths (a client sends the same one each
+#: time; bounded, since the target is the client's to choose).
+_PATHS: dict[bytes, str] = {}
+_MAX_PATHS = 64
 
 App = Callable[[Exchange], Awaitable[None]]
 
@@ -75,7 +73,7 @@ class Connection(asyncio.Protocol):
         self.last_active = self._loop.time()
         self._url = b""
         self._head_bytes = 0
-        self._headers: dict[str, str] = {}
+        self._raw_headers: list[bytes] = []
         self._parsing: Exchange | None = None  # the request whose bytes are arriving
         self._current: Exchange | None = None  # the request being answered
         self._waiting: deque[Exchange] = deque()
@@ -138,18 +136,19 @@ class Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._head_bytes = 0
-        self._headers = {}
+        self._raw_headers = []
 
     def on_url(self, url: bytes) -> None:
         if self._counted(len(url)):
             self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._counted(len(name) + len(value)):
-            return
-        key = _HEADER_NAMES.get(name) or name.decode("latin-1").lower()
-        if key not in self._headers:  # of a repeated header the first value counts
-            self._headers[key] = value.decode("latin-1").strip(" \t")
+        # Kept as they come; their map is made once the head is complete (``header_map``:
+        # one call instead of Python's work on each).
+        if self._counted(len(name) + len(value)):
+            raw = self._raw_headers
+            raw.append(name)
+            raw.append(value)
 
     def _counted(self, size: int) -> bool:
         """Count ``size`` more bytes of the head: False (and the request refused) once it
@@ -165,18 +164,23 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         parser = self._parser
-        if parser.should_upgrade() and ("transfer-encoding" in self._headers
-                                        or self._headers.get("content-length", "0") != "0"):
+        headers = header_map(self._raw_headers)
+        if parser.should_upgrade() and ("transfer-encoding" in headers
+                                        or headers.get("content-length", "0") != "0"):
             # llhttp would take the body for the new protocol's bytes (rule 3).
             self._refuse(400, "an Upgrade with a body is not served here")
             return
-        try:
-            path = unquote(httptools.parse_url(self._url).path.decode("latin-1"))
-        except httptools.HttpParserInvalidURLError:
-            self._refuse(400, "malformed request target")
-            return
+        path = _PATHS.get(self._url)
+        if path is None:
+            try:
+                path = unquote(httptools.parse_url(self._url).path.decode("latin-1"))
+            except httptools.HttpParserInvalidURLError:
+                self._refuse(400, "malformed request target")
+                return
+            if len(_PATHS) < _MAX_PATHS:
+                _PATHS[self._url] = path
         exchange = Exchange(
-            self, parser.get_method().decode("latin-1"), path, self._headers,
+            self, parser.get_method().decode("latin-1"), path, headers,
             keep_alive=parser.should_keep_alive(),
             chunked_ok=parser.get_http_version() != "1.0", limit=self._server.max_body)
         self._parsing = exchange
