@@ -28,14 +28,17 @@ class Bound(NamedTuple):
     request_id: Any = None
 
 
-_NOTHING = Bound()
-_BOUND: contextvars.ContextVar[Bound] = contextvars.ContextVar("trunkline_log_context",
-                                                               default=_NOTHING)
+_NOTHING = (None, None, None)
+#: A plain tuple (server, tool, request id): bound once per request the gateway answers,
+#: while a line is written far more rarely, so the named view is made only then
+#: (``current``; making a ``NamedTuple`` runs its ``__new__`` in Python).
+_BOUND: contextvars.ContextVar[tuple[str | None, str | None, Any]] = contextvars.ContextVar(
+    "trunkline_log_context", default=_NOTHING)
 
 
 def bind(server: str | None, tool: str | None, request_id: Any) -> Token:
     """Bind until ``unbind(token)`` (in the same task)."""
-    return _BOUND.set(Bound(server, tool, request_id))
+    return _BOUND.set((server, tool, request_id))
 
 
 def unbind(token: Token) -> None:
@@ -43,7 +46,7 @@ def unbind(token: Token) -> None:
 
 
 def current() -> Bound:
-    return _BOUND.get()
+    return Bound._make(_BOUND.get())
 
 
 def _trace_id_reader() -> Callable[[], str | None]:

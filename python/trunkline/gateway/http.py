@@ -441,10 +441,13 @@ class HttpFace:
         in flight."""
         if self._authenticating or not request.body_ended:
             return self._post_after_waiting(request)
-        refused = self._screen(request) or self._oversized(request)
+        refused = self._screen(request)
         if refused is not None:
             return ready(refused)
-        return self._message(request, request.ended_body(self._limit))
+        body = request.ended_body(self._limit)
+        if body is None:  # over the limit: say by how much, if the client said its length
+            return ready(self._oversized(request) or self._too_long())
+        return self._message(request, body)
 
     async def _post_after_waiting(self, request: Exchange) -> Reply | dict[str, Any] | None:
         refused = await self._gate(request) or self._oversized(request)
@@ -459,12 +462,14 @@ class HttpFace:
                             f"a body of {length} bytes, over the limit of {self._limit} bytes")
         return None
 
+    def _too_long(self) -> Reply:
+        return _refusal(413, p.INVALID_REQUEST, f"a body over the limit of {self._limit} bytes")
+
     def _message(self, request: Exchange, body: bytes | None
                  ) -> Awaitable[Reply | dict[str, Any] | None]:
         """The answer to a POST's body (None: it was over the limit)."""
         if body is None:
-            return ready(_refusal(413, p.INVALID_REQUEST,
-                                   f"a body over the limit of {self._limit} bytes"))
+            return ready(self._too_long())
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:

@@ -74,14 +74,14 @@ def check_modern_headers(headers: Mapping[str, str], request: p.Request,
         return headers.get(name.lower())
 
     version = request.meta.get(META_PROTOCOL_VERSION)
-    if get("MCP-Protocol-Version") != version:
+    if headers.get("mcp-protocol-version") != version:
         return _mismatch("MCP-Protocol-Version", version, get("MCP-Protocol-Version"))
-    if get("Mcp-Method") != request.method:
+    if headers.get("mcp-method") != request.method:
         return _mismatch("Mcp-Method", request.method, get("Mcp-Method"))
     source = _NAME_SOURCE.get(request.method)
     if source is not None:
         expected = request.params.get(source)
-        if not _decoded_equals(get("Mcp-Name"), expected):
+        if not _decoded_equals(headers.get("mcp-name"), expected):
             return _mismatch("Mcp-Name", expected if isinstance(expected, str) else None,
                              get("Mcp-Name"))
     if request.method == "tools/call" and header_params:
