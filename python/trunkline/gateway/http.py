@@ -220,6 +220,9 @@ class HttpFace:
                 f"serving on {bind} with OAuth needs --oauth-resource: the URL clients reach "
                 "the gateway's /mcp by, which tokens are issued for")
         self._oauth = oauth
+        #: Whether a request must show an API key or an access token (checked by
+        #: ``_validator`` when ``oauth`` is given).
+        self._authenticating = bool(self._keys) or oauth is not None
         #: Set by ``start`` (the resource URL may need the port bound).
         self._validator: bearer.Validator | None = None
         self._issuer_keys: list[IssuerKeys] = []
@@ -301,13 +304,18 @@ class HttpFace:
         """One exchange, routed; a bug in the gateway is still a JSON-RPC answer (and a
         log line), not a bare 500."""
         reply: Reply | None = None
+        result: bytes | None = None  # a JSON-RPC result: 200, no headers (most answers)
         try:
             methods = self._routes.get(exchange.path)
             handler = None if methods is None else methods.get(exchange.method)
             if handler is not None:
                 answered = await handler(exchange)
-                # A handler's JSON-RPC message is answered as JSON (``_answer``).
-                reply = _answer(answered) if type(answered) is dict else answered
+                if type(answered) is not dict:
+                    reply = answered
+                elif "error" in answered:  # a JSON-RPC message is answered as JSON
+                    reply = _answer(answered)
+                else:
+                    result = orjson.dumps(answered)
             elif methods is None:
                 reply = Reply(404)
             else:
@@ -326,8 +334,11 @@ class HttpFace:
             reply = _refusal(500, p.INTERNAL_ERROR, "internal error")
         finally:
             exchange.close()
-        if reply is not None:
-            exchange.respond(reply.status, reply.body, reply.headers)
+        if result is not None or reply is not None:
+            if result is not None:
+                exchange.respond(200, result)
+            else:
+                exchange.respond(reply.status, reply.body, reply.headers)
             if exchange.backed_up:
                 await exchange.drained()
         elif exchange.started:
@@ -368,11 +379,6 @@ class HttpFace:
         if refused is None and self._authenticating:
             refused = await self._authenticate(request)
         return refused
-
-    @property
-    def _authenticating(self) -> bool:
-        """Whether a request must show an API key or an access token."""
-        return bool(self._keys) or self._validator is not None
 
     def _screen(self, request: Exchange) -> Reply | None:
         """The checks before authentication: draining, Host, Origin."""
@@ -478,31 +484,34 @@ class HttpFace:
         if refused is not None:
             return ready(_json(refused, _malformed_status(refused["error"])))
         session_id = request.headers.get("mcp-session-id")
-        session = self._session(request, session_id)
+        session = self._session(request, session_id) if session_id else None
         inbound = p.read(message, session.version if session else None)
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
             return ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
+        if type(inbound) is not p.Request:
+            return ready(self._not_a_request(inbound, session_id))
+        traced = self._answerer.host.telemetry.incoming(request.headers)
+        if traced is None:
+            return self._request(request, inbound, session_id, session)
+        return self._traced_request(traced, request, inbound, session_id, session)
+
+    def _not_a_request(self, inbound: p.Inbound, session_id: str | None) -> Reply:
+        """The answer to a POST of anything but a request: a refusal, or 202 Accepted."""
         if isinstance(inbound, p.Refused):
-            return ready(_json(p.error_response(inbound.id, inbound.error),
-                                _malformed_status(inbound.error)))
+            return _json(p.error_response(inbound.id, inbound.error),
+                         _malformed_status(inbound.error))
         if isinstance(inbound, p.Response):
             if not self._asks.answered(inbound, owner=session_id):
                 log.info("a client's answer to no question of its session: dropped")
-            return ready(Reply(202))
-        if isinstance(inbound, p.Notification) and session_id and \
+        elif isinstance(inbound, p.Notification) and session_id and \
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
             task = self._legacy_calls.get(
                 (session_id, p.request_key(inbound.params.get("requestId"))))
             if task is not None:
                 task.cancel()
-        if isinstance(inbound, p.Notification) or inbound is None:
-            return ready(Reply(202))
-        traced = self._answerer.host.telemetry.incoming(request.headers)
-        if traced is None:
-            return self._request(request, inbound, session_id, session)
-        return self._traced_request(traced, request, inbound, session_id, session)
+        return Reply(202)
 
     async def _traced_request(self, traced: otel_context.Context, http: Exchange,
                               request: p.Request, session_id: str | None,
