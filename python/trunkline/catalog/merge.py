@@ -63,6 +63,11 @@ class Catalog:
             )
         return entry
 
+    def server_of(self, name: str) -> str | None:
+        """The server whose tool ``name`` is, or None when no tool has that name."""
+        entry = self._index.get(name)
+        return None if entry is None else entry.server
+
     def route(self, name: str) -> tuple[str, str]:
         """``(server, local_name)`` for a ``tools/call`` the model made by ``name``."""
         entry = self.lookup(name)

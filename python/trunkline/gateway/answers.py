@@ -226,8 +226,7 @@ class Answerer:
                        {"server": owner, "state": status.state.value})
 
     def _server_of(self, tool: str) -> str | None:
-        catalog = self.host.catalog
-        return catalog.route(tool)[0] if tool in catalog else None
+        return self.host.catalog.server_of(tool)
 
     async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT,
                          notify: Send | None = None) -> dict[str, Any]:
@@ -419,7 +418,8 @@ def _log_level(request: p.Request, client: Client) -> str | None | dict[str, Any
 def _relayable(declared: Any) -> dict[str, Any]:
     """The client's declared capabilities the gateway can act on (it relays input
     requests, nothing else): what the server behind is told this request's client has."""
-    if not isinstance(declared, Mapping):
+    # A dict (as JSON decodes) skips the ABC check, which is not free.
+    if type(declared) is not dict and not isinstance(declared, Mapping):
         return {}
     return {name: value for name, value in declared.items()
             if name in CAPABILITY_OF.values() and isinstance(value, dict)}

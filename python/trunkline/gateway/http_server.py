@@ -156,11 +156,15 @@ class Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # Kept as they come; their map is made once the head is complete (``header_map``:
-        # one call instead of Python's work on each).
-        if self._counted(len(name) + len(value)):
-            raw = self._raw_headers
-            raw.append(name)
-            raw.append(value)
+        # one call instead of Python's work on each). Counted here, and ``_counted`` is
+        # called only past the limit: this runs for every header of every request.
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > MAX_HEAD_BYTES or self.closed:
+            self._counted(0)  # refused once (431), or already closed: dropped
+            return
+        raw = self._raw_headers
+        raw.append(name)
+        raw.append(value)
 
     def _counted(self, size: int) -> bool:
         """Count ``size`` more bytes of the head: False (and the request refused) once it
