@@ -46,56 +46,40 @@ LogCallback = Callable[[dict[str, Any]], None]
 ResultCheck = Callable[[ToolEntry, Any], Any]
 
 
-class _Asking:
-    """What one request asks of its server besides its params, written into its body
-    (``_meta`` and the input continuation) when it starts, for as long as it runs:
-    progress and log messages for this request only (one token in ``CallNotices`` for
-    both, and for the handlers of a legacy server's own requests about it), a log level
-    (modern servers; a legacy server's logs are its session's, the host's ``on_log`` gets
-    them), the input rounds' answers and capabilities.
-
-    ``start`` gives ``None`` for a request that asks nothing more (most calls): the hot
-    path allocates nothing for it."""
-
-    __slots__ = ("_handle", "_token")
-
-    @classmethod
-    def start(cls, handle: WorkerHandle, body: dict[str, Any], call_input: CallInput | None,
-              on_progress: ProgressCallback | None, log_level: str | None,
-              on_log: LogCallback | None) -> _Asking | None:
-        if call_input is None and on_progress is None and log_level is None:
-            return None  # on_log without a log level asks the server nothing
-        return cls(handle, body, call_input, on_progress, log_level, on_log)
-
-    def __init__(self, handle: WorkerHandle, body: dict[str, Any],
-                 call_input: CallInput | None, on_progress: ProgressCallback | None,
-                 log_level: str | None, on_log: LogCallback | None) -> None:
-        self._handle = handle
-        self._token: str | None = None
+def _ask(handle: WorkerHandle, body: dict[str, Any], call_input: CallInput | None,
+         on_progress: ProgressCallback | None, log_level: str | None,
+         on_log: LogCallback | None) -> str | None:
+    """Write into ``body`` what one request asks of its server besides its params
+    (``_meta`` and the input continuation): progress and log messages for this request
+    only (one token in ``CallNotices`` for both, and for the handlers of a legacy server's
+    own requests about it), a log level (modern servers; a legacy server's logs are its
+    session's, the host's ``on_log`` gets them), the input rounds' answers and
+    capabilities. The token to unwatch when the request ends, if one was given: nothing
+    else of this stays alive with a call in flight (the collector walks what does)."""
+    if call_input is None and on_progress is None and log_level is None:
+        return None  # on_log without a log level asks the server nothing (most calls)
+    token: str | None = None
+    if call_input is not None:
+        body.update(call_input.continuation())
+    meta: dict[str, Any] = dict(body.get("_meta") or {})
+    modern = handle.era == "modern"
+    logs = on_log if modern and log_level is not None else None
+    # A legacy server asks for input with requests of its own, which the call's handlers
+    # answer when they can be told to be this call's (``CallNotices``).
+    asks = call_input.handlers if call_input is not None and not modern else None
+    if on_progress is not None or logs is not None or asks:
+        progress = None if on_progress is None else (lambda p: on_progress(
+            p.get("progress"), p.get("total"), p.get("message")))
+        token = handle.notices.watch(progress, logs, asks)
+        meta["progressToken"] = token
+    if modern:
+        if log_level is not None:
+            meta[META_LOG_LEVEL] = log_level
         if call_input is not None:
-            body.update(call_input.continuation())
-        meta: dict[str, Any] = dict(body.get("_meta") or {})
-        modern = handle.era == "modern"
-        logs = on_log if modern and log_level is not None else None
-        # A legacy server asks for input with requests of its own, which the call's
-        # handlers answer when they can be told to be this call's (``CallNotices``).
-        asks = call_input.handlers if call_input is not None and not modern else None
-        if on_progress is not None or logs is not None or asks:
-            progress = None if on_progress is None else (lambda p: on_progress(
-                p.get("progress"), p.get("total"), p.get("message")))
-            self._token = handle.notices.watch(progress, logs, asks)
-            meta["progressToken"] = self._token
-        if modern:
-            if log_level is not None:
-                meta[META_LOG_LEVEL] = log_level
-            if call_input is not None:
-                meta.update(call_input.meta())
-        if meta:
-            body["_meta"] = meta
-
-    def stop(self) -> None:
-        if self._token is not None:
-            self._handle.notices.unwatch(self._token)
+            meta.update(call_input.meta())
+    if meta:
+        body["_meta"] = meta
+    return token
 
 
 class CallPath:
@@ -155,8 +139,8 @@ class CallPath:
         timeout = self.timeout_for(handle, timeout)
         deadline = handle.now() + timeout
         key = resolve_idempotency_key(idempotency_key)
-        params, asking = _prepared(handle, body, key, call_input, on_progress, log_level,
-                                   on_log, record)
+        params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
+                                    on_log, record)
         del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
             # The first attempt is awaited here, not in a helper: one coroutine fewer per
@@ -184,8 +168,8 @@ class CallPath:
                 if isinstance(result, InputRequired):
                     return result
         finally:
-            if asking is not None:
-                asking.stop()
+            if watched is not None:
+                handle.notices.unwatch(watched)
         return result if checked is None else checked(entry, result)
 
     def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
@@ -205,8 +189,8 @@ class CallPath:
                     record: CallRecord | None) -> Any:
         timeout = self.timeout_for(handle, timeout)
         deadline = handle.now() + timeout
-        params, asking = _prepared(handle, body, None, call_input, None, log_level, on_log,
-                                   record)
+        params, watched = _prepared(handle, body, None, call_input, None, log_level, on_log,
+                                    record)
         try:
             reply = await self._send(handle, method, params, timeout, deadline)
             result = reply.decode(server=handle.name, method=method)
@@ -214,8 +198,8 @@ class CallPath:
                 result = await self._input_required(handle, method, params, None, result,
                                                     reply, timeout, call_input)
         finally:
-            if asking is not None:
-                asking.stop()
+            if watched is not None:
+                handle.notices.unwatch(watched)
         if isinstance(result, InputRequired):
             return result
         if not isinstance(result, dict):
@@ -288,13 +272,13 @@ class _Resend:
 def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
               call_input: CallInput | None, on_progress: ProgressCallback | None,
               log_level: str | None, on_log: LogCallback | None,
-              record: CallRecord | None) -> tuple[bytes, _Asking | None]:
-    """A request's params, serialized once for all its attempts, and what it asks of its
-    server while it runs. Only the bytes stay alive during the call: the GC walks every
+              record: CallRecord | None) -> tuple[bytes, str | None]:
+    """A request's params, serialized once for all its attempts, and the notices token it
+    watches while it runs (``_ask``). Only the bytes stay alive during the call: the GC walks every
     object each call in flight holds, so a call holds as few as it can. The trace
     context, when a span is recorded, goes into ``_meta`` here, for every era: the same
     on every attempt and every input round."""
-    asking = _Asking.start(handle, body, call_input, on_progress, log_level, on_log)
+    watched = _ask(handle, body, call_input, on_progress, log_level, on_log)
     if record is not None:
         record.stamp(body)
-    return orjson.dumps(body if key is None else with_idempotency_key(body, key)), asking
+    return orjson.dumps(body if key is None else with_idempotency_key(body, key)), watched
