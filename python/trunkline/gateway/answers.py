@@ -419,7 +419,7 @@ def _relayable(declared: Any) -> dict[str, Any]:
     """The client's declared capabilities the gateway can act on (it relays input
     requests, nothing else): what the server behind is told this request's client has."""
     # A dict (as JSON decodes) skips the ABC check, which is not free.
-    if type(declared) is not dict and not isinstance(declared, Mapping):
+    if not declared or (type(declared) is not dict and not isinstance(declared, Mapping)):
         return {}
     return {name: value for name, value in declared.items()
             if name in CAPABILITY_OF.values() and isinstance(value, dict)}

@@ -122,6 +122,8 @@ def check_version_header(header: str | None, message: Any) -> dict[str, Any] | N
 def _decoded_equals(raw: str | None, expected: Any) -> bool:
     if raw is None or not isinstance(expected, str):
         return False
+    if raw == expected and not raw.startswith(mcp_headers.SENTINEL_PREFIX):
+        return True  # a plain value decodes to itself (most names are plain)
     try:
         return mcp_headers.decode_header_value(raw) == expected
     except mcp_headers.HeaderValueError:
