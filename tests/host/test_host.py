@@ -333,6 +333,29 @@ def test_list_changed_from_a_legacy_server_refetches_at_once(tap, no_leaks):
     run(main())
 
 
+def test_an_announced_change_reaches_the_watchers_even_when_the_list_comes_out_the_same(
+        tap, no_leaks):
+    # What a gateway relays: the server said its tools changed (here they did not, as after
+    # a tool added and removed again), so its clients are told and list again.
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("old", scripted(
+                "--era", "legacy", "--notify-after-call", "notifications/tools/list_changed",
+                tap=tap), allow_legacy=True)
+            told: list[list[str]] = []
+            host.watch_catalog(lambda catalog: told.append(
+                [entry.name for entry in catalog.entries]))
+            before = [t.name for t in host.tools()]
+            await host.call_tool("echo", {})
+            deadline = time.monotonic() + 20
+            while not told and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert told == [before], "the announcement was relayed once, the list unchanged"
+            await host.refresh_tools()
+            assert len(told) == 1, "a re-list that changed nothing and was not announced"
+    run(main())
+
+
 @pytest.mark.real_servers
 def test_real_servers_collide_under_reject(no_leaks):
     async def main():

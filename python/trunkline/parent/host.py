@@ -335,17 +335,20 @@ class Host:
 
     def watch_catalog(self, on_change: Callable[[Catalog], None]) -> Callable[[], None]:
         """Call ``on_change(catalog)`` (on the loop, synchronously) whenever the merged
-        catalog changes: a server's tools changed, a server came, went or came back.
-        Returns the function that stops the watching."""
+        catalog changes: a server's tools changed, a server came, went or came back; and
+        when a server announced that its tools changed (``list_changed``), once they are
+        listed again, even if the merged catalog came out the same (a tool added and
+        removed again: whoever relays the announcement still makes it). Returns the
+        function that stops the watching."""
         self._catalog_watchers.append(on_change)
         return lambda: self._catalog_watchers.remove(on_change) \
             if on_change in self._catalog_watchers else None
 
-    def _on_rebuilt(self) -> None:
+    def _on_rebuilt(self, announced: bool) -> None:
         self._results.forget()
         catalog = self._catalog.catalog
-        if catalog.entries == self._last_entries:
-            return  # rebuilt, but nothing a client could see changed
+        if catalog.entries == self._last_entries and not announced:
+            return  # rebuilt, but nothing a client could see changed, nor was it said to
         self._last_entries = catalog.entries
         for watcher in list(self._catalog_watchers):
             try:

@@ -68,7 +68,7 @@ _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTIN
 class CatalogKeeper:
     def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, model_safe: bool,
                  list_timeout: float, retry_policy: RetryPolicy, scope: TaskScope,
-                 on_rebuilt: Callable[[], None], pins: PinStore | None = None,
+                 on_rebuilt: Callable[[bool], None], pins: PinStore | None = None,
                  first_sight: FirstSight = "trust", bounds: ToolBounds | None = None,
                  telemetry: Telemetry | None = None) -> None:
         self._servers = servers
@@ -256,8 +256,10 @@ class CatalogKeeper:
 
     # -- merging -------------------------------------------------------------------------
 
-    def rebuild(self) -> None:
-        """Merge the listings of the servers that count (raises ``ToolCollision``)."""
+    def rebuild(self, announced: bool = False) -> None:
+        """Merge the listings of the servers that count (raises ``ToolCollision``).
+        ``announced``: a server said its tools changed (``on_rebuilt`` is told, even if
+        the merged list came out the same)."""
         order = self._servers.names()
         listed = [
             self._screenings[name].listing for name in order
@@ -265,11 +267,11 @@ class CatalogKeeper:
         ]
         self.catalog = build_catalog(listed, policy=self.policy,
                                      model_safe_aliases=self.model_safe, server_order=order)
-        self._on_rebuilt()
+        self._on_rebuilt(announced)
 
-    def rebuild_or_keep(self) -> None:
+    def rebuild_or_keep(self, announced: bool = False) -> None:
         try:
-            self.rebuild()
+            self.rebuild(announced)
         except ToolCollision as exc:
             # Under "reject", a restarted server that now collides keeps its old listing
             # out of the catalog rather than taking a name from another server.
@@ -295,15 +297,15 @@ class CatalogKeeper:
         if which != "tools" or handle.name in self.adding:
             return
         self._cache.invalidate(handle.name)
-        self._spawn_relist(handle.name)
+        self._spawn_relist(handle.name, announced=True)
 
-    def _spawn_relist(self, name: str) -> None:
+    def _spawn_relist(self, name: str, *, announced: bool = False) -> None:
         # Calls to the server wait from now until the new listing is screened.
         event = asyncio.Event()
         self._settling.setdefault(name, set()).add(event)
-        self._scope.spawn(self._relist(name, event), name=f"relist {name}")
+        self._scope.spawn(self._relist(name, event, announced), name=f"relist {name}")
 
-    async def _relist(self, name: str, event: asyncio.Event) -> None:
+    async def _relist(self, name: str, event: asyncio.Event, announced: bool) -> None:
         try:
             await self.list_server(name)
         except TrunklineError as exc:
@@ -315,7 +317,7 @@ class CatalogKeeper:
             if not events:
                 self._settling.pop(name, None)
             event.set()
-        self.rebuild_or_keep()
+        self.rebuild_or_keep(announced)
 
 
 __all__ = ["Catalog", "CatalogKeeper"]
