@@ -40,9 +40,9 @@ class Admission:
 
     def enter(self, server: str | None) -> dict[str, Any] | None:
         """Admit one request (to ``server``, when it is known): None, or the refusal."""
-        if self._in >= self.total or (server is not None
-                                      and self._by_server.get(server, 0) >= self.per_server):
-            return self.check(server)  # which bound it met
+        refusal = self.check(server)
+        if refusal is not None:
+            return refusal
         self._in += 1
         if server is not None:
             self._by_server[server] += 1

@@ -74,16 +74,19 @@ def check_modern_headers(headers: Mapping[str, str], request: p.Request,
         return headers.get(name.lower())
 
     version = request.meta.get(META_PROTOCOL_VERSION)
-    if headers.get("mcp-protocol-version") != version:
-        return _mismatch("MCP-Protocol-Version", version, get("MCP-Protocol-Version"))
-    if headers.get("mcp-method") != request.method:
-        return _mismatch("Mcp-Method", request.method, get("Mcp-Method"))
+    received = headers.get("mcp-protocol-version")
+    if received != version:
+        return _mismatch("MCP-Protocol-Version", version, received)
+    received = headers.get("mcp-method")
+    if received != request.method:
+        return _mismatch("Mcp-Method", request.method, received)
     source = _NAME_SOURCE.get(request.method)
     if source is not None:
         expected = request.params.get(source)
-        if not _decoded_equals(headers.get("mcp-name"), expected):
+        received = headers.get("mcp-name")
+        if not _decoded_equals(received, expected):
             return _mismatch("Mcp-Name", expected if isinstance(expected, str) else None,
-                             get("Mcp-Name"))
+                             received)
     if request.method == "tools/call" and header_params:
         arguments = request.params.get("arguments")
         try:
@@ -122,8 +125,6 @@ def check_version_header(header: str | None, message: Any) -> dict[str, Any] | N
 def _decoded_equals(raw: str | None, expected: Any) -> bool:
     if raw is None or not isinstance(expected, str):
         return False
-    if raw == expected and not raw.startswith(mcp_headers.SENTINEL_PREFIX):
-        return True  # a plain value decodes to itself (most names are plain)
     try:
         return mcp_headers.decode_header_value(raw) == expected
     except mcp_headers.HeaderValueError:

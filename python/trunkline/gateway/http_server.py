@@ -12,7 +12,7 @@ Rules:
 
 1. One request at a time per connection, answered in order, by the connection's own task
    (made once per connection: a task per request cost its creation and registration,
-   ~4% of the gateway's instructions per call). Requests pipelined behind it are parsed
+   ~5% of the gateway's instructions per call). Requests pipelined behind it are parsed
    as they come and wait; past ``MAX_PIPELINED`` reading pauses. A handler runs in the
    connection's context, so what it sets in a context variable it resets (``log_context``
    and OpenTelemetry's attach do).
