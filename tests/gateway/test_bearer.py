@@ -284,3 +284,15 @@ def test_a_legacy_session_id_carries_a_digest_of_its_owner():
     assert signer.verify(signer.mint("2025-11-25", {})).owner is None
     forged = minted.replace(minted.split(".")[0], signer.mint("2025-11-25", {}).split(".")[0])
     assert signer.verify(forged) is None
+
+
+def test_two_legacy_sessions_opened_in_the_same_millisecond_are_two_sessions():
+    # A session id is whose asks may be answered and whose streams are whose: two clients
+    # initializing at the same instant with the same capabilities must not share one.
+    from trunkline.gateway.http_rules import SessionSigner
+
+    signer = SessionSigner(b"k" * 32)
+    caps = {"elicitation": {"form": {}}}
+    minted = {signer.mint("2025-11-25", caps, now=1_700_000_000.0) for _ in range(1000)}
+    assert len(minted) == 1000
+    assert all(signer.verify(m).capabilities == caps for m in minted)

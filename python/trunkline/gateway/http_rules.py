@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -209,7 +210,10 @@ class SessionSigner:
              now: float | None = None, owner: str | None = None) -> str:
         carried = {k: v for k, v in (capabilities or {}).items()
                    if k in _CARRIED_CAPABILITIES and isinstance(v, dict)}
-        fields = {"v": version, "t": round(now or time.time(), 3), "c": carried}
+        # The nonce: two sessions opened in the same millisecond with the same capabilities
+        # are still two sessions (their ids are whose answers and streams are whose).
+        fields = {"v": version, "t": round(now or time.time(), 3), "c": carried,
+                  "n": secrets.token_urlsafe(12)}
         if owner is not None:
             fields["o"] = owner
         payload = _b64(orjson.dumps(fields))
