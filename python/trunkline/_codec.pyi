@@ -210,7 +210,10 @@ class SubmitStamper:
     Shares ``correlator`` with the worker's StreamDecoder: each stamped SUBMIT is registered
     with ``correlator.allocate_call(call_id)``, so its reply is routed by ``feed_forward``."""
 
-    def __init__(self, correlator: Correlator[Any], max_frame_bytes: int = ...) -> None: ...
+    def __init__(self, correlator: Correlator[Any], max_frame_bytes: int = ..., *,
+                 lines_apart: bool = False) -> None:
+        """``lines_apart``: every stamped SUBMIT comes back as a ``FRAME_STAMPED`` of its
+        own (for a transport that sends each request on its own), not one per run."""
     def start_stamping(self, meta: bytes | None) -> None:
         """From now on SUBMIT frames become requests: stamped with ``meta`` (a JSON object)
         as ``params._meta`` (modern), or plain when ``meta`` is None (legacy). Until the first

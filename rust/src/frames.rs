@@ -335,7 +335,8 @@ pub enum Stamping {
 /// What the stamper makes of a chunk, in the order of the parent's frames.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Passed {
-    /// A run of consecutive SUBMITs, stamped: `stdin[range]` holds their request lines.
+    /// A run of consecutive SUBMITs, stamped: `stdin[range]` holds their request lines
+    /// (one line per run when the stamper keeps lines apart).
     Stamped(Range<usize>),
     /// A frame that is not a SUBMIT (or any frame, before stamping starts).
     Frame(RawFrame),
@@ -362,11 +363,20 @@ impl Passed {
 pub struct SubmitStamper {
     splitter: FrameSplitter,
     mode: Stamping,
+    /// Each stamped SUBMIT its own run: for a transport that sends every request on its
+    /// own (one HTTP exchange each), which would otherwise cut a run apart again, copying
+    /// every line. A stdio server takes a run in one write.
+    lines_apart: bool,
 }
 
 impl SubmitStamper {
     pub fn new(max_frame_bytes: usize) -> Self {
-        SubmitStamper { splitter: FrameSplitter::new(max_frame_bytes), mode: Stamping::Off }
+        SubmitStamper { splitter: FrameSplitter::new(max_frame_bytes), mode: Stamping::Off, lines_apart: false }
+    }
+
+    /// `new`, handing back every stamped line as a run of its own.
+    pub fn lines_apart(max_frame_bytes: usize) -> Self {
+        SubmitStamper { lines_apart: true, ..Self::new(max_frame_bytes) }
     }
 
     pub fn splitter(&self) -> &FrameSplitter {
@@ -439,10 +449,14 @@ impl SubmitStamper {
                 continue;
             }
             let body = frame.body(chunk);
-            if let Err(reason) = self.stamp_one(body, corr, stdin, now_us) {
-                close_run(&mut passed, &mut run, stdin.len());
-                let call_id = submit_call_id(body).expect("checked above");
-                passed.push(Passed::Rejected { call_id, reason });
+            match self.stamp_one(body, corr, stdin, now_us) {
+                Ok(()) if self.lines_apart => close_run(&mut passed, &mut run, stdin.len()),
+                Ok(()) => {}
+                Err(reason) => {
+                    close_run(&mut passed, &mut run, stdin.len());
+                    let call_id = submit_call_id(body).expect("checked above");
+                    passed.push(Passed::Rejected { call_id, reason });
+                }
             }
         }
         close_run(&mut passed, &mut run, stdin.len());
@@ -705,6 +719,33 @@ mod tests {
         let sub = encode_submit(80, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
         assert_eq!(st.feed(&sub, &mut corr, &mut stdin).unwrap(), vec![Passed::Stamped(0..stdin.len())]);
         assert_eq!(stdin, b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
+    }
+
+    #[test]
+    fn stamper_keeps_lines_apart_when_asked() {
+        let mut st = SubmitStamper::lines_apart(DEFAULT_MAX_FRAME_BYTES);
+        st.start_stamping(Some(META)).unwrap();
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let stream = [
+            encode_submit(1, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(2, 1, "tools/call", Some(b"[1]"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(3, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(4, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+        ]
+        .concat();
+        let mut stdin = Vec::new();
+        let passed = st.feed(&stream, &mut corr, &mut stdin).unwrap();
+        let line = |id: u8| {
+            let meta = std::str::from_utf8(META).unwrap();
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\",\"params\":{{\"_meta\":{meta}}}}}\n")
+        };
+        let one = line(1).len();
+        assert_eq!(passed.len(), 4);
+        assert_eq!(passed[0], Passed::Stamped(0..one));
+        assert!(matches!(&passed[1], Passed::Rejected { call_id: 2, .. }));
+        assert_eq!(passed[2], Passed::Stamped(one..2 * one));
+        assert_eq!(passed[3], Passed::Stamped(2 * one..3 * one));
+        assert_eq!(String::from_utf8(stdin).unwrap(), [line(1), line(2), line(3)].concat());
     }
 
     #[test]

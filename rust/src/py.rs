@@ -646,9 +646,12 @@ pub struct PySubmitStamper {
 #[pymethods]
 impl PySubmitStamper {
     #[new]
-    #[pyo3(signature = (correlator, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES))]
-    fn new(correlator: Py<PyCorrelator>, max_frame_bytes: usize) -> PyResult<Self> {
-        Ok(PySubmitStamper { inner: frames::SubmitStamper::new(check_max_frame(max_frame_bytes)?), correlator })
+    #[pyo3(signature = (correlator, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES, *, lines_apart = false))]
+    fn new(correlator: Py<PyCorrelator>, max_frame_bytes: usize, lines_apart: bool) -> PyResult<Self> {
+        let max = check_max_frame(max_frame_bytes)?;
+        let inner =
+            if lines_apart { frames::SubmitStamper::lines_apart(max) } else { frames::SubmitStamper::new(max) };
+        Ok(PySubmitStamper { inner, correlator })
     }
 
     fn start_stamping(&mut self, meta: Option<&[u8]>) -> PyResult<()> {

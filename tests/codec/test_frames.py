@@ -184,6 +184,20 @@ def test_frames_come_back_in_the_order_the_parent_sent_them():
     assert b'"id":1' in out[0][1] and b'"id":2' in out[2][1] and b'"id":3' in out[2][1]
 
 
+def test_a_stamper_keeping_lines_apart_hands_back_one_line_per_request():
+    """For the HTTP transport, which sends each request on its own: no run to cut apart."""
+    corr: Correlator[object] = Correlator()
+    st_ = SubmitStamper(corr, lines_apart=True)
+    st_.start_stamping(None)
+    cancel = frame(CANCEL, struct.pack("<Q", 1))
+    out = st_.feed(encode_submit(1, 5, "ping", None) + cancel + encode_submit(2, 5, "ping", None)
+                   + encode_submit(3, 5, "ping", None))
+    assert [kind for kind, _ in out] == [FRAME_STAMPED, CANCEL, FRAME_STAMPED, FRAME_STAMPED]
+    lines = [body for kind, body in out if kind == FRAME_STAMPED]
+    assert [orjson.loads(line)["id"] for line in lines] == [1, 2, 3]
+    assert all(line.count(b"\n") == 1 and line.endswith(b"\n") for line in lines)
+
+
 def test_stopped_stamping_hands_submits_back():
     corr: Correlator[object] = Correlator()
     st_ = SubmitStamper(corr)

@@ -32,12 +32,15 @@ class Forwarder:
         to_parent: Callable[[bytes], None],
         cancel: Callable[[Any, str], None],
         max_frame_bytes: int,
+        lines_apart: bool = False,
     ) -> None:
+        """``lines_apart``: ``write`` gets each request line on its own, not runs of them
+        (the transport's ``lines_apart``)."""
         self._correlator = correlator
         self._write = write
         self._to_parent = to_parent
         self._cancel = cancel
-        self._stamper = SubmitStamper(correlator, max_frame_bytes)
+        self._stamper = SubmitStamper(correlator, max_frame_bytes, lines_apart=lines_apart)
         self._loop = asyncio.get_running_loop()
         self._deadlines = DeadlineTimer(self._loop, correlator, self._expired)
 

@@ -290,7 +290,8 @@ class Peer:
         self._to_parent = to_parent
         self._forwarder = Forwarder(
             self._correlator, write=self._transport.write, to_parent=to_parent,
-            cancel=self._send_cancelled, max_frame_bytes=max_frame_bytes)
+            cancel=self._send_cancelled, max_frame_bytes=max_frame_bytes,
+            lines_apart=self._transport.lines_apart)
         return self._forwarder
 
     # -- the verdict ---------------------------------------------------------------------

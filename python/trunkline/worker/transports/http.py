@@ -101,6 +101,9 @@ class HttpTransport:
 
     pid: int | None = None
     returncode: int | None = None
+    #: Every request is its own exchange: lines come one per ``write``, so a run of them is
+    #: not cut apart here again (a copy of every line).
+    lines_apart = True
 
     def __init__(
         self,

@@ -101,6 +101,9 @@ class StdioTransport:
     exactly once when the transport can carry no more replies (stdout EOF, or process
     exit plus a short drain), with a one-line description of why."""
 
+    #: A run of request lines goes to the server's stdin in one write.
+    lines_apart = False
+
     def __init__(
         self,
         params: StdioParams,
