@@ -486,6 +486,8 @@ def test_cancelling_a_call_cancels_it_on_the_wire(tap, no_leaks):
             await until_sent(tap, "notifications/cancelled")
             # The server is still fine for everyone else.
             assert orjson.loads((await host.call_tool("echo", {"after": 1})).text) == {"after": 1}
+            # The cancelled call's slot was given back, as the answered one's was.
+            assert host.servers()[0].in_flight == 0
     run(main())
     msgs = list(map(orjson.loads, taplog.lines(tap, taplog.IN)))
     call = next(m for m in msgs if m.get("method") == "tools/call")

@@ -79,6 +79,7 @@ def test_call_latency_counts_answered_calls_only(no_leaks):
     assert answered.answered == before.answered + 5
     assert after.answered == answered.answered  # the timeout is no sample...
     assert "no reply within 0.2 s" in status.last_error  # ...it is the last error
+    assert status.in_flight == 0  # the timed-out call's slot was given back
     assert 0 < answered.p50_s <= answered.p99_s
 
 

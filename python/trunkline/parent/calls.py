@@ -143,10 +143,21 @@ class CallPath:
                                     on_log, record)
         del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
-            # The first attempt is awaited here, not in a helper: one coroutine fewer per
-            # call in flight (the collector walks them all, and each costs its creation).
+            # The first attempt is awaited here, not in a helper, and when it can be sent
+            # at once (the usual case) its future is awaited here too, ended as
+            # ``handle.request`` ends it: one coroutine fewer per call in flight (the
+            # collector walks them all, and each costs its creation and its resumption).
             try:
-                reply = await handle.request("tools/call", params, timeout=timeout)
+                sent = handle.send_now("tools/call", params, timeout)
+                if sent is None:
+                    reply = await handle.request("tools/call", params, timeout=timeout)
+                else:
+                    try:
+                        answer = await sent[0]
+                    except BaseException as exc:
+                        raise handle.unanswered(sent, exc) from None
+                    reply = handle.answered(sent, answer)
+                    del sent, answer
             except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
                 reply = await self._retried(handle, "tools/call", params, timeout, deadline,
                                             exc, key, entry, idempotent)

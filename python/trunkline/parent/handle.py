@@ -61,6 +61,11 @@ _ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTAR
 #: deadline, this much later, is the backstop for a worker that cannot.
 _WORKER_DEADLINE_FIRST_S = 0.05
 
+#: A request on its way (``WorkerHandle.send_now``): its future, the worker generation
+#: that carries it, its call id there, when it started (``perf_counter``), its method and
+#: timeout. A tuple: one per call in flight, made and read on the hot path.
+SentCall = tuple["asyncio.Future[Any]", Generation, int, float, str, float]
+
 
 @dataclass(frozen=True)
 class ServerStatus:
@@ -269,6 +274,29 @@ class WorkerHandle:
         Per call: one future, one correlator entry, one SUBMIT frame queued for the
         tick's single channel write, one deadline in the generation's ordered set (one
         timer for all). No task, no wait_for."""
+        sent = self.send_now(method, params, timeout) or await self._send_when_free(
+            method, params, timeout)
+        # CallPath awaits a tools/call's future the same way, in its own frame.
+        try:
+            answer = await sent[0]
+        except BaseException as exc:
+            raise self.unanswered(sent, exc) from None
+        return self.answered(sent, answer)
+
+    def send_now(self, method: str, params: bytes | None, timeout: float) -> SentCall | None:
+        """The request sent at once, when nothing must be waited for first (the server is
+        ready, a slot is free); None otherwise, and ``request`` waits. Not a coroutine: a
+        caller with thousands of calls in flight awaits the call's future in its own frame
+        (one coroutine fewer per call, each walked by the collector), and ends it with
+        ``answered`` or ``unanswered`` exactly as ``request`` does."""
+        if self.state is not ServerState.READY or self._inflight >= self._max_inflight:
+            return None
+        loop = self._loop or asyncio.get_running_loop()
+        return self._send(loop, method, params, timeout, loop.time() + timeout, timeout,
+                          perf_counter())
+
+    async def _send_when_free(self, method: str, params: bytes | None,
+                              timeout: float) -> SentCall:
         loop = self._loop or asyncio.get_running_loop()
         started = perf_counter()  # the loop's clock may tick in milliseconds (uvloop)
         deadline = loop.time() + timeout
@@ -279,45 +307,62 @@ class WorkerHandle:
         if self._inflight >= self._max_inflight:
             await self._wait_slot(deadline, timeout, method)
             left = deadline - loop.time()
-        self._inflight += 1
+        return self._send(loop, method, params, timeout, deadline, left, started)
+
+    def _send(self, loop: asyncio.AbstractEventLoop, method: str, params: bytes | None,
+              timeout: float, deadline: float, left: float, started: float) -> SentCall:
+        """Queue the SUBMIT and take a slot; ``left``: what is left of the timeout after
+        any wait (0 would mean none)."""
+        gen = self._gen
+        if gen is None or gen.ending:
+            raise ServerUnavailable(
+                self._unavailable_message(), state=self.state.value,
+                server=self.name, method=method, sent=False)
+        future: asyncio.Future[Any] = loop.create_future()
+        backstop = deadline + _WORKER_DEADLINE_FIRST_S
+        call_id = gen.calls.allocate(future, backstop)
         try:
-            gen = self._gen
-            if gen is None or gen.ending:
-                raise ServerUnavailable(
-                    self._unavailable_message(), state=self.state.value,
-                    server=self.name, method=method, sent=False)
-            future: asyncio.Future[Any] = loop.create_future()
-            backstop = deadline + _WORKER_DEADLINE_FIRST_S
-            call_id = gen.calls.allocate(future, backstop)
-            try:
-                # What is left of the timeout after any wait (0 would mean none).
-                frame = encode_submit(call_id, max(int(left * 1000), 1), method, params,
-                                      self._max_frame_bytes)
-            except CodecError as exc:
-                gen.calls.discard(call_id)
-                raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
-                                       method=method, sent=False) from None
-            gen.out.push(frame)
-            gen.deadlines.note(backstop)
-            try:
-                kind, result_type, payload, request_id = await future
-            except RequestTimeout as expired:
-                self._note_error(f"{method}: no reply within {timeout:g} s")
-                error = RequestTimeout(f"no reply within {timeout:g} s", timeout_s=timeout,
-                                       server=self.name, method=method)
-                error.request_id = expired.request_id  # the worker's, when it ended it
-                raise error from None
-            except asyncio.CancelledError:
-                if gen.calls.discard(call_id) is not None and not gen.gone:
-                    gen.send(ch.cancel_frame(call_id))
-                raise
-        finally:
-            self._inflight -= 1
-            if self._slot_waiters:
-                self._wake_slot_waiter()
+            frame = encode_submit(call_id, max(int(left * 1000), 1), method, params,
+                                  self._max_frame_bytes)
+        except CodecError as exc:
+            gen.calls.discard(call_id)
+            raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
+                                   method=method, sent=False) from None
+        gen.out.push(frame)
+        gen.deadlines.note(backstop)
+        self._inflight += 1
+        return future, gen, call_id, started, method, timeout
+
+    def answered(self, sent: SentCall, answer: tuple[int, int, bytes, int]) -> Reply:
+        """The reply to a sent call whose future gave ``answer``; its slot is free."""
+        _, _, _, started, method, _ = sent
+        self._release_slot()
+        kind, result_type, payload, request_id = answer
         self.latency.add(perf_counter() - started)
         sent_as(request_id)
         return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
+
+    def unanswered(self, sent: SentCall, exc: BaseException) -> BaseException:
+        """What to raise for a sent call whose future failed with ``exc`` (its slot is
+        freed): a timeout in this call's terms; a cancellation as it is, after telling the
+        worker; anything else as it is."""
+        _, gen, call_id, _, method, timeout = sent
+        self._release_slot()
+        if isinstance(exc, RequestTimeout):
+            self._note_error(f"{method}: no reply within {timeout:g} s")
+            error = RequestTimeout(f"no reply within {timeout:g} s", timeout_s=timeout,
+                                   server=self.name, method=method)
+            error.request_id = exc.request_id  # the worker's, when it ended it
+            return error
+        if isinstance(exc, asyncio.CancelledError):
+            if gen.calls.discard(call_id) is not None and not gen.gone:
+                gen.send(ch.cancel_frame(call_id))
+        return exc
+
+    def _release_slot(self) -> None:
+        self._inflight -= 1
+        if self._slot_waiters:
+            self._wake_slot_waiter()
 
     def _expired(self, gen: Generation, expired: list[tuple[Any, Any]]) -> None:
         """Deadlines passed: tell the worker to cancel those calls (it sends
