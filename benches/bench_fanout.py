@@ -81,8 +81,14 @@ def test_fanout(benchmark: Any, echo_server: str, scenario: fanout.Scenario, cli
         calls_per_s=statistics.median(r.calls_per_s for r in results),
         p50_ms=statistics.median(r.p50_ms for r in results),
         p99_ms=statistics.median(r.p99_ms for r in results),
+        client_cpu_us=statistics.median(r.client_cpu_us for r in results),
+        parent_cpu_us=statistics.median(r.parent_cpu_us for r in results),
+        helpers_cpu_us=statistics.median(r.helpers_cpu_us for r in results),
+        server_cpu_us=statistics.median(r.server_cpu_us for r in results),
         per_round=[
-            {"calls_per_s": r.calls_per_s, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "seconds": r.seconds}
+            {"calls_per_s": r.calls_per_s, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "seconds": r.seconds,
+             "parent_cpu_us": r.parent_cpu_us, "helpers_cpu_us": r.helpers_cpu_us,
+             "server_cpu_us": r.server_cpu_us}
             for r in results
         ],
     )

@@ -50,8 +50,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 BENCHES = Path(__file__).resolve().parent
+if str(BENCHES) not in sys.path:
+    sys.path.insert(0, str(BENCHES))
+import proc_tree  # noqa: E402 - beside this file, found once the folder is on the path
 REPO = BENCHES.parent
 ECHO_SRC = BENCHES / "echo_server" / "echo.c"
+RELAY_SRC = BENCHES / "echo_server" / "relay.c"
 BUILD_DIR = Path(os.environ.get("TRUNKLINE_BENCH_BUILD", REPO / ".peers" / "bench"))
 SDK_PYTHON = Path(os.environ.get("TRUNKLINE_BENCH_SDK_PYTHON", REPO / ".peers" / "py-modern" / "bin" / "python"))
 MODERN = "2026-07-28"
@@ -63,17 +67,24 @@ PAD = "."  # echo.c pads the token with this byte; tokens never contain it
 
 def build_echo_server() -> Path:
     """Compile echo.c with ``cc -O2`` into BUILD_DIR, once per source content."""
-    src = ECHO_SRC.read_bytes()
+    return build_c(ECHO_SRC)
+
+
+def build_c(src_path: Path) -> Path:
+    """Compile one of ``echo_server/``'s C programs with ``cc -O2`` into BUILD_DIR, once per
+    source content."""
+    src = src_path.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    exe = BUILD_DIR / f"echo-{digest}"
+    stem = src_path.stem
+    exe = BUILD_DIR / f"{stem}-{digest}"
     if exe.exists():
         return exe
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = BUILD_DIR / f".echo-{digest}.{os.getpid()}"
+    tmp = BUILD_DIR / f".{stem}-{digest}.{os.getpid()}"
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-O2", "-o", str(tmp), str(ECHO_SRC)], check=True)
+    subprocess.run([cc, "-O2", "-o", str(tmp), str(src_path)], check=True)
     os.replace(tmp, exe)  # atomic: concurrent builders race harmlessly
-    for old in BUILD_DIR.glob("echo-*"):
+    for old in BUILD_DIR.glob(f"{stem}-*"):
         if old != exe:
             old.unlink(missing_ok=True)
     return exe
@@ -361,6 +372,20 @@ class RawClient:
                 srv.transport.close()  # kills a straggler, reaps
 
 
+class RawRelayClient(RawClient):
+    """The raw client with ``relay.c`` between it and each server: a C process that
+    copies bytes both ways and does nothing else. The cheapest process per server there
+    is; what it costs against ``raw`` is the floor of the hop itself (two more pipe
+    crossings and wake-ups per call), which any client with a process per server pays,
+    trunkline's workers included."""
+
+    name: ClassVar[str] = "raw-relay"
+
+    async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
+        relay = str(build_c(RELAY_SRC))
+        await super().start([[relay, *argv] for argv in server_argvs])
+
+
 class NullClient:
     """No server, no I/O: every call answers at once what the echo server would (its
     token, padded to ``size``). What the harness
@@ -384,7 +409,7 @@ class NullClient:
 # -------------------------------------------------------- adapter registry
 
 ADAPTERS: dict[str, type[FanoutClient]] = {"sdk": SdkClient, "raw": RawClient,
-                                           "null": NullClient}
+                                           "raw-relay": RawRelayClient, "null": NullClient}
 
 # ===== TRUNKLINE SLOT =====================================================
 # trunkline's adapters live in benches/fanout_trunkline.py and are listed in its
@@ -444,6 +469,38 @@ class RunResult:
     p50_ms: float
     p99_ms: float
     mean_ms: float
+    #: CPU per call in the timed phase, µs: the harness's process (the client itself, and
+    #: the harness's own share: see the null client), the client's other processes
+    #: (trunkline's workers; none for the others), and the echo servers.
+    parent_cpu_us: float = 0.0
+    helpers_cpu_us: float = 0.0
+    server_cpu_us: float = 0.0
+
+    @property
+    def client_cpu_us(self) -> float:
+        """The client's CPU per call, all its processes."""
+        return self.parent_cpu_us + self.helpers_cpu_us
+
+
+class CpuReading:
+    """CPU used by the harness's process tree from one point to another, by role: this
+    process, the echo servers (told by the file they run), every other process below
+    (the client's own helpers, such as trunkline's workers)."""
+
+    def __init__(self, echo_exe: str) -> None:
+        self._echo = os.path.realpath(echo_exe)
+        self._pids = proc_tree.descendants(os.getpid())
+        self._before = proc_tree.cpu_by_pid(self._pids)
+
+    def per_call(self, calls: int) -> tuple[float, float, float]:
+        """µs per call since the reading began: (this process, helpers, servers)."""
+        used = {pid: cpu - self._before[pid]
+                for pid, cpu in proc_tree.cpu_by_pid(self._pids).items()}
+        me = os.getpid()
+        servers = sum(cpu for pid, cpu in used.items()
+                      if pid != me and proc_tree.executable(pid) == self._echo)
+        helpers = sum(used.values()) - used[me] - servers
+        return tuple(1e6 * cpu / calls for cpu in (used[me], helpers, servers))  # type: ignore[return-value]
 
 
 class EchoMismatch(AssertionError):
@@ -514,9 +571,11 @@ async def drive(client: FanoutClient, scenario: Scenario, calls: int) -> RunResu
             worker(i, w) for i in range(scenario.servers) for w in range(min(scenario.inflight, budget[i]))
         ]
         gc.collect()
+        cpu = CpuReading(exe)
         t0 = pc()
         await asyncio.gather(*workers)
         seconds = pc() - t0
+        parent_cpu, helpers_cpu, server_cpu = cpu.per_call(calls)
     finally:
         await client.close()
     if len(latencies) != calls:
@@ -531,6 +590,9 @@ async def drive(client: FanoutClient, scenario: Scenario, calls: int) -> RunResu
         p50_ms=_quantile(latencies, 0.50) * 1e3,
         p99_ms=_quantile(latencies, 0.99) * 1e3,
         mean_ms=statistics.fmean(latencies) * 1e3,
+        parent_cpu_us=parent_cpu,
+        helpers_cpu_us=helpers_cpu,
+        server_cpu_us=server_cpu,
     )
 
 
@@ -615,7 +677,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(
             f"{res.client:10} {res.scenario:16} {res.calls:>8} calls {res.seconds:8.3f} s "
-            f"{res.calls_per_s:>10.0f} calls/s  p50 {res.p50_ms:.3f} ms  p99 {res.p99_ms:.3f} ms"
+            f"{res.calls_per_s:>10.0f} calls/s  p50 {res.p50_ms:.3f} ms  p99 {res.p99_ms:.3f} ms  "
+            f"CPU per call {res.parent_cpu_us:.1f} + {res.helpers_cpu_us:.1f} µs "
+            f"(server {res.server_cpu_us:.1f})"
         )
     return 0
 

@@ -47,6 +47,7 @@ REPO = BENCHES.parent
 if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
 import fanout
+from proc_tree import cpu_by_pid, cpu_used, descendants, rss_bytes
 
 WRK_SCRIPT = BENCHES / "wrk" / "tools_call.lua"
 HTTP_ECHO = BENCHES / "http_echo_server.py"
@@ -57,64 +58,9 @@ MODERN = "2026-07-28"
 JSON_ONLY = "application/json"
 BOTH = "application/json, text/event-stream"
 START_TIMEOUT_S = 60
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 # ------------------------------------------------------------------ process trees
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every live process below it (by parent pid, so a worker in a session of
-    its own is still found)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, ()))
-    return found
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes so far."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / CLK_TCK
-
-
-def cpu_by_pid(pids: list[int]) -> dict[int, float]:
-    return {pid: cpu_seconds([pid]) for pid in pids}
-
-
-def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU used between two readings by the processes alive at the second: a process that
-    started in between counts whole, one that ended in between is lost (fastmcp starts its
-    stdio upstream on demand; between two wrk runs it ended it and started another)."""
-    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE
-    except OSError:
-        return 0
 
 
 def open_sockets(pid: int) -> int:

@@ -34,6 +34,7 @@ if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
 import fanout
 import gateway_load
+import proc_tree
 
 META = {"io.modelcontextprotocol/protocolVersion": fanout.MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -143,12 +144,12 @@ async def drive(upstreams: int, inflight: int, calls: int) -> StdioResult:
                     raise fanout.EchoMismatch(f"sent {token!r}, got {text[:80]!r}")
 
         gc.collect()
-        tree = gateway_load.descendants(gw.pid)
-        cpu0 = gateway_load.cpu_seconds(tree)
+        tree = proc_tree.descendants(gw.pid)
+        cpu0 = proc_tree.cpu_seconds(tree)
         t0 = pc()
         await asyncio.gather(*(worker(w) for w in range(min(inflight, calls))))
         seconds = pc() - t0
-        cpu = gateway_load.cpu_seconds(tree) - cpu0
+        cpu = proc_tree.cpu_seconds(tree) - cpu0
     finally:
         await gw.close()
     if len(latencies) != calls:

@@ -22,9 +22,9 @@ from typing import Any
 from formats import ms as _ms
 from formats import rate as _rate
 
-CLIENT_ORDER = ("trunkline", "trunkline-supervisor", "sdk", "raw", "null")
+CLIENT_ORDER = ("trunkline", "trunkline-supervisor", "sdk", "raw", "raw-relay", "null")
 LABEL = {"trunkline": "trunkline (Host.call_tool)", "trunkline-supervisor": "trunkline (Supervisor)",
-         "sdk": "SDK", "raw": "raw uvloop", "null": "null (harness)"}
+         "sdk": "SDK", "raw": "raw uvloop", "raw-relay": "raw + C relay", "null": "null (harness)"}
 
 
 def load(path: Path) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
@@ -45,6 +45,20 @@ def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
     if not a or not b or not b["calls_per_s"]:
         return "–"
     return f"{a['calls_per_s'] / b['calls_per_s']:.2f}x"
+
+
+def _cpu(info: dict[str, Any]) -> str:
+    if "client_cpu_us" not in info:
+        return "–"
+    helpers = info["helpers_cpu_us"]
+    split = f" ({info['parent_cpu_us']:.1f} + {helpers:.1f})" if helpers >= 0.05 else ""
+    return f"{info['client_cpu_us']:.1f}{split}"
+
+
+def _cpu_ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    if not a or not b or not b.get("client_cpu_us"):
+        return "–"
+    return f"{a['client_cpu_us'] / b['client_cpu_us']:.2f}x"
 
 
 def _shape(name: str) -> str:
@@ -98,6 +112,15 @@ def render(path: Path) -> str:
 
     per_client_table("Latency per call, p50 / p99 in ms (submit to verified result):",
                      lambda info: f"{_ms(info['p50_ms'])} / {_ms(info['p99_ms'])}")
+    if any("client_cpu_us" in info for info in cells.values()):
+        per_client_table(
+            "Client CPU per call in µs, timed phase (median of rounds): the client's own process "
+            "+ its helper processes (trunkline's workers); the echo servers' CPU is not counted:",
+            _cpu)
+        if "trunkline" in clients and "raw" in clients:
+            out.append("\ntrunkline's client CPU per call / raw's: " + ", ".join(
+                f"{_shape(s).replace(' | ', ' ')} {_cpu_ratio(cells.get((s, 'trunkline')), cells.get((s, 'raw')))}"
+                for s in scenarios))
     per_client_table("Calls per round × rounds:",
                      lambda info: f"{info['calls']:,} × {info['rounds']}")
     return "\n".join(out) + "\n"
