@@ -19,7 +19,8 @@ import orjson
 from ..catalog import ToolEntry
 from ..errors import MalformedMessage
 from ..params import HttpParams
-from ..protocol.reply import Reply
+from .._codec import KIND_RESULT, RT_ABSENT, RT_COMPLETE
+from ..protocol.reply import Reply, decoded_result
 from ..protocol.retry import (
     Attempt,
     RetryPolicy,
@@ -136,17 +137,23 @@ class CallPath:
                          log_level: str | None, idempotent: bool | None,
                          idempotency_key: str | bool | None, call_input: CallInput | None,
                          on_log: LogCallback | None, record: CallRecord | None) -> Any:
-        timeout = self.timeout_for(handle, timeout)
+        if timeout is None:
+            timeout = self.timeout_for(handle, None)
         deadline = handle.now() + timeout
-        key = resolve_idempotency_key(idempotency_key)
-        params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
-                                    on_log, record)
+        key = None if idempotency_key is None else resolve_idempotency_key(idempotency_key)
+        if (key is None and call_input is None and on_progress is None and log_level is None
+                and record is None):
+            params, watched = orjson.dumps(body), None  # what _prepared does for most calls
+        else:
+            params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
+                                        on_log, record)
         del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
             # The first attempt is awaited here, not in a helper, and when it can be sent
             # at once (the usual case) its future is awaited here too, ended as
             # ``handle.request`` ends it: one coroutine fewer per call in flight (the
             # collector walks them all, and each costs its creation and its resumption).
+            answer: tuple[int, int, bytes, int] | None = None
             try:
                 sent = handle.send_now("tools/call", params, timeout)
                 if sent is None:
@@ -156,11 +163,22 @@ class CallPath:
                         answer = await sent[0]
                     except BaseException as exc:
                         raise handle.unanswered(sent, exc) from None
-                    reply = handle.answered(sent, answer)
-                    del sent, answer
+                    handle.settle(sent, answer[3])
+                    del sent
             except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
+                answer = None
                 reply = await self._retried(handle, "tools/call", params, timeout, deadline,
                                             exc, key, entry, idempotent)
+            if answer is not None:
+                kind, result_type, payload, _ = answer
+                if kind == KIND_RESULT and (result_type == RT_COMPLETE
+                                            or result_type == RT_ABSENT):
+                    # Complete (most answers): decoded as it is, with no ``Reply`` between
+                    # (nothing else in the answer needs reading).
+                    result = decoded_result(payload, handle.name, "tools/call")
+                    return result if checked is None else checked(entry, result)
+                reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
+                                         method="tools/call")
             if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
                                                                   HttpParams):
                 # The server's x-mcp-header definitions changed under our catalog. It

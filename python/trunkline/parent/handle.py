@@ -335,12 +335,17 @@ class WorkerHandle:
 
     def answered(self, sent: SentCall, answer: tuple[int, int, bytes, int]) -> Reply:
         """The reply to a sent call whose future gave ``answer``; its slot is free."""
-        _, _, _, started, method, _ = sent
-        self._release_slot()
         kind, result_type, payload, request_id = answer
-        self.latency.add(perf_counter() - started)
+        self.settle(sent, request_id)
+        return Reply.from_frame(kind, result_type, payload, server=self.name, method=sent[4])
+
+    def settle(self, sent: SentCall, request_id: int) -> None:
+        """A sent call was answered (by the request with ``request_id``): its slot is
+        free, its latency sampled, its record told. ``answered`` does this; a caller that
+        reads the answer itself calls it instead."""
+        self._release_slot()
+        self.latency.add(perf_counter() - sent[3])
         sent_as(request_id)
-        return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
 
     def unanswered(self, sent: SentCall, exc: BaseException) -> BaseException:
         """What to raise for a sent call whose future failed with ``exc`` (its slot is

@@ -433,7 +433,8 @@ class Host:
             if type(arguments) is not dict and arguments is not None and not isinstance(
                     arguments, Mapping):
                 raise TypeError("arguments must be a mapping")
-            _check_logs(log_level, on_log)
+            if log_level is not None or on_log is not None:
+                _check_logs(log_level, on_log)
             settling = self._catalog.settling(entry.server)
             handle = None if settling else self._servers.handle(entry.server)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits

@@ -105,7 +105,11 @@ class Telemetry:
         return self._instruments
 
     def recording(self) -> bool:
-        """Whether requests get records now (a tracer or meter provider is set)."""
+        """Whether requests get records now (a tracer or meter provider is set). Asked on
+        every call: while the providers are the ones last seen, two identity checks."""
+        if ((self._tracer_provider or _global_tracer_provider()) is self._seen_tracing
+                and (self._meter_provider or _global_meter_provider()) is self._seen_metrics):
+            return self._tracer is not None or self._instruments is not None
         return self.tracer() is not None or self.instruments() is not None
 
     # -- requests ----------------------------------------------------------------------------

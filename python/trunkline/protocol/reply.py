@@ -53,12 +53,7 @@ class Reply:
                 server=server, method=method,
             )
         assert self.result is not None
-        try:
-            return decode_result(self.result)
-        except (orjson.JSONDecodeError, CodecError) as exc:
-            raise MalformedMessage(
-                f"result is not valid JSON: {exc}", server=server, method=method
-            ) from exc
+        return decoded_result(self.result, server, method)
 
     @classmethod
     def from_event(cls, event: Event) -> Reply:
@@ -98,6 +93,17 @@ def decode_result(raw: bytes) -> Any:
         if value is not _DECLINED:
             return value
     return orjson.loads(raw)
+
+
+def decoded_result(raw: bytes, server: str | None, method: str | None) -> Any:
+    """``decode_result``, a document that does not decode reported as ``MalformedMessage``
+    of ``server``'s answer to ``method``."""
+    try:
+        return decode_result(raw)
+    except (orjson.JSONDecodeError, CodecError) as exc:
+        raise MalformedMessage(
+            f"result is not valid JSON: {exc}", server=server, method=method
+        ) from exc
 
 
 def decode_error_data(raw: bytes | None) -> Any:
