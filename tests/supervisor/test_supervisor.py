@@ -5,6 +5,7 @@ process, descriptor, thread or pending call."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import uvloop
 from conftest import child_pids, group_alive, open_fd_kinds, run, scripted
 from hypothesis import given
 from hypothesis import strategies as st
@@ -84,6 +86,60 @@ def test_routes_each_call_to_its_server_and_reports_state(no_leaks, start):
             assert {"echo", "search"} <= {t["name"] for t in reply.decode()["tools"]}
         assert {s.state for s in sup.statuses()} == {ServerState.STOPPED}
     run(main())
+
+
+def held(pid: int) -> dict[int, str]:
+    """What each descriptor of ``pid`` refers to (``socket:[inode]``, ``pipe:[inode]``, a
+    path)."""
+    targets = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            targets[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+    return targets
+
+
+@pytest.fixture(scope="module")
+def uvloop_warmed() -> None:
+    """libuv opens a pipe once per process, the first time a loop starts a child, and
+    keeps it: made here, before ``no_leaks`` counts descriptors."""
+    async def spawn_once():
+        process = await asyncio.create_subprocess_exec("true")
+        await process.wait()
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(spawn_once())
+
+
+@STARTS
+def test_a_worker_and_its_server_hold_nothing_of_the_host_or_each_other(
+        uvloop_warmed, no_leaks, start):
+    """The server is a stranger to the host: it gets its stdio and nothing else. A server
+    holding the worker's end of the channel could write frames to the host (answer other
+    calls, fake the worker's state) or read the calls meant for the worker; one holding
+    the host's descriptors (a gateway's listening socket, say) could use them. The host
+    runs on uvloop here, whose subprocess_exec passes on every inheritable descriptor
+    (``close_fds`` ignored): a pipe the host made inheritable must reach neither."""
+    async def main():
+        async with Supervisor(settings(start)) as sup:
+            (status,) = await sup.add_many([ServerConfig("s", scripted())])
+            assert status.state is ServerState.READY
+            worker, server = held(status.worker_pid), held(status.server_pid)
+            hosts = {f"pipe:[{os.fstat(fd).st_ino}]" for fd in host_pipe}
+            assert hosts.isdisjoint(worker.values()), worker
+            assert hosts.isdisjoint(server.values()), server
+            shared = {t for t in worker.values() if t.startswith("socket:")} & set(
+                server.values())
+            assert shared == set(), f"the server holds the worker's sockets {shared}"
+            assert await echo(sup, "s", "still here") == "still here"
+
+    host_pipe = os.pipe()
+    try:
+        for fd in host_pipe:
+            os.set_inheritable(fd, True)
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(asyncio.wait_for(main(), 60))
+    finally:
+        for fd in host_pipe:
+            os.close(fd)
 
 
 def test_thousands_of_concurrent_calls_each_matched_once(no_leaks):

@@ -14,7 +14,7 @@ import socket
 import sys
 
 from ..channel import WorkerSpec
-from ..lifetime import die_with_parent
+from ..lifetime import close_inherited, die_with_parent
 from ..log_format import configure_inherited
 from .worker import EXIT_BAD_CONFIG, Worker
 
@@ -36,6 +36,10 @@ def run(spec: bytes, fd: int) -> int:
         print(f"trunkline worker: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     configure_inherited(worker.spec.server.name)
+    # The channel came inheritable (passed to a new interpreter, or received by the
+    # template without close-on-exec): the server this worker starts must not get it, or
+    # it could talk to the host as the worker.
+    os.set_inheritable(fd, False)
     sock = socket.socket(fileno=fd)
     _install_loop()
     profile_dir = os.environ.get("TRUNKLINE_WORKER_PROFILE")
@@ -51,7 +55,9 @@ def run(spec: bytes, fd: int) -> int:
 
 def main(argv: list[str]) -> int:
     die_with_parent()  # the server's process group is stopped before we exit
-    return run(sys.stdin.buffer.read(), int(argv[1]))
+    fd = int(argv[1])
+    close_inherited(keep=fd)
+    return run(sys.stdin.buffer.read(), fd)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import sys
 import traceback
 
 from ..channel import WorkerSpec
-from ..lifetime import die_with_parent
+from ..lifetime import close_inherited, die_with_parent
 from ..params import HttpParams
 from . import __main__ as entry
 from .transports import stdio as _stdio  # noqa: F401 - what every stdio worker runs
@@ -176,7 +176,9 @@ class Template:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
-    Template(socket.socket(fileno=int(argv[1]))).serve()
+    control = int(argv[1])
+    close_inherited(keep=control)  # a worker is forked from this: it inherits it all
+    Template(socket.socket(fileno=control)).serve()
     return 0
 
 
