@@ -38,7 +38,10 @@ def server_environment(configured: Mapping[str, str]) -> dict[str, str]:
 
 
 #: Pipe capacity asked for on Linux (the unprivileged maximum by default): a 64 KiB
-#: result then moves in one read instead of several wake-ups.
+#: result then moves in one read instead of several wake-ups. Only the stock asyncio loop
+#: gives a server pipes: under uvloop (what workers run) its stdio are socket pairs, which
+#: hold ~208 KiB already (the kernel's default socket buffer), and there is nothing to
+#: widen (``_widen_pipe`` finds no pipe and does nothing).
 _PIPE_BYTES = 1 << 20
 
 
