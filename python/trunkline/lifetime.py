@@ -27,9 +27,8 @@ def die_with_parent() -> None:
 
 
 def close_inherited(keep: int) -> None:
-    """Close every descriptor above stderr but ``keep``, which is made close-on-exec:
-    what this process was given on purpose stays its own, and none of it reaches a
-    process it starts."""
+    """Close every descriptor above stderr but ``keep``: what this process was given on
+    purpose. (Whoever uses ``keep`` decides whether a process it starts may have it.)"""
     try:
         fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:  # no /proc: every descriptor number up to the limit
@@ -38,4 +37,3 @@ def close_inherited(keep: int) -> None:
         if fd > 2 and fd != keep:
             with contextlib.suppress(OSError):  # the listing's own, already gone
                 os.close(fd)
-    os.set_inheritable(keep, False)

@@ -137,16 +137,11 @@ class CallPath:
                          log_level: str | None, idempotent: bool | None,
                          idempotency_key: str | bool | None, call_input: CallInput | None,
                          on_log: LogCallback | None, record: CallRecord | None) -> Any:
-        if timeout is None:
-            timeout = self.timeout_for(handle, None)
+        timeout = self.timeout_for(handle, timeout)
         deadline = handle.now() + timeout
-        key = None if idempotency_key is None else resolve_idempotency_key(idempotency_key)
-        if (key is None and call_input is None and on_progress is None and log_level is None
-                and record is None):
-            params, watched = orjson.dumps(body), None  # what _prepared does for most calls
-        else:
-            params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
-                                        on_log, record)
+        key = resolve_idempotency_key(idempotency_key)
+        params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
+                                    on_log, record)
         del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
             # The first attempt is awaited here, not in a helper, and when it can be sent
@@ -307,6 +302,9 @@ def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
     object each call in flight holds, so a call holds as few as it can. The trace
     context, when a span is recorded, goes into ``_meta`` here, for every era: the same
     on every attempt and every input round."""
+    if (key is None and record is None and call_input is None and on_progress is None
+            and log_level is None):
+        return orjson.dumps(body), None  # most calls: nothing to write into the body
     watched = _ask(handle, body, call_input, on_progress, log_level, on_log)
     if record is not None:
         record.stamp(body)

@@ -38,7 +38,7 @@ def run(spec: bytes, fd: int) -> int:
     configure_inherited(worker.spec.server.name)
     # The channel came inheritable (passed to a new interpreter, or received by the
     # template without close-on-exec): the server this worker starts must not get it, or
-    # it could talk to the host as the worker.
+    # it could talk to the host as the worker. (Both ways of starting a worker pass here.)
     os.set_inheritable(fd, False)
     sock = socket.socket(fileno=fd)
     _install_loop()
