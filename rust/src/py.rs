@@ -338,7 +338,7 @@ impl PyCorrelator {
     }
 
     /// The earliest pending deadline, in the seconds the deadlines were given in.
-    fn next_deadline(&self) -> Option<f64> {
+    fn next_deadline(&mut self) -> Option<f64> {
         self.inner.next_deadline().map(|us| us as f64 / 1e6)
     }
 
