@@ -154,12 +154,14 @@ class CallPath:
                 if sent is None:
                     reply = await handle.request("tools/call", params, timeout=timeout)
                 else:
+                    future, gen, call_id, started = sent
+                    del sent  # (see SentCall)
                     try:
-                        answer = await sent[0]
+                        answer = await future
                     except BaseException as exc:
-                        raise handle.unanswered(sent, exc) from None
-                    handle.settle(sent, answer[3])
-                    del sent
+                        raise handle.unanswered(gen, call_id, "tools/call", timeout,
+                                                exc) from None
+                    handle.settle(started, answer[3])
             except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
                 answer = None
                 reply = await self._retried(handle, "tools/call", params, timeout, deadline,

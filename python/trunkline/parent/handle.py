@@ -62,9 +62,10 @@ _ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTAR
 _WORKER_DEADLINE_FIRST_S = 0.05
 
 #: A request on its way (``WorkerHandle.send_now``): its future, the worker generation
-#: that carries it, its call id there, when it started (``perf_counter``), its method and
-#: timeout. A tuple: one per call in flight, made and read on the hot path.
-SentCall = tuple["asyncio.Future[Any]", Generation, int, float, str, float]
+#: that carries it, its call id there, when it started (``perf_counter``). Unpacked by
+#: the caller at once: a tuple held for the whole call would be one more object per call
+#: in flight for the collector to walk (its method and timeout are the caller's own).
+SentCall = tuple["asyncio.Future[Any]", Generation, int, float]
 
 
 @dataclass(frozen=True)
@@ -274,21 +275,21 @@ class WorkerHandle:
         Per call: one future, one correlator entry, one SUBMIT frame queued for the
         tick's single channel write, one deadline in the generation's ordered set (one
         timer for all). No task, no wait_for."""
-        sent = self.send_now(method, params, timeout) or await self._send_when_free(
-            method, params, timeout)
+        future, gen, call_id, started = self.send_now(method, params, timeout) or (
+            await self._send_when_free(method, params, timeout))
         # CallPath awaits a tools/call's future the same way, in its own frame.
         try:
-            answer = await sent[0]
+            answer = await future
         except BaseException as exc:
-            raise self.unanswered(sent, exc) from None
-        return self.answered(sent, answer)
+            raise self.unanswered(gen, call_id, method, timeout, exc) from None
+        return self.answered(started, method, answer)
 
     def send_now(self, method: str, params: bytes | None, timeout: float) -> SentCall | None:
         """The request sent at once, when nothing must be waited for first (the server is
         ready, a slot is free); None otherwise, and ``request`` waits. Not a coroutine: a
         caller with thousands of calls in flight awaits the call's future in its own frame
         (one coroutine fewer per call, each walked by the collector), and ends it with
-        ``answered`` or ``unanswered`` exactly as ``request`` does."""
+        ``answered`` (or ``settle``) or ``unanswered`` exactly as ``request`` does."""
         if self.state is not ServerState.READY or self._inflight >= self._max_inflight:
             return None
         loop = self._loop or asyncio.get_running_loop()
@@ -331,27 +332,29 @@ class WorkerHandle:
         gen.out.push(frame)
         gen.deadlines.note(backstop)
         self._inflight += 1
-        return future, gen, call_id, started, method, timeout
+        return future, gen, call_id, started
 
-    def answered(self, sent: SentCall, answer: tuple[int, int, bytes, int]) -> Reply:
-        """The reply to a sent call whose future gave ``answer``; its slot is free."""
+    def answered(self, started: float, method: str,
+                 answer: tuple[int, int, bytes, int]) -> Reply:
+        """The reply to a ``method`` request sent at ``started`` whose future gave
+        ``answer``; its slot is free."""
         kind, result_type, payload, request_id = answer
-        self.settle(sent, request_id)
-        return Reply.from_frame(kind, result_type, payload, server=self.name, method=sent[4])
+        self.settle(started, request_id)
+        return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
 
-    def settle(self, sent: SentCall, request_id: int) -> None:
-        """A sent call was answered (by the request with ``request_id``): its slot is
-        free, its latency sampled, its record told. ``answered`` does this; a caller that
-        reads the answer itself calls it instead."""
+    def settle(self, started: float, request_id: int) -> None:
+        """A request sent at ``started`` was answered (by the request with
+        ``request_id``): its slot is free, its latency sampled, its record told.
+        ``answered`` does this; a caller that reads the answer itself calls it instead."""
         self._release_slot()
-        self.latency.add(perf_counter() - sent[3])
+        self.latency.add(perf_counter() - started)
         sent_as(request_id)
 
-    def unanswered(self, sent: SentCall, exc: BaseException) -> BaseException:
-        """What to raise for a sent call whose future failed with ``exc`` (its slot is
-        freed): a timeout in this call's terms; a cancellation as it is, after telling the
-        worker; anything else as it is."""
-        _, gen, call_id, _, method, timeout = sent
+    def unanswered(self, gen: Generation, call_id: int, method: str, timeout: float,
+                   exc: BaseException) -> BaseException:
+        """What to raise for a ``method`` request sent as ``call_id`` of ``gen`` whose
+        future failed with ``exc`` (its slot is freed): a timeout in this call's terms; a
+        cancellation as it is, after telling the worker; anything else as it is."""
         self._release_slot()
         if isinstance(exc, RequestTimeout):
             self._note_error(f"{method}: no reply within {timeout:g} s")

@@ -124,6 +124,9 @@ class Host:
                                    on_log=on_log or _log_to_logger, input_handlers=handlers,
                                    oauth=oauth)
         self._results = ResultChecks()
+        # Bound once: a bound method made per call would live as long as the call, one
+        # more object per call in flight for the collector to walk.
+        self._to_result = self._results.to_result
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.
         self.retry_policy = retry or RetryPolicy()
@@ -445,7 +448,7 @@ class Host:
                 idempotent=idempotent, idempotency_key=idempotency_key,
                 call_input=call_input, on_log=on_log))
         return self._calls.call_tool(
-            handle, entry, arguments, self._results.to_result,
+            handle, entry, arguments, self._to_result,
             timeout=timeout, on_progress=on_progress, log_level=log_level,
             idempotent=idempotent, idempotency_key=idempotency_key, call_input=call_input,
             on_log=on_log)
@@ -455,7 +458,7 @@ class Host:
         """A call whose server's tools are being listed again: made once they are."""
         entry = await self._settled_entry(name)
         return await self._calls.call_tool(self._servers.handle(entry.server), entry,
-                                           arguments, self._results.to_result, **options)
+                                           arguments, self._to_result, **options)
 
     async def _relist_for_call(self, server: str, tool: str) -> None:
         """A call's server says the tool's definition changed: re-list it; the call is
