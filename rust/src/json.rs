@@ -269,6 +269,22 @@ impl<'a> Cursor<'a> {
                 continue;
             }
             quiet = 0;
+            if carry == 0 && m.quotes | m.controls == 0 && m.backslashes & (m.backslashes << 1 | 1 << 63) == 0 {
+                // The usual block of text with escapes: lone backslashes, none at the
+                // block's end, no quote, no control byte. Each escapes the byte after it,
+                // found with a shift instead of the general count of backslash runs.
+                escaped = true;
+                let mut to_check = m.backslashes << 1;
+                if CTL {
+                    to_check &= !L::escape_letters(block.try_into().expect("64 bytes"));
+                }
+                while to_check != 0 {
+                    self.special_at(p + to_check.trailing_zeros() as usize - 1)?;
+                    to_check &= to_check - 1;
+                }
+                p += 64;
+                continue;
+            }
             let carried = carry;
             let escapes = escaped_bytes(m.backslashes, &mut carry);
             let ends = m.quotes & !escapes;

@@ -113,16 +113,29 @@ const ESCAPE_LETTERS: [u8; 6] = [b'/', b'b', b'f', b'n', b'r', b't'];
 #[inline]
 fn escape_letters_avx2(block: &[u8; 64]) -> u64 {
     use std::arch::x86_64::*;
+    // Each byte classified by its two nibbles, one table lookup apiece (`vpshufb`): a
+    // letter's high nibble selects one bit (0x2_ -> 1, 0x6_ -> 2, 0x7_ -> 4) and its low
+    // nibble the bits of the high nibbles it completes a letter with (`/` 0x2f, `b` 0x62,
+    // `f` 0x66, `n` 0x6e, `r` 0x72, `t` 0x74); a byte is a letter when the two share a
+    // bit. Five operations per 32 bytes where six compares and their ORs were eleven.
+    let high_table = _mm256_setr_epi8(
+        0, 0, 1, 0, 0, 0, 2, 4, 0, 0, 0, 0, 0, 0, 0, 0, //
+        0, 0, 1, 0, 0, 0, 2, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+    );
+    let low_table = _mm256_setr_epi8(
+        0, 0, 6, 0, 4, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 1, //
+        0, 0, 6, 0, 4, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2, 1,
+    );
+    let nibble = _mm256_set1_epi8(0x0f);
     let mut halves = [0u64; 2];
     for (i, half) in halves.iter_mut().enumerate() {
         // SAFETY: the load reads 32 bytes inside `block`; `loadu` has no alignment
         // requirement.
         let v = unsafe { _mm256_loadu_si256(block.as_ptr().add(32 * i).cast()) };
-        let mut m = _mm256_setzero_si256();
-        for letter in ESCAPE_LETTERS {
-            m = _mm256_or_si256(m, _mm256_cmpeq_epi8(v, _mm256_set1_epi8(letter as i8)));
-        }
-        *half = u64::from(_mm256_movemask_epi8(m) as u32);
+        let high = _mm256_shuffle_epi8(high_table, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+        let low = _mm256_shuffle_epi8(low_table, _mm256_and_si256(v, nibble));
+        let none = _mm256_cmpeq_epi8(_mm256_and_si256(high, low), _mm256_setzero_si256());
+        *half = u64::from(!(_mm256_movemask_epi8(none) as u32));
     }
     halves[0] | halves[1] << 32
 }
