@@ -273,7 +273,7 @@ class WorkerHandle:
         """Send one request through the worker; the hot path of the whole host.
 
         Per call: one future, one correlator entry, one SUBMIT frame queued for the
-        tick's single channel write, one deadline in the generation's ordered set (one
+        tick's single channel write, one deadline in the generation's correlator (one
         timer for all). No task, no wait_for."""
         future, gen, call_id, started = self.send_now(method, params, timeout) or (
             await self._send_when_free(method, params, timeout))
