@@ -35,7 +35,7 @@ pub struct IdHashing(u64);
 
 impl Default for IdHashing {
     fn default() -> Self {
-        IdHashing(RandomState::new().hash_one(0x2545_f491_4f6c_dd1d_u64) | 1)
+        IdHashing(RandomState::new().hash_one(0x2545_f491_4f6c_dd1d_u64))
     }
 }
 

@@ -278,10 +278,7 @@ impl<'a> Cursor<'a> {
                 if CTL {
                     to_check &= !L::escape_letters(block.try_into().expect("64 bytes"));
                 }
-                while to_check != 0 {
-                    self.special_at(p + to_check.trailing_zeros() as usize - 1)?;
-                    to_check &= to_check - 1;
-                }
+                self.check_escapes(p, to_check)?;
                 p += 64;
                 continue;
             }
@@ -298,11 +295,7 @@ impl<'a> Cursor<'a> {
             if CTL && to_check != 0 {
                 to_check &= !L::escape_letters(block.try_into().expect("64 bytes"));
             }
-            while to_check != 0 {
-                // The backslash is the byte before (the previous block's last, for bit 0).
-                self.special_at(p + to_check.trailing_zeros() as usize - 1)?;
-                to_check &= to_check - 1;
-            }
+            self.check_escapes(p, to_check)?;
             if ends != 0 {
                 self.pos = p + ends.trailing_zeros() as usize + 1;
                 return Ok((escaped, non_ascii != 0, self.pos));
@@ -316,6 +309,17 @@ impl<'a> Cursor<'a> {
             p = self.special_at(p - 1)?.expect("a backslash starts an escape");
         }
         Ok((self.skip_string_tail::<CTL>(p, escaped)?, non_ascii != 0, tail))
+    }
+
+    /// Checks one by one the escapes of the block at `p` whose escaped bytes `to_check`
+    /// marks (the backslash is the byte before: the previous block's last, for bit 0).
+    #[inline(always)]
+    fn check_escapes(&mut self, p: usize, mut to_check: u64) -> JResult<()> {
+        while to_check != 0 {
+            self.special_at(p + to_check.trailing_zeros() as usize - 1)?;
+            to_check &= to_check - 1;
+        }
+        Ok(())
     }
 
     /// The 16-byte path: the rest of a string body from `p` (no escape in progress).
