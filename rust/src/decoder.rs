@@ -4,10 +4,14 @@
 //! are built afterwards, in [`crate::py`].
 //!
 //! [`route`] is also the worker's reply path: a response to a forwarded call becomes a
-//! RESULT frame in one output buffer instead of an event.
+//! RESULT frame instead of an event, written with the others of its read into one output
+//! of exactly their size ([`Forwarded`]): the reply's one copy in the worker.
+
+use std::ops::Range;
 
 use crate::correlate::{CallCorrelator, Correlation, Token};
-use crate::frames::{put_result_frame, result_type_code};
+use crate::frames::{put_result_frame, result_frame_len, result_type_code};
+use crate::json::Sink;
 use crate::scan::{scan, Envelope, JsonId, Kind};
 use crate::splitter::{Frame, LineSplitter};
 
@@ -65,18 +69,60 @@ fn response_id(s: &Scanned) -> Option<Option<&JsonId>> {
     }
 }
 
+/// Replies to forwarded calls, held (each line where it lies: in the read buffer or owned)
+/// until they are written as RESULT frames into an output of their exact size
+/// ([`Forwarded::encoded_len`]): building them in a growing buffer first would copy every
+/// reply twice, and at 64 KiB a reply's copies cost more than its scan.
+#[derive(Debug, Default)]
+pub struct Forwarded {
+    replies: Vec<ForwardedReply>,
+    encoded_len: usize,
+}
+
+#[derive(Debug)]
+struct ForwardedReply {
+    frame: Frame,
+    /// The payload within the line: the `result` value, or the whole line for an error.
+    payload: Range<usize>,
+    call_id: u64,
+    request_id: i64,
+    kind: u8,
+    result_type: u8,
+}
+
+impl Forwarded {
+    pub fn is_empty(&self) -> bool {
+        self.replies.is_empty()
+    }
+
+    /// The size of all the RESULT frames together.
+    pub fn encoded_len(&self) -> usize {
+        self.encoded_len
+    }
+
+    /// Write the RESULT frames, in the order their replies came, into `out`. `chunk` is the
+    /// read buffer the replies were routed from.
+    pub fn write<S: Sink>(&self, chunk: &[u8], out: &mut S) {
+        for r in &self.replies {
+            let payload = &r.frame.bytes(chunk)[r.payload.clone()];
+            let written = put_result_frame(out, r.call_id, r.request_id, r.kind, r.result_type, payload);
+            debug_assert!(written, "sized when it was kept");
+        }
+    }
+}
+
 /// Correlate every response in `scanned` (lines of `chunk`, or owned).
 ///
 /// With `forward`, a response whose id was pending for a forwarded call is not returned:
-/// it is appended to `forward` as a RESULT frame (payload: the `result` value's bytes, or
-/// the whole line for an error). Everything else is returned in order, exactly as without
-/// `forward`. (A payload too big for a frame length, over 4 GiB, cannot happen under any
-/// sane line limit; it would stay an event carrying the call id as its token.)
+/// it is kept in `forward`, to become a RESULT frame (payload: the `result` value's bytes,
+/// or the whole line for an error). Everything else is returned in order, exactly as
+/// without `forward`. (A payload too big for a frame length, over 4 GiB, cannot happen
+/// under any sane line limit; it would stay an event carrying the call id as its token.)
 pub fn route<T>(
     scanned: Vec<Scanned>,
     chunk: &[u8],
     mut corr: Option<&mut CallCorrelator<T>>,
-    mut forward: Option<&mut Vec<u8>>,
+    mut forward: Option<&mut Forwarded>,
 ) -> Vec<Routed<T>> {
     let mut out = Vec::with_capacity(scanned.len());
     for s in scanned {
@@ -84,19 +130,28 @@ pub fn route<T>(
             (Some(c), Some(id)) => c.resolve(id),
             _ => (Correlation::None, None),
         };
-        if let (Some(Token::Call(call_id)), Some(frames), Some(env)) = (&token, &mut forward, &s.env) {
-            let line = s.frame.bytes(chunk);
+        if let (Some(Token::Call(call_id)), Some(fwd), Some(env)) = (&token, &mut forward, &s.env) {
+            let line_len = s.frame.bytes(chunk).len();
             let payload = match (env.kind, env.result_span) {
-                (Kind::Result, Some((a, b))) => &line[a..b],
-                _ => line,
+                (Kind::Result, Some((a, b))) => a..b,
+                _ => 0..line_len,
             };
-            // A forwarded call's id is always one the correlator allocated: an integer.
-            let request_id = match &env.id {
-                Some(JsonId::Int(n)) => *n,
-                _ => -1,
-            };
-            let result_type = result_type_code(env.result_type.as_deref());
-            if put_result_frame(frames, *call_id, request_id, env.kind as u8, result_type, payload) {
+            if let Some(size) = result_frame_len(payload.len()) {
+                // A forwarded call's id is always one the correlator allocated: an integer.
+                let request_id = match &env.id {
+                    Some(JsonId::Int(n)) => *n,
+                    _ => -1,
+                };
+                let reply = ForwardedReply {
+                    call_id: *call_id,
+                    request_id,
+                    kind: env.kind as u8,
+                    result_type: result_type_code(env.result_type.as_deref()),
+                    payload,
+                    frame: s.frame,
+                };
+                fwd.encoded_len += size;
+                fwd.replies.push(reply);
                 continue;
             }
         }
@@ -158,11 +213,15 @@ mod tests {
             if done {
                 scanned.extend(finish(&mut s));
             }
+            let mut fwd = Forwarded::default();
             events.extend(
-                route(scanned, piece, Some(&mut corr), Some(&mut frames))
+                route(scanned, piece, Some(&mut corr), Some(&mut fwd))
                     .into_iter()
                     .map(|r| (r.scanned.env.unwrap().kind, r.correlation, r.token)),
             );
+            let before = frames.len();
+            fwd.write(piece, &mut frames);
+            assert_eq!(frames.len() - before, fwd.encoded_len(), "sized exactly");
         }
         assert_eq!(
             events,
@@ -211,9 +270,9 @@ mod tests {
              {{\"jsonrpc\":\"2.0\",\"id\":{obj},\"error\":{{\"code\":1,\"message\":\"{big}\"}}}}\n"
         );
         let mut s = LineSplitter::new(100);
-        let mut frames = Vec::new();
-        let routed = route(feed(&mut s, text.as_bytes()), text.as_bytes(), Some(&mut corr), Some(&mut frames));
-        assert!(frames.is_empty(), "an oversized reply is never forwarded");
+        let mut fwd = Forwarded::default();
+        let routed = route(feed(&mut s, text.as_bytes()), text.as_bytes(), Some(&mut corr), Some(&mut fwd));
+        assert!(fwd.is_empty(), "an oversized reply is never forwarded");
         let got: Vec<_> = routed.iter().map(|r| (r.correlation, r.token.clone())).collect();
         assert_eq!(
             got,

@@ -23,6 +23,7 @@
 use std::ops::Range;
 
 use crate::correlate::{CallCorrelator, Correlation, Token};
+use crate::json::Sink;
 use crate::scan::JsonId;
 use crate::stamp::{self, CodecError};
 
@@ -194,10 +195,10 @@ impl FrameSplitter {
 // ---------------------------------------------------------------------------- encoding
 
 /// Append `len | kind` for a body of `body_len` bytes; false if no u32 length can say it.
-fn put_header(out: &mut Vec<u8>, kind: u8, body_len: usize) -> bool {
+fn put_header<S: Sink>(out: &mut S, kind: u8, body_len: usize) -> bool {
     let Ok(len) = u32::try_from(body_len + 1) else { return false };
-    out.extend_from_slice(&len.to_le_bytes());
-    out.push(kind);
+    out.put(&len.to_le_bytes());
+    out.put_byte(kind);
     true
 }
 
@@ -274,27 +275,31 @@ pub fn result_type_code(result_type: Option<&str>) -> u8 {
     }
 }
 
+/// The size of a RESULT frame carrying `payload_len` bytes, or None if no frame length
+/// can say it.
+pub fn result_frame_len(payload_len: usize) -> Option<usize> {
+    let body_len = RESULT_HEAD_LEN + payload_len;
+    u32::try_from(body_len + 1).ok().map(|_| HEADER_LEN + body_len)
+}
+
 /// Append one RESULT frame to `out`; false (and `out` untouched) if the payload is too big
 /// for a frame length.
-pub fn put_result_frame(
-    out: &mut Vec<u8>,
+pub fn put_result_frame<S: Sink>(
+    out: &mut S,
     call_id: u64,
     request_id: i64,
     kind: u8,
     result_type: u8,
     payload: &[u8],
 ) -> bool {
-    let body_len = RESULT_HEAD_LEN + payload.len();
-    if u32::try_from(body_len + 1).is_err() {
+    if !put_header(out, FRAME_RESULT, RESULT_HEAD_LEN + payload.len()) {
         return false;
     }
-    out.reserve(HEADER_LEN + body_len);
-    put_header(out, FRAME_RESULT, body_len);
-    out.extend_from_slice(&call_id.to_le_bytes());
-    out.extend_from_slice(&request_id.to_le_bytes());
-    out.push(kind);
-    out.push(result_type);
-    out.extend_from_slice(payload);
+    out.put(&call_id.to_le_bytes());
+    out.put(&request_id.to_le_bytes());
+    out.put_byte(kind);
+    out.put_byte(result_type);
+    out.put(payload);
     true
 }
 

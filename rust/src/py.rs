@@ -469,12 +469,12 @@ pub struct PyStreamDecoder {
 impl PyStreamDecoder {
     /// Split, scan and correlate one read buffer (`None`: the end-of-stream tail), with
     /// the thread detached for big buffers. With `forward`, replies to forwarded calls are
-    /// appended there as RESULT frames instead of becoming events.
+    /// kept there, to become RESULT frames, instead of becoming events.
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
         chunk: Option<&Bound<'py, PyBytes>>,
-        forward: Option<&mut Vec<u8>>,
+        forward: Option<&mut decoder::Forwarded>,
     ) -> PyResult<Bound<'py, PyList>> {
         // The correlator stays borrowed while detached: routing only moves tokens, and
         // another thread touching it meanwhile gets the usual "already borrowed" error
@@ -494,6 +494,15 @@ impl PyStreamDecoder {
         let routed = if bytes.len() >= DETACH_THRESHOLD { py.detach(work) } else { work() };
         drop(guard);
         Self::events(py, routed, chunk)
+    }
+
+    /// The forwarded replies of one read as RESULT frames, written straight into the
+    /// `bytes` object that carries them to the parent.
+    fn frames<'py>(py: Python<'py>, forwarded: &decoder::Forwarded, chunk: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+        if forwarded.is_empty() {
+            return Ok(PyBytes::new(py, b""));
+        }
+        bytes_written(py, forwarded.encoded_len(), |fill| forwarded.write(chunk, fill))
     }
 
     /// Build the events (GIL held): wrap carried lines in bytes, hand tokens to Python.
@@ -556,18 +565,16 @@ impl PyStreamDecoder {
         py: Python<'py>,
         chunk: Bound<'py, PyBytes>,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
-        // Sized for the whole read (plus a carried partial line) so the buffer never
-        // regrows: on 64 KiB results the reallocation copies cost more than the scan.
-        let mut frames = Vec::with_capacity(chunk.as_bytes().len() + self.splitter.buffered() + 256);
-        let events = self.decode(py, Some(&chunk), Some(&mut frames))?;
-        Ok((PyBytes::new(py, &frames), events))
+        let mut forwarded = decoder::Forwarded::default();
+        let events = self.decode(py, Some(&chunk), Some(&mut forwarded))?;
+        Ok((Self::frames(py, &forwarded, chunk.as_bytes())?, events))
     }
 
     /// `finish`, with replies to forwarded calls returned as RESULT frames.
     fn finish_forward<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyList>)> {
-        let mut frames = Vec::new();
-        let events = self.decode(py, None, Some(&mut frames))?;
-        Ok((PyBytes::new(py, &frames), events))
+        let mut forwarded = decoder::Forwarded::default();
+        let events = self.decode(py, None, Some(&mut forwarded))?;
+        Ok((Self::frames(py, &forwarded, &[])?, events))
     }
 
     #[getter]
