@@ -202,9 +202,7 @@ fn put_header<S: Sink>(out: &mut S, kind: u8, body_len: usize) -> bool {
     true
 }
 
-/// One whole SUBMIT frame. Params are not checked here: the worker's stamper checks them
-/// when it stamps, and rejects just that call. `max_frame_bytes` is the receiver's limit;
-/// a bigger frame is refused here because there it would read as a corrupt channel.
+/// One whole SUBMIT frame in a new buffer ([`Submit::encoded_len`], [`Submit::write`]).
 pub fn encode_submit(
     call_id: u64,
     timeout_ms: u32,
@@ -212,35 +210,61 @@ pub fn encode_submit(
     params: Option<&[u8]>,
     max_frame_bytes: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    let method_len = u16::try_from(method.len())
-        .map_err(|_| CodecError(format!("method name of {} bytes is too long for a SUBMIT frame", method.len())))?;
-    let params = params.unwrap_or_default();
-    let body_len = SUBMIT_HEAD_LEN + method.len() + params.len();
-    if body_len + 1 > max_frame_bytes {
-        return Err(CodecError(format!(
-            "a SUBMIT frame of {} bytes exceeds the channel limit of {max_frame_bytes} bytes",
-            body_len + 1
-        )));
-    }
-    let mut out = Vec::with_capacity(HEADER_LEN + body_len);
-    if !put_header(&mut out, FRAME_SUBMIT, body_len) {
-        return Err(CodecError("SUBMIT frame too large".into()));
-    }
-    out.extend_from_slice(&call_id.to_le_bytes());
-    out.extend_from_slice(&timeout_ms.to_le_bytes());
-    out.extend_from_slice(&method_len.to_le_bytes());
-    out.extend_from_slice(method.as_bytes());
-    out.extend_from_slice(params);
+    let submit = Submit { call_id, timeout_ms, method, params };
+    let mut out = Vec::with_capacity(submit.encoded_len(max_frame_bytes)?);
+    submit.write(&mut out);
     Ok(out)
 }
 
-/// A SUBMIT body, parsed (borrowing from it).
+/// A SUBMIT frame: parsed from a body (borrowing from it), or to be written. Written, it
+/// is measured first ([`Submit::encoded_len`]) so that the parent writes it straight into
+/// the `bytes` it sends, with no copy between.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Submit<'a> {
     pub call_id: u64,
     pub timeout_ms: u32,
     pub method: &'a str,
     pub params: Option<&'a [u8]>,
+}
+
+impl Submit<'_> {
+    fn body_len(&self) -> usize {
+        SUBMIT_HEAD_LEN + self.method.len() + self.params.map_or(0, <[u8]>::len)
+    }
+
+    /// The whole frame's size, or why it cannot be sent. Params are not checked here: the
+    /// worker's stamper checks them when it stamps, and rejects just that call.
+    /// `max_frame_bytes` is the receiver's limit; a bigger frame is refused here because
+    /// there it would read as a corrupt channel.
+    pub fn encoded_len(&self, max_frame_bytes: usize) -> Result<usize, CodecError> {
+        if u16::try_from(self.method.len()).is_err() {
+            return Err(CodecError(format!(
+                "method name of {} bytes is too long for a SUBMIT frame",
+                self.method.len()
+            )));
+        }
+        let frame_len = self.body_len() + 1;
+        if frame_len > max_frame_bytes || u32::try_from(frame_len).is_err() {
+            return Err(CodecError(format!(
+                "a SUBMIT frame of {frame_len} bytes exceeds the channel limit of {max_frame_bytes} bytes"
+            )));
+        }
+        Ok(HEADER_LEN + self.body_len())
+    }
+
+    /// Write the frame; `encoded_len` said it can be.
+    pub fn write<S: Sink>(&self, out: &mut S) {
+        // The fixed part goes out in one piece (a small frame is mostly head).
+        let mut head = [0u8; HEADER_LEN + SUBMIT_HEAD_LEN];
+        head[..4].copy_from_slice(&((self.body_len() + 1) as u32).to_le_bytes());
+        head[4] = FRAME_SUBMIT;
+        head[5..13].copy_from_slice(&self.call_id.to_le_bytes());
+        head[13..17].copy_from_slice(&self.timeout_ms.to_le_bytes());
+        head[17..19].copy_from_slice(&(self.method.len() as u16).to_le_bytes());
+        out.put(&head);
+        out.put(self.method.as_bytes());
+        out.put(self.params.unwrap_or_default());
+    }
 }
 
 /// The call id of a SUBMIT body, if it is long enough to carry one.

@@ -640,7 +640,9 @@ fn encode_submit<'py>(
     }
     // Beyond ~49 days a deadline is "never" in practice; saturate rather than refuse.
     let timeout_ms = u32::try_from(timeout_ms).unwrap_or(u32::MAX);
-    bytes_out(py, frames::encode_submit(call_id, timeout_ms, method, params, max_frame_bytes))
+    let submit = frames::Submit { call_id, timeout_ms, method, params };
+    let len = submit.encoded_len(max_frame_bytes).map_err(codec_err)?;
+    bytes_written(py, len, |fill| submit.write(fill))
 }
 
 /// The worker's inbound side: SUBMIT frames -> stamped request lines.
