@@ -196,6 +196,11 @@ def test_unknown_tool_is_error_results_and_server_errors(no_leaks):
                        host.call_tool("echo", {}, log_level="loud")]
             outcomes = await asyncio.gather(*pending, return_exceptions=True)
             assert [type(o) for o in outcomes] == [UnknownTool, TypeError, ValueError]
+            # Arguments JSON cannot carry: refused before anything is sent, when awaited.
+            unsendable = host.call_tool("echo", {"when": object()})
+            with pytest.raises(TypeError, match="not JSON serializable"):
+                await unsendable
+            assert (await host.call_tool("echo", {})).is_error  # the server still answers
             await host.add_server("e", scripted("--tools-list", failing,
                                                 "--tools-call", "error:-32602"))
             with pytest.raises(ServerError) as info:

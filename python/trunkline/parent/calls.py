@@ -18,6 +18,7 @@ import orjson
 
 from ..catalog import ToolEntry
 from ..errors import MalformedMessage
+from ..loop.awaitables import raising
 from ..params import HttpParams
 from .._codec import KIND_RESULT, RT_ABSENT, RT_COMPLETE
 from ..protocol.reply import Reply, decoded_result
@@ -109,17 +110,27 @@ class CallPath:
                   on_log: LogCallback | None = None) -> Coroutine[Any, Any, Any]:
         """The complete result of one ``tools/call``, as ``checked(entry, result)`` makes
         it, or ``InputRequired`` when ``call_input`` relays the rounds. Not a coroutine
-        itself: without telemetry the caller awaits the call's own coroutine, with no
-        frame between (each call in flight holds as few objects as it can)."""
+        itself: the caller awaits the call's own coroutine, with no frame between (each
+        call in flight holds as few objects as it can)."""
         body = {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))}
-        if not self._telemetry.recording():
-            return self._call_tool(handle, entry, body, checked, timeout, on_progress,
-                                   log_level, idempotent, idempotency_key, call_input, on_log,
-                                   None)
-        return self._recorded_call_tool(handle, entry, body, checked, timeout, on_progress,
-                                        log_level, idempotent, idempotency_key, call_input,
-                                        on_log)
+        if self._telemetry.recording():
+            return self._recorded_call_tool(handle, entry, body, checked, timeout, on_progress,
+                                            log_level, idempotent, idempotency_key, call_input,
+                                            on_log)
+        if (on_progress is None and log_level is None and idempotency_key is None
+                and call_input is None):
+            # Most calls ask their server nothing beyond the arguments: nothing to write
+            # into the body, nothing to watch while they run (``on_log`` alone asks
+            # nothing; see ``_ask``).
+            try:
+                params = orjson.dumps(body)
+            except orjson.JSONEncodeError as exc:
+                return raising(exc)  # where the call is awaited, as from any other path
+            return self._tool_result(handle, entry, params, checked,
+                                     self.timeout_for(handle, timeout), idempotent)
+        return self._call_tool(handle, entry, body, checked, timeout, on_progress, log_level,
+                               idempotent, idempotency_key, call_input, on_log, None)
 
     async def _recorded_call_tool(self, handle: WorkerHandle, entry: ToolEntry,
                                   body: dict[str, Any], checked: ResultCheck, *args: Any) -> Any:
@@ -137,65 +148,82 @@ class CallPath:
                          log_level: str | None, idempotent: bool | None,
                          idempotency_key: str | bool | None, call_input: CallInput | None,
                          on_log: LogCallback | None, record: CallRecord | None) -> Any:
-        timeout = self.timeout_for(handle, timeout)
-        deadline = handle.now() + timeout
+        """A ``tools/call`` that asks its server more than its arguments (progress, a log
+        level, an idempotency key, input rounds, a trace context): what it asks written
+        into its params, and unwatched when it ends."""
         key = resolve_idempotency_key(idempotency_key)
         params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
                                     on_log, record)
         del body  # only the bytes stay alive while the call is in flight (see _prepared)
         try:
-            # The first attempt is awaited here, not in a helper, and when it can be sent
-            # at once (the usual case) its future is awaited here too, ended as
-            # ``handle.request`` ends it: one coroutine fewer per call in flight (the
-            # collector walks them all, and each costs its creation and its resumption).
-            answer: tuple[int, int, bytes, int] | None = None
-            try:
-                sent = handle.send_now("tools/call", params, timeout)
-                if sent is None:
-                    reply = await handle.request("tools/call", params, timeout=timeout)
-                else:
-                    future, gen, call_id, started = sent
-                    del sent  # (see SentCall)
-                    try:
-                        answer = await future
-                    except BaseException as exc:
-                        raise handle.unanswered(gen, call_id, "tools/call", timeout,
-                                                exc) from None
-                    handle.settle(started, answer[3])
-            except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
-                answer = None
-                reply = await self._retried(handle, "tools/call", params, timeout, deadline,
-                                            exc, key, entry, idempotent)
-            if answer is not None:
-                kind, result_type, payload, _ = answer
-                if kind == KIND_RESULT and (result_type == RT_COMPLETE
-                                            or result_type == RT_ABSENT):
-                    # Complete (most answers): decoded as it is, with no ``Reply`` between
-                    # (nothing else in the answer needs reading).
-                    result = decoded_result(payload, handle.name, "tools/call")
-                    return result if checked is None else checked(entry, result)
-                reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
-                                         method="tools/call")
-            if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
-                                                                  HttpParams):
-                # The server's x-mcp-header definitions changed under our catalog. It
-                # rejected the request before running it, so re-listing and sending once
-                # more (a new request) is safe for any tool: ``relist`` raises instead if
-                # the new definition is not admitted (its pin changed).
-                log.info("server %r: header mismatch on %r (%s); re-listing its tools",
-                         handle.name, entry.local_name, reply.error_message)
-                await self._relist(handle.name, entry.local_name)
-                reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
-                                         entry, idempotent)
-            result = reply.decode(server=handle.name, method="tools/call")
-            if _asks_input(result):
-                result = await self._input_required(handle, "tools/call", params, key, result,
-                                                    reply, timeout, call_input)
-                if isinstance(result, InputRequired):
-                    return result
+            return await self._tool_result(handle, entry, params, checked,
+                                           self.timeout_for(handle, timeout), idempotent, key,
+                                           call_input)
         finally:
             if watched is not None:
                 handle.notices.unwatch(watched)
+
+    async def _tool_result(self, handle: WorkerHandle, entry: ToolEntry, params: bytes,
+                           checked: ResultCheck | None, timeout: float,
+                           idempotent: bool | None, key: str | None = None,
+                           call_input: CallInput | None = None) -> Any:
+        """One ``tools/call`` with its ``params`` ready: sent, retried when the plan says,
+        its result ``checked(entry, result)`` (as decoded when ``checked`` is None) or
+        ``InputRequired``. The coroutine every plain call in flight is (``call_tool``)."""
+        # The first attempt is awaited here, not in a helper, and when it can be sent at
+        # once (the usual case) its future is awaited here too, ended as
+        # ``handle.request`` ends it: one coroutine fewer per call in flight (the
+        # collector walks them all, and each costs its creation and its resumption).
+        answer: tuple[int, int, bytes, int] | None = None
+        deadline: float | None = None
+        try:
+            sent = handle.send_now("tools/call", params, timeout)
+            if sent is None:
+                deadline = handle.now() + timeout
+                reply = await handle.request("tools/call", params, timeout=timeout)
+            else:
+                future, gen, call_id, started, deadline = sent
+                del sent  # (see SentCall)
+                try:
+                    answer = await future
+                except BaseException as exc:
+                    raise handle.unanswered(gen, call_id, "tools/call", timeout,
+                                            exc) from None
+                handle.settle(started, answer[3])
+        except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
+            answer = None
+            if deadline is None:  # send_now itself failed: the call begins now
+                deadline = handle.now() + timeout
+            reply = await self._retried(handle, "tools/call", params, timeout, deadline, exc,
+                                        key, entry, idempotent)
+        if answer is not None:
+            kind, result_type, payload, _ = answer
+            if kind == KIND_RESULT and (result_type == RT_COMPLETE
+                                        or result_type == RT_ABSENT):
+                # Complete (most answers): decoded as it is, with no ``Reply`` between
+                # (nothing else in the answer needs reading).
+                result = decoded_result(payload, handle.name, "tools/call")
+                return result if checked is None else checked(entry, result)
+            reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
+                                     method="tools/call")
+        assert deadline is not None  # set on every path that reaches here
+        if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
+                                                              HttpParams):
+            # The server's x-mcp-header definitions changed under our catalog. It
+            # rejected the request before running it, so re-listing and sending once
+            # more (a new request) is safe for any tool: ``relist`` raises instead if
+            # the new definition is not admitted (its pin changed).
+            log.info("server %r: header mismatch on %r (%s); re-listing its tools",
+                     handle.name, entry.local_name, reply.error_message)
+            await self._relist(handle.name, entry.local_name)
+            reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
+                                     entry, idempotent)
+        result = reply.decode(server=handle.name, method="tools/call")
+        if _asks_input(result):
+            result = await self._input_required(handle, "tools/call", params, key, result,
+                                                reply, timeout, call_input)
+            if isinstance(result, InputRequired):
+                return result
         return result if checked is None else checked(entry, result)
 
     def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],

@@ -62,10 +62,11 @@ _ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTAR
 _WORKER_DEADLINE_FIRST_S = 0.05
 
 #: A request on its way (``WorkerHandle.send_now``): its future, the worker generation
-#: that carries it, its call id there, when it started (``perf_counter``). Unpacked by
-#: the caller at once: a tuple held for the whole call would be one more object per call
-#: in flight for the collector to walk (its method and timeout are the caller's own).
-SentCall = tuple["asyncio.Future[Any]", Generation, int, float]
+#: that carries it, its call id there, when it started (``perf_counter``), when its
+#: timeout ends (the loop's clock: a retry's deadline). Unpacked by the caller at once: a
+#: tuple held for the whole call would be one more object per call in flight for the
+#: collector to walk (its method and timeout are the caller's own).
+SentCall = tuple["asyncio.Future[Any]", Generation, int, float, float]
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,7 @@ class WorkerHandle:
         Per call: one future, one correlator entry, one SUBMIT frame queued for the
         tick's single channel write, one deadline in the generation's correlator (one
         timer for all). No task, no wait_for."""
-        future, gen, call_id, started = self.send_now(method, params, timeout) or (
+        future, gen, call_id, started, _ = self.send_now(method, params, timeout) or (
             await self._send_when_free(method, params, timeout))
         # CallPath awaits a tools/call's future the same way, in its own frame.
         try:
@@ -332,7 +333,7 @@ class WorkerHandle:
         gen.out.push(frame)
         gen.deadlines.note(backstop)
         self._inflight += 1
-        return future, gen, call_id, started
+        return future, gen, call_id, started, deadline
 
     def answered(self, started: float, method: str,
                  answer: tuple[int, int, bytes, int]) -> Reply:
