@@ -139,6 +139,8 @@ class WorkerHandle:
         """``oauth``: the host's OAuth client, which answers this server's credential
         questions (an HTTP server's 401/403)."""
         self.config = config
+        #: An attribute, not a property of ``config``: read on every call's path.
+        self.name = config.name
         self.settings = settings
         self._launcher = launcher or SpawnLauncher()
         self._on_state = on_state
@@ -180,10 +182,6 @@ class WorkerHandle:
         self._changed: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
-
-    @property
-    def name(self) -> str:
-        return self.config.name
 
     # -- lifecycle ---------------------------------------------------------------------
 
