@@ -122,91 +122,107 @@ class CallPath:
                 and call_input is None):
             # Most calls ask their server nothing beyond the arguments: nothing to write
             # into the body, nothing to watch while they run (``on_log`` alone asks
-            # nothing; see ``_ask``).
+            # nothing; see ``_ask``), so the params are made here.
             try:
                 params = orjson.dumps(body)
             except orjson.JSONEncodeError as exc:
                 return raising(exc)  # where the call is awaited, as from any other path
-            return self._tool_result(handle, entry, params, checked,
-                                     self.timeout_for(handle, timeout), idempotent)
-        return self._call_tool(handle, entry, body, checked, timeout, on_progress, log_level,
-                               idempotent, idempotency_key, call_input, on_log, None)
+            return self._call_tool(handle, entry, params, checked,
+                                   self.timeout_for(handle, timeout), idempotent)
+        return self._call_tool(handle, entry, None, checked, self.timeout_for(handle, timeout),
+                               idempotent, body, idempotency_key, call_input, on_progress,
+                               log_level, on_log)
 
     async def _recorded_call_tool(self, handle: WorkerHandle, entry: ToolEntry,
-                                  body: dict[str, Any], checked: ResultCheck, *args: Any) -> Any:
+                                  body: dict[str, Any], checked: ResultCheck,
+                                  timeout: float | None, on_progress: ProgressCallback | None,
+                                  log_level: str | None, idempotent: bool | None,
+                                  idempotency_key: str | bool | None,
+                                  call_input: CallInput | None,
+                                  on_log: LogCallback | None) -> Any:
         """``_call_tool`` with its record, made where the call is awaited (its span's
         parent is the context there) and ended on the result as the server sent it (its
         ``isError``), checked after."""
         record = self._telemetry.call(handle, "tools/call", body)
-        work = self._call_tool(handle, entry, body, None, *args, record)
+        work = self._call_tool(handle, entry, None, None, self.timeout_for(handle, timeout),
+                               idempotent, body, idempotency_key, call_input, on_progress,
+                               log_level, on_log, record)
         result = await (work if record is None else record.run(work))
         return result if isinstance(result, InputRequired) else checked(entry, result)
 
-    async def _call_tool(self, handle: WorkerHandle, entry: ToolEntry, body: dict[str, Any],
-                         checked: ResultCheck | None, timeout: float | None,
-                         on_progress: ProgressCallback | None,
-                         log_level: str | None, idempotent: bool | None,
-                         idempotency_key: str | bool | None, call_input: CallInput | None,
-                         on_log: LogCallback | None, record: CallRecord | None) -> Any:
-        """A ``tools/call`` that asks its server more than its arguments (progress, a log
-        level, an idempotency key, input rounds, a trace context): what it asks written
-        into its params, and unwatched when it ends."""
-        key = resolve_idempotency_key(idempotency_key)
-        params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
-                                    on_log, record)
-        del body  # only the bytes stay alive while the call is in flight (see _prepared)
+    async def _call_tool(self, handle: WorkerHandle, entry: ToolEntry, params: bytes | None,
+                         checked: ResultCheck | None, timeout: float,
+                         idempotent: bool | None, body: dict[str, Any] | None = None,
+                         idempotency_key: str | bool | None = None,
+                         call_input: CallInput | None = None,
+                         on_progress: ProgressCallback | None = None,
+                         log_level: str | None = None, on_log: LogCallback | None = None,
+                         record: CallRecord | None = None) -> Any:
+        """One ``tools/call``: sent, retried when the plan says, its result
+        ``checked(entry, result)`` (as decoded when ``checked`` is None) or
+        ``InputRequired``. A plain call comes with its ``params``; one that asks its
+        server more (progress, a log level, an idempotency key, input rounds, a trace
+        context) comes with its ``body``, and what it asks is written into its params
+        here, where it is awaited, and unwatched when it ends."""
+        key: str | None = None
+        watched: str | None = None
+        if body is not None:
+            key = resolve_idempotency_key(idempotency_key)
+            params, watched = _prepared(handle, body, key, call_input, on_progress, log_level,
+                                        on_log, record)
+            del body  # only the bytes stay alive while the call is in flight
+        assert params is not None  # given, or made from the body just above
         try:
-            return await self._tool_result(handle, entry, params, checked,
-                                           self.timeout_for(handle, timeout), idempotent, key,
-                                           call_input)
+            # The first attempt is awaited here, not in a helper, and when it can be sent at
+            # once (the usual case) its future is awaited here too, ended as
+            # ``handle.request`` ends it: one coroutine fewer per call in flight (the
+            # collector walks them all, and each costs its creation and its resumption).
+            answer: tuple[int, int, bytes, int] | None = None
+            deadline: float | None = None
+            try:
+                sent = handle.send_now("tools/call", params, timeout)
+                if sent is None:
+                    deadline = handle.now() + timeout
+                    reply = await handle.request("tools/call", params, timeout=timeout)
+                else:
+                    future, gen, call_id, started, deadline = sent
+                    del sent  # (see SentCall)
+                    try:
+                        answer = await future
+                    except BaseException as exc:
+                        raise handle.unanswered(gen, call_id, "tools/call", timeout,
+                                                exc) from None
+                    handle.settle(started, answer[3])
+            except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
+                answer = None
+                if deadline is None:  # send_now itself failed: the call begins now
+                    deadline = handle.now() + timeout
+                reply = await self._retried(handle, "tools/call", params, timeout, deadline, exc,
+                                            key, entry, idempotent)
+            if answer is not None:
+                kind, result_type, payload, _ = answer
+                if kind == KIND_RESULT and (result_type == RT_COMPLETE
+                                            or result_type == RT_ABSENT):
+                    # Complete (most answers): decoded as it is, with no ``Reply`` between
+                    # (nothing else in the answer needs reading).
+                    result = decoded_result(payload, handle.name, "tools/call")
+                    return result if checked is None else checked(entry, result)
+                reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
+                                         method="tools/call")
+            assert deadline is not None  # set on every path that reaches here
+            return await self._finished(handle, entry, params, key, reply, checked, timeout,
+                                        deadline, idempotent, call_input)
         finally:
             if watched is not None:
                 handle.notices.unwatch(watched)
 
-    async def _tool_result(self, handle: WorkerHandle, entry: ToolEntry, params: bytes,
-                           checked: ResultCheck | None, timeout: float,
-                           idempotent: bool | None, key: str | None = None,
-                           call_input: CallInput | None = None) -> Any:
-        """One ``tools/call`` with its ``params`` ready: sent, retried when the plan says,
-        its result ``checked(entry, result)`` (as decoded when ``checked`` is None) or
-        ``InputRequired``. The coroutine every plain call in flight is (``call_tool``)."""
-        # The first attempt is awaited here, not in a helper, and when it can be sent at
-        # once (the usual case) its future is awaited here too, ended as
-        # ``handle.request`` ends it: one coroutine fewer per call in flight (the
-        # collector walks them all, and each costs its creation and its resumption).
-        answer: tuple[int, int, bytes, int] | None = None
-        deadline: float | None = None
-        try:
-            sent = handle.send_now("tools/call", params, timeout)
-            if sent is None:
-                deadline = handle.now() + timeout
-                reply = await handle.request("tools/call", params, timeout=timeout)
-            else:
-                future, gen, call_id, started, deadline = sent
-                del sent  # (see SentCall)
-                try:
-                    answer = await future
-                except BaseException as exc:
-                    raise handle.unanswered(gen, call_id, "tools/call", timeout,
-                                            exc) from None
-                handle.settle(started, answer[3])
-        except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
-            answer = None
-            if deadline is None:  # send_now itself failed: the call begins now
-                deadline = handle.now() + timeout
-            reply = await self._retried(handle, "tools/call", params, timeout, deadline, exc,
-                                        key, entry, idempotent)
-        if answer is not None:
-            kind, result_type, payload, _ = answer
-            if kind == KIND_RESULT and (result_type == RT_COMPLETE
-                                        or result_type == RT_ABSENT):
-                # Complete (most answers): decoded as it is, with no ``Reply`` between
-                # (nothing else in the answer needs reading).
-                result = decoded_result(payload, handle.name, "tools/call")
-                return result if checked is None else checked(entry, result)
-            reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
-                                     method="tools/call")
-        assert deadline is not None  # set on every path that reaches here
+    async def _finished(self, handle: WorkerHandle, entry: ToolEntry, params: bytes,
+                        key: str | None, reply: Reply, checked: ResultCheck | None,
+                        timeout: float, deadline: float, idempotent: bool | None,
+                        call_input: CallInput | None) -> Any:
+        """A ``tools/call`` whose answer was not simply complete (an error, another result
+        type, or one after retries), taken to its end: re-listed and sent once more after
+        a header mismatch, its input rounds run (or relayed), its result checked."""
         if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
                                                               HttpParams):
             # The server's x-mcp-header definitions changed under our catalog. It
