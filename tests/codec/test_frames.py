@@ -407,6 +407,37 @@ def test_feed_forward_big_buffer():
     assert len(corr) == 0
 
 
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 70_000), min_size=1, max_size=6),
+       points=st.lists(st.integers(0, 500_000), max_size=8))
+def test_feed_forward_frames_are_the_same_however_the_stream_is_cut(sizes, points):
+    """Replies in the read buffer and replies assembled across reads (one of 64 KiB and
+    more spans several) become the same RESULT frames, in order, each written once."""
+    def decoded(pieces: list[bytes]) -> list[tuple[int, int, int, int, bytes]]:
+        corr: Correlator[object] = Correlator()
+        dec = StreamDecoder(corr)
+        ids = [corr.allocate_call(500 + n) for n in range(len(sizes))]
+        out = b""
+        for piece in pieces:
+            frames, events = dec.feed_forward(piece)
+            assert events == []
+            out += frames
+        frames, events = dec.finish_forward()
+        assert events == [] and len(corr) == 0
+        got = parse_result_frames(out + frames)
+        assert [g[1] for g in got] == ids
+        return got
+
+    # A fresh correlator's ids run 1, 2, ...: every decoder below allocates the same ones.
+    stream = b"".join(
+        response(n + 1, {"content": [{"type": "text", "text": "é" + "w" * size}]})
+        if n % 3 else response(n + 1, error=(-32000, "x" * size))
+        for n, size in enumerate(sizes))
+    whole = decoded([stream])
+    assert decoded(cuts(stream, points)) == whole
+    assert [g[0] for g in whole] == [500 + n for n in range(len(sizes))]
+
+
 def test_discard_call_makes_a_late_reply_stale():
     corr: Correlator[object] = Correlator()
     dec = StreamDecoder(corr)
