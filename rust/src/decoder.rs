@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 use crate::correlate::{CallCorrelator, Correlation, Token};
-use crate::frames::{put_result_frame, result_frame_len, result_type_code};
+use crate::frames::{fits_result_frame, put_result_frame, result_type_code, HEADER_LEN, RESULT_HEAD_LEN};
 use crate::json::Sink;
 use crate::scan::{scan, Envelope, JsonId, Kind};
 use crate::splitter::{Frame, LineSplitter};
@@ -76,7 +76,6 @@ fn response_id(s: &Scanned) -> Option<Option<&JsonId>> {
 #[derive(Debug, Default)]
 pub struct Forwarded {
     replies: Vec<ForwardedReply>,
-    encoded_len: usize,
 }
 
 #[derive(Debug)]
@@ -97,7 +96,7 @@ impl Forwarded {
 
     /// The size of all the RESULT frames together.
     pub fn encoded_len(&self) -> usize {
-        self.encoded_len
+        self.replies.iter().map(|r| HEADER_LEN + RESULT_HEAD_LEN + r.payload.len()).sum()
     }
 
     /// Write the RESULT frames, in the order their replies came, into `out`. `chunk` is the
@@ -136,7 +135,7 @@ pub fn route<T>(
                 (Kind::Result, Some((a, b))) => a..b,
                 _ => 0..line_len,
             };
-            if let Some(size) = result_frame_len(payload.len()) {
+            if fits_result_frame(payload.len()) {
                 // A forwarded call's id is always one the correlator allocated: an integer.
                 let request_id = match &env.id {
                     Some(JsonId::Int(n)) => *n,
@@ -150,7 +149,6 @@ pub fn route<T>(
                     payload,
                     frame: s.frame,
                 };
-                fwd.encoded_len += size;
                 fwd.replies.push(reply);
                 continue;
             }

@@ -196,10 +196,19 @@ impl FrameSplitter {
 
 /// Append `len | kind` for a body of `body_len` bytes; false if no u32 length can say it.
 fn put_header<S: Sink>(out: &mut S, kind: u8, body_len: usize) -> bool {
-    let Ok(len) = u32::try_from(body_len + 1) else { return false };
-    out.put(&len.to_le_bytes());
-    out.put_byte(kind);
-    true
+    match header(kind, body_len) {
+        Some(head) => {
+            out.put(&head);
+            true
+        }
+        None => false,
+    }
+}
+
+/// `len | kind` for a body of `body_len` bytes; None if no u32 length can say it.
+fn header(kind: u8, body_len: usize) -> Option<[u8; HEADER_LEN]> {
+    let len = u32::try_from(body_len + 1).ok()?.to_le_bytes();
+    Some([len[0], len[1], len[2], len[3], kind])
 }
 
 /// One whole SUBMIT frame in a new buffer ([`Submit::encoded_len`], [`Submit::write`]).
@@ -256,8 +265,7 @@ impl Submit<'_> {
     pub fn write<S: Sink>(&self, out: &mut S) {
         // The fixed part goes out in one piece (a small frame is mostly head).
         let mut head = [0u8; HEADER_LEN + SUBMIT_HEAD_LEN];
-        head[..4].copy_from_slice(&((self.body_len() + 1) as u32).to_le_bytes());
-        head[4] = FRAME_SUBMIT;
+        head[..HEADER_LEN].copy_from_slice(&header(FRAME_SUBMIT, self.body_len()).expect("measured by encoded_len"));
         head[5..13].copy_from_slice(&self.call_id.to_le_bytes());
         head[13..17].copy_from_slice(&self.timeout_ms.to_le_bytes());
         head[17..19].copy_from_slice(&(self.method.len() as u16).to_le_bytes());
@@ -299,11 +307,9 @@ pub fn result_type_code(result_type: Option<&str>) -> u8 {
     }
 }
 
-/// The size of a RESULT frame carrying `payload_len` bytes, or None if no frame length
-/// can say it.
-pub fn result_frame_len(payload_len: usize) -> Option<usize> {
-    let body_len = RESULT_HEAD_LEN + payload_len;
-    u32::try_from(body_len + 1).ok().map(|_| HEADER_LEN + body_len)
+/// Whether a RESULT frame can carry `payload_len` bytes (a frame's length is a u32).
+pub fn fits_result_frame(payload_len: usize) -> bool {
+    header(FRAME_RESULT, RESULT_HEAD_LEN + payload_len).is_some()
 }
 
 /// Append one RESULT frame to `out`; false (and `out` untouched) if the payload is too big

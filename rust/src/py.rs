@@ -500,6 +500,8 @@ impl PyStreamDecoder {
     /// `bytes` object that carries them to the parent.
     fn frames<'py>(py: Python<'py>, forwarded: &decoder::Forwarded, chunk: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         if forwarded.is_empty() {
+            // Most reads of small replies end mid-line or carry none: no new object (and
+            // CPython's empty `bytes` is a shared one, not to be written through).
             return Ok(PyBytes::new(py, b""));
         }
         bytes_written(py, forwarded.encoded_len(), |fill| forwarded.write(chunk, fill))
