@@ -107,19 +107,22 @@ class CallPath:
                   timeout: float | None, on_progress: ProgressCallback | None,
                   log_level: str | None, idempotent: bool | None,
                   idempotency_key: str | bool | None, call_input: CallInput | None = None,
-                  on_log: LogCallback | None = None) -> Coroutine[Any, Any, Any]:
+                  on_log: LogCallback | None = None,
+                  trace_context: dict[str, str] | None = None) -> Coroutine[Any, Any, Any]:
         """The complete result of one ``tools/call``, as ``checked(entry, result)`` makes
         it, or ``InputRequired`` when ``call_input`` relays the rounds. Not a coroutine
         itself: the caller awaits the call's own coroutine, with no frame between (each
-        call in flight holds as few objects as it can)."""
+        call in flight holds as few objects as it can). ``trace_context`` (checked: see
+        ``telemetry.carried``) goes upstream in ``_meta`` as it came, unless the call's
+        own span's replaces it."""
         body = {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))}
         if self._telemetry.recording():
             return self._recorded_call_tool(handle, entry, body, checked, timeout, on_progress,
                                             log_level, idempotent, idempotency_key, call_input,
-                                            on_log)
+                                            on_log, trace_context)
         if (on_progress is None and log_level is None and idempotency_key is None
-                and call_input is None):
+                and call_input is None and trace_context is None):
             # Most calls ask their server nothing beyond the arguments: nothing to write
             # into the body, nothing to watch while they run (``on_log`` alone asks
             # nothing; see ``_ask``), so the params are made here.
@@ -129,6 +132,8 @@ class CallPath:
                 return raising(exc)  # where the call is awaited, as from any other path
             return self._call_tool(handle, entry, params, checked,
                                    self.timeout_for(handle, timeout), idempotent)
+        if trace_context is not None:
+            body["_meta"] = trace_context
         return self._call_tool(handle, entry, None, checked, self.timeout_for(handle, timeout),
                                idempotent, body, idempotency_key, call_input, on_progress,
                                log_level, on_log)
@@ -139,11 +144,14 @@ class CallPath:
                                   log_level: str | None, idempotent: bool | None,
                                   idempotency_key: str | bool | None,
                                   call_input: CallInput | None,
-                                  on_log: LogCallback | None) -> Any:
+                                  on_log: LogCallback | None,
+                                  trace_context: dict[str, str] | None) -> Any:
         """``_call_tool`` with its record, made where the call is awaited (its span's
-        parent is the context there) and ended on the result as the server sent it (its
-        ``isError``), checked after."""
-        record = self._telemetry.call(handle, "tools/call", body)
+        parent is the context there, or the one the caller gave) and ended on the result
+        as the server sent it (its ``isError``), checked after."""
+        if trace_context is not None:
+            body["_meta"] = trace_context  # what goes upstream when no span replaces it
+        record = self._telemetry.call(handle, "tools/call", body, trace_context)
         work = self._call_tool(handle, entry, None, None, self.timeout_for(handle, timeout),
                                idempotent, body, idempotency_key, call_input, on_progress,
                                log_level, on_log, record)
@@ -244,12 +252,17 @@ class CallPath:
 
     def read(self, handle: WorkerHandle, method: str, body: dict[str, Any],
              timeout: float | None, call_input: CallInput | None = None, *,
-             log_level: str | None = None, on_log: LogCallback | None = None
-             ) -> Coroutine[Any, Any, Any]:
+             log_level: str | None = None, on_log: LogCallback | None = None,
+             trace_context: dict[str, str] | None = None) -> Coroutine[Any, Any, Any]:
         """A read (``resources/read``, ``prompts/get``): retried after transport loss or a
         timeout; the result as sent (or ``InputRequired``, relayed). ``body`` is the
-        caller's to give: what the read asks is written into it."""
-        record = self._telemetry.call(handle, method, body)
+        caller's to give: what the read asks is written into it (``trace_context`` as for
+        ``call_tool``)."""
+        if trace_context is not None:
+            meta = body.get("_meta")
+            body["_meta"] = ({**meta, **trace_context} if isinstance(meta, dict)
+                             else trace_context)
+        record = self._telemetry.call(handle, method, body, trace_context)
         work = self._read(handle, method, body, timeout, call_input, log_level, on_log, record)
         return work if record is None else record.run(work)
 
@@ -346,8 +359,9 @@ def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
     """A request's params, serialized once for all its attempts, and the notices token it
     watches while it runs (``_ask``). Only the bytes stay alive during the call: the GC walks every
     object each call in flight holds, so a call holds as few as it can. The trace
-    context, when a span is recorded, goes into ``_meta`` here, for every era: the same
-    on every attempt and every input round."""
+    context, when a span is recorded, goes into ``_meta`` here, for every era, over the
+    one the caller gave (already in ``body``): the same on every attempt and every input
+    round."""
     if (key is None and record is None and call_input is None and on_progress is None
             and log_level is None):
         return orjson.dumps(body), None  # most calls: nothing to write into the body

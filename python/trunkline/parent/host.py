@@ -33,6 +33,7 @@ from ..protocol.mrtr import CAPABILITY_OF, InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.versions import LOG_LEVELS
 from ..settings import HostSettings, ServerConfig
+from ..telemetry.carried import carried
 from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
@@ -403,6 +404,7 @@ class Host:
         idempotency_key: str | bool | None = None,
         call_input: CallInput | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> Coroutine[Any, Any, CallToolResult | InputRequired]:
         """Call a tool by its canonical name (or model-safe alias): a coroutine to await
         (or to run as a task). JSON-RPC errors raise ``ServerError``; ``isError`` results
@@ -426,7 +428,15 @@ class Host:
 
         ``call_input`` gives this call its own input-round handlers, or relays its
         ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
-        client answers); the caller's next call carries the answers in it."""
+        client answers); the caller's next call carries the answers in it.
+
+        ``trace_context`` is a W3C trace context the call continues (``traceparent``,
+        ``tracestate``, ``baggage``: those keys only, strings, else ``ValueError`` /
+        ``TypeError``). With tracing off it goes to the server as it is, in ``_meta``
+        (this host is no hop of the trace); a malformed ``traceparent`` (and its
+        ``tracestate``) or a value over 8,192 characters is dropped, never forwarded
+        (``telemetry.carried``). With tracing on, the call's span is its child (instead
+        of the current span's), and the span's context goes."""
         # Not a coroutine function itself: the call's own coroutine (``CallPath``'s) is
         # what the caller awaits, with no frame of this one between while it is in flight
         # (each call in flight holds as few objects as it can; the collector walks them).
@@ -438,6 +448,7 @@ class Host:
                 raise TypeError("arguments must be a mapping")
             if log_level is not None or on_log is not None:
                 _check_logs(log_level, on_log)
+            passed = None if trace_context is None else carried(trace_context)
             settling = self._catalog.settling(entry.server)
             handle = None if settling else self._servers.handle(entry.server)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
@@ -446,12 +457,12 @@ class Host:
             return self._call_settled(name, arguments, dict(
                 timeout=timeout, on_progress=on_progress, log_level=log_level,
                 idempotent=idempotent, idempotency_key=idempotency_key,
-                call_input=call_input, on_log=on_log))
+                call_input=call_input, on_log=on_log, trace_context=passed))
         return self._calls.call_tool(
             handle, entry, arguments, self._to_result,
             timeout=timeout, on_progress=on_progress, log_level=log_level,
             idempotent=idempotent, idempotency_key=idempotency_key, call_input=call_input,
-            on_log=on_log)
+            on_log=on_log, trace_context=passed)
 
     async def _call_settled(self, name: str, arguments: Mapping[str, Any] | None,
                             options: dict[str, Any]) -> CallToolResult | InputRequired:
@@ -494,16 +505,19 @@ class Host:
                       timeout: float | None = None,
                       call_input: CallInput | None = None,
                       log_level: str | None = None,
-                      on_log: Callable[[dict[str, Any]], None] | None = None) -> Any:
+                      on_log: Callable[[dict[str, Any]], None] | None = None,
+                      trace_context: Mapping[str, str] | None = None) -> Any:
         """Any request that only reads (``prompts/list``, ``resources/templates/list``,
         ``completion/complete``, ...) to one server: retried after transport loss or a
         timeout, its input rounds completed (or relayed), its log messages given to
-        ``on_log``, as ``call_tool`` says; the result as sent. JSON-RPC errors raise
+        ``on_log``, its ``trace_context`` continued, as ``call_tool`` says (over a
+        ``_meta`` one in ``params``); the result as sent. JSON-RPC errors raise
         ``ServerError``."""
         _check_logs(log_level, on_log)
-        return await self._calls.read(self._servers.handle(server), method,
-                                      dict(params or {}), timeout, call_input,
-                                      log_level=log_level, on_log=on_log)
+        return await self._calls.read(
+            self._servers.handle(server), method, dict(params or {}), timeout, call_input,
+            log_level=log_level, on_log=on_log,
+            trace_context=None if trace_context is None else carried(trace_context))
 
     def subscribe_resource(self, server: str, uri: str,
                            on_updated: Callable[[dict[str, Any]], None]) -> Callable[[], None]:

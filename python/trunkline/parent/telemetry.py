@@ -114,9 +114,11 @@ class Telemetry:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def call(self, handle: WorkerHandle, method: str,
-             params: Mapping[str, Any] | None) -> CallRecord | None:
-        """The record of one request the host sends to ``handle``'s server (None: off)."""
+    def call(self, handle: WorkerHandle, method: str, params: Mapping[str, Any] | None,
+             carried: Mapping[str, str] | None = None) -> CallRecord | None:
+        """The record of one request the host sends to ``handle``'s server (None: off).
+        Its span continues the context its caller gave (``carried``, W3C), else the
+        current one."""
         tracer = self.tracer()
         instruments = self.instruments()
         if tracer is None and instruments is None:
@@ -127,8 +129,9 @@ class Telemetry:
         version = handle.version
         if version is not None:
             attributes[c.PROTOCOL_VERSION] = version
+        parent = None if carried is None or tracer is None else propagate.extract(carried)
         return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.CLIENT,
-                          method, attributes)
+                          method, attributes, parent=parent)
 
     def serve(self, method: str, params: Mapping[str, Any], request_id: Any,
               version: str | None, transport: str | None = None) -> CallRecord | None:
