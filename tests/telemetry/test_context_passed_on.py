@@ -9,6 +9,7 @@ CLIENT span continues a given context and its own goes upstream."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import orjson
@@ -18,6 +19,7 @@ from opentelemetry.trace import SpanKind
 
 import realpeers
 import taplog
+from gateways import JSON_ONLY, HttpGateway, StdioGateway, fleet_config, modern_meta
 from otelsdk import Recorded, traceparent
 from trunkline.params import stdio
 from trunkline.parent.host import Host
@@ -57,6 +59,143 @@ def trace_of(message: dict) -> dict[str, str]:
 def echoed(log) -> dict[str, dict]:
     """The echo server's ``tools/call`` requests, by the text they echo."""
     return {m["params"]["arguments"]["text"]: m for m in received(log, "tools/call")}
+
+
+@pytest.fixture
+def untraced(monkeypatch):
+    """No ``OTEL_*`` variable in the environment the gateway inherits: no tracing."""
+    for key in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(key)
+
+
+@pytest.mark.real_servers
+def test_serve_http_passes_a_modern_clients_context_on(gateways, tmp_path, untraced):
+    echo_log, time_log = tmp_path / "echo.jsonl", tmp_path / "time.jsonl"
+    path = fleet_config(tmp_path, {"echo": tapped(realpeers.MODERN_PY_ECHO, echo_log),
+                                   "time": tapped(realpeers.LEGACY_PY_TIME, time_log)},
+                        allow_legacy=("time",))
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+
+        async def ask(method, params, meta=None, headers=None):
+            message = gw.message(method, {**params, "_meta": modern_meta(**(meta or {}))})
+            status, answer, _ = await gw.post(
+                message, {**gw.modern_headers(message, JSON_ONLY), **(headers or {})})
+            assert status == 200 and "result" in answer, answer
+
+        try:
+            await ask("tools/call", {"name": "echo", "arguments": {"text": "in _meta"}},
+                      {**w3c(1), "com.example/private": "the client's own"})
+            await ask("tools/call", {"name": "get_current_time",
+                                     "arguments": {"timezone": "UTC"}}, w3c(2))
+            await ask("tools/call", {"name": "echo", "arguments": {"text": "in headers"}},
+                      headers=w3c(3))
+            await ask("tools/call", {"name": "echo", "arguments": {"text": "in both"}},
+                      w3c(4), headers=w3c(5))
+            await ask("tools/call", {"name": "echo", "arguments": {"text": "none"}})
+            await ask("tools/call", {"name": "echo", "arguments": {"text": "malformed"}},
+                      {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+                       "tracestate": "congo=t61rcWkgMzE", "baggage": "user=bob"})
+            await ask("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}}, w3c(6))
+            await ask("resources/read", {"uri": "echo://about"}, w3c(7))
+            await ask("completion/complete", {
+                "ref": {"type": "ref/resource", "uri": "echo://items/{item}"},
+                "argument": {"name": "item", "value": "ap"}}, headers=w3c(8))
+        finally:
+            assert await gw.stop() == 0
+    run(main())
+
+    calls = echoed(echo_log)
+    # Unchanged: the same trace id and parent id (no span of ours between), the client's
+    # tracestate and baggage, and nothing else of the client's _meta.
+    assert trace_of(calls["in _meta"]) == w3c(1)
+    assert "com.example/private" not in calls["in _meta"]["params"]["_meta"]
+    [legacy] = received(time_log, "tools/call")
+    assert trace_of(legacy) == w3c(2)
+    assert trace_of(calls["in headers"]) == w3c(3)
+    assert trace_of(calls["in both"]) == w3c(4)  # _meta wins over the headers
+    assert trace_of(calls["none"]) == {}
+    # A malformed traceparent is dropped, and its tracestate with it; baggage stands alone.
+    assert trace_of(calls["malformed"]) == {"baggage": "user=bob"}
+    [prompt] = received(echo_log, "prompts/get")
+    [read] = received(echo_log, "resources/read")
+    [completion] = received(echo_log, "completion/complete")
+    assert [trace_of(prompt), trace_of(read), trace_of(completion)] == [w3c(6), w3c(7), w3c(8)]
+    # The gateway's listings carry no one's context.
+    assert all(trace_of(m) == {} for m in received(echo_log, "tools/list"))
+
+
+@pytest.mark.real_servers
+def test_serve_http_passes_a_legacy_sessions_context_on(gateways, tmp_path, untraced):
+    echo_log = tmp_path / "echo.jsonl"
+    path = fleet_config(tmp_path, {"echo": tapped(realpeers.MODERN_PY_ECHO, echo_log)})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        try:
+            session, _ = await gw.legacy_session()
+            for message, headers in (
+                    (gw.message("tools/call", {"name": "echo", "arguments": {"text": "legacy"},
+                                               "_meta": w3c(11)}), {}),
+                    (gw.message("tools/call", {"name": "echo",
+                                               "arguments": {"text": "legacy headers"}}),
+                     w3c(12)),
+                    (gw.message("prompts/get", {"name": "greet", "arguments": {"name": "Lin"},
+                                                "_meta": w3c(13)}), {})):
+                status, answer, _ = await gw.post(message, {**session, **headers})
+                assert status == 200 and "result" in answer, answer
+        finally:
+            assert await gw.stop() == 0
+    run(main())
+
+    calls = echoed(echo_log)
+    assert trace_of(calls["legacy"]) == w3c(11)
+    assert trace_of(calls["legacy headers"]) == w3c(12)
+    [prompt] = received(echo_log, "prompts/get")
+    assert trace_of(prompt) == w3c(13)
+
+
+@pytest.mark.real_servers
+def test_serve_stdio_passes_the_clients_context_on(gateways, tmp_path, untraced):
+    echo_log, time_log = tmp_path / "echo.jsonl", tmp_path / "time.jsonl"
+    path = fleet_config(tmp_path, {"echo": tapped(realpeers.MODERN_PY_ECHO, echo_log),
+                                   "time": tapped(realpeers.LEGACY_PY_TIME, time_log)},
+                        allow_legacy=("time",))
+
+    async def main():
+        gw = await StdioGateway.start(path, gateways)
+        try:
+            for params in (
+                    {"name": "echo", "arguments": {"text": "modern"},
+                     "_meta": modern_meta(**w3c(21))},
+                    {"name": "get_current_time", "arguments": {"timezone": "UTC"},
+                     "_meta": modern_meta(**w3c(22))},
+                    {"name": "echo", "arguments": {"text": "none"}, "_meta": modern_meta()}):
+                assert "result" in await gw.call("tools/call", params)
+            read = await gw.call("resources/read", {"uri": "echo://about",
+                                                    "_meta": modern_meta(**w3c(23))})
+            assert "result" in read, read
+            init = await gw.call("initialize", {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "old", "version": "1"}})
+            assert "result" in init
+            gw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            legacy = await gw.call("tools/call", {"name": "echo", "arguments": {"text": "legacy"},
+                                                  "_meta": w3c(24)})
+            assert "result" in legacy, legacy
+        finally:
+            assert await gw.close() == 0
+    run(main())
+
+    calls = echoed(echo_log)
+    assert trace_of(calls["modern"]) == w3c(21)
+    assert trace_of(calls["none"]) == {}
+    assert trace_of(calls["legacy"]) == w3c(24)
+    [legacy_upstream] = received(time_log, "tools/call")
+    assert trace_of(legacy_upstream) == w3c(22)
+    [read] = received(echo_log, "resources/read")
+    assert trace_of(read) == w3c(23)
 
 
 @pytest.mark.real_servers

@@ -17,6 +17,12 @@ server as it came; a legacy client is asked with requests of its own era
 ``Client.ask``, and the server gets the answers. The server behind is told, as the
 request's ``clientCapabilities``, the input kinds the client declared (and the gateway can
 relay); input the client did not declare is -32021, never asked.
+
+A request's W3C trace context (``traceparent`` in its ``_meta``, else in the HTTP face's
+headers, with ``tracestate`` and ``baggage``) is continued by its SERVER span when tracing
+is on. When it is off the gateway is no hop of the trace: the context, and nothing else
+of the client's ``_meta``, goes to the server behind as it came (``Host``'s
+``trace_context``), for a ``tools/call`` and for what is routed to one server.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from ..parent.results import CallToolResult
 from ..protocol.listen import RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
+from ..telemetry.carried import picked
 from . import protocol as p
 from . import tool_search
 from .admission import Admission
@@ -185,7 +192,7 @@ class Answerer:
         on_log = None if level is None else _logs_to(notify)
         return self._behind(request, server, self.host.call_tool(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
-            on_log=on_log))
+            on_log=on_log, trace_context=self._passed_on(request)))
 
     def _searched_call(self, request: p.Request, name: str, arguments: dict[str, Any]
                        ) -> tuple[str, dict[str, Any]] | dict[str, Any]:
@@ -225,6 +232,19 @@ class Answerer:
                        f"{owner!r} is {status.state.value}{why}",
                        {"server": owner, "state": status.state.value})
 
+    def _passed_on(self, request: p.Request) -> dict[str, str] | None:
+        """The trace context the client sent (its ``_meta``'s, else its HTTP headers'),
+        to go upstream as it came while the gateway records no span: with tracing on,
+        the SERVER span continues it and the host's CLIENT span's context goes instead."""
+        meta = request.meta
+        if "traceparent" in meta:
+            context = picked(meta)
+        elif request.trace_headers is not None:
+            context = request.trace_headers
+        else:
+            return None  # most requests: nothing to look up
+        return context if self.host.telemetry.tracer() is None else None
+
     def _server_of(self, tool: str) -> str | None:
         return self.host.catalog.server_of(tool)
 
@@ -256,7 +276,8 @@ class Answerer:
         on_log = _logs_to(notify) if level is not None and notify is not None else None
         return await self._behind(request, routed["server"], self.host.request(
             routed["server"], method, routed["params"], call_input=call_input,
-            log_level=level if on_log is not None else None, on_log=on_log))
+            log_level=level if on_log is not None else None, on_log=on_log,
+            trace_context=self._passed_on(request)))
 
     async def watch(self, uri: Any, era: p.ClientEra,
                     on_updated: Callable[[dict[str, Any]], None]

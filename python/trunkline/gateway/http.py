@@ -29,8 +29,10 @@ not loopback, or OAuth access tokens (``bearer``: the gateway as a protected res
 its RFC 9728 metadata at ``/.well-known/oauth-protected-resource[/mcp]``), or either; a
 body over the limit is 413 naming the limit. A downstream client's ``Authorization`` is
 the gateway's business only: nothing of it goes to the servers behind (the specification
-forbids token passthrough; upstream credentials are the gateway's own). Stopping drains: no new
-requests, calls in flight finish within the drain deadline, listen streams end.
+forbids token passthrough; upstream credentials are the gateway's own). A client's W3C
+trace context headers (``traceparent``, ``tracestate``, ``baggage``) are its request's
+when the request's ``_meta`` names none (``answers`` says where they go). Stopping drains:
+no new requests, calls in flight finish within the drain deadline, listen streams end.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
 from opentelemetry import context as otel_context
 
@@ -52,6 +55,7 @@ from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
+from ..telemetry.carried import picked
 from . import bearer
 from . import protocol as p
 from .admin import status_document
@@ -492,10 +496,9 @@ class HttpFace:
             return ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
         if type(inbound) is not p.Request:
             return ready(self._not_a_request(inbound, session_id))
-        traced = self._answerer.host.telemetry.incoming(request.headers)
-        if traced is None:
-            return self._request(request, inbound, session_id, session)
-        return self._traced_request(traced, request, inbound, session_id, session)
+        if "traceparent" in request.headers:
+            return self._carrying(request, inbound, session_id, session)
+        return self._request(request, inbound, session_id, session)
 
     def _not_a_request(self, inbound: p.Inbound, session_id: str | None) -> Reply:
         """The answer to a POST of anything but a request: a refusal, or 202 Accepted."""
@@ -513,6 +516,18 @@ class HttpFace:
             if task is not None:
                 task.cancel()
         return Reply(202)
+
+    def _carrying(self, http: Exchange, request: p.Request, session_id: str | None,
+                  session: LegacySession | None) -> Awaitable[Reply | dict[str, Any] | None]:
+        """A request whose W3C headers carry a trace context: with tracing on, the ambient
+        context while it is served; with tracing off, the request's own when its
+        ``_meta`` names none, for the answerer to pass on."""
+        traced = self._answerer.host.telemetry.incoming(http.headers)
+        if traced is not None:
+            return self._traced_request(traced, http, request, session_id, session)
+        if "traceparent" not in request.meta:
+            request = msgspec.structs.replace(request, trace_headers=picked(http.headers))
+        return self._request(http, request, session_id, session)
 
     async def _traced_request(self, traced: otel_context.Context, http: Exchange,
                               request: p.Request, session_id: str | None,

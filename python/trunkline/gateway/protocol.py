@@ -81,6 +81,9 @@ class Request(msgspec.Struct, frozen=True):
     version: str
     #: ``params._meta`` when it is an object, else empty (read once: every step asks).
     meta: dict[str, Any] = {}
+    #: The W3C trace context its transport carried (the HTTP face's ``traceparent``,
+    #: ``tracestate``, ``baggage`` headers) when its ``_meta`` names none; else None.
+    trace_headers: dict[str, str] | None = None
 
 
 class Notification(msgspec.Struct, frozen=True):
