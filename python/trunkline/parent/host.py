@@ -248,7 +248,7 @@ class Host:
         safe to repeat, so a call to them may be retried after it may have reached the
         server; a tool's own ``idempotentHint`` is untrusted and never counts.
         ``enabled_tools`` / ``disabled_tools`` (glob patterns of local names) choose the
-        tools listed and callable. ``roots`` (``file://`` URIs, or ``Root``\ s) are what
+        tools listed and callable. ``roots`` (``file://`` URIs, or ``Root`` objects) are what
         the server is told its roots are when it asks (declare the ``roots`` capability);
         without them the host's ``roots/list`` handler answers a legacy server, never one
         call's (its roots are its session's, shared by every call)."""
