@@ -280,8 +280,15 @@ async def _started(host: Host, progress_mode: str, *,
 
 
 #: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
-#: it passes each request for input on to its client (see gateway/answers.py).
+#: it passes each request for input on to its client (see gateway/answers.py), except a
+#: legacy server's roots, which are its session's and so every client's: those are the
+#: entry's ``roots``, else none (``_no_roots``).
 RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+
+
+async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:
+    """A legacy server's ``roots/list`` behind the gateway, when its entry names none."""
+    return {"roots": []}
 
 
 async def serve(ns: argparse.Namespace) -> int:
@@ -309,6 +316,7 @@ async def serve(ns: argparse.Namespace) -> int:
         # must have declared it: the gateway checks), so it declares all of it upstream.
         async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
                                              capabilities=RELAYED_CAPABILITIES,
+                                             input_handlers={"roots/list": _no_roots},
                                              model_safe_names=ns.model_safe_names),
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(

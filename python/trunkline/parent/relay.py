@@ -52,7 +52,9 @@ class ServerRequestRelay:
         handler = self._handler(request)
         try:
             if handler is None:
-                raise LookupError(f"the host answers no {request.method} requests")
+                raise LookupError(f"{request.method} cannot be answered here: the call it "
+                                  "belongs to (if any) cannot take it, and the host has no "
+                                  "handler for it")
             answer = ch.ServerAnswer(request.key, result=await handler(request.params))
         except Exception as exc:  # noqa: BLE001 - the server is told why, not left waiting
             answer = ch.ServerAnswer(request.key, error=str(exc) or type(exc).__name__)
