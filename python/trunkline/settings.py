@@ -139,7 +139,7 @@ class HostSettings:
     #: Names this host in what it hands out that only it can take back (the token of a
     #: call waiting for its caller's input, ``parent.bridged_calls``), so that another
     #: host (a sibling gateway process) knows such a token is not its own. Letters,
-    #: digits and ``-`` only.
+    #: digits, ``-`` and ``_`` only.
     instance: str = field(default_factory=lambda: secrets.token_hex(4))
 
     def __post_init__(self) -> None:
@@ -152,10 +152,10 @@ class HostSettings:
         if self.worker_start not in ("spawn", "zygote"):
             raise ConfigurationError(
                 f"worker_start must be 'spawn' or 'zygote', not {self.worker_start!r}")
-        if not self.instance or not self.instance.replace("-", "").isalnum() \
-                or not self.instance.isascii():
+        if not self.instance or not self.instance.isascii() \
+                or not self.instance.replace("-", "").replace("_", "").isalnum():
             raise ConfigurationError(
-                f"instance must be letters, digits and '-', not {self.instance!r}")
+                f"instance must be letters, digits, '-' and '_', not {self.instance!r}")
         if not (self.close_wait_s >= 0 and self.term_wait_s >= 0):
             raise ConfigurationError("the stop ladder's waits must not be negative")
 
