@@ -40,6 +40,7 @@ from gateways import (
     sse_messages,
 )
 from haproxy import Haproxy
+from nginx import Nginx
 from mcp_schema import LEGACY, MODERN
 
 NAMES = ("r0", "r1", "r2")
@@ -359,6 +360,55 @@ def test_with_affinity_on_the_session_id_every_request_reaches_its_replica(gatew
             assert refused.status == 404
             assert await c.stop() == {name: 0 for name in NAMES}
     run(main(), timeout=60)
+
+
+@pytest.mark.real_servers
+def test_the_nginx_recipe_keeps_a_legacy_session_on_its_replica(gateways, tmp_path):
+    async def main():
+        started = {}
+        for name in NAMES:
+            (tmp_path / name).mkdir()
+            path = fleet_config(tmp_path / name, {"alpha": scripted("--name", f"ng-{name}")})
+            started[name] = await HttpGateway.start(path, gateways, "--replica", name,
+                                                    env=SHARED_KEY)
+        address = {name: gw.url.split("/")[2] for name, gw in started.items()}
+        lb = await Nginx.start(tmp_path / "nginx", {n: gw.url for n, gw in started.items()})
+        try:
+            async with aiohttp.ClientSession() as http:
+                plain = {"Accept": BOTH, "Content-Type": "application/json"}
+                init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": LEGACY, "capabilities": {},
+                                   "clientInfo": {"name": "old", "version": "1"}}}
+                async with http.post(lb.url, data=orjson.dumps(init), headers=plain) as r:
+                    assert r.status == 200, await r.text()
+                    session = r.headers["Mcp-Session-Id"]
+                    owner = session.split(".")[0]
+                    assert r.headers["X-Replica"] == address[owner]
+                in_session = {**plain, "Mcp-Session-Id": session,
+                              "MCP-Protocol-Version": LEGACY}
+                calls = [await post(http, lb.url, {
+                    "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"i": i}}}, headers=in_session)
+                    for i in range(6)]
+                assert all(ex.status == 200 and json.loads(text_of(ex)) == {"i": i}
+                           for i, ex in enumerate(calls)), calls
+                assert {ex.replica for ex in calls} == {address[owner]}
+                modern = [await post(http, lb.url, call_message(f"m{i}", "echo", {"i": i}))
+                          for i in range(6)]
+                assert all(ex.status == 200 for ex in modern)
+                assert len({ex.replica for ex in modern}) == 3, "the rest goes round"
+            python = realpeers.PEERS_DIR / "py-legacy" / "bin" / "python"
+            client = await asyncio.create_subprocess_exec(
+                str(python), str(PEERS / "sdk_client.py"), "echo", json.dumps({"via": "ng"}),
+                "--", lb.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(client.communicate(), 60)
+            assert client.returncode == 0, err.decode()[-3000:]
+            done = json.loads(out.decode().strip().splitlines()[-1])
+            assert json.loads(done["result"]["content"][0]["text"]) == {"via": "ng"}
+        finally:
+            await lb.stop()
+        assert [await gw.stop() for gw in started.values()] == [0, 0, 0]
+    run(main(), timeout=90)
 
 
 @pytest.mark.real_servers
