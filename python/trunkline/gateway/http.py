@@ -10,17 +10,19 @@ HTTP/1.1 server, ``http_server``):
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
   until the client closes it, told of every catalog change.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
-  signed, not stored (``SessionSigner``), so any replica sharing the key serves the
-  session; a GET with it opens the session's stream for list changes; DELETE is 405, as
-  2025-11-25 allows: nothing stored could be forgotten. An id no replica signed is 404,
-  which tells the client to start over. A legacy call accepting SSE gets a resumable
-  stream (``event_streams``: a priming event, event ids, replay on a GET with
-  ``Last-Event-ID``); it outlives its connection and ends early only by the client's
-  ``notifications/cancelled``. A server's input for a legacy client's call is asked on
-  that call's SSE stream, and the answer POSTed back must reach the same replica (the one
-  waiting for it), as must a resumption: behind a load balancer, legacy sessions want
-  affinity on ``Mcp-Session-Id``. Resource subscriptions and the log level a legacy
-  session sets are held by the replica that was told, too.
+  signed, not stored (``SessionSigner``), naming this process; a GET with it opens the
+  session's stream for list changes; DELETE is 405, as 2025-11-25 allows: nothing stored
+  could be forgotten. An id no replica signed is 404, which tells the client to start
+  over. A legacy call accepting SSE gets a resumable stream (``event_streams``: a priming
+  event, event ids, replay on a GET with ``Last-Event-ID``); it outlives its connection
+  and ends early only by the client's ``notifications/cancelled``. A server's input for a
+  legacy client's call is asked on that call's SSE stream and answered in a POST.
+  Everything a session holds (asks waiting, streams, subscriptions, its log level) is the
+  process's that opened it: a request of a session another process holds is passed to it
+  when it is a sibling copy (``siblings``), else answered 404 naming the holder (a
+  replica behind a balancer without affinity, or a process started again since), never
+  accepted and dropped. The same for a modern client's answer to an input round another
+  process asked (its ``requestState`` names the process).
 
 Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
 status``), behind the same checks as ``/mcp``; ``Host`` and ``Origin`` checked against the names
