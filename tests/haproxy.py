@@ -13,6 +13,9 @@ tests rely on:
 - health checks of ``/readyz`` every 200 ms (a draining replica answers 503 there);
 - ``X-Replica`` on every response, HAProxy's own errors included: the replica that
   answered (or was being asked);
+- with ``affinity``, the README's recipe: a request whose ``Mcp-Session-Id`` starts with a
+  replica's name (each replica runs ``--replica NAME``, its server name here) goes to that
+  replica, and everything else round-robin;
 - one log line per request on stderr (kept in a file): replica, method, path, status,
   HAProxy's termination state, its connect retries and the ``Mcp-Method`` header;
 - the stats page at ``/lb-stats`` (``;csv``), read by ``states`` to see a replica go DOWN.
@@ -66,7 +69,7 @@ frontend mcp
 
 backend {backend}
     balance roundrobin
-    option httpchk
+{affinity}    option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1
     http-check expect status 200
     default-server check inter 200ms fall 1 rise 2
@@ -108,15 +111,19 @@ class Haproxy:
 
     @classmethod
     async def start(cls, directory: Path, replicas: Mapping[str, str],
-                    seconds: float = 20) -> Haproxy:
+                    seconds: float = 20, affinity: bool = False) -> Haproxy:
         """HAProxy in front of ``replicas`` (name -> the replica's ``/mcp`` URL), once
-        every replica is UP by its health check."""
+        every replica is UP by its health check; ``affinity``: a legacy session's requests
+        go to the replica whose name leads its id."""
         port = free_port()
         servers = "\n".join(f"    server {name} {url.split('/')[2]}"
                             for name, url in replicas.items())
+        rules = "".join(
+            f"    use-server {name} if {{ req.hdr(mcp-session-id) -m reg ^{name}[._] }}\n"
+            for name in replicas) if affinity else ""
         config = directory / "haproxy.cfg"
         config.write_text(_CONFIG.format(tag=_LOG_TAG, port=port, stats=STATS_PATH,
-                                         backend=BACKEND, servers=servers))
+                                         backend=BACKEND, servers=servers, affinity=rules))
         log_path = directory / "haproxy.log"
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:

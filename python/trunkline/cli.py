@@ -30,7 +30,7 @@ from .parent.results import CallToolResult
 from .parent.supervisor import Supervisor
 from .log_format import FORMATS, LEVELS, configure as configure_logs
 from .progress import FleetProgress, log_change
-from .settings import ServerConfig
+from .settings import HostSettings, ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -280,8 +280,15 @@ async def _started(host: Host, progress_mode: str, *,
 
 
 #: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
-#: it passes each request for input on to its client (see gateway/answers.py).
+#: it passes each request for input on to its client (see gateway/answers.py), except a
+#: legacy server's roots, which are its session's and so every client's: those are the
+#: entry's ``roots``, else none (``_no_roots``).
 RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+
+
+async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:
+    """A legacy server's ``roots/list`` behind the gateway, when its entry names none."""
+    return {"roots": []}
 
 
 async def serve(ns: argparse.Namespace) -> int:
@@ -304,12 +311,15 @@ async def serve(ns: argparse.Namespace) -> int:
         die_with_parent()  # a copy of `serve --processes N`
     info = {"name": "trunkline", "version": __version__}
     telemetry = _telemetry(ns)
+    instance, siblings = _placement(ns)
     try:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
         async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
                                              capabilities=RELAYED_CAPABILITIES,
-                                             model_safe_names=ns.model_safe_names),
+                                             input_handlers={"roots/list": _no_roots},
+                                             model_safe_names=ns.model_safe_names,
+                                             settings=HostSettings(instance=instance)),
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server),
@@ -322,7 +332,7 @@ async def serve(ns: argparse.Namespace) -> int:
 
                     await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
                 else:
-                    await _serve_http(answerer, ns, telemetry)
+                    await _serve_http(answerer, ns, telemetry, instance, siblings)
             finally:
                 answerer.close()
     except asyncio.CancelledError:
@@ -354,7 +364,25 @@ def _serve_progress(ns: argparse.Namespace) -> str:
     return "lines" if mode == "live" and ns.listen_fd is not None else mode
 
 
-async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any) -> None:
+def _placement(ns: argparse.Namespace) -> tuple[str, Any]:
+    """This gateway process's instance name (``http_rules``: the replica's name, and for a
+    copy of ``serve --processes N`` its index after it), which leads the legacy session ids
+    it mints and names it in the input rounds it holds; and its sibling copies, if any."""
+    from .gateway.http_rules import valid_instance
+    from .gateway.processes import REPLICA_ENV, copy_instance
+    from .gateway.siblings import from_environment
+
+    replica = getattr(ns, "replica", None) or os.environ.get(REPLICA_ENV) or os.urandom(3).hex()
+    if "_" in replica or not valid_instance(replica):
+        raise ConfigurationError(f"replica name {replica!r}: letters, digits and '-' only")
+    siblings = from_environment(replica)
+    if siblings is None:
+        return replica, None
+    return copy_instance(replica, siblings.index), siblings
+
+
+async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any,
+                      instance: str, siblings: Any) -> None:
     from .gateway.copy_metrics import CopyPages
     from .gateway.copy_metrics import served as served_metrics
     from .gateway.http import HttpFace
@@ -368,9 +396,11 @@ async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any) -> 
         pages = CopyPages.from_environment(telemetry.metrics_page)
         metrics = served_metrics(telemetry.metrics_page, pages)
     face = HttpFace(answerer, bind=bind, port=port,
-                    api_keys=_api_keys(ns.api_key_file), signer=SessionSigner(_session_key()),
+                    api_keys=_api_keys(ns.api_key_file),
+                    signer=SessionSigner(_session_key(), instance),
                     max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
-                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns), metrics=metrics)
+                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns), metrics=metrics,
+                    siblings=siblings)
     if pages is not None:
         await pages.start()
     try:
@@ -599,6 +629,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "429 / an error asking to retry (default 2048)")
     g.add_argument("--drain-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may take to finish")
+    g.add_argument("--replica", metavar="NAME", default=None,
+                   help="with --http: this gateway's name among its replicas (letters, "
+                        "digits, '-'; also TRUNKLINE_REPLICA; default: a random one). A "
+                        "legacy session id starts with it, so a load balancer can route a "
+                        "session's requests to the replica that holds it")
     g.add_argument("--processes", type=_positive_int, default=1, metavar="N",
                    help="with --http: N gateway processes on one socket, each with its own "
                         "workers (about one core each; default 1)")

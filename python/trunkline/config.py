@@ -1,7 +1,8 @@
 """The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop, Cursor and
 VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTools``,
-``discoverTimeoutMs`` and ``enabledTools`` / ``disabledTools`` (glob patterns of the
-server's tool names the model may see and call). A server entry is either stdio
+``discoverTimeoutMs``, ``enabledTools`` / ``disabledTools`` (glob patterns of the
+server's tool names the model may see and call) and ``roots`` (what the server is told its
+roots are: ``file://`` URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio
 (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``,
 ``"headers"``, optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy``
 allowlists that exact URL.
@@ -35,10 +36,10 @@ import orjson
 
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
-from .settings import ServerConfig
+from .settings import Root, ServerConfig
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled",
-                "enabledTools", "disabledTools"}
+                "enabledTools", "disabledTools", "roots"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
@@ -96,9 +97,29 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                             idempotent_tools=frozenset(idempotent),
                             discover_timeout=discover_timeout,
                             enabled_tools=None if enabled is None else tuple(enabled),
-                            disabled_tools=tuple(disabled))
+                            disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")))
     except ConfigurationError as exc:
         raise _fail(source, name, exc.message) from None
+
+
+def _roots(raw: Any) -> tuple[Root, ...] | None:
+    """``"roots"``: file:// URIs, or ``{"uri", "name"}`` objects."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise ConfigurationError("\"roots\" must be a list of file:// URIs or "
+                                 "{\"uri\", \"name\"} objects")
+    roots = []
+    for entry in raw:
+        if isinstance(entry, str):
+            roots.append(Root(entry))
+        elif isinstance(entry, dict) and set(entry) <= {"uri", "name"} and isinstance(
+                entry.get("name", ""), str):
+            roots.append(Root(entry.get("uri"), entry.get("name")))
+        else:
+            raise ConfigurationError(f"\"roots\": {entry!r} is neither a file:// URI nor a "
+                                     "{\"uri\", \"name\"} object")
+    return tuple(roots)
 
 
 def _http_params(raw: dict[str, Any], source: str, name: str) -> HttpParams:

@@ -255,6 +255,16 @@ class InputNotSupported(ProtocolFailure):
         self.kind = kind
 
 
+class InputRoundUnknown(TrunklineError):
+    """A call's ``requestState`` names an input round this host does not hold: one that
+    ended (timed out, answered already), one of another request, or one another host
+    holds (``held_elsewhere``: a sibling gateway process or replica asked it)."""
+
+    def __init__(self, message: str, *, held_elsewhere: bool = False, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.held_elsewhere = held_elsewhere
+
+
 class EraRefused(ProtocolFailure):
     """Era negotiation failed closed: the peer gave no positive evidence of an era we may
     speak with it. ``evidence`` lists what was observed, in order.

@@ -8,6 +8,7 @@ here, read where it is used, and nothing mirrors it by hand. Fields only the par
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -17,6 +18,23 @@ from .params import HttpParams, TransportParams, validated_http_params
 from .protocol.backoff import Backoff
 from .protocol.era import NegotiationConfig
 from .protocol.identity import ClientIdentity
+
+
+@dataclass(frozen=True)
+class Root:
+    """A root a server is told of when it asks (``roots/list``): a ``file://`` URI and an
+    optional name for people."""
+
+    uri: str
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.uri, str) or not self.uri.startswith("file://"):
+            raise ConfigurationError(f"a root is a file:// URI, not {self.uri!r}")
+
+    def listed(self) -> dict[str, str]:
+        """As ``roots/list`` lists it."""
+        return {"uri": self.uri} if self.name is None else {"uri": self.uri, "name": self.name}
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,10 @@ class ServerConfig:
     #: when ``None``; ``disabled_tools`` removes from them (``catalog.filters``).
     enabled_tools: tuple[str, ...] | None = None
     disabled_tools: tuple[str, ...] = ()
+    #: What this server is told its roots are when it asks (a legacy server's
+    #: ``roots/list``): the operator's, never a caller's. None: the host's ``roots/list``
+    #: handler answers (``parent.relay``).
+    roots: tuple[Root, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -114,6 +136,11 @@ class HostSettings:
     #: for pidfds; elsewhere it falls back to spawning, with a warning), or ``"spawn"``,
     #: a fresh interpreter each.
     worker_start: str = "zygote"
+    #: Names this host in what it hands out that only it can take back (the token of a
+    #: call waiting for its caller's input, ``parent.bridged_calls``), so that another
+    #: host (a sibling gateway process) knows such a token is not its own. Letters,
+    #: digits, ``-`` and ``_`` only.
+    instance: str = field(default_factory=lambda: secrets.token_hex(4))
 
     def __post_init__(self) -> None:
         # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
@@ -125,6 +152,10 @@ class HostSettings:
         if self.worker_start not in ("spawn", "zygote"):
             raise ConfigurationError(
                 f"worker_start must be 'spawn' or 'zygote', not {self.worker_start!r}")
+        if not self.instance or not self.instance.isascii() \
+                or not self.instance.replace("-", "").replace("_", "").isalnum():
+            raise ConfigurationError(
+                f"instance must be letters, digits, '-' and '_', not {self.instance!r}")
         if not (self.close_wait_s >= 0 and self.term_wait_s >= 0):
             raise ConfigurationError("the stop ladder's waits must not be negative")
 

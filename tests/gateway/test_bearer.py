@@ -282,7 +282,7 @@ def test_a_legacy_session_id_carries_a_digest_of_its_owner():
     minted = signer.mint("2025-11-25", {}, owner=owner)
     assert "alice" not in minted and signer.verify(minted).owner == owner
     assert signer.verify(signer.mint("2025-11-25", {})).owner is None
-    forged = minted.replace(minted.split(".")[0], signer.mint("2025-11-25", {}).split(".")[0])
+    forged = minted.replace(minted.split(".")[1], signer.mint("2025-11-25", {}).split(".")[1])
     assert signer.verify(forged) is None
 
 

@@ -40,6 +40,7 @@ from gateways import (
     sse_messages,
 )
 from haproxy import Haproxy
+from nginx import Nginx
 from mcp_schema import LEGACY, MODERN
 
 NAMES = ("r0", "r1", "r2")
@@ -81,8 +82,11 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp_path: Path, gateways: Any, *flags: str) -> AsyncIterator[Cluster]:
-    """Three replicas sharing the session key, HAProxy in front once all are UP."""
+async def cluster(tmp_path: Path, gateways: Any, *flags: str, affinity: bool = False
+                  ) -> AsyncIterator[Cluster]:
+    """Three replicas sharing the session key, each named (``--replica``) as HAProxy knows
+    it, HAProxy in front once all are UP (``affinity``: with the README's session
+    routing)."""
     run_id = uuid.uuid4().hex[:10]
     paths, markers, taps = {}, {}, {}
     for name in NAMES:
@@ -92,11 +96,13 @@ async def cluster(tmp_path: Path, gateways: Any, *flags: str) -> AsyncIterator[C
         paths[name] = fleet_config(tmp_path / name, {
             "alpha": scripted("--name", markers[name], tap=taps[name])})
     started = await asyncio.gather(*(HttpGateway.start(paths[name], gateways, *flags,
-                                                       env=SHARED_KEY) for name in NAMES))
+                                                       "--replica", name, env=SHARED_KEY)
+                                     for name in NAMES))
     replicas = {name: Replica(name, gw, markers[name], taps[name])
                 for name, gw in zip(NAMES, started, strict=True)}
     try:
-        lb = await Haproxy.start(tmp_path, {name: r.gateway.url for name, r in replicas.items()})
+        lb = await Haproxy.start(tmp_path, {name: r.gateway.url for name, r in replicas.items()},
+                                 affinity=affinity)
     except BaseException:
         for replica in replicas.values():
             await replica.gateway.stop()
@@ -281,19 +287,53 @@ def test_modern_requests_spread_over_every_replica_and_all_succeed(gateways, tmp
     run(main(), timeout=60)
 
 
-def test_a_legacy_session_is_served_by_whichever_replica_gets_each_request(gateways, tmp_path):
+async def open_session(c: Cluster) -> tuple[dict[str, str], str]:
+    """A legacy session opened through the balancer: its headers, and the replica that
+    opened it."""
+    plain = {"Accept": BOTH, "Content-Type": "application/json"}
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": LEGACY, "capabilities": {},
+                       "clientInfo": {"name": "old", "version": "1"}}}
+    async with c.http.post(c.lb.url, data=orjson.dumps(init), headers=plain) as response:
+        assert response.status == 200
+        session = response.headers["Mcp-Session-Id"]
+        minted_by = response.headers["X-Replica"]
+        assert (await response.json())["result"]["protocolVersion"] == LEGACY
+    assert session.startswith(f"{minted_by}."), "the id names the replica that holds it"
+    return {**plain, "Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}, minted_by
+
+
+def test_a_legacy_session_reaching_another_replica_is_told_where_it_is_held(gateways,
+                                                                            tmp_path):
+    # Round-robin without the affinity recipe: the replica that opened the session serves
+    # it; the others say, with the 404 that makes a client start a new session, that they
+    # do not hold it and why (never a 202 that then does nothing).
     async def main():
         async with cluster(tmp_path, gateways) as c:
-            plain = {"Accept": BOTH, "Content-Type": "application/json"}
-            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                    "params": {"protocolVersion": LEGACY, "capabilities": {},
-                               "clientInfo": {"name": "old", "version": "1"}}}
-            async with c.http.post(c.lb.url, data=orjson.dumps(init), headers=plain) as response:
-                assert response.status == 200
-                session = response.headers["Mcp-Session-Id"]
-                minted_by = response.headers["X-Replica"]
-                assert (await response.json())["result"]["protocolVersion"] == LEGACY
-            in_session = {**plain, "Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}
+            in_session, minted_by = await open_session(c)
+            answered = [await post(c.http, c.lb.url, {
+                "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"i": i}}}, headers=in_session)
+                for i in range(6)]
+            assert {ex.replica for ex in answered} == set(NAMES)
+            for ex in answered:
+                if ex.replica == minted_by:
+                    assert ex.status == 200 and ex.answer["id"] == ex.request_id, ex
+                else:
+                    assert ex.status == 404, ex
+                    message = ex.answer["error"]["message"]
+                    assert minted_by in message and "start a new session" in message, message
+            ran = {name: [m["params"]["arguments"]["i"] for m in r.upstream_calls()]
+                   for name, r in c.replicas.items()}
+            assert [name for name, got in ran.items() if got] == [minted_by], ran
+            assert await c.stop() == {name: 0 for name in NAMES}
+    run(main(), timeout=60)
+
+
+def test_with_affinity_on_the_session_id_every_request_reaches_its_replica(gateways, tmp_path):
+    async def main():
+        async with cluster(tmp_path, gateways, affinity=True) as c:
+            in_session, minted_by = await open_session(c)
             async with c.http.post(c.lb.url, headers=in_session, data=orjson.dumps(
                     {"jsonrpc": "2.0", "method": "notifications/initialized"})) as response:
                 assert response.status == 202
@@ -307,22 +347,68 @@ def test_a_legacy_session_is_served_by_whichever_replica_gets_each_request(gatew
             for i, ex in enumerate(calls):
                 assert ex.error is None and ex.status == 200, ex
                 assert ex.answer["id"] == 10 + i and json.loads(text_of(ex)) == {"i": i}
-            served_by = {ex.replica for ex in [listed, *calls]}
-            assert served_by == set(NAMES), served_by
-            assert served_by - {minted_by}, "replicas that never saw the initialize served it"
+            assert {ex.replica for ex in [listed, *calls]} == {minted_by}
+            # Modern requests, which hold no session, still go round every replica.
+            modern = [await post(c.http, c.lb.url, call_message(f"m{i}", "echo", {"i": i}))
+                      for i in range(6)]
+            assert {ex.replica for ex in modern} == set(NAMES)
             # An id no replica signed is refused by whichever replica gets it.
-            forged = {**in_session, "Mcp-Session-Id": session[:-2] + (
-                "AA" if session[-2:] != "AA" else "BB")}
-            refused = [await post(c.http, c.lb.url, {"jsonrpc": "2.0", "id": 99,
-                                                     "method": "tools/list"}, headers=forged)
-                       for _ in NAMES]
-            assert [ex.status for ex in refused] == [404] * 3
-            assert {ex.replica for ex in refused} == set(NAMES)
-            # Signed, not stored: no replica could forget it, so none pretends to.
-            async with c.http.delete(c.lb.url, headers=in_session) as response:
-                assert response.status == 405
+            forged = {**in_session, "Mcp-Session-Id": in_session["Mcp-Session-Id"][:-2] + (
+                "AA" if in_session["Mcp-Session-Id"][-2:] != "AA" else "BB")}
+            refused = await post(c.http, c.lb.url, {"jsonrpc": "2.0", "id": 99,
+                                                    "method": "tools/list"}, headers=forged)
+            assert refused.status == 404
             assert await c.stop() == {name: 0 for name in NAMES}
     run(main(), timeout=60)
+
+
+@pytest.mark.real_servers
+def test_the_nginx_recipe_keeps_a_legacy_session_on_its_replica(gateways, tmp_path):
+    async def main():
+        started = {}
+        for name in NAMES:
+            (tmp_path / name).mkdir()
+            path = fleet_config(tmp_path / name, {"alpha": scripted("--name", f"ng-{name}")})
+            started[name] = await HttpGateway.start(path, gateways, "--replica", name,
+                                                    env=SHARED_KEY)
+        address = {name: gw.url.split("/")[2] for name, gw in started.items()}
+        lb = await Nginx.start(tmp_path / "nginx", {n: gw.url for n, gw in started.items()})
+        try:
+            async with aiohttp.ClientSession() as http:
+                plain = {"Accept": BOTH, "Content-Type": "application/json"}
+                init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": LEGACY, "capabilities": {},
+                                   "clientInfo": {"name": "old", "version": "1"}}}
+                async with http.post(lb.url, data=orjson.dumps(init), headers=plain) as r:
+                    assert r.status == 200, await r.text()
+                    session = r.headers["Mcp-Session-Id"]
+                    owner = session.split(".")[0]
+                    assert r.headers["X-Replica"] == address[owner]
+                in_session = {**plain, "Mcp-Session-Id": session,
+                              "MCP-Protocol-Version": LEGACY}
+                calls = [await post(http, lb.url, {
+                    "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"i": i}}}, headers=in_session)
+                    for i in range(6)]
+                assert all(ex.status == 200 and json.loads(text_of(ex)) == {"i": i}
+                           for i, ex in enumerate(calls)), calls
+                assert {ex.replica for ex in calls} == {address[owner]}
+                modern = [await post(http, lb.url, call_message(f"m{i}", "echo", {"i": i}))
+                          for i in range(6)]
+                assert all(ex.status == 200 for ex in modern)
+                assert len({ex.replica for ex in modern}) == 3, "the rest goes round"
+            python = realpeers.PEERS_DIR / "py-legacy" / "bin" / "python"
+            client = await asyncio.create_subprocess_exec(
+                str(python), str(PEERS / "sdk_client.py"), "echo", json.dumps({"via": "ng"}),
+                "--", lb.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(client.communicate(), 60)
+            assert client.returncode == 0, err.decode()[-3000:]
+            done = json.loads(out.decode().strip().splitlines()[-1])
+            assert json.loads(done["result"]["content"][0]["text"]) == {"via": "ng"}
+        finally:
+            await lb.stop()
+        assert [await gw.stop() for gw in started.values()] == [0, 0, 0]
+    run(main(), timeout=90)
 
 
 @pytest.mark.real_servers
@@ -330,7 +416,7 @@ def test_a_legacy_session_is_served_by_whichever_replica_gets_each_request(gatew
 def test_the_official_python_clients_through_the_balancer(gateways, tmp_path, venv):
     python = realpeers.PEERS_DIR / venv / "bin" / "python"
     async def main():
-        async with cluster(tmp_path, gateways) as c:
+        async with cluster(tmp_path, gateways, affinity=True) as c:
             client = await asyncio.create_subprocess_exec(
                 str(python), str(PEERS / "sdk_client.py"), "echo", json.dumps({"via": venv}),
                 "--", c.lb.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -348,9 +434,10 @@ def test_the_official_python_clients_through_the_balancer(gateways, tmp_path, ve
             # session cannot be ended), which the SDK takes as it should.
             assert all(e.status < 400 or (e.method, e.status) == ("DELETE", 405)
                        for e in exchanges), exchanges
-            # The client's requests went round the replicas, and each was served.
-            assert len(exchanges) >= 3 and {e.replica for e in exchanges} == set(NAMES), (
-                exchanges)
+            # A modern client's requests went round the replicas; a legacy client's all went
+            # to the replica that opened its session (the affinity recipe); each was served.
+            assert len(exchanges) >= 3 and len({e.replica for e in exchanges}) == (
+                3 if venv == "py-modern" else 1), exchanges
             ran = {name: [m["params"]["arguments"] for m in r.upstream_calls()]
                    for name, r in c.replicas.items()}
             assert sorted(ran.values(), key=len) == [[], [], [{"via": venv}]], ran

@@ -118,7 +118,8 @@ def test_headers_must_agree_with_the_body(gateways, tmp_path):
     run(main())
 
 
-def test_a_legacy_session_is_signed_so_any_replica_with_the_key_serves_it(gateways, tmp_path):
+def test_a_legacy_session_is_signed_and_served_by_the_replica_that_opened_it(gateways,
+                                                                             tmp_path):
     path = fleet_config(tmp_path, {"alpha": scripted()})
     shared = {"TRUNKLINE_SESSION_KEY": "k" * 32}
     async def main():
@@ -142,12 +143,17 @@ def test_a_legacy_session_is_signed_so_any_replica_with_the_key_serves_it(gatewa
         status, _, _ = await one.post({"jsonrpc": "2.0", "method": "notifications/initialized"},
                                       in_session)
         assert status == 202
-        # The other replica serves the session it never saw.
-        status, answer, _ = await two.post(two.message("tools/call", {
+        status, answer, _ = await one.post(one.message("tools/call", {
             "name": "echo", "arguments": {"v": 3}}), in_session)
         assert status == 200 and "resultType" not in answer["result"]
         conforms(answer["result"], LEGACY, "CallToolResult")
         assert json.loads(answer["result"]["content"][0]["text"]) == {"v": 3}
+        # Another replica verifies the id but holds none of the session's state: 404, which
+        # tells the client to start a new session, naming the replica that holds it.
+        status, answer, _ = await two.post(two.message("tools/call", {
+            "name": "echo", "arguments": {"v": 4}}), in_session)
+        assert status == 404 and answer["error"]["code"] == -32600
+        assert session.split(".")[0] in answer["error"]["message"], answer
         # A replica with another key, or a tampered id: 404, start over.
         status, answer, _ = await stranger.post(stranger.message("tools/list", {}), in_session)
         assert status == 404 and answer["error"]["code"] == -32600
@@ -156,7 +162,7 @@ def test_a_legacy_session_is_signed_so_any_replica_with_the_key_serves_it(gatewa
         status, _, _ = await one.post(one.message("tools/list", {}), forged)
         assert status == 404
         # The session's version is the one spoken: another is refused.
-        status, answer, _ = await two.post(two.message("ping"), {
+        status, answer, _ = await one.post(one.message("ping"), {
             **in_session, "MCP-Protocol-Version": "2025-11-25"})
         assert status == 400 and answer["error"]["code"] == -32600
         # Signed, not stored: the client cannot end it (405, as 2025-11-25 allows).

@@ -222,22 +222,83 @@ def test_a_legacy_servers_own_request_on_a_legacy_http_clients_stream(gateways, 
     run(main(), timeout=180)
 
 
-def test_a_legacy_servers_own_request_is_refused_for_a_client_that_cannot_be_asked(
-        gateways, tmp_path):
-    # A modern client answers input only through input_required, which a legacy server
-    # asking mid-call cannot use: the server's request is refused (never left waiting,
-    # never answered by the gateway itself), and the call ends with the server's word.
+async def modern_round_trip(send, tool: str, arguments: dict, caps: dict, answer) -> dict:
+    """A modern client's call of ``tool``: the ``input_required`` round it gets (checked),
+    answered with ``answer(request)``; the final answer. ``send(message)`` posts one
+    message on the face and returns the answer."""
+    def call(**extra) -> dict:
+        return {"jsonrpc": "2.0", "id": extra.pop("id"), "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments,
+                           "_meta": modern_meta(**{CAPS: caps}), **extra}}
+    needed = await send(call(id=1))
+    result = needed["result"]
+    conforms(result, MODERN, "InputRequiredResult")
+    [(key, asked)] = result["inputRequests"].items()
+    conforms(asked, MODERN, {"elicitation/create": "ElicitRequest",
+                             "sampling/createMessage": "CreateMessageRequest"}[asked["method"]])
+    done = await send(call(id=2, inputResponses={key: answer(asked)},
+                           requestState=result["requestState"]))
+    assert done["id"] == 2 and "result" in done, done
+    conforms(done["result"], MODERN, "CallToolResult")
+    # The round's token is spent: answering it again finds no round.
+    again = await send(call(id=3, inputResponses={key: answer(asked)},
+                            requestState=result["requestState"]))
+    assert again["error"]["code"] == -32602, again
+    assert "no input round in progress" in again["error"]["message"]
+    return done
+
+
+def test_a_legacy_servers_own_request_is_a_modern_http_clients_input_round(gateways, tmp_path):
+    # A 2026-07-28 client answers input only through input_required: the legacy server's
+    # request during the call becomes a round of the client's call (the call stays in
+    # flight behind the gateway), and the client's answer is the server's reply.
     path = legacy_fleet(tmp_path)
     async def main():
         gw = await HttpGateway.start(path, gateways)
         status, listed = await gw.modern("tools/list")
         tool = eliciting_tool(listed)
-        call = gw.message("tools/call", {"name": tool, "arguments": {},
-                                         "_meta": modern_meta(**{CAPS: ELICITING})})
-        status, answer, _ = await asyncio.wait_for(gw.post(call, gw.modern_headers(call)), 60)
-        assert status in (200, 400, 500) and ("error" in answer or
-                                              answer["result"].get("isError")), answer
-        status, again = await gw.modern("tools/list")
-        assert status == 200 and again["result"]["tools"], "the gateway goes on"
+
+        async def send(message: dict) -> dict:
+            _, answer, _ = await asyncio.wait_for(
+                gw.post(message, gw.modern_headers(message)), 60)
+            return answer
+        done = await modern_round_trip(send, tool, {}, ELICITING,
+                                       lambda asked: answer_for(asked, "Lin"))
+        assert answered_with(done["result"], "Lin"), done
+        sampler = tool.replace("trigger-elicitation-request", "trigger-sampling-request")
+        sampled = {"role": "assistant", "model": "model-7",
+                   "content": {"type": "text", "text": "sampled"}}
+        done = await modern_round_trip(send, sampler, {"prompt": "hi"}, {"sampling": {}},
+                                       lambda asked: sampled)
+        assert answered_with(done["result"], "model-7"), done
+        # A client that declared neither: the server's request is refused at once (never
+        # left waiting, never answered by the gateway), the call ends with its word.
+        plain = gw.message("tools/call", {"name": tool, "arguments": {},
+                                          "_meta": modern_meta()})
+        status, answer, _ = await asyncio.wait_for(gw.post(plain, gw.modern_headers(plain)),
+                                                   60)
+        assert answer["result"]["isError"] is True, answer
+        assert "elicitation/create cannot be answered here" in \
+            answer["result"]["content"][0]["text"], answer
         assert await gw.stop() == 0
+    run(main(), timeout=180)
+
+
+def test_a_legacy_servers_own_request_is_a_modern_stdio_clients_input_round(gateways,
+                                                                            tmp_path):
+    path = legacy_fleet(tmp_path)
+    async def main():
+        gw = await StdioGateway.start(path, gateways)
+        listed = await gw.call("tools/list", {"_meta": modern_meta()})
+        tool = eliciting_tool(listed)
+
+        async def send(message: dict) -> dict:
+            gw.send(message)
+            answer = await gw.answer(60)
+            assert answer["id"] == message["id"], answer
+            return answer
+        done = await modern_round_trip(send, tool, {}, ELICITING,
+                                       lambda asked: answer_for(asked, "Noor"))
+        assert answered_with(done["result"], "Noor"), done
+        assert await gw.close() == 0
     run(main(), timeout=180)

@@ -66,14 +66,17 @@ class Exchange:
     """One request and its response."""
 
     __slots__ = ("method", "path", "headers", "gone", "identity", "keep_alive", "handler",
-                 "_conn", "_chunked", "_started", "_complete", "_armed", "_lost", "_chunks",
-                 "_size", "_limit", "_ended", "_arrived", "_continue_sent")
+                 "internal", "_conn", "_chunked", "_started", "_complete", "_armed", "_lost",
+                 "_chunks", "_size", "_limit", "_ended", "_arrived", "_continue_sent")
 
     def __init__(self, conn: Wire, method: str, path: str, headers: dict[str, str], *,
-                 keep_alive: bool, chunked_ok: bool, limit: int) -> None:
+                 keep_alive: bool, chunked_ok: bool, limit: int, internal: bool = False
+                 ) -> None:
         self.method = method
         self.path = path
         self.headers = headers
+        #: Passed on by a sibling gateway process (``siblings``), not from a client.
+        self.internal = internal
         self.gone = False
         #: Who the request's access token speaks for (``bearer.Identity``), once checked.
         self.identity: Any = None

@@ -10,17 +10,19 @@ HTTP/1.1 server, ``http_server``):
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
   until the client closes it, told of every catalog change.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
-  signed, not stored (``SessionSigner``), so any replica sharing the key serves the
-  session; a GET with it opens the session's stream for list changes; DELETE is 405, as
-  2025-11-25 allows: nothing stored could be forgotten. An id no replica signed is 404,
-  which tells the client to start over. A legacy call accepting SSE gets a resumable
-  stream (``event_streams``: a priming event, event ids, replay on a GET with
-  ``Last-Event-ID``); it outlives its connection and ends early only by the client's
-  ``notifications/cancelled``. A server's input for a legacy client's call is asked on
-  that call's SSE stream, and the answer POSTed back must reach the same replica (the one
-  waiting for it), as must a resumption: behind a load balancer, legacy sessions want
-  affinity on ``Mcp-Session-Id``. Resource subscriptions and the log level a legacy
-  session sets are held by the replica that was told, too.
+  signed, not stored (``SessionSigner``), naming this process; a GET with it opens the
+  session's stream for list changes; DELETE is 405, as 2025-11-25 allows: nothing stored
+  could be forgotten. An id no replica signed is 404, which tells the client to start
+  over. A legacy call accepting SSE gets a resumable stream (``event_streams``: a priming
+  event, event ids, replay on a GET with ``Last-Event-ID``); it outlives its connection
+  and ends early only by the client's ``notifications/cancelled``. A server's input for a
+  legacy client's call is asked on that call's SSE stream and answered in a POST.
+  Everything a session holds (asks waiting, streams, subscriptions, its log level) is the
+  process's that opened it: a request of a session another process holds is passed to it
+  when it is a sibling copy (``siblings``), else answered 404 naming the holder (a
+  replica behind a balancer without affinity, or a process started again since), never
+  accepted and dropped. The same for a modern client's answer to an input round another
+  process asked (its ``requestState`` names the process).
 
 Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
 status``), behind the same checks as ``/mcp``; ``Host`` and ``Origin`` checked against the names
@@ -54,6 +56,7 @@ from ..errors import ConfigurationError
 from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
 from ..protocol import headers as mcp_headers
+from ..parent.bridged_calls import TOKEN_PREFIX
 from ..protocol.listen import SUBSCRIPTION_ID
 from ..telemetry.carried import picked
 from . import bearer
@@ -72,7 +75,7 @@ from .answers import (
 )
 from .asks import Asks
 from .event_streams import ReplayableStream, StreamStore
-from .exchange import Disconnected, Exchange
+from .exchange import JSON, Disconnected, Exchange
 from .http_rules import (
     LegacySession,
     SessionSigner,
@@ -87,7 +90,8 @@ from .http_rules import (
 )
 from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
-from .processes import bind_socket
+from .processes import bind_socket, bind_unix_socket
+from .siblings import Siblings, SiblingUnreachable
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -111,6 +115,8 @@ class Reply:
     status: int
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: None: ``headers`` name it (a sibling's response, passed on as it came).
+    content_type: bytes | None = JSON
 
 
 def _json(message: dict[str, Any], status: int = 200,
@@ -205,12 +211,14 @@ class HttpFace:
                  signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
                  names: Iterable[str] = (), sock: socket.socket | None = None,
                  oauth: bearer.ResourceSettings | None = None,
-                 metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None) -> None:
+                 metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None,
+                 siblings: Siblings | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
         gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
         tokens from these issuers are accepted (besides API keys, if any). ``metrics``:
         the Prometheus page (body, content type), served at ``/metrics`` to whoever passes
-        the same checks as ``/mcp``."""
+        the same checks as ``/mcp``. ``siblings``: the other copies of this
+        ``serve --processes N``, to which requests whose state they hold are passed."""
         self._answerer = answerer
         self._bind, self._port = bind, port
         self._sock = sock
@@ -260,7 +268,12 @@ class HttpFace:
         #: ``Host`` header values already judged (a client sends the same one every time).
         self._host_verdicts: dict[str, bool] = {}
         self._draining = False
+        self._siblings = siblings
+        #: What a bridged input round's token starts with when this process asked it.
+        self._own_rounds = f"{TOKEN_PREFIX}{signer.instance}."
         self._server: HttpServer | None = None
+        #: Where the siblings pass requests to this process (``siblings``), if any.
+        self._sibling_server: HttpServer | None = None
         self.url: str | None = None
         self._routes: dict[str, dict[str, Handler]] = {
             ENDPOINT: {"POST": self._post, "GET": self._get, "DELETE": self._delete},
@@ -284,6 +297,11 @@ class HttpFace:
             self._protect(self._oauth, self.url)
         self._server = HttpServer(self, sock, self._drain_s, max_body=self._limit)
         await self._server.start()
+        if self._siblings is not None:
+            own = self._siblings.socket_path(self._siblings.index)
+            self._sibling_server = HttpServer(self, bind_unix_socket(own), self._drain_s,
+                                              max_body=self._limit, internal=True)
+            await self._sibling_server.start()
         return self.url
 
     def _protect(self, oauth: bearer.ResourceSettings, url: str) -> None:
@@ -342,7 +360,7 @@ class HttpFace:
             if result is not None:
                 exchange.respond(200, result)
             else:
-                exchange.respond(reply.status, reply.body, reply.headers)
+                exchange.respond(reply.status, reply.body, reply.headers, reply.content_type)
             if exchange.backed_up:
                 await exchange.drained()
         elif exchange.started:
@@ -354,6 +372,8 @@ class HttpFace:
         self._draining = True
         if self._server is not None:
             self._server.stop_accepting()
+        if self._sibling_server is not None:
+            self._sibling_server.stop_accepting()
         self._unwatch()
         for queue in (*self._streams, *self._all_legacy_streams()):
             queue.put_nowait(None)
@@ -370,6 +390,8 @@ class HttpFace:
         self._subscribed.clear()
         if self._server is not None:
             await self._server.stop()
+        if self._sibling_server is not None:
+            await self._sibling_server.stop()
         for keys in self._issuer_keys:
             await keys.aclose()
 
@@ -494,11 +516,60 @@ class HttpFace:
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
             return ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
+        if session is not None and not session.held and not (
+                isinstance(inbound, p.Request) and inbound.era is p.ClientEra.MODERN):
+            return self._elsewhere(request, body, session.instance)
+        if type(inbound) is p.Request and inbound.era is p.ClientEra.MODERN:
+            state = inbound.params.get("requestState")
+            if type(state) is str and state.startswith(TOKEN_PREFIX) \
+                    and not state.startswith(self._own_rounds):
+                # An answer to an input round another process asked: there if a sibling.
+                index = self._sibling_index(request, state[len(TOKEN_PREFIX):].split(".")[0])
+                if index is not None:
+                    return self._forwarded(request, body, index)
         if type(inbound) is not p.Request:
             return ready(self._not_a_request(inbound, session_id))
         if "traceparent" in request.headers:
             return self._carrying(request, inbound, session_id, session)
         return self._request(request, inbound, session_id, session)
+
+    def _sibling_index(self, http: Exchange, instance: str) -> int | None:
+        """The sibling copy named ``instance``, when a request may be passed to it (one
+        that came from a sibling never is: one hop at most)."""
+        if self._siblings is None or http.internal:
+            return None
+        return self._siblings.index_of(instance)
+
+    def _elsewhere(self, http: Exchange, body: bytes | None, instance: str
+                   ) -> Awaitable[Reply | None]:
+        """A request of a legacy session another gateway process opened: passed to it if it
+        is a sibling copy, else 404 saying why (a client starts a new session on 404)."""
+        index = self._sibling_index(http, instance)
+        if index is not None:
+            return self._forwarded(http, body, index)
+        if instance == self._signer.instance:
+            where = (f"gateway process {instance!r}, which opened it, was started again "
+                     "since, and what the session held is gone")
+        else:
+            where = (f"it was opened by gateway process {instance!r}, which holds its state, "
+                     f"and this is {self._signer.instance!r}: route every request of a "
+                     "session to the process that opened it (behind a load balancer: "
+                     "affinity on Mcp-Session-Id)")
+        return ready(_refusal(404, p.INVALID_REQUEST,
+                              f"Session not found here: {where}; start a new session"))
+
+    async def _forwarded(self, http: Exchange, body: bytes | None, index: int
+                         ) -> Reply | None:
+        assert self._siblings is not None
+        try:
+            answered = await self._siblings.forward(http, body, index)
+        except SiblingUnreachable as exc:
+            return _refusal(404, p.INVALID_REQUEST, f"Session not found: {exc}; start a new "
+                            "session")
+        if answered is None:
+            return None
+        status, content, headers = answered
+        return Reply(status, content, headers, content_type=None)
 
     def _not_a_request(self, inbound: p.Inbound, session_id: str | None) -> Reply:
         """The answer to a POST of anything but a request: a refusal, or 202 Accepted."""
@@ -736,8 +807,11 @@ class HttpFace:
         if refused is not None:
             return refused
         session_id = http.headers.get("mcp-session-id")
-        if not session_id or self._session(http, session_id) is None:
+        session = self._session(http, session_id) if session_id else None
+        if session is None:
             return Reply(405, headers={"Allow": "POST"})
+        if not session.held:
+            return await self._elsewhere(http, None, session.instance)
         last_event_id = http.headers.get("last-event-id")
         if last_event_id is not None:
             found = self._replayable.resume(last_event_id, session_id)

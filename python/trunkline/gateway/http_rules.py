@@ -6,12 +6,15 @@ body, statuses for errors, who may call, and legacy session ids any replica can 
   method, ``Mcp-Name`` for ``tools/call`` (equal to the tool's name), and one
   ``Mcp-Param-*`` for each ``x-mcp-header`` argument present in the body: a mismatch is
   400 with -32020 naming the header.
-- A legacy session id (2025-11-25) is ``payload.signature``: the payload carries the
-  negotiated revision, when it was issued, the input capabilities the client declared,
-  and, when the client presented an access token, its owner (a digest of the token's
-  issuer and subject: the session answers no one else, against session hijacking); the
-  signature is HMAC-SHA256 under a key the replicas share. Any replica verifies it; none
-  stores it.
+- A legacy session id (2025-11-25) is ``process.payload.signature``: ``process`` is the
+  instance name of the gateway process that opened it (the replica's name, and the copy's
+  index under ``--processes``: ``r1_2``), in the clear so that a load balancer can route
+  on it; the payload carries that process's boot (random per start), the negotiated
+  revision, when it was issued, the input capabilities the client declared, and, when the
+  client presented an access token, its owner (a digest of the token's issuer and
+  subject: the session answers no one else, against session hijacking); the signature,
+  over process and payload, is HMAC-SHA256 under a key the replicas share. Any replica
+  verifies it; only the process that opened it holds its state (``LegacySession.held``).
 - ``Origin`` and ``Host`` are checked against the names the gateway is reachable by
   (DNS rebinding); API keys are compared in constant time.
 """
@@ -183,6 +186,12 @@ class LegacySession:
     capabilities: dict[str, Any]
     #: ``session_owner`` of the identity that opened it; None: opened without a token.
     owner: str | None = None
+    #: The gateway process that opened it: its instance name and its boot.
+    instance: str = ""
+    boot: str = ""
+    #: Whether the process that verified the id is that one: it alone holds the session's
+    #: state (its streams, subscriptions, log level, questions waiting for answers).
+    held: bool = False
 
 
 def session_owner(issuer: str, subject: str) -> str:
@@ -197,14 +206,26 @@ def session_owner(issuer: str, subject: str) -> str:
 _CARRIED_CAPABILITIES = ("elicitation", "sampling", "roots")
 
 
-class SessionSigner:
-    """Mints and verifies legacy session ids; replicas sharing ``key`` accept each
-    other's."""
+def valid_instance(name: str) -> bool:
+    """An instance name: letters, digits, ``-`` and ``_`` (it leads a session id, which a
+    load balancer matches as text)."""
+    return bool(name) and name.isascii() and name.replace("-", "").replace("_", "").isalnum()
 
-    def __init__(self, key: bytes) -> None:
+
+class SessionSigner:
+    """Mints and verifies legacy session ids for the gateway process ``instance`` (started
+    as ``boot``); replicas sharing ``key`` verify each other's."""
+
+    def __init__(self, key: bytes, instance: str = "trunkline", boot: str | None = None
+                 ) -> None:
         if len(key) < 16:
             raise ValueError("a session key needs at least 16 bytes")
+        if not valid_instance(instance):
+            raise ValueError(f"an instance name is letters, digits, '-' and '_', not "
+                             f"{instance!r}")
         self._key = key
+        self.instance = instance
+        self.boot = boot or secrets.token_urlsafe(6)
 
     def mint(self, version: str, capabilities: Mapping[str, Any] | None = None,
              now: float | None = None, owner: str | None = None) -> str:
@@ -213,19 +234,20 @@ class SessionSigner:
         # The nonce: two sessions opened in the same millisecond with the same capabilities
         # are still two sessions (their ids are whose answers and streams are whose).
         fields = {"v": version, "t": round(now or time.time(), 3), "c": carried,
-                  "n": secrets.token_urlsafe(12)}
+                  "n": secrets.token_urlsafe(12), "b": self.boot}
         if owner is not None:
             fields["o"] = owner
-        payload = _b64(orjson.dumps(fields))
-        return f"{payload}.{self._sign(payload)}"
+        signed = f"{self.instance}.{_b64(orjson.dumps(fields))}"
+        return f"{signed}.{self._sign(signed)}"
 
     def verify(self, session_id: str | None) -> LegacySession | None:
         """The session an id stands for, or None for one this key never signed."""
-        if not session_id or session_id.count(".") != 1:
+        if not session_id or session_id.count(".") != 2:
             return None
-        payload, signature = session_id.split(".")
-        if not hmac.compare_digest(signature, self._sign(payload)):
+        signed, signature = session_id.rsplit(".", 1)
+        if not hmac.compare_digest(signature, self._sign(signed)):
             return None
+        instance, payload = signed.split(".")
         try:
             data = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
         except (ValueError, orjson.JSONDecodeError):
@@ -235,9 +257,11 @@ class SessionSigner:
             return None
         capabilities = data.get("c")
         owner = data.get("o")
+        boot = data.get("b") if isinstance(data.get("b"), str) else ""
         return LegacySession(version, float(data["t"]),
                              capabilities if isinstance(capabilities, dict) else {},
-                             owner if isinstance(owner, str) else None)
+                             owner if isinstance(owner, str) else None, instance, boot,
+                             held=instance == self.instance and boot == self.boot)
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self._key, payload.encode(), hashlib.sha256).digest())

@@ -98,7 +98,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if sock is not None and sock.family != socket.AF_UNIX:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._server.connections.add(self)
         task = self._task = self._loop.create_task(self._answer_in_turn())
@@ -202,7 +202,7 @@ class Connection(asyncio.Protocol):
             # without one is 1.1 (the version is a string httptools formats on each call).
             chunked_ok=(keep_alive and "connection" not in headers)
             or parser.get_http_version() != "1.0",
-            limit=self._server.max_body)
+            limit=self._server.max_body, internal=self._server.internal)
         self._parsing = exchange
         self._waiting.append(exchange)
         if self._wake is not None:
@@ -293,9 +293,13 @@ class HttpServer:
     """``app`` served on ``sock`` until ``stop``."""
 
     def __init__(self, app: App, sock: socket.socket, drain_s: float, *,
-                 max_body: int = 4 * 1024 * 1024, keep_alive_s: float = KEEP_ALIVE_S) -> None:
+                 max_body: int = 4 * 1024 * 1024, keep_alive_s: float = KEEP_ALIVE_S,
+                 internal: bool = False) -> None:
+        """``internal``: ``sock`` is the socket sibling gateway processes pass requests on
+        (``siblings``), not one clients reach."""
         self.app = app
         self.max_body = max_body
+        self.internal = internal
         self.draining = False
         self.connections: set[Connection] = set()
         #: The connections' tasks (``Connection``: each answers its requests in turn).

@@ -49,6 +49,13 @@ _RESTART_MAX_S = 30.0
 _KILL_GRACE_S = 15.0
 #: The flag each copy gets: the file descriptor of the socket it serves on.
 LISTEN_FD_FLAG = "--listen-fd"
+#: The replica's name, which every copy shares (``--replica``, else one made here).
+REPLICA_ENV = "TRUNKLINE_REPLICA"
+
+
+def copy_instance(replica: str, index: int) -> str:
+    """The instance name of copy ``index`` of replica ``replica`` (``siblings``)."""
+    return f"{replica}_{index}"
 
 
 def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
@@ -64,6 +71,16 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.soc
     if reuse_port:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+def bind_unix_socket(path: str) -> socket.socket:
+    """A listening Unix socket at ``path`` (one left by an earlier process is replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
     sock.listen(1024)
     return sock
 
@@ -84,6 +101,8 @@ class Copies:
         self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._env = dict(os.environ)
         self._env.setdefault("TRUNKLINE_SESSION_KEY", os.urandom(24).hex())
+        # One replica name for all: a copy knows its siblings by it (``siblings``).
+        self._env.setdefault(REPLICA_ENV, os.urandom(3).hex())
         #: Where the copies serve their own metrics to each other (``copy_metrics``).
         self._pages_dir = tempfile.mkdtemp(prefix="trunkline-copies-")
         self._env[COPIES_DIR_ENV] = self._pages_dir

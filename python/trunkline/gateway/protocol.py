@@ -28,6 +28,7 @@ from ..catalog import ToolEntry
 from ..errors import (
     ConnectionFailure,
     InputNotSupported,
+    InputRoundUnknown,
     RequestTimeout,
     ServerError,
     ServerUnavailable,
@@ -274,7 +275,7 @@ def error_for(exc: BaseException) -> dict[str, Any]:
     what happened, never more (no stderr tail: it is the operator's, not the client's)."""
     if isinstance(exc, ServerError):
         return error(exc.code, exc.message, exc.data)
-    if isinstance(exc, UnknownTool):
+    if isinstance(exc, (UnknownTool, InputRoundUnknown)):
         return error(INVALID_PARAMS, exc.message)
     if isinstance(exc, TrunklineError):
         data: dict[str, Any] = {"server": exc.server, "kind": type(exc).__name__}

@@ -150,7 +150,8 @@ class WorkerHandle:
         self.resources = ResourceWatchers(config.name, self._send_watch)
         self._relay = ServerRequestRelay(
             input_handlers or {},
-            lambda request: self.notices.handler_for(request, self._inflight))
+            lambda request: self.notices.handler_for(request, self._inflight),
+            config.roots)
         self._credentials = CredentialDesk(
             oauth, config.name,
             config.params.url if isinstance(config.params, HttpParams) else "",

@@ -29,11 +29,13 @@ from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..protocol.identity import ClientIdentity
 from ..protocol.listen import can_subscribe
-from ..protocol.mrtr import CAPABILITY_OF, InputHandler, MrtrLimits
+from ..protocol.input_bridge import bridgeable
+from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.versions import LOG_LEVELS
-from ..settings import HostSettings, ServerConfig
+from ..settings import HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
+from .bridged_calls import BridgedCalls
 from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
@@ -141,6 +143,9 @@ class Host:
             input_rounds=InputRounds(handlers, identity.capabilities,
                                      mrtr_limits or MrtrLimits()),
             relist=self._relist_for_call, telemetry=self.telemetry)
+        #: Relayed calls to legacy servers, whose questions become their callers' rounds.
+        self._bridged = BridgedCalls(self._scope, mrtr_limits or MrtrLimits(),
+                                     self.settings.instance)
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._server_watchers: list[Callable[[ServerStatus], None]] = []
@@ -210,6 +215,7 @@ class Host:
 
     async def aclose(self) -> None:
         self._closed = True
+        self._bridged.close()
         await self._scope.aclose()
         await self._servers.aclose()
         if self._owned_oauth is not None:
@@ -232,6 +238,7 @@ class Host:
         idempotent_tools: Sequence[str] = (),
         enabled_tools: Sequence[str] | None = None,
         disabled_tools: Sequence[str] = (),
+        roots: Sequence[str | Root] | None = None,
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
@@ -242,14 +249,19 @@ class Host:
         safe to repeat, so a call to them may be retried after it may have reached the
         server; a tool's own ``idempotentHint`` is untrusted and never counts.
         ``enabled_tools`` / ``disabled_tools`` (glob patterns of local names) choose the
-        tools listed and callable."""
+        tools listed and callable. ``roots`` (``file://`` URIs, or ``Root`` objects) are what
+        the server is told its roots are when it asks (declare the ``roots`` capability);
+        without them the host's ``roots/list`` handler answers a legacy server, never one
+        call's (its roots are its session's, shared by every call)."""
         config = ServerConfig(name, transport, allow_legacy=allow_legacy,
                               idempotent_tools=frozenset(idempotent_tools),
                               call_timeout=call_timeout, discover_timeout=discover_timeout,
                               max_inflight=max_inflight, wait_ready=wait_ready,
                               enabled_tools=None if enabled_tools is None
                               else tuple(enabled_tools),
-                              disabled_tools=tuple(disabled_tools))
+                              disabled_tools=tuple(disabled_tools),
+                              roots=None if roots is None else tuple(
+                                  r if isinstance(r, Root) else Root(r) for r in roots))
         return (await self.add_servers([config]))[0]
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
@@ -428,7 +440,10 @@ class Host:
 
         ``call_input`` gives this call its own input-round handlers, or relays its
         ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
-        client answers); the caller's next call carries the answers in it.
+        client answers); the caller's next call carries the answers in it. A legacy
+        server asks with requests of its own instead: for a relayed call they become the
+        same rounds (``parent.bridged_calls``), the call staying in flight until the
+        caller's next call, with the answers and the round's ``requestState``.
 
         ``trace_context`` is a W3C trace context the call continues (``traceparent``,
         ``tracestate``, ``baggage``: those keys only, strings, else ``ValueError`` /
@@ -441,6 +456,9 @@ class Host:
         # what the caller awaits, with no frame of this one between while it is in flight
         # (each call in flight holds as few objects as it can; the collector walks them).
         try:
+            if call_input is not None and BridgedCalls.claims(call_input.request_state):
+                return self._bridged.resume(call_input.request_state, ("tools/call", name),
+                                            call_input.responses)
             entry = self._entry(name)
             # A dict needs no ABC check (the common case, and the check is not free).
             if type(arguments) is not dict and arguments is not None and not isinstance(
@@ -453,7 +471,8 @@ class Host:
             handle = None if settling else self._servers.handle(entry.server)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
             return raising(exc)
-        if settling:
+        if settling or (call_input is not None and call_input.relay and handle is not None
+                        and _bridged(handle, call_input)):
             return self._call_settled(name, arguments, dict(
                 timeout=timeout, on_progress=on_progress, log_level=log_level,
                 idempotent=idempotent, idempotency_key=idempotency_key,
@@ -466,10 +485,19 @@ class Host:
 
     async def _call_settled(self, name: str, arguments: Mapping[str, Any] | None,
                             options: dict[str, Any]) -> CallToolResult | InputRequired:
-        """A call whose server's tools are being listed again: made once they are."""
+        """A call whose server's tools are being listed again (made once they are), or a
+        relayed call to a legacy server (bridged: its questions become rounds)."""
         entry = await self._settled_entry(name)
-        return await self._calls.call_tool(self._servers.handle(entry.server), entry,
-                                           arguments, self._to_result, **options)
+        handle = self._servers.handle(entry.server)
+        call_input = options["call_input"]
+        if call_input is None or not call_input.relay or not _bridged(handle, call_input):
+            return await self._calls.call_tool(handle, entry, arguments, self._to_result,
+                                               **options)
+        return await self._bridged.start(
+            lambda bridged: self._calls.call_tool(handle, entry, arguments, self._to_result,
+                                                  **{**options, "call_input": bridged}),
+            dict(call_input.capabilities or {}), ("tools/call", name), handle.name,
+            self._calls.timeout_for(handle, options["timeout"]))
 
     async def _relist_for_call(self, server: str, tool: str) -> None:
         """A call's server says the tool's definition changed: re-list it; the call is
@@ -514,10 +542,24 @@ class Host:
         ``_meta`` one in ``params``); the result as sent. JSON-RPC errors raise
         ``ServerError``."""
         _check_logs(log_level, on_log)
-        return await self._calls.read(
-            self._servers.handle(server), method, dict(params or {}), timeout, call_input,
-            log_level=log_level, on_log=on_log,
-            trace_context=None if trace_context is None else carried(trace_context))
+        handle = self._servers.handle(server)
+        body = dict(params or {})
+        passed = None if trace_context is None else carried(trace_context)
+        if call_input is not None and call_input.relay and method in MRTR_METHODS:
+            target = (method, server, str(body.get("uri", body.get("name"))))
+            if BridgedCalls.claims(call_input.request_state):
+                return await self._bridged.resume(call_input.request_state, target,
+                                                  call_input.responses)
+            if _bridged(handle, call_input):
+                return await self._bridged.start(
+                    lambda bridged: self._calls.read(handle, method, body, timeout, bridged,
+                                                     log_level=log_level, on_log=on_log,
+                                                     trace_context=passed),
+                    dict(call_input.capabilities or {}), target, server,
+                    self._calls.timeout_for(handle, timeout))
+        return await self._calls.read(handle, method, body, timeout, call_input,
+                                      log_level=log_level, on_log=on_log,
+                                      trace_context=passed)
 
     def subscribe_resource(self, server: str, uri: str,
                            on_updated: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
@@ -546,6 +588,12 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+
+def _bridged(handle: WorkerHandle, call_input: CallInput) -> bool:
+    """Whether a relayed call to ``handle``'s server is bridged: the server is legacy (it
+    asks with requests of its own) and the caller can answer some of what it may ask."""
+    return handle.era == "legacy" and bridgeable(call_input.capabilities)
 
 
 def _check_logs(log_level: str | None, on_log: Callable[..., None] | None) -> None:

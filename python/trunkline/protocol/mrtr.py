@@ -287,7 +287,7 @@ class MrtrLoop:
                 f"unexpected {extra}"
             )
         for item in self._pending:
-            _check_response(item, responses[item.key])
+            check_response(item, responses[item.key])
         ordered = {item.key: responses[item.key] for item in self._pending}
         return self._resend(ordered)
 
@@ -351,14 +351,14 @@ class MrtrLoop:
                     f"{self.limits.max_input_requests_bytes}-byte limit",
                 )
             for key, entry in requests.items():
-                item = _parse_entry(key, entry)
+                item = parse_input_request(key, entry)
                 if isinstance(item, str):
                     return self._fail(MalformedMessage, f"inputRequests[{key!r}]: {item}")
                 items.append(item)
             # Gate every entry before the host sees any: a round that cannot be answered
             # in full must not prompt the user for part of it.
             for item in items:
-                refusal = _undeclared(item, self.capabilities)
+                refusal = undeclared(item, self.capabilities)
                 if refusal is not None:
                     what, why = refusal
                     self.state = State.FAILED
@@ -412,8 +412,9 @@ class MrtrLoop:
 # --- checks --------------------------------------------------------------------------
 
 
-def _parse_entry(key: str, entry: Any) -> InputRequestItem | str:
-    """One ``inputRequests`` entry as an item, or what is wrong with it."""
+def parse_input_request(key: str, entry: Any) -> InputRequestItem | str:
+    """One ``inputRequests`` entry (``{"method", "params"}``) as an item, or what is wrong
+    with it."""
     if not isinstance(entry, dict):
         return f"is a JSON {json_type(entry)}, not an object"
     method = entry.get("method")
@@ -464,7 +465,7 @@ def _parse_entry(key: str, entry: Any) -> InputRequestItem | str:
     return InputRequestItem(key, method, params)
 
 
-def _undeclared(item: InputRequestItem, caps: Mapping[str, Any]) -> tuple[str, str] | None:
+def undeclared(item: InputRequestItem, caps: Mapping[str, Any]) -> tuple[str, str] | None:
     """(what was asked, why it is refused) when ``caps`` does not cover ``item``."""
     cap = item.capability
     if item.method == ELICIT:
@@ -494,7 +495,7 @@ def _undeclared(item: InputRequestItem, caps: Mapping[str, Any]) -> tuple[str, s
     return None
 
 
-def _check_response(item: InputRequestItem, response: Any) -> None:
+def check_response(item: InputRequestItem, response: Any) -> None:
     """Raise ``ValueError`` when the host's answer to ``item`` has the wrong shape."""
     where = f"response to inputRequests[{item.key!r}] ({item.method})"
     if not isinstance(response, Mapping):
