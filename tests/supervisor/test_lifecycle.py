@@ -250,3 +250,26 @@ def test_status_counts_calls_in_flight_late_replies_and_restarts(no_leaks, tap):
             await until(lambda: sup.handle("s").status().late_replies == 1,
                         "the late reply to be counted")
     run(main())
+
+
+# --- issue 35: a server slow on every start -----------------------------------------------
+
+
+def test_a_worker_stopped_while_negotiating_settles_its_negotiation_once(
+        no_leaks, tap, capfd):
+    """The host stops a server that is still negotiating (it read ``server/discover`` and
+    has not answered yet): the worker's wait for the verdict is cancelled, and the close
+    its own stop then causes settles nothing a second time (no ``InvalidStateError`` in
+    the worker's output)."""
+    settings = replace(SETTINGS, negotiation=NegotiationConfig(discover_timeout_s=30.0))
+    async def main():
+        async with Supervisor(settings) as sup:
+            adding = asyncio.ensure_future(sup.add(ServerConfig(
+                "mute", scripted("--discover", "silence", tap=tap))))
+            await until(lambda: "server/discover" in methods(tap),
+                        "the server to read server/discover")
+            await sup.remove("mute")
+            assert (await adding).state is ServerState.STOPPED
+    run(main())
+    err = capfd.readouterr().err
+    assert "InvalidStateError" not in err and "second outcome" not in err, err
