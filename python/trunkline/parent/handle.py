@@ -8,8 +8,9 @@ the ``RestartPlanner`` what to do and does it. Progress and a call's log message
 requests to the ``ServerRequestRelay``.
 
 Each worker generation gets its own block of JSON-RPC ids, so no id is ever used twice
-for one server during the host's lifetime, and inherits what earlier ones proved (a
-server that proved modern never gets ``initialize`` again).
+for one server during the host's lifetime, and inherits what earlier ones showed (a
+server that proved modern never gets ``initialize`` again; one that stayed silent gets
+longer deadlines: the planner's ``patience``).
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class WorkerHandle:
             oauth, config.name,
             config.params.url if isinstance(config.params, HttpParams) else "",
             legacy_fallbacks=config.allow_legacy)
-        self._planner = RestartPlanner(settings.restart, rng)
+        self._planner = RestartPlanner(settings.restart, rng, settings.negotiation_for(config))
         self._scope = TaskScope(f"server {config.name!r}")
         self.state = ServerState.STARTING
         self.report: StateReport | None = None
@@ -437,7 +438,8 @@ class WorkerHandle:
         first = 1 + (number - 1) * block
         return ch.WorkerSpec(server=self.config, host=self.settings, first_request_id=first,
                              request_id_limit=first + block,
-                             proven_modern=self._proven_modern)
+                             proven_modern=self._proven_modern,
+                             patience=self._planner.patience)
 
     async def _spawn(self) -> None:
         # Kept: asyncio.get_running_loop() costs a getpid() syscall, on the hot path.
