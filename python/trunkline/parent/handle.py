@@ -161,6 +161,7 @@ class WorkerHandle:
         self.state = ServerState.STARTING
         self.report: StateReport | None = None
         self.reason: str | None = None
+        self._reason_told: str | None = None
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.restarts = 0
@@ -605,14 +606,18 @@ class WorkerHandle:
         self.last_error, self.last_error_at = error, time.time()
 
     def _set_state(self, state: ServerState) -> None:
+        """A new state, or a down one with a new reason (what the planner decided: when
+        the next attempt comes, how long it waits), is news for the host."""
         previous, self.state = self.state, state
-        if state in (ServerState.RESTARTING, ServerState.UNAVAILABLE) and self.reason \
-                and state is not previous:
+        down = state in (ServerState.RESTARTING, ServerState.UNAVAILABLE)
+        news = state is not previous or (down and self.reason != self._reason_told)
+        self._reason_told = self.reason
+        if down and self.reason and news:
             self._note_error(self.reason)
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)
-        if self._on_state is not None and state is not previous:
+        if self._on_state is not None and news:
             self._on_state(self)
 
     def _next_change(self) -> asyncio.Future[None]:

@@ -305,7 +305,8 @@ class Host:
     def watch_servers(self, on_change: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Call ``on_change(status)`` (on the loop, synchronously) when a server is added
         (starting) and whenever its state changes (negotiating, ready, restarting,
-        unavailable with its reason, stopped); may be called before the host is entered,
+        unavailable with its reason, stopped) or, while it is down, its reason does (the
+        next attempt decided); may be called before the host is entered,
         to follow its servers as they come up. Returns the function that stops it."""
         self._server_watchers.append(on_change)
         return lambda: self._server_watchers.remove(on_change) \
