@@ -45,7 +45,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 7
+CHANNEL_VERSION = 8
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -147,10 +147,14 @@ class WorkerSpec(msgspec.Struct, frozen=True):
     request_id_limit: int = 1 << 53
     #: An earlier connection proved the server modern: it never gets ``initialize``.
     proven_modern: bool = False
+    #: The connections right before this one on which the server stayed silent
+    #: (``RestartPlanner.patience``): this one's probes wait longer.
+    patience: int = 0
     channel_version: int = CHANNEL_VERSION
 
     def negotiation(self) -> NegotiationConfig:
-        return self.host.negotiation_for(self.server, proven_modern=self.proven_modern)
+        return self.host.negotiation_for(self.server, proven_modern=self.proven_modern,
+                                         patience=self.patience)
 
     def to_bytes(self) -> bytes:
         return _ENCODER.encode(self)

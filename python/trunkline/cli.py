@@ -316,6 +316,7 @@ async def serve(ns: argparse.Namespace) -> int:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
         async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
+                                             max_discover_timeout=ns.max_discover_timeout,
                                              capabilities=RELAYED_CAPABILITIES,
                                              input_handlers={"roots/list": _no_roots},
                                              model_safe_names=ns.model_safe_names,
@@ -655,6 +656,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--discover-timeout", type=_seconds, default=None, metavar="SECONDS",
             help="deadline of each server/discover, for servers whose entry sets no "
                  "\"discoverTimeoutMs\" (default: 10)")
+    g.add_argument(
+        "--max-discover-timeout", type=_seconds, default=None, metavar="SECONDS",
+        help="how far each server/discover deadline may grow while a server stays silent "
+             "(it doubles with each silent start), for servers whose entry sets no "
+             "\"maxDiscoverTimeoutMs\" (default: 120)")
     return parser
 
 

@@ -1,8 +1,9 @@
 """The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop, Cursor and
 VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTools``,
-``discoverTimeoutMs``, ``enabledTools`` / ``disabledTools`` (glob patterns of the
-server's tool names the model may see and call) and ``roots`` (what the server is told its
-roots are: ``file://`` URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio
+``discoverTimeoutMs``, ``maxDiscoverTimeoutMs`` (how far the probes' deadlines may grow
+after silent starts), ``enabledTools`` / ``disabledTools`` (glob patterns of the server's
+tool names the model may see and call) and ``roots`` (what the server is told its roots
+are: ``file://`` URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio
 (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``,
 ``"headers"``, optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy``
 allowlists that exact URL.
@@ -38,8 +39,8 @@ from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
 from .settings import Root, ServerConfig
 
-_COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "type", "disabled",
-                "enabledTools", "disabledTools", "roots"}
+_COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "maxDiscoverTimeoutMs",
+                "type", "disabled", "enabledTools", "disabledTools", "roots"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
@@ -56,9 +57,11 @@ def _str_list(value: Any) -> bool:
 
 
 def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
-                discover_timeout: float | None = None) -> ServerConfig | None:
+                discover_timeout: float | None = None,
+                max_discover_timeout: float | None = None) -> ServerConfig | None:
     """One server entry; ``None`` for an entry marked ``"disabled": true``.
-    ``discover_timeout`` (seconds) applies where the entry sets no ``discoverTimeoutMs``."""
+    ``discover_timeout`` / ``max_discover_timeout`` (seconds) apply where the entry sets
+    no ``discoverTimeoutMs`` / ``maxDiscoverTimeoutMs``."""
     if not isinstance(raw, dict):
         raise _fail(source, name, "entry must be an object")
     if raw.get("disabled") is True:
@@ -87,15 +90,14 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     disabled = raw.get("disabledTools", [])
     if not _str_list(disabled):
         raise _fail(source, name, "\"disabledTools\" must be a list of glob patterns")
-    discover_ms = raw.get("discoverTimeoutMs")
-    if discover_ms is not None:
-        if isinstance(discover_ms, bool) or not isinstance(discover_ms, int) or discover_ms <= 0:
-            raise _fail(source, name, "\"discoverTimeoutMs\" must be a positive integer")
-        discover_timeout = discover_ms / 1000
+    discover_timeout = _seconds(raw, "discoverTimeoutMs", source, name, discover_timeout)
+    max_discover_timeout = _seconds(raw, "maxDiscoverTimeoutMs", source, name,
+                                    max_discover_timeout)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy,
                             idempotent_tools=frozenset(idempotent),
                             discover_timeout=discover_timeout,
+                            max_discover_timeout=max_discover_timeout,
                             enabled_tools=None if enabled is None else tuple(enabled),
                             disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")))
     except ConfigurationError as exc:
@@ -120,6 +122,17 @@ def _roots(raw: Any) -> tuple[Root, ...] | None:
             raise ConfigurationError(f"\"roots\": {entry!r} is neither a file:// URI nor a "
                                      "{\"uri\", \"name\"} object")
     return tuple(roots)
+
+
+def _seconds(raw: dict[str, Any], key: str, source: str, name: str,
+             default: float | None) -> float | None:
+    """A key of whole milliseconds, in seconds; ``default`` where the entry has none."""
+    ms = raw.get(key)
+    if ms is None:
+        return default
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+        raise _fail(source, name, f"\"{key}\" must be a positive integer")
+    return ms / 1000
 
 
 def _http_params(raw: dict[str, Any], source: str, name: str) -> HttpParams:
@@ -162,7 +175,8 @@ def _stdio_params(raw: dict[str, Any], source: str, name: str,
 
 
 def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None = None,
-                 discover_timeout: float | None = None) -> list[ServerConfig]:
+                 discover_timeout: float | None = None,
+                 max_discover_timeout: float | None = None) -> list[ServerConfig]:
     """Servers in file order (the order that decides who keeps a contested tool name)."""
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
         raise _fail(source, None, "expected an object with an \"mcpServers\" object")
@@ -173,14 +187,15 @@ def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None =
             # "/" separates server and tool in prefixed names: it must stay unambiguous.
             raise _fail(source, name, "server names must be non-empty and contain no '/'")
         entry = parse_entry(name, raw, source=source, base_dir=base_dir,
-                            discover_timeout=discover_timeout)
+                            discover_timeout=discover_timeout,
+                            max_discover_timeout=max_discover_timeout)
         if entry is not None:
             entries.append(entry)
     return entries
 
 
-def load_config(path: str | os.PathLike[str], *,
-                discover_timeout: float | None = None) -> list[ServerConfig]:
+def load_config(path: str | os.PathLike[str], *, discover_timeout: float | None = None,
+                max_discover_timeout: float | None = None) -> list[ServerConfig]:
     p = Path(path)
     try:
         data = orjson.loads(p.read_bytes())
@@ -189,7 +204,8 @@ def load_config(path: str | os.PathLike[str], *,
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"{p}: not valid JSON: {exc}") from exc
     return parse_config(data, source=str(p), base_dir=p.parent,
-                        discover_timeout=discover_timeout)
+                        discover_timeout=discover_timeout,
+                        max_discover_timeout=max_discover_timeout)
 
 
 # --- OAuth ------------------------------------------------------------------------------

@@ -55,6 +55,9 @@ class ServerConfig:
     call_timeout: float | None = None
     #: Seconds for each ``server/discover`` attempt; None: the host's negotiation default.
     discover_timeout: float | None = None
+    #: Seconds the probes' deadlines may grow to after connections on which the server
+    #: stayed silent; None: the host's negotiation default.
+    max_discover_timeout: float | None = None
     #: Bound on calls in flight to this server; beyond it callers wait (within their
     #: timeout) instead of growing memory without limit.
     max_inflight: int = 1024
@@ -75,7 +78,7 @@ class ServerConfig:
             # "/" separates server and tool in prefixed names: it must stay unambiguous.
             raise ConfigurationError(
                 f"server name {self.name!r}: must be non-empty and contain no '/'")
-        for setting in ("call_timeout", "discover_timeout"):
+        for setting in ("call_timeout", "discover_timeout", "max_discover_timeout"):
             value = getattr(self, setting)
             if value is not None and not value > 0:
                 raise ConfigurationError(
@@ -165,15 +168,19 @@ class HostSettings:
         ladder, plus a margin for the worker's own exit."""
         return self.close_wait_s + self.term_wait_s + 2.0
 
-    def negotiation_for(self, server: ServerConfig, *, proven_modern: bool = False
-                        ) -> NegotiationConfig:
+    def negotiation_for(self, server: ServerConfig, *, proven_modern: bool = False,
+                        patience: int = 0) -> NegotiationConfig:
         """The negotiation one server gets: the host's, with that server's allowlist
-        entry and deadline, and what earlier connections proved about it."""
+        entry and deadlines, and what earlier connections showed: that it is modern, or
+        that it stayed silent ``patience`` times in a row (its probes wait longer)."""
+        host = self.negotiation
         return replace(
-            self.negotiation,
+            host,
             allow_legacy=server.allow_legacy,
-            proven_modern=proven_modern or self.negotiation.proven_modern,
-            discover_timeout_s=(self.negotiation.discover_timeout_s
-                                if server.discover_timeout is None
+            proven_modern=proven_modern or host.proven_modern,
+            discover_timeout_s=(host.discover_timeout_s if server.discover_timeout is None
                                 else server.discover_timeout),
-        )
+            max_discover_timeout_s=(host.max_discover_timeout_s
+                                    if server.max_discover_timeout is None
+                                    else server.max_discover_timeout),
+        ).after_silence(patience)

@@ -43,7 +43,8 @@ def test_the_hot_frame_numbers_are_the_codecs():
 @pytest.mark.parametrize("server", [
     ServerConfig("local", stdio("python", "-m", "srv", env={"K": "v"}, cwd="/tmp"),
                  allow_legacy=True, idempotent_tools=frozenset({"get", "list"}),
-                 call_timeout=12.5, discover_timeout=30.0, max_inflight=7, wait_ready=False),
+                 call_timeout=12.5, discover_timeout=30.0, max_discover_timeout=600.0,
+                 max_inflight=7, wait_ready=False),
     ServerConfig("remote", http("https://mcp.example.com/mcp", headers={"X-Api-Key": "k"},
                                 verify_tls=False, max_connections=3)),
 ], ids=["stdio", "http"])
@@ -56,13 +57,15 @@ def test_the_worker_spec_carries_the_server_and_the_host_settings_whole(server):
         listen={"toolsListChanged": True, "promptsListChanged": True},
         answered_requests=frozenset({"elicitation/create"}), request_ids_per_connection=99)
     spec = ch.WorkerSpec(server=server, host=host, first_request_id=199, request_id_limit=298,
-                         proven_modern=True)
+                         proven_modern=True, patience=2)
     back = ch.WorkerSpec.from_bytes(spec.to_bytes())
     assert back == spec
     assert back.server.params == server.params and type(back.server.params) is type(server.params)
     negotiation = back.negotiation()
     assert negotiation.allow_legacy == server.allow_legacy and negotiation.proven_modern
-    assert negotiation.discover_timeout_s == (server.discover_timeout or 3.0)
+    # Two silent connections before this one: its probes wait four times as long.
+    assert negotiation.discover_timeout_s == 4 * (server.discover_timeout or 3.0)
+    assert negotiation.legacy_probe_timeout_s == 4 * host.negotiation.legacy_probe_timeout_s
 
 
 def test_a_spec_from_another_install_or_broken_is_refused():

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
+import time
 
 import orjson
 import pytest
@@ -113,6 +116,37 @@ def test_probe_shows_time_to_verdict_and_the_stderr_tail_of_a_refused_server(tmp
 def test_discover_timeout_must_be_positive(config, no_leaks):
     done = trunkline("probe", str(config), "--discover-timeout", "0")
     assert done.returncode == 2 and "positive number of seconds" in done.stderr
+
+
+def test_serve_caps_how_long_a_silent_server_is_waited_for(tmp_path, no_leaks):
+    """``serve --max-discover-timeout``: a server that reads nothing for 1 s on every
+    start is probed again and again, each probe waiting twice as long as the last but
+    never past the cap, and each re-probe's deadline is in the log."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"slow": {
+        "command": sys.executable,
+        "args": [str(PEERS / "scripted.py"), "--startup-delay", "1.0"]}}}))
+    announced: list[str] = []
+    with subprocess.Popen(
+            [sys.executable, "-m", "trunkline", "serve", str(path), "--stdio",
+             "--discover-timeout", "0.4", "--max-discover-timeout", "0.8"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True) as serve:
+        assert serve.stdin is not None and serve.stderr is not None
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in serve.stderr])
+        reader.start()
+        deadline = time.monotonic() + 60
+        try:
+            while len(announced) < 3:  # the re-probes go on until stdin closes
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0))
+                if "waiting up to" in line:
+                    announced.append(line.rsplit("waiting up to ", 1)[1].strip())
+        finally:
+            serve.stdin.close()
+            assert serve.wait(60) == 0
+            reader.join()
+    assert announced == ["0.8 s"] * 3
 
 
 @pytest.mark.parametrize("args,code,message", [

@@ -135,6 +135,10 @@ def test_from_config_starts_servers_in_file_order_and_honours_allow_legacy(tmp_p
     ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": "500"}}}, "discoverTimeoutMs"),
     ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": 1.5}}}, "discoverTimeoutMs"),
     ({"mcpServers": {"x": {"command": "c", "discoverTimeoutMs": True}}}, "discoverTimeoutMs"),
+    ({"mcpServers": {"x": {"command": "c", "maxDiscoverTimeoutMs": 0}}},
+     "maxDiscoverTimeoutMs"),
+    ({"mcpServers": {"x": {"command": "c", "maxDiscoverTimeoutMs": 6e4}}},
+     "maxDiscoverTimeoutMs"),
 ])
 def test_bad_config_fails_with_the_key_named(tmp_path, bad, message):
     config = tmp_path / "mcp.json"
@@ -158,6 +162,27 @@ def test_discover_timeout_per_server_or_from_the_caller(tmp_path):
     assert settings.negotiation_for(warm).discover_timeout_s == 2.5
     assert HostSettings().negotiation_for(load_config(config)[1]).discover_timeout_s == \
         settings.negotiation.discover_timeout_s
+
+
+def test_how_far_patience_goes_per_server_or_from_the_caller(tmp_path):
+    """``maxDiscoverTimeoutMs``: how far a silent server's probe deadlines may grow."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "image": {"command": "docker", "args": ["run", "-i", "big"],
+                  "maxDiscoverTimeoutMs": 600000},
+        "warm": {"command": "warm-server"},
+    }}))
+    image, warm = load_config(config)
+    assert (image.max_discover_timeout, warm.max_discover_timeout) == (600.0, None)
+    image, warm = load_config(config, max_discover_timeout=30.0)
+    assert (image.max_discover_timeout, warm.max_discover_timeout) == (600.0, 30.0)
+    settings = HostSettings()
+    assert settings.negotiation_for(image, patience=10).discover_timeout_s == 600.0
+    assert settings.negotiation_for(warm, patience=10).discover_timeout_s == 30.0
+    assert settings.negotiation_for(warm, patience=1).discover_timeout_s == \
+        2 * settings.negotiation.discover_timeout_s
+    assert settings.negotiation_for(load_config(config)[1], patience=10) \
+        .discover_timeout_s == settings.negotiation.max_discover_timeout_s == 120.0
 
 
 def test_config_http_entries_keep_url_headers_and_tls_setting(tmp_path):

@@ -13,7 +13,9 @@ from dataclasses import replace
 import orjson
 import pytest
 from conftest import group_alive, run, scripted
+from trunkline.params import stdio
 
+import realpeers
 import taplog
 from trunkline.channel import ServerState
 from trunkline.errors import RequestTimeout
@@ -250,3 +252,108 @@ def test_status_counts_calls_in_flight_late_replies_and_restarts(no_leaks, tap):
             await until(lambda: sup.handle("s").status().late_replies == 1,
                         "the late reply to be counted")
     run(main())
+
+
+# --- issue 35: a server slow on every start -----------------------------------------------
+
+
+def test_a_worker_stopped_while_negotiating_settles_its_negotiation_once(
+        no_leaks, tap, capfd):
+    """The host stops a server that is still negotiating (it read ``server/discover`` and
+    has not answered yet): the worker's wait for the verdict is cancelled, and the close
+    its own stop then causes settles nothing a second time (no ``InvalidStateError`` in
+    the worker's output)."""
+    settings = replace(SETTINGS, negotiation=NegotiationConfig(discover_timeout_s=30.0))
+    async def main():
+        async with Supervisor(settings) as sup:
+            adding = asyncio.ensure_future(sup.add(ServerConfig(
+                "mute", scripted("--discover", "silence", tap=tap))))
+            await until(lambda: "server/discover" in methods(tap),
+                        "the server to read server/discover")
+            await sup.remove("mute")
+            assert (await adding).state is ServerState.STOPPED
+    run(main())
+    err = capfd.readouterr().err
+    assert "InvalidStateError" not in err and "second outcome" not in err, err
+
+
+#: A discover deadline shorter than every start of the slow servers below, twice over.
+IMPATIENT = NegotiationConfig(discover_timeout_s=0.4, legacy_probe_timeout_s=0.4)
+
+
+def waits(reasons: list[str]) -> list[float]:
+    """The deadlines the re-probes announced, in order ("waiting up to X s")."""
+    return [float(r.split("waiting up to ")[1].split(" s")[0])
+            for r in reasons if "waiting up to " in r]
+
+
+async def ready_without_an_operator(host: Host, name: str, add) -> tuple[object, list[str]]:
+    """Add a server with ``add()`` and wait, on the host's state watchers, until it is
+    ready; no ``retry()`` is ever made. Returns its ready status and every reason it
+    showed along the way."""
+    reasons: list[str] = []
+    ready = asyncio.get_running_loop().create_future()
+
+    def seen(status) -> None:
+        if status.name != name:
+            return
+        if status.reason and status.reason not in reasons:
+            reasons.append(status.reason)
+        if status.state is ServerState.READY and not ready.done():
+            ready.set_result(status)
+    host.watch_servers(seen)
+    first = await add()
+    assert first.state is ServerState.UNAVAILABLE, first.reason
+    return await asyncio.wait_for(ready, 90), reasons
+
+
+def test_a_server_slow_on_every_start_is_probed_with_growing_patience_until_ready(
+        no_leaks, tap):
+    """Every start reads nothing for 1 s, over twice the 0.4 s discover deadline: each
+    re-probe after silence waits twice as long as the last (the status says how long),
+    until one outlasts the start and the server is ready, without an operator."""
+    settings = replace(SETTINGS, negotiation=IMPATIENT, close_wait_s=0.2)
+    async def main():
+        async with Host(settings=settings) as host:
+            status, reasons = await ready_without_an_operator(
+                host, "slow", lambda: host.add_server(
+                    "slow", scripted("--startup-delay", "1.0", tap=tap)))
+            assert status.era == "modern" and status.restarts >= 2
+            announced = waits(reasons)
+            assert len(announced) >= 2, reasons  # 0.4 s and 0.8 s are both too short
+            assert announced == [0.4 * 2 ** (i + 1) for i in range(len(announced))]
+            await until(lambda: any(t.server == "slow" for t in host.tools()),
+                        "its tools to be listed")
+            result = await host.call_tool("echo", {"x": 1})
+            assert json.loads(result.text) == {"x": 1}
+    run(main())
+    assert "initialize" not in methods(tap)
+
+
+@pytest.mark.real_servers
+def test_an_allowlisted_real_server_slow_on_every_start_becomes_ready_modern(
+        no_leaks, capfd):
+    """The TypeScript SDK v2 server behind a start that sleeps 1 s, allowlisted: its one
+    initialize goes out after the discover deadline and is unanswered too (silence), then
+    a patient connection hears it answer both probes (two sessions: abandoned), and the
+    proven-modern connections after it are patient as well, until one is ready, modern."""
+    server = realpeers.require(realpeers.MODERN_TS)
+    command = " ".join(["sleep 1; exec", *server.argv])
+    settings = replace(SETTINGS, negotiation=IMPATIENT, close_wait_s=0.2)
+    async def main():
+        async with Host(settings=settings) as host:
+            status, reasons = await ready_without_an_operator(
+                host, "ts", lambda: host.add_server(
+                    "ts", stdio("sh", "-c", command, env=dict(server.env)),
+                    allow_legacy=True))
+            assert status.era == "modern", reasons
+            assert any("proved it is modern" in r for r in reasons), reasons
+            announced = waits(reasons)
+            assert announced == sorted(announced) and len(set(announced)) >= 2, reasons
+            await until(lambda: any(t.server == "ts" for t in host.tools()),
+                        "its tools to be listed")
+            result = await host.call_tool("echo", {"text": "patient"})
+            assert result.text == "patient"
+    run(main())
+    err = capfd.readouterr().err
+    assert "InvalidStateError" not in err and "second outcome" not in err, err

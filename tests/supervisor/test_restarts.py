@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from trunkline.parent.restarts import CoolDown, ReprobeIn, RestartIn, RestartPlanner, StayDown
+from trunkline.protocol import NegotiationConfig
 from trunkline.settings import RestartPolicy
 
 POLICY = RestartPolicy(base_s=0.1, factor=2.0, cap_s=1.0, max_restarts=3, window_s=10.0,
@@ -64,3 +65,61 @@ def test_an_explicit_retry_starts_a_fresh_budget():
         p.lost(now=float(i), cause="x")
     p.reset()
     assert isinstance(p.lost(now=3.0, cause="x"), RestartIn)
+
+
+# --- patience: each connection after silence waits longer -------------------------------
+
+NEGOTIATION = NegotiationConfig(discover_timeout_s=0.5, legacy_probe_timeout_s=1.5,
+                                max_discover_timeout_s=5.0)
+
+
+def patient_planner() -> RestartPlanner:
+    return RestartPlanner(POLICY, random.Random(5), NEGOTIATION)
+
+
+def next_deadlines(p: RestartPlanner) -> tuple[float, float]:
+    """The deadlines the next connection's probes get (discover, initialize)."""
+    negotiation = NEGOTIATION.after_silence(p.patience)
+    return negotiation.discover_timeout_s, negotiation.legacy_probe_timeout_s
+
+
+def test_each_silent_refusal_in_a_row_doubles_the_next_probes_deadlines_up_to_the_cap():
+    p = patient_planner()
+    deadlines, said = [next_deadlines(p)], []
+    for _ in range(6):
+        said.append(p.refused("era refused: no answer yet", retry_later=True).reason)
+        deadlines.append(next_deadlines(p))
+    assert [d for d, _ in deadlines] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    assert [i for _, i in deadlines] == [1.5, 3.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    # The status says how long the next connection waits.
+    assert [r.rsplit(", ", 1)[1] for r in said] == [
+        "waiting up to 1 s", "waiting up to 2 s", "waiting up to 4 s", "waiting up to 5 s",
+        "waiting up to 5 s", "waiting up to 5 s"]
+
+
+def test_patience_ends_when_the_server_proves_an_era_or_the_operator_retries():
+    for end in (RestartPlanner.ready, RestartPlanner.reset):
+        p = patient_planner()
+        for _ in range(3):
+            p.refused("silence", retry_later=True)
+        assert next_deadlines(p) == (4.0, 5.0)
+        end(p)
+        assert next_deadlines(p) == (0.5, 1.5)
+        assert p.refused("silence", retry_later=True).reason.endswith("waiting up to 1 s")
+
+
+def test_patience_is_kept_across_a_lost_connection_and_grows_only_with_silence():
+    """A connection abandoned for two sessions (the patient one that finally heard the
+    server) restarts as a lost one: the next, proven modern, is as patient."""
+    p = patient_planner()
+    p.refused("silence", retry_later=True)
+    p.lost(now=0.0, cause="this connection holds two sessions")
+    assert p.refused("era refused: -32601", retry_later=False) == StayDown(
+        "era refused: -32601")
+    assert next_deadlines(p) == (1.0, 3.0)
+
+
+def test_a_deadline_configured_above_the_cap_is_kept_and_patience_never_overflows():
+    slow = NegotiationConfig(discover_timeout_s=200.0, max_discover_timeout_s=120.0)
+    assert slow.after_silence(3).discover_timeout_s == 200.0
+    assert NEGOTIATION.after_silence(100_000).discover_timeout_s == 5.0

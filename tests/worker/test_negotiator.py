@@ -100,3 +100,39 @@ def test_a_late_discover_answer_after_a_legacy_verdict_renegotiates():
         assert len(wire.renegotiations) == 1 and "two sessions" in wire.renegotiations[0]
         assert wire.negotiator.proven_modern
     run(main())
+
+
+async def _stopped_while_negotiating(wire: Wire) -> None:
+    """What a worker stopped mid-negotiation does: ``Peer.start`` awaits the outcome in
+    the worker's main task, and cancelling that task cancels the outcome with it."""
+    async def start() -> None:
+        await wire.negotiator.outcome
+    waiter = asyncio.ensure_future(start())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    await asyncio.wait([waiter])
+    assert wire.negotiator.outcome.cancelled()
+
+
+@pytest.mark.parametrize("then", ["closes", "answers", "stays silent"])
+def test_a_negotiation_abandoned_by_its_waiter_settles_nothing_more(then):
+    """The connection goes on reporting after the worker stopped waiting (its stop ladder
+    closes the server's stdin, the server may answer or exit meanwhile, a deadline may
+    pass): none of it decides anything on the abandoned negotiation, and nothing settles
+    its outcome a second time."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        errors: list[dict] = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        wire = Wire(discover_timeout_s=0.05)
+        wire.negotiator.start()
+        await _stopped_while_negotiating(wire)
+        if then == "closes":
+            wire.negotiator.on_closed("transport closed by the client")
+        elif then == "answers":
+            wire.answer("server/discover", result=DISCOVER_OK)
+        await asyncio.sleep(0.2)  # past the discover deadline
+        assert errors == [], errors
+        assert wire.negotiator.outcome.cancelled() and wire.verdicts == []
+        assert wire.methods() == ["server/discover"], "nothing more was sent"
+    run(main())

@@ -8,8 +8,9 @@ the ``RestartPlanner`` what to do and does it. Progress and a call's log message
 requests to the ``ServerRequestRelay``.
 
 Each worker generation gets its own block of JSON-RPC ids, so no id is ever used twice
-for one server during the host's lifetime, and inherits what earlier ones proved (a
-server that proved modern never gets ``initialize`` again).
+for one server during the host's lifetime, and inherits what earlier ones showed (a
+server that proved modern never gets ``initialize`` again; one that stayed silent gets
+longer deadlines: the planner's ``patience``).
 """
 
 from __future__ import annotations
@@ -156,11 +157,12 @@ class WorkerHandle:
             oauth, config.name,
             config.params.url if isinstance(config.params, HttpParams) else "",
             legacy_fallbacks=config.allow_legacy)
-        self._planner = RestartPlanner(settings.restart, rng)
+        self._planner = RestartPlanner(settings.restart, rng, settings.negotiation_for(config))
         self._scope = TaskScope(f"server {config.name!r}")
         self.state = ServerState.STARTING
         self.report: StateReport | None = None
         self.reason: str | None = None
+        self._reason_told: str | None = None
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.restarts = 0
@@ -438,7 +440,8 @@ class WorkerHandle:
         first = 1 + (number - 1) * block
         return ch.WorkerSpec(server=self.config, host=self.settings, first_request_id=first,
                              request_id_limit=first + block,
-                             proven_modern=self._proven_modern)
+                             proven_modern=self._proven_modern,
+                             patience=self._planner.patience)
 
     async def _spawn(self) -> None:
         # Kept: asyncio.get_running_loop() costs a getpid() syscall, on the hot path.
@@ -604,14 +607,18 @@ class WorkerHandle:
         self.last_error, self.last_error_at = error, time.time()
 
     def _set_state(self, state: ServerState) -> None:
+        """A new state, or a down one with a new reason (what the planner decided: when
+        the next attempt comes, how long it waits), is news for the host."""
         previous, self.state = self.state, state
-        if state in (ServerState.RESTARTING, ServerState.UNAVAILABLE) and self.reason \
-                and state is not previous:
+        down = state in (ServerState.RESTARTING, ServerState.UNAVAILABLE)
+        news = state is not previous or (down and self.reason != self._reason_told)
+        self._reason_told = self.reason
+        if down and self.reason and news:
             self._note_error(self.reason)
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)
-        if self._on_state is not None and state is not previous:
+        if self._on_state is not None and news:
             self._on_state(self)
 
     def _next_change(self) -> asyncio.Future[None]:

@@ -163,10 +163,11 @@ class Host:
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str], *, discover_timeout: float | None = None,
-                    **kwargs: Any) -> Host:
+                    max_discover_timeout: float | None = None, **kwargs: Any) -> Host:
         """A host for the servers of an ``{"mcpServers": {...}}`` file; they start when the
         host is entered (``async with``). ``discover_timeout`` (seconds) applies to the
-        servers whose entry sets no ``"discoverTimeoutMs"``.
+        servers whose entry sets no ``"discoverTimeoutMs"``, ``max_discover_timeout`` to
+        those that set no ``"maxDiscoverTimeoutMs"``.
 
         With a Streamable HTTP server in the file (and no ``oauth=`` given), the host has an
         OAuth client of its own, as the file's ``"oauth"`` keys describe
@@ -177,7 +178,8 @@ class Host:
         Pins are kept where the tokens are (the ``"oauth"`` ``store``: its ``pins``
         subdirectory, or the same Redis), with the file's ``"pins"`` settings
         (``config.load_pin_config``)."""
-        configs = load_config(path, discover_timeout=discover_timeout)
+        configs = load_config(path, discover_timeout=discover_timeout,
+                              max_discover_timeout=max_discover_timeout)
         pin_config, oauth_config = load_pin_config(path), load_oauth_config(path)
         kwargs.setdefault("approve_first_sight", pin_config.approve_first_sight)
         if pin_config.bounds:
@@ -235,6 +237,7 @@ class Host:
         wait_ready: bool = True,
         call_timeout: float | None = None,
         discover_timeout: float | None = None,
+        max_discover_timeout: float | None = None,
         idempotent_tools: Sequence[str] = (),
         enabled_tools: Sequence[str] | None = None,
         disabled_tools: Sequence[str] = (),
@@ -244,7 +247,9 @@ class Host:
         ``reject`` policy a tool-name collision stops the new server and raises
         ``ToolCollision`` naming both servers and the tool. ``call_timeout`` overrides the
         host's default for this server's calls (a call's own ``timeout`` wins over both);
-        ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter).
+        ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter), and
+        ``max_discover_timeout`` how far that deadline may grow after starts on which the
+        server stayed silent.
         ``idempotent_tools`` names (by the server's own local names) the tools that are
         safe to repeat, so a call to them may be retried after it may have reached the
         server; a tool's own ``idempotentHint`` is untrusted and never counts.
@@ -256,6 +261,7 @@ class Host:
         config = ServerConfig(name, transport, allow_legacy=allow_legacy,
                               idempotent_tools=frozenset(idempotent_tools),
                               call_timeout=call_timeout, discover_timeout=discover_timeout,
+                              max_discover_timeout=max_discover_timeout,
                               max_inflight=max_inflight, wait_ready=wait_ready,
                               enabled_tools=None if enabled_tools is None
                               else tuple(enabled_tools),
@@ -312,7 +318,8 @@ class Host:
     def watch_servers(self, on_change: Callable[[ServerStatus], None]) -> Callable[[], None]:
         """Call ``on_change(status)`` (on the loop, synchronously) when a server is added
         (starting) and whenever its state changes (negotiating, ready, restarting,
-        unavailable with its reason, stopped); may be called before the host is entered,
+        unavailable with its reason, stopped) or, while it is down, its reason does (the
+        next attempt decided); may be called before the host is entered,
         to follow its servers as they come up. Returns the function that stops it."""
         self._server_watchers.append(on_change)
         return lambda: self._server_watchers.remove(on_change) \

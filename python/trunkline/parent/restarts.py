@@ -10,6 +10,9 @@ cases (``docs/architecture.md``, "Restarts"):
 - The era was refused for lack of any answer (``retry_later``: silence is no evidence):
   probe again in a fresh process after a backoff that grows with each silent attempt, up
   to ``reprobe_cap_s``; the server is unavailable meanwhile. Never counted as a crash.
+  Each such attempt is more patient than the last (``patience``): its probes' deadlines
+  double, up to the negotiation's ``max_discover_timeout_s``, so a server slow on every
+  start is answered within a few attempts. Patience ends when the server proves an era.
 - The era was refused on evidence, or the worker could not start: stay down until an
   explicit ``retry()``.
 """
@@ -20,6 +23,7 @@ import collections
 import random
 from dataclasses import dataclass, replace
 
+from ..protocol.era import NegotiationConfig
 from ..settings import RestartPolicy
 
 
@@ -57,11 +61,21 @@ Decision = RestartIn | CoolDown | ReprobeIn | StayDown
 
 
 class RestartPlanner:
-    def __init__(self, policy: RestartPolicy, rng: random.Random) -> None:
+    def __init__(self, policy: RestartPolicy, rng: random.Random,
+                 negotiation: NegotiationConfig | None = None) -> None:
+        """``negotiation``: the server's, as configured (its deadlines are where patience
+        starts, its ``max_discover_timeout_s`` where it stops)."""
         self.policy = policy
         self._rng = rng
+        self._negotiation = negotiation or NegotiationConfig()
         self._restarts: collections.deque[float] = collections.deque()
         self._silent = 0
+
+    @property
+    def patience(self) -> int:
+        """The refusals for silence in a row so far: the next connection's probe deadlines
+        are doubled this many times (``NegotiationConfig.after_silence``)."""
+        return self._silent
 
     def lost(self, now: float, cause: str) -> Decision:
         """The connection was lost after the worker started."""
@@ -85,13 +99,16 @@ class RestartPlanner:
         reprobe = replace(self.policy, cap_s=self.policy.reprobe_cap_s)
         delay = reprobe.delay(self._silent, self._rng)
         self._silent += 1
-        return ReprobeIn(delay, f"{reason}; probing again in {delay:.1f} s")
+        waits = self._negotiation.after_silence(self._silent).discover_timeout_s
+        return ReprobeIn(delay, f"{reason}; probing again in {delay:.1f} s, waiting up to "
+                                f"{waits:g} s")
 
     def ready(self) -> None:
-        """The server proved an era: silence no longer accumulates."""
+        """The server proved an era: silence no longer accumulates, and the next
+        connection waits as configured."""
         self._silent = 0
 
     def reset(self) -> None:
-        """An explicit retry: a fresh budget."""
+        """An explicit retry: a fresh budget, the configured deadlines."""
         self._restarts.clear()
         self._silent = 0

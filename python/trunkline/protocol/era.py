@@ -17,8 +17,8 @@ The machine decides the era from *positive evidence only* (``docs/architecture.m
    a well-formed result with a configured legacy version makes the peer legacy.
 4. Silence is not evidence either way: a probe whose deadline passed with nothing else
    observed fails with ``NextAttempt.LATER`` (try again on a fresh connection, after a
-   backoff). An answer that is not evidence, garbage, or a closed transport fail with
-   ``NextAttempt.NEVER``.
+   backoff, with longer deadlines: ``NegotiationConfig.after_silence``). An answer that is
+   not evidence, garbage, or a closed transport fail with ``NextAttempt.NEVER``.
 5. One connection, one session. A ``DiscoverResult`` that arrives while ``initialize`` is
    outstanding waits for the initialize's fate: refused, and the modern verdict stands;
    accepted (or unanswered), and the server may now hold a legacy session on this very
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .validate import (
@@ -74,11 +74,33 @@ class NegotiationConfig:
     discover_timeout_s: float = 10.0
     #: Deadline for the one legacy ``initialize`` an allowlisted peer may receive.
     legacy_probe_timeout_s: float = 10.0
+    #: How far patience goes: a connection after ones that heard nothing at all waits
+    #: longer (``after_silence``), each probe's deadline doubled per such connection in a
+    #: row, up to this. A deadline configured above it is kept as it is.
+    max_discover_timeout_s: float = 120.0
     #: Bound on -32022 round trips (each with a new id), so a confused server cannot
     #: keep us negotiating forever.
     max_discover_attempts: int = 3
     #: An earlier connection to this server proved it modern: never send ``initialize``.
     proven_modern: bool = False
+
+    def after_silence(self, connections: int) -> NegotiationConfig:
+        """The negotiation of a connection that follows ``connections`` in a row on which
+        the server stayed silent: each probe's deadline (``server/discover``, and the
+        allowlisted peer's one ``initialize``, which silence ends too) doubled once per
+        such connection, up to ``max_discover_timeout_s``. A server slow on every start
+        (a container image, a JVM, a cold ``npx``) is answered within a few doublings."""
+        if connections <= 0:
+            return self
+        # Past a thousand doublings every deadline is at the cap (and 2.0 ** n overflows).
+        factor = 2.0 ** min(connections, 1000)
+        cap = self.max_discover_timeout_s
+
+        def longer(configured_s: float) -> float:
+            return max(configured_s, min(configured_s * factor, cap))
+
+        return replace(self, discover_timeout_s=longer(self.discover_timeout_s),
+                       legacy_probe_timeout_s=longer(self.legacy_probe_timeout_s))
 
 
 # --- events (what the driver observed) ----------------------------------------------

@@ -6,11 +6,18 @@ the server answered, and settles ``outcome``: the verdict, or ``EraRefused`` /
 ``AuthenticationFailed``. A probe whose deadline passed stays pending, so a late answer
 still counts; after a legacy verdict an unanswered ``server/discover`` stays pending too,
 since its late answer would mean the connection holds two sessions (``on_renegotiate``).
+
+One negotiation has one outcome, settled in one place (``_settle``) when the machine
+decides or refuses, which it does once per connection. Its waiter may leave first: a
+worker stopped mid-negotiation cancels ``Peer.start``, and with it the outcome it awaited.
+The negotiation is then abandoned: what the connection still reports (a late answer, the
+close its own stop causes, a deadline) decides nothing, and no deadline fires again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +35,8 @@ from ..errors import AuthenticationFailed, EraRefused, TrunklineError
 from ..protocol import era
 from ..protocol.identity import ClientIdentity
 from ..protocol.reply import decode_error_data
+
+log = logging.getLogger("trunkline.worker")
 
 
 class ProbeToken:
@@ -118,6 +127,10 @@ class Negotiator:
     # -- decisions ------------------------------------------------------------------------
 
     def _feed(self, event: era.Event) -> None:
+        if self.outcome.cancelled():
+            # Abandoned by its waiter (the worker is stopping): nothing decides any more.
+            self.close()
+            return
         self._apply(self.machine.handle(event))
 
     def _apply(self, decisions: list[era.Decision]) -> None:
@@ -136,21 +149,37 @@ class Negotiator:
                 self._forget(decision.probe)
             elif isinstance(decision, era.Decide):
                 self._finish()
-                self.outcome.set_result(decision.verdict)
-                self._on_verdict(decision.verdict)
+                if self._settle(decision.verdict):
+                    self._on_verdict(decision.verdict)
             elif isinstance(decision, era.Fail):
                 self._finish()
-                self.outcome.set_exception(self._refused(decision.refusal))
+                self._settle(self._refused(decision.refusal))
             elif isinstance(decision, era.Renegotiate):
                 self._finish()
-                if self.outcome.done():
+                if self.outcome.done():  # after the legacy verdict: the ready connection
                     self._on_renegotiate(decision.reason)
                 else:
-                    self.outcome.set_exception(EraRefused(
+                    self._settle(EraRefused(
                         decision.reason, evidence=self.evidence, server=self._server,
                         proven_modern=True, renegotiate=True))
             else:  # pragma: no cover - the machine's decision set is closed
                 raise TypeError(f"unknown decision {decision!r}")
+
+    def _settle(self, outcome: era.Verdict | TrunklineError) -> bool:
+        """Settle the negotiation's outcome, the one place that does. The machine decides
+        once per connection and ``_feed`` stops at an abandoned negotiation, so an outcome
+        already settled here is a logic error: logged as one, the first outcome kept."""
+        if self.outcome.done():
+            first = ("cancelled" if self.outcome.cancelled()
+                     else repr(self.outcome.exception() or self.outcome.result()))
+            log.error("server %r: a second outcome for one negotiation (%r, after %s); "
+                      "the first stands", self._server, outcome, first, stack_info=True)
+            return False
+        if isinstance(outcome, era.Verdict):
+            self.outcome.set_result(outcome)
+        else:
+            self.outcome.set_exception(outcome)
+        return True
 
     def _refused(self, refusal: era.Refusal) -> TrunklineError:
         if self._auth_failure is not None:
