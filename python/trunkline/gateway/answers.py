@@ -195,7 +195,7 @@ class Answerer:
             asked = tool_search.search_arguments(arguments)
             result = asked if isinstance(asked, dict) else tool_search.found(
                 self.host.search_tools(asked[0], limit=asked[1]))
-            return p.response(request.id, p.served_result(result, request.era))
+            return p.response(request.id, p.served_result(result, request.era, CALL))
         if name != tool_search.CALL:
             return p.error_response(request.id, tool_search.not_served(name))
         called = tool_search.call_arguments(arguments)
@@ -203,7 +203,7 @@ class Answerer:
                                           or called[0] in self._owners):
             return called
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
-        return p.response(request.id, p.served_result(refusal, request.era))
+        return p.response(request.id, p.served_result(refusal, request.era, CALL))
 
     def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
         """The overload refusal a ``tools/call`` would get now (a face that must choose its
@@ -332,7 +332,7 @@ class Answerer:
             if missing:
                 return p.error_response(request.id, p.missing_capabilities(missing))
             result = result.raw
-        return p.response(request.id, p.served_result(result, request.era))
+        return p.response(request.id, p.served_result(result, request.era, request.method))
 
     async def _route(self, request: p.Request) -> dict[str, Any]:
         """``{"server", "params"}`` (the params as that server knows its things), or
