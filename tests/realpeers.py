@@ -205,6 +205,26 @@ MODERN_PY_ECHO = RealServer(
     ),
 )
 
+#: The conformance suite's "everything server" (tests/conformance/run_server.sh runs it
+#: over HTTP); on stdio, for tests of what only its fixture tools trigger. Not in ``ALL``.
+CONFORMANCE_EVERYTHING = RealServer(
+    name="conformance-everything",
+    argv=[str(PY_MODERN_VENV / "bin" / "python"), str(PEERS_SRC / "conformance_everything.py"),
+          "--stdio"],
+    env=_PY_ENV,
+    era_expected="dual",
+    notes=(
+        f"our tests/peers/conformance_everything.py on mcp=={PINS['MODERN_PY_MCP']} MCPServer; "
+        "the suite's fixture tools, e.g. test_trigger_prompt_change and "
+        "test_trigger_tool_change (list changes announced on listen streams)."
+    ),
+    checks=(
+        (PY_MODERN_VENV / "bin" / "python", "exists", ""),
+        (PY_MODERN_VENV, "dist-info", f"mcp=={PINS['MODERN_PY_MCP']}"),
+        (PEERS_SRC / "conformance_everything.py", "exists", ""),
+    ),
+)
+
 _EVERYTHING_PKG = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything"
 LEGACY_TS_EVERYTHING = RealServer(
     name="legacy-ts-everything",

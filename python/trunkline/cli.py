@@ -30,7 +30,7 @@ from .parent.results import CallToolResult
 from .parent.supervisor import Supervisor
 from .log_format import FORMATS, LEVELS, configure as configure_logs
 from .progress import FleetProgress, log_change
-from .settings import ServerConfig
+from .settings import HostSettings, ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -282,6 +282,11 @@ async def _started(host: Host, progress_mode: str, *,
 #: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
 #: it passes each request for input on to its client (see gateway/answers.py).
 RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+#: What ``trunkline serve`` asks each modern server behind it to announce on its listen
+#: stream: every list it serves and relays changes of (a legacy server announces its
+#: changes unasked).
+RELAYED_LISTS = {"toolsListChanged": True, "promptsListChanged": True,
+                 "resourcesListChanged": True}
 
 
 async def serve(ns: argparse.Namespace) -> int:
@@ -309,6 +314,7 @@ async def serve(ns: argparse.Namespace) -> int:
         # must have declared it: the gateway checks), so it declares all of it upstream.
         async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
                                              capabilities=RELAYED_CAPABILITIES,
+                                             settings=HostSettings(listen=RELAYED_LISTS),
                                              model_safe_names=ns.model_safe_names),
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(

@@ -146,6 +146,20 @@ def test_a_modern_client_gets_a_read_with_caching_hints_whatever_the_server_gave
     assert p.served_result(asking, p.ClientEra.MODERN, "resources/read") == asking
 
 
+def test_the_gateway_says_it_announces_changes_of_every_list_it_serves():
+    info = {"name": "trunkline", "version": "0.1.0"}
+    for result in (p.discover_result(info, None),
+                   p.initialize_result("2025-11-25", info, None)):
+        capabilities = result["capabilities"]
+        assert capabilities["prompts"] == {"listChanged": True}
+        assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
+    assert p.list_changed("prompts", 7) == {
+        "jsonrpc": "2.0", "method": "notifications/prompts/list_changed",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 7}}}
+    conforms(p.list_changed("resources", "s"), MODERN, "ResourceListChangedNotification")
+    conforms(p.list_changed("prompts"), LEGACY, "PromptListChangedNotification")
+
+
 def test_failures_behind_the_gateway_become_errors_that_name_the_server():
     assert p.error_for(ServerError("nope", code=-32042, data={"a": 1})) == {
         "code": -32042, "message": "nope", "data": {"a": 1}}

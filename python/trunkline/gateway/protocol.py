@@ -40,6 +40,7 @@ from ..errors import (
     TrunklineError,
     UnknownTool,
 )
+from ..protocol.listen import LISTS, SUBSCRIPTION_ID
 from ..protocol.versions import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -191,11 +192,23 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def capabilities(tools_change: bool = True) -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes; in tool-search mode
-    its two tools, which never change), the fleet's prompts, resources (with
-    subscriptions, for the resources of servers that offer them) and completions, and the
-    log messages of each call."""
-    return {"tools": {"listChanged": tools_change}, "prompts": {}, "resources": {"subscribe": True},
+    its two tools, which never change), the fleet's prompts and resources (announcing
+    changes of both lists; with subscriptions, for the resources of servers that offer
+    them) and completions, and the log messages of each call."""
+    return {"tools": {"listChanged": tools_change}, "prompts": {"listChanged": True},
+            "resources": {"subscribe": True, "listChanged": True},
             "completions": {}, "logging": {}}
+
+
+#: The notification that each list the gateway serves changed.
+LIST_CHANGED = {which: method for which, _, method in LISTS}
+
+
+def list_changed(which: str, subscription: Any = None) -> dict[str, Any]:
+    """The notification that the ``tools``, ``prompts`` or ``resources`` list changed: on
+    the listen stream ``subscription`` (its request id), or, None, to a legacy session."""
+    params = {} if subscription is None else {"_meta": {SUBSCRIPTION_ID: subscription}}
+    return notification(LIST_CHANGED[which], params)
 
 
 def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
