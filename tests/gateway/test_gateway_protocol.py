@@ -105,10 +105,59 @@ def test_a_served_tool_is_the_upstream_definition_under_the_catalogs_name():
 def test_a_call_result_keeps_the_servers_meta_but_not_the_hops():
     raw = {"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"},
                                     "x.example/trace": "t"}}
-    assert p.served_result(raw, p.ClientEra.MODERN) == {
+    assert p.served_result(raw, p.ClientEra.MODERN, "tools/call") == {
         "content": [], "_meta": {"x.example/trace": "t"}, "resultType": "complete"}
-    assert p.served_result({"content": [], "resultType": "complete"}, p.ClientEra.LEGACY) == {
-        "content": []}
+    assert p.served_result({"content": [], "resultType": "complete"}, p.ClientEra.LEGACY,
+                           "tools/call") == {"content": []}
+
+
+def test_a_modern_client_gets_a_read_with_caching_hints_whatever_the_server_gave():
+    text = [{"uri": "demo://a", "text": "a"}]
+    # A legacy server's read: no resultType, no hints. The conservative ones are added.
+    legacy_read = p.served_result({"contents": text}, p.ClientEra.MODERN, "resources/read")
+    assert legacy_read == {"contents": text, "resultType": "complete", "ttlMs": 0,
+                           "cacheScope": "private"}
+    conforms(legacy_read, MODERN, "ReadResourceResult")
+    # A modern server's own hints are kept; what is not a hint is replaced.
+    hinted = {"contents": text, "resultType": "complete", "ttlMs": 60000, "cacheScope": "public"}
+    assert p.served_result(hinted, p.ClientEra.MODERN, "resources/read") == hinted
+    for ttl, scope in ((-1, "shared"), (True, None), ("60", "PUBLIC"), (1.5, 3)):
+        sloppy = {"contents": text, "ttlMs": ttl, "cacheScope": scope}
+        served = p.served_result(sloppy, p.ClientEra.MODERN, "resources/read")
+        assert (served["ttlMs"], served["cacheScope"]) == (0, "private"), (ttl, scope)
+    half = p.served_result({"contents": text, "ttlMs": 5000}, p.ClientEra.MODERN,
+                           "resources/read")
+    assert (half["ttlMs"], half["cacheScope"]) == (5000, "private")
+    # Every list result is cacheable too; the other results are not.
+    for method, member in (("tools/list", "tools"), ("prompts/list", "prompts"),
+                           ("resources/list", "resources"),
+                           ("resources/templates/list", "resourceTemplates")):
+        listed = p.served_result({member: []}, p.ClientEra.MODERN, method)
+        assert (listed["ttlMs"], listed["cacheScope"]) == (0, "private"), method
+    for method, raw in (("tools/call", {"content": []}),
+                        ("prompts/get", {"messages": []}),
+                        ("completion/complete", {"completion": {"values": []}})):
+        assert p.served_result(raw, p.ClientEra.MODERN, method) == {
+            **raw, "resultType": "complete"}, method
+    # A legacy client gets the read as 2025-11-25 has it; input_required passes as it is.
+    assert p.served_result({"contents": text, "resultType": "complete"}, p.ClientEra.LEGACY,
+                           "resources/read") == {"contents": text}
+    asking = {"resultType": "input_required", "inputRequests": {}}
+    assert p.served_result(asking, p.ClientEra.MODERN, "resources/read") == asking
+
+
+def test_the_gateway_says_it_announces_changes_of_every_list_it_serves():
+    info = {"name": "trunkline", "version": "0.1.0"}
+    for result in (p.discover_result(info, None),
+                   p.initialize_result("2025-11-25", info, None)):
+        capabilities = result["capabilities"]
+        assert capabilities["prompts"] == {"listChanged": True}
+        assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
+    assert p.list_changed("prompts", 7) == {
+        "jsonrpc": "2.0", "method": "notifications/prompts/list_changed",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 7}}}
+    conforms(p.list_changed("resources", "s"), MODERN, "ResourceListChangedNotification")
+    conforms(p.list_changed("prompts"), LEGACY, "PromptListChangedNotification")
 
 
 def test_failures_behind_the_gateway_become_errors_that_name_the_server():

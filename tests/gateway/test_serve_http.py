@@ -214,7 +214,8 @@ def test_streams_hear_of_a_changed_catalog_and_end_when_the_gateway_stops(gatewa
         ack = await asyncio.wait_for(anext(heard), 30)
         assert ack == {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                        "params": {"_meta": {SUB: listen["id"]},
-                                  "notifications": {"toolsListChanged": True}}}
+                                  "notifications": {"toolsListChanged": True,
+                                                    "resourcesListChanged": True}}}
         init = gw.message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                          "clientInfo": {"name": "old", "version": "1"}})
         _, _, got = await gw.post(init, {"Accept": BOTH})

@@ -171,7 +171,8 @@ def test_a_listen_stream_hears_of_a_changed_catalog(gateways, tmp_path):
             await asyncio.sleep(0.05)
         ack = gw.notes[0]
         assert ack["method"] == "notifications/subscriptions/acknowledged"
-        assert ack["params"] == {"_meta": {SUB: listen}, "notifications": {"toolsListChanged": True}}
+        assert ack["params"] == {"_meta": {SUB: listen}, "notifications": {
+            "toolsListChanged": True, "promptsListChanged": True}}
         added = await gw.call("tools/call", {"name": "add_tool", "arguments": {"name": "fresh"},
                                              "_meta": modern_meta()})
         assert "error" not in added, added

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
 import pytest
 import realpeers
 from conftest import PEERS, run, scripted
-from gateways import HttpGateway, alive_with, fleet_config
+from gateways import HttpGateway, alive_with, fleet_config, real_server
 from mcp_schema import LEGACY, MODERN
 from scripted import BUILTIN_TOOLS
 
@@ -125,3 +126,40 @@ def test_the_official_typescript_clients(gateways, tmp_path, sdk, transport):
     else:
         assert chatted["progress"] == steps[:len(chatted["progress"])]
     assert echoed["wire"]["progress"] == [] and echoed["progress"] == []
+
+
+@pytest.mark.real_servers
+def test_the_typescript_v2_client_reads_a_legacy_servers_resource(gateways, tmp_path):
+    """The v2 SDK checks a 2026-07-28 ``resources/read`` result for its caching hints
+    (``ttlMs``, ``cacheScope``): through the gateway, a legacy server's read, which has
+    none, comes with them. ``ts_read.mjs`` is read from stdin in the installed SDK's
+    directory."""
+    require_client("@modelcontextprotocol/client")
+    uri = "demo://resource/dynamic/text/3"
+    path = fleet_config(tmp_path, {"ev": real_server(realpeers.require(
+        realpeers.LEGACY_TS_EVERYTHING))}, allow_legacy=("ev",))
+
+    async def main() -> dict[str, Any]:
+        gw = await HttpGateway.start(path, gateways)
+        with open(CLIENT_SRC / "ts_read.mjs", "rb") as script:
+            proc = await asyncio.create_subprocess_exec(
+                realpeers.NODE, "--input-type=module", stdin=script, cwd=CLIENT_DIR,
+                env={**os.environ, "TS_READ_URL": gw.url, "TS_READ_URI": uri},
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+        finally:
+            if proc.returncode is None:  # a failed test: never leave it behind
+                proc.kill()
+                await proc.wait()
+        assert proc.returncode == 0, err.decode()[-3000:]
+        assert await gw.stop() == 0
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+    done = run(main(), timeout=180)
+    assert done["sdk"] == PINNED["@modelcontextprotocol/client"]
+    assert (done["era"], done["protocol"]) == ("modern", MODERN)
+    assert "error" not in done, done["error"]
+    [content] = done["result"]["contents"]
+    assert content["uri"] == uri and content["text"].startswith("Resource 3:")
+    assert (done["result"]["ttlMs"], done["result"]["cacheScope"]) == (0, "private")

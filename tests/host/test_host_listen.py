@@ -13,6 +13,7 @@ from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
 
 import taplog
+from trunkline.errors import TransportLost
 from trunkline.parent.host import Host
 from trunkline.protocol.listen import ListenStream, Verdict
 from trunkline.protocol import NegotiationConfig
@@ -113,3 +114,35 @@ def test_resource_updates_count_for_granted_uris_and_their_sub_resources():
             is Verdict.DROP, other
     assert stream.accept("notifications/resources/updated",
                          {"uri": "file:///a"}).verdict is Verdict.DROP, "no subscription id"
+
+
+def test_prompt_and_resource_list_changes_reach_the_offerings_watchers(no_leaks):
+    """A legacy server's announcement (unasked, on its connection) is told, and so is a
+    server declaring prompts and resources that stops being ready (a crash) and is ready
+    again (its restart): the fleet's lists were not what they had been. Its tool-list
+    change is the catalog's, not the offerings'."""
+    announcing = scripted("--era", "legacy", "--capabilities", orjson.dumps(
+        {"tools": {}, "prompts": {"listChanged": True}, "resources": {}}).decode(),
+        "--notify-after-call", "notifications/prompts/list_changed",
+        "--notify-after-call", "notifications/tools/list_changed")
+
+    async def main():
+        heard = []
+        async with Host(settings=SETTINGS) as host:
+            stop = host.watch_offerings(heard.append)
+            await host.add_server("old", announcing, allow_legacy=True)
+            assert heard == ["prompts", "resources"], "a server came"
+            await host.call_tool("echo", {})
+            await until(lambda: len(heard) == 3)
+            assert heard[2] == "prompts"
+            with pytest.raises(TransportLost):
+                await host.call_tool("crash", {})
+            await until(lambda: len(heard) == 7)
+            assert heard[3:] == ["prompts", "resources"] * 2, "gone, then back"
+            stop()
+            # The second answer comes after the first call's announcement, which the host
+            # handled in order, before it.
+            await host.call_tool("echo", {})
+            await host.call_tool("echo", {})
+            assert len(heard) == 7, "no longer watched"
+    run(main())

@@ -41,7 +41,7 @@ from ..loop.awaitables import raising, ready
 from ..parent.host import Host
 from ..parent.input_rounds import CallInput, InputRequired
 from ..parent.results import CallToolResult
-from ..protocol.listen import RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
+from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from ..telemetry.carried import picked
@@ -109,6 +109,20 @@ class Answerer:
 
     def close(self) -> None:
         self._unwatch()
+
+    def watch_lists(self, on_change: Callable[[str], None]) -> Callable[[], None]:
+        """Have ``on_change(which)`` hear that the fleet's ``tools`` (the merged catalog;
+        in tool-search mode the two tools served never change), ``prompts`` or
+        ``resources`` list changed, or was said to (``Host.watch_catalog``,
+        ``Host.watch_offerings``): what stops it."""
+        stops = [self.host.watch_offerings(on_change)]
+        if not self.tool_search:
+            stops.append(self.host.watch_catalog(lambda _catalog: on_change("tools")))
+
+        def stop() -> None:
+            for unwatch in stops:
+                unwatch()
+        return stop
 
     def _remember_owners(self, catalog: Any) -> None:
         for entry in catalog:
@@ -202,7 +216,7 @@ class Answerer:
             asked = tool_search.search_arguments(arguments)
             result = asked if isinstance(asked, dict) else tool_search.found(
                 self.host.search_tools(asked[0], limit=asked[1]))
-            return p.response(request.id, p.served_result(result, request.era))
+            return p.response(request.id, p.served_result(result, request.era, CALL))
         if name != tool_search.CALL:
             return p.error_response(request.id, tool_search.not_served(name))
         called = tool_search.call_arguments(arguments)
@@ -210,7 +224,7 @@ class Answerer:
                                           or called[0] in self._owners):
             return called
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
-        return p.response(request.id, p.served_result(refusal, request.era))
+        return p.response(request.id, p.served_result(refusal, request.era, CALL))
 
     def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
         """The overload refusal a ``tools/call`` would get now (a face that must choose its
@@ -353,7 +367,7 @@ class Answerer:
             if missing:
                 return p.error_response(request.id, p.missing_capabilities(missing))
             result = result.raw
-        return p.response(request.id, p.served_result(result, request.era))
+        return p.response(request.id, p.served_result(result, request.era, request.method))
 
     async def _route(self, request: p.Request) -> dict[str, Any]:
         """``{"server", "params"}`` (the params as that server knows its things), or
@@ -480,14 +494,21 @@ def _progress_to(token: str | int, send: Send) -> Callable[[Any, Any, Any], None
 
 
 def listen_grant(request: p.Request, resources: list[str] | None = None) -> dict[str, Any]:
-    """What a modern listen stream gets: tool-list changes, if it asked for them, and
-    updates of the ``resources`` granted (``Answerer.watch_listed``)."""
+    """What a modern listen stream gets: changes of the lists it asked about (tools,
+    prompts, resources), and updates of the ``resources`` granted
+    (``Answerer.watch_listed``)."""
     wanted = request.params.get("notifications")
-    granted: dict[str, Any] = {"toolsListChanged": True} if isinstance(wanted, dict) and \
-        wanted.get("toolsListChanged") is True else {}
+    granted: dict[str, Any] = {field: True for field in FILTERS if wanted.get(field) is True} \
+        if isinstance(wanted, dict) else {}
     if resources:
         granted[RESOURCE_SUBSCRIPTIONS] = resources
     return granted
+
+
+def granted_lists(granted: Mapping[str, Any]) -> frozenset[str]:
+    """The lists (``tools``, ``prompts``, ``resources``) whose changes a listen stream
+    was granted (``listen_grant``)."""
+    return frozenset(FILTERS[field][1] for field in FILTERS if granted.get(field) is True)
 
 
 def resource_updated(params: dict[str, Any]) -> dict[str, Any]:

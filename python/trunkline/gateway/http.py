@@ -8,7 +8,7 @@ HTTP/1.1 server, ``http_server``):
   client accepts one and something comes before the answer (progress, a legacy client's
   input request), else as JSON, so an error keeps its status; closing the exchange
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
-  until the client closes it, told of every catalog change.
+  until the client closes it, told of every change of the lists it was granted.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
   signed, not stored (``SessionSigner``), naming this process; a GET with it opens the
   session's stream for list changes; DELETE is 405, as 2025-11-25 allows: nothing stored
@@ -51,7 +51,6 @@ import msgspec
 import orjson
 from opentelemetry import context as otel_context
 
-from ..catalog import Catalog
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
@@ -70,6 +69,7 @@ from .answers import (
     NO_CLIENT,
     Answerer,
     Client,
+    granted_lists,
     listen_grant,
     resource_updated,
 )
@@ -249,7 +249,9 @@ class HttpFace:
         #: The host names requests may be addressed to (``Host``, ``Origin``).
         self._hosts = {n.strip("[]").lower() for n in names} | (
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
-        self._streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
+        #: was granted changes of.
+        self._streams: dict[asyncio.Queue[dict[str, Any] | None], frozenset[str]] = {}
         #: Legacy sessions' GET streams, by session id.
         self._legacy_streams: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
         #: Legacy sessions' resource subscriptions (by session id, then URI): this
@@ -286,7 +288,7 @@ class HttpFace:
             self._routes["/metrics"] = {"GET": self._metrics}
         if oauth is not None and oauth.resource is not None:
             self._add_metadata_routes(oauth.resource)
-        self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
+        self._unwatch = answerer.watch_lists(self._list_changed)
 
     async def start(self) -> str:
         await self._scope.open()
@@ -761,15 +763,14 @@ class HttpFace:
             if not granted:
                 await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
                 return
-            if granted.get("toolsListChanged"):
-                self._streams.add(queue)
+            self._streams[queue] = granted_lists(granted)
             while (note := await queue.get()) is not None:
                 params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
                 await http.write(_sse({**note, "params": params}))
             # The gateway is stopping: the subscription ends gracefully.
             await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
         finally:
-            self._streams.discard(queue)
+            self._streams.pop(queue, None)
             for stop in stops:
                 stop()
 
@@ -871,10 +872,12 @@ class HttpFace:
         return _json(status_document(self._answerer.host),
                      headers={"Cache-Control": "no-store"})
 
-    def _catalog_changed(self, catalog: Catalog) -> None:
-        self._header_params_of.clear()
-        if self._answerer.tool_search:
-            return  # the two tools served never change
-        note = p.notification("notifications/tools/list_changed", {})
-        for queue in (*self._streams, *self._all_legacy_streams()):
+    def _list_changed(self, which: str) -> None:
+        if which == "tools":
+            self._header_params_of.clear()
+        note = p.list_changed(which)
+        for queue, lists in self._streams.items():
+            if which in lists:
+                queue.put_nowait(note)
+        for queue in self._all_legacy_streams():
             queue.put_nowait(note)

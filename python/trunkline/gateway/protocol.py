@@ -14,6 +14,12 @@ Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/li
    legacy client (a modern request for it is an unknown method).
 4. Serving a legacy *client* is our own server answering; it never relaxes anything
    toward the servers behind the gateway.
+5. A result is served in the client's era, whatever era the server behind spoke: a
+   modern client gets ``resultType``, and on the results the 2026-07-28 schema makes
+   cacheable (``CACHEABLE``: ``ttlMs`` and ``cacheScope`` required) the server's own hints
+   when they are hints, else the conservative ones: ``ttlMs`` 0, ``private`` (a legacy
+   server gives none). A legacy client gets no ``resultType``; a modern server's caching
+   hints may reach it, which 2025-11-25 allows (a result may carry more).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from ..errors import (
     TrunklineError,
     UnknownTool,
 )
+from ..protocol.listen import LISTS, SUBSCRIPTION_ID
 from ..protocol.versions import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -189,11 +196,23 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def capabilities(tools_change: bool = True) -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes; in tool-search mode
-    its two tools, which never change), the fleet's prompts, resources (with
-    subscriptions, for the resources of servers that offer them) and completions, and the
-    log messages of each call."""
-    return {"tools": {"listChanged": tools_change}, "prompts": {}, "resources": {"subscribe": True},
+    its two tools, which never change), the fleet's prompts and resources (announcing
+    changes of both lists; with subscriptions, for the resources of servers that offer
+    them) and completions, and the log messages of each call."""
+    return {"tools": {"listChanged": tools_change}, "prompts": {"listChanged": True},
+            "resources": {"subscribe": True, "listChanged": True},
             "completions": {}, "logging": {}}
+
+
+#: The notification that each list the gateway serves changed.
+LIST_CHANGED = {which: method for which, _, method in LISTS}
+
+
+def list_changed(which: str, subscription: Any = None) -> dict[str, Any]:
+    """The notification that the ``tools``, ``prompts`` or ``resources`` list changed: on
+    the listen stream ``subscription`` (its request id), or, None, to a legacy session."""
+    params = {} if subscription is None else {"_meta": {SUBSCRIPTION_ID: subscription}}
+    return notification(LIST_CHANGED[which], params)
 
 
 def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
@@ -242,10 +261,18 @@ def list_result(member: str, items: list[dict[str, Any]], era: ClientEra) -> dic
     return {"resultType": "complete", member: items, "ttlMs": 0, "cacheScope": "private"}
 
 
-def served_result(raw: Mapping[str, Any], era: ClientEra) -> dict[str, Any]:
-    """An upstream result (``tools/call``, ``prompts/get``, ``resources/read``, ...), as our
-    answer in the client's era. The protocol's own ``_meta`` keys described the hop behind
-    us (that server's info), so they stay behind; the server's other ``_meta`` keys pass
+#: The results of these requests are 2026-07-28 ``CacheableResult``s: ``ttlMs`` and
+#: ``cacheScope`` are required (rule 5).
+CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list",
+                       "resources/templates/list", "resources/read"})
+CACHE_SCOPES = frozenset({"private", "public"})
+
+
+def served_result(raw: Mapping[str, Any], era: ClientEra, method: str) -> dict[str, Any]:
+    """An upstream result (``tools/call``, ``prompts/get``, ``resources/read``, ...: the
+    ``method`` it answers, since a result does not say), as our answer in the client's
+    era (rule 5). The protocol's own ``_meta`` keys described the hop behind us (that
+    server's info), so they stay behind; the server's other ``_meta`` keys pass
     through."""
     result = dict(raw)
     meta = result.pop("_meta", None)
@@ -257,9 +284,21 @@ def served_result(raw: Mapping[str, Any], era: ClientEra) -> dict[str, Any]:
         # An input_required result is relayed as it is: the client answers it.
         if result.get("resultType") != "input_required":
             result["resultType"] = "complete"
+            if method in CACHEABLE:
+                _with_cache_hints(result)
     else:
         result.pop("resultType", None)
     return result
+
+
+def _with_cache_hints(result: dict[str, Any]) -> None:
+    """Keep the server's caching hints where they are hints; put the conservative ones
+    (stale at once, private to the caller) where they are missing or are not."""
+    ttl = result.get("ttlMs")
+    if type(ttl) is not int or ttl < 0:
+        result["ttlMs"] = 0
+    if result.get("cacheScope") not in CACHE_SCOPES:
+        result["cacheScope"] = "private"
 
 
 def missing_capabilities(required: Mapping[str, Any]) -> dict[str, Any]:

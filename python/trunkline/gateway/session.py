@@ -6,9 +6,10 @@ answered from behind the gateway (``tools/call``, prompts, resources) as its own
 the connection's scope (``notifications/cancelled`` cancels that task, and so the request
 behind it), the listen streams and the resource subscriptions (a legacy session's, a
 listen stream's ``resourceSubscriptions``, each ended with its session or stream). When the
-merged catalog changes, a legacy session and every modern listen stream that asked for
-tool-list changes are told. A legacy client is asked, on this connection, for the input a server
-behind needs (``Asks``). Nothing here answers an input request on a server's behalf.
+fleet's tools, prompts or resources list changes, a legacy session and every modern listen
+stream granted changes of that list are told, once each. A legacy client is asked, on this
+connection, for the input a server behind needs (``Asks``). Nothing here answers an input
+request on a server's behalf.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from ..catalog import Catalog
 from ..loop.tasks import TaskScope
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
@@ -29,6 +29,7 @@ from .answers import (
     Answerer,
     Client,
     Send,
+    granted_lists,
     listen_grant,
     resource_updated,
 )
@@ -47,13 +48,14 @@ class ClientSession:
         self._log_level: str | None = None
         self._asks = Asks()
         self._calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
-        #: Open modern listen streams that asked for tool-list changes: their request ids.
-        self._listens: dict[tuple[str, Any], Any] = {}
+        #: Open modern listen streams granted list changes: their request ids, and the
+        #: lists (``tools``, ``prompts``, ``resources``) each was granted.
+        self._listens: dict[tuple[str, Any], tuple[Any, frozenset[str]]] = {}
         #: What stops each resource watch: a legacy session's by URI, a listen stream's by
         #: its request id.
         self._subscribed: dict[str, Callable[[], None]] = {}
         self._listen_watches: dict[tuple[str, Any], list[Callable[[], None]]] = {}
-        self._unwatch = answerer.host.watch_catalog(self._catalog_changed)
+        self._unwatch = answerer.watch_lists(self._list_changed)
 
     def close(self) -> None:
         """The client is gone: stop watching; the connection's scope ends its calls."""
@@ -150,8 +152,9 @@ class ClientSession:
             "_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted}))
         if stops:
             self._listen_watches[key] = stops
-        if granted.get("toolsListChanged"):
-            self._listens[key] = request.id
+        lists = granted_lists(granted)
+        if lists:
+            self._listens[key] = (request.id, lists)
 
     async def _subscription(self, request: p.Request) -> dict[str, Any]:
         """A legacy ``resources/subscribe`` or ``resources/unsubscribe``: the session's
@@ -172,11 +175,9 @@ class ClientSession:
             previous()
         return p.response(request.id, {})
 
-    def _catalog_changed(self, catalog: Catalog) -> None:
-        if self._answerer.tool_search:
-            return  # the two tools served never change
+    def _list_changed(self, which: str) -> None:
         if self.legacy_version is not None:
-            self._send(p.notification("notifications/tools/list_changed", {}))
-        for listen_id in self._listens.values():
-            self._send(p.notification("notifications/tools/list_changed",
-                                      {"_meta": {SUBSCRIPTION_ID: listen_id}}))
+            self._send(p.list_changed(which))
+        for listen_id, lists in self._listens.values():
+            if which in lists:
+                self._send(p.list_changed(which, listen_id))

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trunkline.host")
 
+#: The lists besides the tools that a server may offer and announce changes of.
+OFFERINGS = ("prompts", "resources")
+
 
 class Host:
     """``async with Host(collision="prefix") as host: ...`` (see the README)."""
@@ -149,6 +152,10 @@ class Host:
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._server_watchers: list[Callable[[ServerStatus], None]] = []
+        self._offering_watchers: list[Callable[[str], None]] = []
+        #: The lists of ``OFFERINGS`` each ready server declares: a server that comes or
+        #: goes changes the fleet's.
+        self._offered: dict[str, frozenset[str]] = {}
         self._last_entries = self._catalog.catalog.entries
         #: The tool search index, built again at the first search after a change.
         self._search = ToolSearch(self.tools)
@@ -336,11 +343,43 @@ class Host:
                     log.exception("a server watcher failed")
         if not self._closed:
             self._catalog.on_server_state(handle)
+            self._offerings_moved(handle)
 
     def _on_list_changed(self, handle: WorkerHandle, which: str) -> None:
         self.telemetry.list_changed(handle.name, which)
         if not self._closed:
             self._catalog.on_list_changed(handle, which)
+            if which in OFFERINGS:
+                self._offerings_changed(which)
+
+    # -- prompts and resources -------------------------------------------------------------
+
+    def watch_offerings(self, on_change: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``on_change(which)`` (``"prompts"`` or ``"resources"``; on the loop,
+        synchronously) when a server announced that that list of its changed, and when a
+        server declaring it became ready or stopped being ready: the fleet's list is not
+        what it was. The host keeps no such list (``request`` asks the servers for them);
+        this tells whoever serves them. Returns the function that stops the watching."""
+        self._offering_watchers.append(on_change)
+        return lambda: self._offering_watchers.remove(on_change) \
+            if on_change in self._offering_watchers else None
+
+    def _offerings_moved(self, handle: WorkerHandle) -> None:
+        capabilities = (handle.report.capabilities if handle.report else None) or {}
+        offered = frozenset(which for which in OFFERINGS if capabilities.get(which) is not None) \
+            if handle.state is ServerState.READY else frozenset()
+        before = self._offered.pop(handle.name, frozenset())
+        if offered:
+            self._offered[handle.name] = offered
+        for which in sorted(before ^ offered):
+            self._offerings_changed(which)
+
+    def _offerings_changed(self, which: str) -> None:
+        for watcher in list(self._offering_watchers):
+            try:
+                watcher(which)
+            except Exception:  # noqa: BLE001 - one watcher must not break the host
+                log.exception("an offerings watcher failed")
 
     # -- the catalog ---------------------------------------------------------------------
 
