@@ -19,7 +19,10 @@ carry the tail of the server's stderr, because that is where a crashing server s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .protocol.era import Remedy
 
 
 class TrunklineError(Exception):
@@ -262,15 +265,22 @@ class EraRefused(ProtocolFailure):
     ``retry_later``: nothing was heard in time, which is no evidence against the server;
     a fresh connection may succeed. ``renegotiate``: the connection was abandoned because
     it holds two sessions; a fresh one is due at once. ``proven_modern``: the server proved
-    the modern era, so no later connection sends it ``initialize``."""
+    the modern era, so no later connection sends it ``initialize``. ``remedy``
+    (``protocol.era.Remedy``): what the operator can do about it (``ALLOW_LEGACY``: the
+    server answered but proved no era, and it is not allowlisted), with ``answered``, that
+    answer in short."""
 
     def __init__(self, message: str, *, evidence: Sequence[str] = (), retry_later: bool = False,
-                 renegotiate: bool = False, proven_modern: bool = False, **kw: Any) -> None:
+                 renegotiate: bool = False, proven_modern: bool = False,
+                 remedy: Remedy | None = None, answered: str | None = None,
+                 **kw: Any) -> None:
         super().__init__(message, **kw)
         self.evidence = tuple(evidence)
         self.retry_later = retry_later
         self.renegotiate = renegotiate
         self.proven_modern = proven_modern
+        self.remedy = remedy
+        self.answered = answered
 
     def __str__(self) -> str:
         text = super().__str__()
