@@ -42,7 +42,7 @@ from .errors import (
     TransportLost,
     TrunklineError,
 )
-from .protocol.era import NegotiationConfig
+from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
 CHANNEL_VERSION = 8
@@ -207,6 +207,10 @@ class StateReport(_Json, frozen=True, kw_only=True):
     #: The server proved the modern era on this connection: every later connection
     #: negotiates without ``initialize``.
     proven_modern: bool = False
+    #: UNAVAILABLE, and what the operator can do about it (``EraRefused.remedy``), with
+    #: the answer that proved no era, in short.
+    remedy: Remedy | None = None
+    answered: str | None = None
 
 
 class Stats(_Json, frozen=True, kw_only=True):

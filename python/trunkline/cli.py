@@ -23,7 +23,7 @@ import orjson
 from . import __version__
 from .channel import ServerState
 from .config import load_config
-from .errors import ConfigurationError, TrunklineError, UnknownTool
+from .errors import ConfigurationError, TrunklineError
 from .parent.handle import ServerStatus
 from .parent.host import Host
 from .parent.results import CallToolResult
@@ -41,7 +41,8 @@ EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 def status_json(s: ServerStatus) -> dict[str, Any]:
     return {
         "name": s.name, "state": s.state.value, "era": s.era, "version": s.version,
-        "server_info": s.server_info, "reason": s.reason, "evidence": list(s.evidence),
+        "server_info": s.server_info, "reason": s.reason, "hint": s.hint,
+        "evidence": list(s.evidence),
         "stderr_tail": s.stderr_tail, "time_to_verdict_s": s.time_to_verdict_s,
         "restarts": s.restarts, "in_flight": s.in_flight, "late_replies": s.late_replies,
         "protocol_violations": s.protocol_violations, "last_error": s.last_error,
@@ -95,6 +96,8 @@ class Out:
             parts = [escape(line) for line in s.evidence]
             if s.reason:
                 parts.append(f"[red]{escape(s.reason)}[/red]")
+            if s.hint:
+                parts.append(f"[yellow]hint: {escape(s.hint)}[/yellow]")
             if s.stderr_tail and s.state is not ServerState.READY:
                 parts.append(f"[dim]stderr:\n{escape(s.stderr_tail)}[/dim]")
             took = "-" if s.time_to_verdict_s is None else f"{s.time_to_verdict_s:.2f} s"
@@ -245,15 +248,8 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
         raise ConfigurationError("arguments must be a JSON object")
     async with _started(Host.from_config(path, discover_timeout=discover_timeout),
                         FleetProgress.mode_for(json_mode, log_format)) as host:
-        try:
-            result = await host.call_tool(tool, args)
-        except UnknownTool as exc:
-            # The tool may be missing because its server is: say which are, and why.
-            down = [f"{s.name}: {s.reason}" for s in host.servers()
-                    if s.state is ServerState.UNAVAILABLE]
-            if down:
-                exc.message += "; unavailable: " + "; ".join(down)
-            raise
+        # An unknown tool's error names the servers not ready that could own it, and why.
+        result = await host.call_tool(tool, args)
     if json_mode:
         sys.stdout.write(orjson.dumps(result_json(result), option=orjson.OPT_INDENT_2)
                          .decode() + "\n")

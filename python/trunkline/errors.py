@@ -19,7 +19,11 @@ carry the tail of the server's stderr, because that is where a crashing server s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .protocol.era import Remedy
 
 
 class TrunklineError(Exception):
@@ -79,8 +83,37 @@ class ToolCollision(ConfigurationError):
         self.claimants = tuple(claimants)
 
 
+@dataclass(frozen=True)
+class ToolCandidate:
+    """A configured server that is not ready and could own a tool name no ready server
+    serves. ``listed``: it listed a tool by that name when it was last ready (it owns
+    it); False: it was never listed, so it only may. ``reason``: why it is not ready;
+    ``hint``: what the operator can do about it (``ServerStatus.hint``), if anything."""
+
+    server: str
+    state: str
+    reason: str | None = None
+    hint: str | None = None
+    listed: bool = False
+
+    def __str__(self) -> str:
+        why = self.hint or self.reason
+        if self.listed:
+            return (f"server {self.server!r} listed it but is {self.state}"
+                    + (f": {why}" if why else ""))
+        return (f"server {self.server!r} is {self.state}" + (f" ({why})" if why else "")
+                + " and may provide it")
+
+
 class UnknownTool(TrunklineError, KeyError):
-    """No tool by that name in the merged catalog."""
+    """No tool by that name in the merged catalog. ``candidates``: the configured servers
+    that are not ready and could own it (``ToolCandidate``), in configured order; the
+    message names them too."""
+
+    def __init__(self, message: str, *, candidates: Sequence[ToolCandidate] = (),
+                 **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.candidates = tuple(candidates)
 
     def __str__(self) -> str:
         return TrunklineError.__str__(self)
@@ -272,15 +305,22 @@ class EraRefused(ProtocolFailure):
     ``retry_later``: nothing was heard in time, which is no evidence against the server;
     a fresh connection may succeed. ``renegotiate``: the connection was abandoned because
     it holds two sessions; a fresh one is due at once. ``proven_modern``: the server proved
-    the modern era, so no later connection sends it ``initialize``."""
+    the modern era, so no later connection sends it ``initialize``. ``remedy``
+    (``protocol.era.Remedy``): what the operator can do about it (``ALLOW_LEGACY``: the
+    server answered but proved no era, and it is not allowlisted), with ``answered``, that
+    answer in short."""
 
     def __init__(self, message: str, *, evidence: Sequence[str] = (), retry_later: bool = False,
-                 renegotiate: bool = False, proven_modern: bool = False, **kw: Any) -> None:
+                 renegotiate: bool = False, proven_modern: bool = False,
+                 remedy: Remedy | None = None, answered: str | None = None,
+                 **kw: Any) -> None:
         super().__init__(message, **kw)
         self.evidence = tuple(evidence)
         self.retry_later = retry_later
         self.renegotiate = renegotiate
         self.proven_modern = proven_modern
+        self.remedy = remedy
+        self.answered = answered
 
     def __str__(self) -> str:
         text = super().__str__()

@@ -21,7 +21,7 @@ from trunkline.errors import (
     TrunklineError,
 )
 from trunkline.params import http, stdio
-from trunkline.protocol.era import NegotiationConfig
+from trunkline.protocol.era import NegotiationConfig, Remedy
 from trunkline.protocol.identity import ClientIdentity
 from trunkline.settings import HostSettings, RestartPolicy, ServerConfig
 
@@ -84,9 +84,11 @@ def test_a_state_report_round_trips():
         state=ch.ServerState.UNAVAILABLE, era=None, version=None, capabilities={"tools": {}},
         server_info={"name": "n", "version": "1"}, instructions="be nice",
         evidence=("a", "b"), reason="era refused: silence", stderr_tail="boom",
-        server_pid=42, exit_code=-9, retry_later=True, proven_modern=True)
+        server_pid=42, exit_code=-9, retry_later=True, proven_modern=True,
+        remedy=Remedy.ALLOW_LEGACY, answered="answered server/discover with error -32601")
     kind, body = one_frame(report.to_bytes())
     assert kind == ch.STATE and ch.StateReport.from_bytes(body) == report
+    assert b'"remedy":"allow_legacy"' in body  # the enum's value, not its name
 
 
 @pytest.mark.parametrize("message,kind", [

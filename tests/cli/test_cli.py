@@ -113,6 +113,40 @@ def test_probe_shows_time_to_verdict_and_the_stderr_tail_of_a_refused_server(tmp
     assert "scripted[" in table.stdout
 
 
+def test_probe_and_call_say_how_to_allowlist_a_server_refused_for_want_of_it(tmp_path,
+                                                                             no_leaks):
+    """Issue 35, item 7: a legacy-only server configured without allowLegacy. probe shows
+    the hint (the table and --json); call logs it once and its one error line names the
+    servers that may provide the tool, and why they are unavailable. A modern server
+    refused for another reason (no revision in common) gets no hint."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "old": {"command": sys.executable, "args": [str(PEERS / "scripted.py"), "--era",
+                                                     "legacy"]},
+        "new": {"command": sys.executable, "args": [str(PEERS / "scripted.py"),
+                                                     "--discover", "error-32022:2099-01-01"]},
+    }}))
+    probed = trunkline("probe", str(path), "--json")
+    assert probed.returncode == 3
+    statuses = {s["name"]: s for s in orjson.loads(probed.stdout)}
+    hint = statuses["old"]["hint"]
+    assert hint.startswith("it answered server/discover with error -32601 'Method not found'")
+    assert '"allowLegacy": true to its entry' in hint
+    assert statuses["new"]["hint"] is None
+    table = trunkline("probe", str(path))
+    assert table.returncode == 3
+    assert "hint: it answered" in table.stdout and '"allowLegacy": true' in table.stdout
+    called = trunkline("call", str(path), "echo", "{}")
+    assert called.returncode == 1
+    lines = called.stderr.strip().splitlines()
+    assert [line for line in lines if "allowLegacy" in line and line.startswith("server")] \
+        == [f"server 'old': unavailable: {hint}"]
+    assert lines[-1].startswith(
+        f"trunkline: no tool named 'echo' in the catalog; server 'old' is unavailable "
+        f"({hint}) and may provide it; server 'new' is unavailable (era refused: no shared "
+        "modern protocol version")
+
+
 def test_discover_timeout_must_be_positive(config, no_leaks):
     done = trunkline("probe", str(config), "--discover-timeout", "0")
     assert done.returncode == 2 and "positive number of seconds" in done.stderr

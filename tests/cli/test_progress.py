@@ -52,12 +52,17 @@ def test_piped_each_state_change_is_a_line_on_stderr(fleet, command, no_leaks):
 
 @pytest.mark.parametrize("command", [("tools",), ("call", "echo", '{"a": 1}'), ("probe",)])
 def test_with_json_nothing_extra_is_printed(fleet, command, no_leaks):
+    """No progress; the host's one warning about a server refused for want of the
+    allowlist (its fix) is all there is on stderr (probe shows it in its document)."""
     done = trunkline(command[0], str(fleet), *command[1:], "--json")
     orjson.loads(done.stdout)
     if command[0] == "probe":
         assert done.stderr == "trunkline: 1 of 2 servers unavailable: old\n"
     else:
-        assert done.returncode == 0 and done.stderr == ""
+        assert done.returncode == 0
+        (warning,) = done.stderr.splitlines()
+        assert warning.startswith("server 'old': unavailable: it answered server/discover")
+        assert '"allowLegacy": true' in warning
 
 
 def test_on_a_terminal_a_live_board_is_drawn(fleet, no_leaks):
@@ -117,4 +122,7 @@ def test_with_json_logs_the_changes_are_json_lines_naming_their_server(fleet, no
     refused = [c for c in changes if c[0] == "old" and c[1] == "warning"]
     assert refused and "unavailable: era refused" in refused[0][2]
     quiet = trunkline("tools", str(fleet), "--log-format", "json")  # warnings only
-    assert [orjson.loads(line)["level"] for line in quiet.stderr.splitlines()] == ["warning"]
+    # The state change, then the host's word on how to lift the refusal.
+    assert [(line["level"], line["logger"], line["server"]) for line in
+            map(orjson.loads, quiet.stderr.splitlines())] == [
+        ("warning", "trunkline.fleet", "old"), ("warning", "trunkline.host", "old")]

@@ -7,7 +7,13 @@ import pytest
 from mcp_schema import LEGACY, MODERN, conforms
 
 from trunkline.catalog import ToolEntry
-from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable, UnknownTool
+from trunkline.errors import (
+    RequestTimeout,
+    ServerError,
+    ServerUnavailable,
+    ToolCandidate,
+    UnknownTool,
+)
 from trunkline.gateway import protocol as p
 
 PV = "io.modelcontextprotocol/protocolVersion"
@@ -163,7 +169,12 @@ def test_the_gateway_says_it_announces_changes_of_every_list_it_serves():
 def test_failures_behind_the_gateway_become_errors_that_name_the_server():
     assert p.error_for(ServerError("nope", code=-32042, data={"a": 1})) == {
         "code": -32042, "message": "nope", "data": {"a": 1}}
-    assert p.error_for(UnknownTool("no tool named 'x'"))["code"] == -32602
+    assert p.error_for(UnknownTool("no tool named 'x'")) == {
+        "code": -32602, "message": "no tool named 'x'"}
+    maybe = p.error_for(UnknownTool("no tool named 'x'; ...", candidates=[
+        ToolCandidate("s", "unavailable", "era refused: ...", "it answered ...")]))
+    assert maybe["data"] == {"candidates": [{"server": "s", "state": "unavailable",
+                                             "listed": False}]}
     down = p.error_for(ServerUnavailable("server is unavailable: crash loop", server="s",
                                          state="unavailable", stderr_tail="SECRET"))
     assert down["code"] == -32603 and "server 's'" in down["message"]

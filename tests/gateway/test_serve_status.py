@@ -59,6 +59,15 @@ def test_states_counts_latencies_restarts_and_last_errors(gateways, fleet):
         assert "allow_legacy=False" in first["old"]["reason"]
         assert first["old"]["last_error"] == first["old"]["reason"]
         assert first["old"]["answered"] == 0 and first["old"]["p50_ms"] is None
+        # Issue 35, item 7: refused for want of the allowlist, with the fix; and a call to
+        # a name nobody serves names it as a server that may provide it.
+        assert '"allowLegacy": true to its entry' in first["old"]["hint"]
+        assert first["alpha"]["hint"] is None
+        unknown = await call(gw, "get_current_time")
+        assert unknown["error"]["data"] == {"candidates": [
+            {"server": "old", "state": "unavailable", "listed": False}]}
+        assert f"server 'old' is unavailable ({first['old']['hint']}) and may provide it" \
+            in unknown["error"]["message"]
 
         for i in range(6):
             await call(gw, "echo", {"i": i})

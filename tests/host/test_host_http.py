@@ -147,6 +147,10 @@ def test_legacy_sdk_server_over_http(no_leaks, http_peer, tmp_path, server_args,
                 assert status.state is ServerState.UNAVAILABLE
                 assert "era refused" in status.reason
                 assert host.tools() == []
+                # It answered (no evidence of the modern era): the fix is named.
+                assert status.hint is not None, status.evidence
+                assert status.hint.startswith("it answered server/discover with ")
+                assert '"allowLegacy": true' in status.hint
                 return
             assert (status.state, status.era, status.version) == (
                 ServerState.READY, "legacy", LEGACY)

@@ -195,6 +195,52 @@ def test_ambiguous_with_allowlist_sends_exactly_one_initialize(event):
     assert m.handle(e.ErrorReplied(e.Probe.DISCOVER, -32601, "late")) == []
 
 
+@pytest.mark.parametrize("event,answered", [
+    (e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found"),
+     "answered server/discover with error -32601 'Method not found'"),
+    (e.ErrorReplied(e.Probe.DISCOVER, -32602, "x" * 500),
+     f"answered server/discover with error -32602 '{'x' * 120}...'"),
+    (e.Replied(e.Probe.DISCOVER, {"supportedVersions": "2026-07-28"}),
+     "answered server/discover with a malformed DiscoverResult"),
+    (e.Unexpected("not a JSON-RPC message: 'hello'"),
+     "wrote output that answers nothing asked (not a JSON-RPC message: 'hello')"),
+], ids=repr)
+def test_an_answer_that_proves_no_era_names_the_allowlist_as_the_remedy(event, answered):
+    """Issue 35, item 7: the refusal a legacy-only server gets says, as a field, that
+    the allowlist would lift it, and what the server answered (its words cut short)."""
+    m, _ = machine()
+    (fail,) = m.handle(event)
+    assert isinstance(fail, e.Fail)
+    assert fail.refusal.remedy is e.Remedy.ALLOW_LEGACY
+    assert fail.refusal.answered == answered
+
+
+@pytest.mark.parametrize("allow_legacy,events", [
+    # Silence, a network failure, a bare HTTP status, a closed transport: nothing the
+    # server said in the protocol.
+    (False, [e.TimedOut(e.Probe.DISCOVER, 10.0)]),
+    (False, [e.ExchangeFailed(e.Probe.DISCOVER, "could not connect: connection refused")]),
+    (False, [e.ExchangeFailed(e.Probe.DISCOVER, "HTTP 503 without a JSON-RPC answer")]),
+    (False, [e.Closed("eof")]),
+    (False, [e.Rejected(e.Probe.DISCOVER, "HTTP 401")]),
+    # Modern, and no version in common; modern, then no usable answer.
+    (False, [e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                            {"supported": ["2099-01-01"], "requested": MODERN})]),
+    (False, [e.ErrorReplied(e.Probe.DISCOVER, -32022, "x",
+                            {"supported": [MODERN], "requested": MODERN}),
+             e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found")]),
+    # Allowlisted already: its initialize was refused.
+    (True, [e.ErrorReplied(e.Probe.DISCOVER, -32601, "Method not found"),
+            e.ErrorReplied(e.Probe.INITIALIZE, -32602, "bad")]),
+], ids=repr)
+def test_no_remedy_where_the_allowlist_would_not_lift_the_refusal(allow_legacy, events):
+    m, out = machine(allow_legacy=allow_legacy)
+    for event in events:
+        out = m.handle(event)
+    assert kinds(out) == [e.Fail]
+    assert out[0].refusal.remedy is None and out[0].refusal.answered is None
+
+
 @pytest.mark.parametrize("allow_legacy", [False, True])
 def test_close_before_evidence_fails_even_when_allowlisted(allow_legacy):
     m, _ = machine(allow_legacy=allow_legacy)
@@ -459,7 +505,8 @@ _events = st.sampled_from(AMBIGUOUS + [
 def test_invariants_for_any_event_sequence(allow_legacy, events):
     """Whatever the server does: at most one initialize, never initialize without the
     allowlist, never initialize after modern evidence, never a legacy verdict without a
-    valid InitializeResult, and at most one verdict."""
+    valid InitializeResult, at most one verdict, and the allowlist named as a refusal's
+    remedy only where it would have let initialize go out."""
     m, out = machine(allow_legacy=allow_legacy)
     history = list(out)
     modern_seen = False
@@ -475,6 +522,10 @@ def test_invariants_for_any_event_sequence(allow_legacy, events):
         decisions = m.handle(event)
         if any(isinstance(d, e.SendInitialize) for d in decisions):
             assert allow_legacy and not modern_seen
+        for d in decisions:
+            if isinstance(d, e.Fail) and d.refusal.remedy is not None:
+                # Allowlisting is named only where it would have let initialize go out.
+                assert not allow_legacy and not modern_seen and d.refusal.answered
         history.extend(decisions)
     inits = [d for d in history if isinstance(d, e.SendInitialize)]
     assert len(inits) <= (1 if allow_legacy else 0)

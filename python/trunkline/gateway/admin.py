@@ -6,7 +6,10 @@ Rules:
   rest of the gateway.
 - What an operator needs per server and nothing that could carry a secret: no
   configuration (a server's command line, environment, headers), no stderr, no
-  credential. Reasons and errors are the host's own sentences.
+  credential. Reasons, hints (``ServerStatus.hint``: how to lift a refusal) and errors
+  are the host's own sentences.
+- Fields are only ever added within one ``SCHEMA``; a reader ignores those it does not
+  know.
 - Latencies are milliseconds, rounded to the microsecond; ``null`` before a first
   answered call.
 - The face serves it behind the same checks as ``/mcp`` (API keys, OAuth tokens).
@@ -29,7 +32,7 @@ def status_document(host: Host) -> dict[str, Any]:
         latency = host.call_latency(status.name)
         servers.append({
             "name": status.name, "state": status.state.value, "era": status.era,
-            "version": status.version, "reason": status.reason,
+            "version": status.version, "reason": status.reason, "hint": status.hint,
             "in_flight": status.in_flight, "answered": latency.answered,
             "p50_ms": _ms(latency.p50_s), "p99_ms": _ms(latency.p99_s),
             "restarts": status.restarts, "last_error": status.last_error,

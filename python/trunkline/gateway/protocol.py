@@ -314,8 +314,14 @@ def error_for(exc: BaseException) -> dict[str, Any]:
     what happened, never more (no stderr tail: it is the operator's, not the client's)."""
     if isinstance(exc, ServerError):
         return error(exc.code, exc.message, exc.data)
-    if isinstance(exc, (UnknownTool, InputRoundUnknown)):
+    if isinstance(exc, InputRoundUnknown):
         return error(INVALID_PARAMS, exc.message)
+    if isinstance(exc, UnknownTool):
+        # As for a tool whose server went away (``Answerer._gone``): the servers not ready
+        # that could serve it, and their states.
+        data = [{"server": c.server, "state": c.state, "listed": c.listed}
+                for c in exc.candidates]
+        return error(INVALID_PARAMS, exc.message, {"candidates": data} if data else None)
     if isinstance(exc, TrunklineError):
         data: dict[str, Any] = {"server": exc.server, "kind": type(exc).__name__}
         if isinstance(exc, ServerUnavailable) and exc.state:

@@ -23,7 +23,7 @@ import time
 from time import perf_counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import channel as ch
 from .._codec import CORR_MATCHED, CodecError, encode_submit
@@ -36,6 +36,7 @@ from ..errors import (
 )
 from ..loop.tasks import TaskScope, gather_all
 from ..params import HttpParams
+from ..protocol.era import Remedy
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
@@ -128,6 +129,47 @@ class ServerStatus:
     @property
     def server_pid(self) -> int | None:
         return self.report.server_pid if self.report else None
+
+    @property
+    def hint(self) -> str | None:
+        """What the operator can do about an unavailable server, when its configuration
+        can lift the refusal: one that answered but proved no era, and is not allowlisted
+        (a legacy-only server), is told how to allowlist it. None otherwise."""
+        report = self.report
+        if self.state is not ServerState.UNAVAILABLE or report is None \
+                or report.remedy is not Remedy.ALLOW_LEGACY:
+            return None
+        return (f"it {report.answered}, no evidence of the modern era, and is not "
+                "allowlisted for legacy: add \"allowLegacy\": true to its entry "
+                "(allow_legacy=True) if you trust it")
+
+
+#: Machine-readable ``ServerWarning`` kinds:
+#:
+#: - ``not-allowlisted``: refused for want of the legacy allowlist (``ServerStatus.hint``).
+ServerWarningKind = Literal["not-allowlisted"]
+
+
+@dataclass(frozen=True)
+class ServerWarning:
+    """A configured server the operator can bring up by changing its configuration; said
+    as a ``CatalogWarning`` says what it worked around (``server``, ``kind``, ``message``;
+    ``tool`` always None)."""
+
+    server: str
+    kind: ServerWarningKind
+    message: str
+    tool: None = None
+
+    @classmethod
+    def of(cls, status: ServerStatus) -> ServerWarning | None:
+        """The warning ``status`` calls for, if any."""
+        if status.hint is None:
+            return None
+        return cls(status.name, "not-allowlisted", f"unavailable: {status.hint}")
+
+    def __str__(self) -> str:
+        return f"server {self.server!r}: {self.message}"
 
 
 class WorkerHandle:
@@ -627,4 +669,4 @@ class WorkerHandle:
         return asyncio.shield(self._changed)
 
 
-__all__ = ["CoolDown", "ReprobeIn", "ServerStatus", "WorkerHandle"]
+__all__ = ["CoolDown", "ReprobeIn", "ServerStatus", "ServerWarning", "WorkerHandle"]

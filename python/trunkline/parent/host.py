@@ -6,7 +6,13 @@ process per server: start, route, restart, stop), the ``CatalogKeeper`` (each se
 listing and the merged catalog, kept in step with the servers) and the ``CallPath`` (one
 logical request to its server: retries, progress, input rounds), whose tool results the
 ``ResultChecks`` check. A server that is not ready is never sent a call: the call waits
-for it within its timeout, or fails at once with the reason.
+for it within its timeout, or fails at once with the reason; a call to a name no ready
+server serves names the servers not ready that could serve it, and why they are not.
+
+A server refused for want of the legacy allowlist (it answered, but proved no era) is
+said once, as a warning on the ``trunkline.host`` logger naming the server, its answer and
+the fix, and is in ``servers()`` (``ServerStatus.hint``) and ``warnings`` for as long as
+it stays refused.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import load_config, load_oauth_config, load_pin_config
-from ..errors import ToolCollision, UnknownTool
+from ..errors import ToolCandidate, ToolCollision, UnknownTool
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
@@ -37,7 +43,7 @@ from ..settings import HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
 from .bridged_calls import BridgedCalls
 from .calls import CallPath, ProgressCallback
-from .handle import ServerStatus, WorkerHandle
+from .handle import ServerStatus, ServerWarning, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .latency import LatencySummary
 from .listings import CatalogKeeper
@@ -157,6 +163,9 @@ class Host:
         #: goes changes the fleet's.
         self._offered: dict[str, frozenset[str]] = {}
         self._last_entries = self._catalog.catalog.entries
+        #: The servers whose refusal for want of the allowlist was logged: said once, not
+        #: again until the server is ready or refused for another reason.
+        self._hinted: set[str] = set()
         #: The tool search index, built again at the first search after a change.
         self._search = ToolSearch(self.tools)
         self.watch_catalog(lambda _catalog: self._search.changed())
@@ -341,9 +350,21 @@ class Host:
                     watcher(status)
                 except Exception:  # noqa: BLE001 - one watcher must not break the host
                     log.exception("a server watcher failed")
+        if handle.state in (ServerState.READY, ServerState.UNAVAILABLE):
+            self._say_hint(handle)
         if not self._closed:
             self._catalog.on_server_state(handle)
             self._offerings_moved(handle)
+
+    def _say_hint(self, handle: WorkerHandle) -> None:
+        """A refusal the operator can lift is logged when it is first known; one the
+        server's own state ended (ready, or refused otherwise) may be said again."""
+        warning = ServerWarning.of(handle.status())
+        if warning is None:
+            self._hinted.discard(handle.name)
+        elif handle.name not in self._hinted:
+            self._hinted.add(handle.name)
+            log.warning("%s", warning, extra={"server": handle.name})
 
     def _on_list_changed(self, handle: WorkerHandle, which: str) -> None:
         self.telemetry.list_changed(handle.name, which)
@@ -392,8 +413,13 @@ class Host:
         return self._catalog.catalog
 
     @property
-    def warnings(self) -> list[CatalogWarning]:
-        return self._catalog.warnings
+    def warnings(self) -> list[ServerWarning | CatalogWarning]:
+        """What the operator may want to act on: a ``ServerWarning`` for each server
+        refused for want of the legacy allowlist (with the fix), then the catalog's
+        ``CatalogWarning``s (what it worked around in the listed servers' tools). Both
+        have ``server``, ``kind``, ``message`` and ``tool``, and read well as ``str``."""
+        refused = [w for w in map(ServerWarning.of, self.servers()) if w is not None]
+        return [*refused, *self._catalog.warnings]
 
     def watch_catalog(self, on_change: Callable[[Catalog], None]) -> Callable[[], None]:
         """Call ``on_change(catalog)`` (on the loop, synchronously) whenever the merged
@@ -562,8 +588,24 @@ class Host:
             withheld = self._catalog.withheld(name)
             if withheld is not None:
                 raise withheld from None
-            raise UnknownTool(f"no tool named {name!r} in the catalog",
-                              method="tools/call") from None
+            raise self._unknown_tool(name) from None
+
+    def _unknown_tool(self, name: str) -> UnknownTool:
+        """``name`` is served by no ready server: the error names the servers not ready
+        that could serve it (``CatalogKeeper.unserved_owners``), and why they are not."""
+        candidates = []
+        for server, listed in self._catalog.unserved_owners(name):
+            status = self._servers.handle(server).status()
+            candidates.append(ToolCandidate(server, status.state.value, status.reason,
+                                            status.hint, listed))
+        message = f"no tool named {name!r} in the catalog"
+        named = [str(c) for c in candidates[:_CANDIDATES_NAMED]]
+        if len(candidates) > _CANDIDATES_NAMED:
+            named.append(f"{len(candidates) - _CANDIDATES_NAMED} more servers not ready "
+                         "could serve it")
+        if named:
+            message += "; " + "; ".join(named)
+        return UnknownTool(message, method="tools/call", candidates=candidates)
 
     async def _settled_entry(self, name: str) -> ToolEntry:
         """The catalog's entry for ``name`` once its server's tools are not being listed
@@ -642,6 +684,11 @@ def _bridged(handle: WorkerHandle, call_input: CallInput) -> bool:
     return handle.era == "legacy" and bridgeable(call_input.capabilities)
 
 
+#: How many servers that could own an unknown tool its error's message names (its
+#: ``candidates`` hold them all).
+_CANDIDATES_NAMED = 3
+
+
 def _check_logs(log_level: str | None, on_log: Callable[..., None] | None) -> None:
     if log_level is not None and log_level not in LOG_LEVELS:
         raise ValueError(f"log_level must be one of {LOG_LEVELS}")
@@ -672,4 +719,4 @@ def _identity(client_info: Mapping[str, str] | ClientIdentity | None,
     )
 
 
-__all__ = ["CallToolResult", "Host", "ServerStatus", "UnknownTool"]
+__all__ = ["CallToolResult", "Host", "ServerStatus", "ServerWarning", "UnknownTool"]

@@ -34,6 +34,7 @@ from ..catalog import (
     build_catalog,
 )
 from ..catalog.filters import ToolBounds, ToolFilter
+from ..catalog.names import escaped_alias, is_model_safe
 from ..catalog.pins import (
     VOLATILE_META_KEYS,
     FirstSight,
@@ -246,6 +247,24 @@ class CatalogKeeper:
                                 f"enabledTools/disabledTools", server=server, tool=tool)
         return None
 
+    def unserved_owners(self, name: str) -> list[tuple[str, bool]]:
+        """The servers not ready now that could serve ``name``, in configured order, each
+        with whether it is known to: it listed that tool (by its own name, its prefixed
+        name or, with model-safe names, either's alias) when it was last listed. A server
+        never listed only may; one whose last listing lacks it is left out."""
+        owners = []
+        for server in self._servers.names():
+            state = self._servers.handle(server).state
+            if state in (ServerState.READY, ServerState.STOPPED):
+                continue
+            screening = self._screenings.get(server)
+            if screening is None:
+                owners.append((server, False))
+            elif any(name in _names_of(server, tool.local_name, self.model_safe)
+                     for tool in screening.listing.tools):
+                owners.append((server, True))
+        return owners
+
     def settling(self, server: str) -> bool:
         return server in self._settling
 
@@ -318,6 +337,14 @@ class CatalogKeeper:
                 self._settling.pop(name, None)
             event.set()
         self.rebuild_or_keep(announced)
+
+
+def _names_of(server: str, tool: str, model_safe: bool) -> tuple[str, ...]:
+    """Every name ``server``'s ``tool`` may have had in a catalog."""
+    names = (tool, f"{server}/{tool}")
+    if not model_safe:
+        return names
+    return (*names, *(name if is_model_safe(name) else escaped_alias(name) for name in names))
 
 
 __all__ = ["Catalog", "CatalogKeeper"]

@@ -13,8 +13,12 @@ The machine decides the era from *positive evidence only* (``docs/architecture.m
    ``initialize`` is never sent after modern evidence, allowlisted or not, nor on a
    connection to a server that proved modern on an earlier one (``proven_modern``).
 3. Everything else is ambiguous. Without ``allow_legacy`` the peer fails closed with the
-   evidence. With it, exactly one ``initialize`` goes out under its own deadline, and only
-   a well-formed result with a configured legacy version makes the peer legacy.
+   evidence; when it did answer (a JSON-RPC error, a malformed result, stray output), the
+   refusal names that answer and ``Remedy.ALLOW_LEGACY``: allowlisting is what would let
+   it prove the legacy era (an HTTP status without a JSON-RPC answer, a network error or
+   a broken stream is no such answer: a wrong URL or a server in trouble says the same). With it, exactly one ``initialize`` goes out
+   under its own deadline, and only a well-formed result with a configured legacy
+   version makes the peer legacy.
 4. Silence is not evidence either way: a probe whose deadline passed with nothing else
    observed fails with ``NextAttempt.LATER`` (try again on a fresh connection, after a
    backoff, with longer deadlines: ``NegotiationConfig.after_silence``). An answer that is
@@ -228,6 +232,15 @@ class NextAttempt(enum.Enum):
     LATER = "later"
 
 
+class Remedy(enum.Enum):
+    """What the operator can do to lift a refusal."""
+
+    #: The server answered, but nothing it said proved the modern era, and it is not
+    #: allowlisted: allowlisting it (``allow_legacy``) would let it have its one
+    #: ``initialize``. A legacy-only server is refused this way.
+    ALLOW_LEGACY = "allow_legacy"
+
+
 @dataclass(frozen=True)
 class Refusal:
     reason: str
@@ -235,6 +248,11 @@ class Refusal:
     next_attempt: NextAttempt = NextAttempt.NEVER
     #: The server proved modern before the negotiation failed.
     proven_modern: bool = False
+    #: What would lift it, when the operator can (None: nothing the configuration can).
+    remedy: Remedy | None = None
+    #: With ``remedy``: the answer that proved no era, in short (``"answered
+    #: server/discover with error -32601 'Method not found'"``).
+    answered: str | None = None
 
 
 @dataclass(frozen=True)
@@ -285,6 +303,9 @@ class EraNegotiation:
         self._discover_answered = False
         # A legacy verdict was reached with a discover still unanswered.
         self._discover_pending_after_legacy = False
+        # The latest answer that proved no era, in short: what a refusal for want of the
+        # allowlist names.
+        self._answered: str | None = None
 
     # -- public ------------------------------------------------------------------------
 
@@ -323,6 +344,7 @@ class EraNegotiation:
             return self._fail_closed_or_fall_back(ended=True)
         if isinstance(event, Unexpected):
             self._note(f"unexpected output: {event.detail}")
+            self._answered = f"wrote output that answers nothing asked ({event.detail})"
             return self._fail_closed_or_fall_back(ended=False)
         if isinstance(event, ExchangeFailed):
             self._note(f"{event.probe.value} got no answer: {event.detail}")
@@ -356,6 +378,7 @@ class EraNegotiation:
             problem = discover_result_problem(event.result)
             if problem is not None:
                 self._note(f"server/discover answered with a malformed DiscoverResult: {problem}")
+                self._answered = "answered server/discover with a malformed DiscoverResult"
                 return self._fail_closed_or_fall_back(ended=False)
             if self.state is State.INITIALIZING:
                 self._proven_modern = True
@@ -400,6 +423,8 @@ class EraNegotiation:
                 self._note(label)
                 return self._fail("the legacy initialize probe was answered with an error")
             self._note(f"{label}: not a recognized modern error, so not evidence of an era")
+            self._answered = (f"answered {event.probe.value} with error {event.code} "
+                              f"{_excerpt(event.message)!r}")
             return self._fail_closed_or_fall_back(ended=False)
 
         # From here on the peer has proven it is modern: never downgrade.
@@ -570,8 +595,8 @@ class EraNegotiation:
                     "probed again later on a fresh connection", later)
             return self._fail(
                 "no positive evidence of a modern peer, and the peer is not allowlisted "
-                "for legacy (allow_legacy=False), so initialize was never sent"
-            )
+                "for legacy (allow_legacy=False), so initialize was never sent",
+                remedy=Remedy.ALLOW_LEGACY if self._answered is not None else None)
         version = self.config.legacy_versions[0]
         self._note(f"peer is allowlisted for legacy: sending one initialize ({version})")
         self.state = State.INITIALIZING
@@ -587,15 +612,24 @@ class EraNegotiation:
         self.verdict = verdict
         return [*then, Decide(verdict)]
 
-    def _fail(self, reason: str, next_attempt: NextAttempt = NextAttempt.NEVER
-              ) -> list[Decision]:
+    def _fail(self, reason: str, next_attempt: NextAttempt = NextAttempt.NEVER, *,
+              remedy: Remedy | None = None) -> list[Decision]:
         self.state = State.FAILED
         self.refusal = Refusal(reason, tuple(self.evidence), next_attempt,
-                               self._proven_modern)
+                               self._proven_modern, remedy,
+                               self._answered if remedy is not None else None)
         return [Fail(self.refusal)]
 
     def _note(self, line: str) -> None:
         self.evidence.append(line)
+
+
+#: How much of a server's own words a refusal's short form keeps (it is logged).
+_EXCERPT = 120
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "..."
 
 
 def _optional_str(value: Any) -> str | None:

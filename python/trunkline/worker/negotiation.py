@@ -186,7 +186,8 @@ class Negotiator:
             return self._auth_failure
         return EraRefused(refusal.reason, evidence=refusal.evidence, server=self._server,
                           retry_later=refusal.next_attempt is era.NextAttempt.LATER,
-                          proven_modern=refusal.proven_modern)
+                          proven_modern=refusal.proven_modern, remedy=refusal.remedy,
+                          answered=refusal.answered)
 
     def _send(self, probe: era.Probe, timeout_s: float, build: Callable[[int], bytes]) -> None:
         # A repeated probe is a new request with a new id. An earlier discover stays

@@ -235,7 +235,7 @@ class Worker:
             return ServerState.RESTARTING, EXIT_SERVER_LOST, {"reason": exc.message, **fields}
         return (ServerState.UNAVAILABLE, EXIT_REFUSED,
                 {"reason": f"era refused: {exc.message}", "retry_later": exc.retry_later,
-                 **fields})
+                 "remedy": exc.remedy, "answered": exc.answered, **fields})
 
     async def _listen(self, verdict: Verdict) -> None:
         try:
