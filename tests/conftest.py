@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -63,6 +64,21 @@ def _processes() -> Iterator[tuple[int, bytes, int, int]]:
         # Fields after the parenthesized command: state ppid pgrp ...
         fields = stat[stat.rindex(b")") + 2 :].split()
         yield int(entry), fields[0], int(fields[1]), int(fields[2])
+
+
+async def end_process(process: asyncio.subprocess.Process, sig: int = signal.SIGTERM,
+                      timeout_s: float = 10) -> int | None:
+    """End a service a test started under asyncio: ``sig``, then SIGKILL if it outlives
+    ``timeout_s``; reaped either way. Its exit status."""
+    if process.returncode is None:
+        process.send_signal(sig)
+    try:
+        await asyncio.wait_for(process.wait(), timeout_s)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return process.returncode
 
 
 def stop_process(process: subprocess.Popen[Any], timeout_s: float = 10) -> None:

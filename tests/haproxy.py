@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from conftest import end_process
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 STATS_PATH = "/lb-stats"
@@ -188,12 +189,4 @@ class Haproxy:
 
     async def stop(self, seconds: float = 10) -> int | None:
         """Stop HAProxy (SIGTERM: at once) and reap it."""
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.proc.wait(), seconds)
-        finally:
-            if self.proc.returncode is None:
-                self.proc.kill()
-                await self.proc.wait()
-        return self.proc.returncode
+        return await end_process(self.proc, signal.SIGTERM, seconds)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
+from conftest import end_process
 
 from haproxy import free_port
 
@@ -108,13 +109,6 @@ class Nginx:
         return path.read_text(errors="replace") if path.exists() else ""
 
     async def stop(self, seconds: float = 10) -> int | None:
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGQUIT)  # graceful: workers finish, then exit
-        try:
-            await asyncio.wait_for(self.proc.wait(), seconds)
-        finally:
-            if self.proc.returncode is None:
-                self.proc.kill()
-                await self.proc.wait()
-        return self.proc.returncode
+        """Stop nginx (SIGQUIT: its workers finish, then it exits) and reap it."""
+        return await end_process(self.proc, signal.SIGQUIT, seconds)
 

@@ -46,9 +46,16 @@ async def ts_client(major: str, tool: str, arguments: dict[str, Any], *target: s
                     ) -> dict[str, Any]:
     """Run the client once against ``target`` (a URL, or the argv of a stdio server); the
     document it printed."""
+    return await node_document(str(CLIENT), major, tool, json.dumps(arguments), "--",
+                               *target)
+
+
+async def node_document(*argv: str, **options: Any) -> dict[str, Any]:
+    """Run Node with ``argv`` (``options`` as for ``create_subprocess_exec``) to its end;
+    the JSON document it printed last."""
     proc = await asyncio.create_subprocess_exec(
-        realpeers.NODE, str(CLIENT), major, tool, json.dumps(arguments), "--", *target,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        realpeers.NODE, *argv, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, **options)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), 120)
     finally:
@@ -142,19 +149,11 @@ def test_the_typescript_v2_client_reads_a_legacy_servers_resource(gateways, tmp_
     async def main() -> dict[str, Any]:
         gw = await HttpGateway.start(path, gateways)
         with open(CLIENT_SRC / "ts_read.mjs", "rb") as script:
-            proc = await asyncio.create_subprocess_exec(
-                realpeers.NODE, "--input-type=module", stdin=script, cwd=CLIENT_DIR,
-                env={**os.environ, "TS_READ_URL": gw.url, "TS_READ_URI": uri},
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), 120)
-        finally:
-            if proc.returncode is None:  # a failed test: never leave it behind
-                proc.kill()
-                await proc.wait()
-        assert proc.returncode == 0, err.decode()[-3000:]
+            document = await node_document(
+                "--input-type=module", stdin=script, cwd=CLIENT_DIR,
+                env={**os.environ, "TS_READ_URL": gw.url, "TS_READ_URI": uri})
         assert await gw.stop() == 0
-        return json.loads(out.decode().strip().splitlines()[-1])
+        return document
 
     done = run(main(), timeout=180)
     assert done["sdk"] == PINNED["@modelcontextprotocol/client"]
