@@ -2,7 +2,8 @@
 ``status``.
 
 Exit codes: 0 success; 1 a call failed or returned ``isError``; 2 bad usage or
-configuration; 3 a server is unavailable (probe) or the host could not start.
+configuration; 3 a server is unavailable (probe) or the host could not start; 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -442,25 +443,30 @@ _UNWRAPPED = 1000
 
 async def status(ns: argparse.Namespace) -> int:
     """A running gateway's servers (``status_view``): once, or every ``--interval``
-    seconds with ``--watch`` (redrawn in place on a terminal) until interrupted."""
+    seconds with ``--watch`` (redrawn in place on a terminal) until interrupted. Its
+    output is written from the loop (``output.Output``): a terminal or pipe nobody reads
+    never keeps a SIGINT from ending it (``interrupt.py``)."""
     import aiohttp
     from rich.console import Console
 
+    from .output import Output
     from .status_view import StatusUnavailable, fetch_status, read_token, status_table, \
         status_url
 
     url, token = status_url(ns.url), read_token(ns.token_file)
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=_UNWRAPPED)  # a pipe: whole lines
+    out, err = Output(sys.stdout), Output(sys.stderr)
     live: Any = None
-    if ns.watch and not ns.json and console.is_terminal:
-        from rich.live import Live
-
-        live = Live(console=console, auto_refresh=False)
-        live.start()
-    timeout = aiohttp.ClientTimeout(total=ns.timeout)
     try:
+        console = Console(file=out, highlight=False)
+        if not console.is_terminal:
+            console = Console(file=out, highlight=False, width=_UNWRAPPED)  # whole lines
+        if ns.watch and not ns.json and console.is_terminal:
+            from rich.live import Live
+
+            live = Live(console=console, auto_refresh=False)
+            live.start()
+            await out.drain()
+        timeout = aiohttp.ClientTimeout(total=ns.timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
                 try:
@@ -473,10 +479,9 @@ async def status(ns: argparse.Namespace) -> int:
                 if ns.json:
                     if doc is not None:
                         option = 0 if ns.watch else orjson.OPT_INDENT_2  # watch: JSON lines
-                        sys.stdout.write(orjson.dumps(doc, option=option).decode() + "\n")
-                        sys.stdout.flush()
+                        out.write(orjson.dumps(doc, option=option).decode() + "\n")
                     else:
-                        print(failure, file=sys.stderr, flush=True)
+                        err.write(f"{failure}\n")
                 elif live is not None:
                     from rich.text import Text
 
@@ -485,13 +490,17 @@ async def status(ns: argparse.Namespace) -> int:
                 elif doc is not None:
                     console.print(status_table(doc))
                 else:
-                    print(failure, file=sys.stderr, flush=True)
+                    err.write(f"{failure}\n")
+                await out.drain()
+                await err.drain()
                 if not ns.watch:
                     return EXIT_OK
                 await asyncio.sleep(ns.interval)
     finally:
         if live is not None:
             live.stop()
+        out.close()
+        err.close()
 
 
 def _bind_address(text: str) -> tuple[str, int]:
@@ -722,29 +731,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE
-    configure_logs(getattr(ns, "log_format", None), getattr(ns, "log_level", None))
-    if ns.command == "demo":
-        coro = demo(ns.json)
-    elif ns.command == "probe":
-        coro = probe(ns.config, ns.json, ns.discover_timeout, ns.log_format)
-    elif ns.command == "tools":
-        coro = tools(ns.config, ns.json, ns.discover_timeout, ns.log_format)
-    elif ns.command == "serve":
-        coro = serve(ns)
-    elif ns.command == "status":
-        coro = status(ns)
-    elif ns.command == "pins":
-        from .pins_cli import pins
+    interrupt = None
+    if ns.command == "status":  # watched until Ctrl-C: ended by it wherever it lands
+        from .interrupt import Interrupt
 
-        coro = pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
-    elif ns.command == "login":
-        from .login import login
-
-        coro = login(ns.config, ns.server, open_browser=not ns.no_browser)
-    else:
-        coro = call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout,
-                    ns.log_format)
+        interrupt = Interrupt()
+        interrupt.install()
     try:
+        configure_logs(getattr(ns, "log_format", None), getattr(ns, "log_level", None))
+        if interrupt is not None:
+            return interrupt.run(lambda: status(ns))
+        coro = _command(ns)
         with asyncio.Runner(loop_factory=_serving_loop() if ns.command == "serve"
                             else None) as runner:
             return runner.run(coro)
@@ -756,6 +753,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CALL_FAILED
     except KeyboardInterrupt:
         return 130
+
+
+def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
+    """The coroutine of a command but ``status`` (``main`` runs that one itself)."""
+    if ns.command == "demo":
+        return demo(ns.json)
+    if ns.command == "probe":
+        return probe(ns.config, ns.json, ns.discover_timeout, ns.log_format)
+    if ns.command == "tools":
+        return tools(ns.config, ns.json, ns.discover_timeout, ns.log_format)
+    if ns.command == "serve":
+        return serve(ns)
+    if ns.command == "pins":
+        from .pins_cli import pins
+
+        return pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
+    if ns.command == "login":
+        from .login import login
+
+        return login(ns.config, ns.server, open_browser=not ns.no_browser)
+    return call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout,
+                ns.log_format)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import signal
 import subprocess
 import sys
 
 import orjson
 import pytest
+from aiohttp import web
 from conftest import run, scripted
 from gateways import HttpGateway, fleet_config
 from oidc import start_provider
@@ -110,30 +112,67 @@ def test_states_counts_latencies_restarts_and_last_errors(gateways, fleet):
 def test_watch_redraws_in_place_on_a_terminal(gateways, fleet):
     async def main():
         gw = await HttpGateway.start(fleet, gateways)
-        main_fd, child = os.openpty()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "trunkline", "status", gw.url, "--watch",
-             "--interval", "0.1"], stdin=child, stdout=child, stderr=child,
-            env={**os.environ, "COLUMNS": "200", "TERM": "xterm"})
-        os.close(child)
-        screen = b""
         try:
-            # Three drawings of the table: the first and two refreshes.
-            while screen.count(b"SERVER") < 3:
-                screen += await asyncio.get_running_loop().run_in_executor(
-                    None, os.read, main_fd, 65536)
-            proc.send_signal(signal.SIGINT)
-            assert await asyncio.get_running_loop().run_in_executor(
-                None, lambda: proc.wait(30)) == 130
+            async with Terminal(gw.url, "--interval", "0.1") as term:
+                await term.until(b"SERVER", 3)  # the first drawing and two refreshes
+                text = await term.interrupted()
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            os.close(main_fd)
-        text = screen.decode(errors="replace")
+            stopped = await gw.stop()
+        assert stopped == 0
         assert "\x1b[" in text and "alpha" in text and "unavailable" in text
         assert "\x1b[2K" in text or "\x1b[1A" in text  # redrawn where it was
-        assert await gw.stop() == 0
+    run(main())
+
+
+def test_sigint_between_refreshes_ends_watch(gateways, fleet):
+    async def main():
+        gw = await HttpGateway.start(fleet, gateways)
+        try:
+            async with Terminal(gw.url, "--interval", "3600") as term:
+                await term.until(b"alpha")  # drawn: the next refresh is an hour away
+                text = await term.interrupted()
+        finally:
+            stopped = await gw.stop()
+        assert stopped == 0
+        assert text.count("SERVER") == 2  # the table, and once more as it stopped
+    run(main())
+
+
+@pytest.mark.parametrize("when", ["started", "asked"])
+def test_sigint_before_the_first_answer_ends_watch(no_leaks, when):
+    """As it starts (the terminal taken, nothing fetched yet or the request on its way)
+    and while the gateway holds its request."""
+    async def main():
+        gateway = await HeldStatus.start()
+        try:
+            async with Terminal(gateway.url, "--interval", "0.1") as term:
+                if when == "started":
+                    await term.until(HIDE_CURSOR)
+                else:
+                    await asyncio.wait_for(gateway.asked.wait(), GUARD)
+                text = await term.interrupted()
+        finally:
+            await gateway.stop()
+        assert "SERVER" not in text
+    run(main())
+
+
+def test_sigint_ends_watch_on_a_terminal_nobody_reads(gateways, fleet):
+    """The terminal is not read (stopped, not drawn): its redraws cannot be written, and
+    a SIGINT still ends the command; what the terminal held unread is dropped so that it
+    can be left clean."""
+    async def main():
+        gw = await HttpGateway.start(fleet, gateways)
+        try:
+            async with Terminal(gw.url, "--interval", "0.05") as term:
+                await term.until(b"alpha")
+                term.pause()
+                await term.filled()  # by the redraws nobody reads
+                text = await term.interrupted()
+        finally:
+            stopped = await gw.stop()
+        assert stopped == 0
+        assert "alpha" in text
     run(main())
 
 
@@ -232,6 +271,141 @@ def test_json_log_lines_carry_server_tool_and_request_id(gateways, fleet):
     assert refused and "unavailable: era refused" in refused[0]["message"]
     assert any(line["server"] == "alpha" and "restarting" in line["message"]
                for line in lines)
+
+
+#: A failure guard for what a test waits for (never a measurement: on time, it is not
+#: reached).
+GUARD = 60
+HIDE_CURSOR, SHOW_CURSOR = b"\x1b[?25l", b"\x1b[?25h"
+
+
+class Terminal:
+    """``trunkline status URL --watch`` on a pseudo-terminal, read as a terminal reads it
+    (or, ``pause``d, not read at all)."""
+
+    def __init__(self, url: str, *flags: str) -> None:
+        self.args = ("status", url, "--watch", *flags)
+        self.screen = bytearray()
+        self.proc: asyncio.subprocess.Process | None = None
+        self._main = -1
+        self._slave = ""
+        self._changed = asyncio.Event()
+        self._eof = False
+        self._reading = False
+
+    async def __aenter__(self) -> Terminal:
+        self._main, child = os.openpty()
+        self._slave = os.ttyname(child)
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "trunkline", *self.args, stdin=child, stdout=child,
+                stderr=child, env={**os.environ, "COLUMNS": "200", "TERM": "xterm"})
+        finally:
+            os.close(child)
+        os.set_blocking(self._main, False)
+        self.resume()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.pause()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        os.close(self._main)
+
+    def pause(self) -> None:
+        if self._reading:
+            asyncio.get_running_loop().remove_reader(self._main)
+            self._reading = False
+
+    def resume(self) -> None:
+        if not self._reading and not self._eof:
+            asyncio.get_running_loop().add_reader(self._main, self._read)
+            self._reading = True
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self._main, 65536)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: no one holds the terminal any more
+            data = b""
+        if data:
+            self.screen += data
+        else:
+            self._eof = True
+            self.pause()
+        self._changed.set()
+
+    async def until(self, wanted: bytes, count: int = 1) -> None:
+        """Read until ``wanted`` has been drawn ``count`` times."""
+        async with asyncio.timeout(GUARD):
+            while self.screen.count(wanted) < count:
+                assert not self._eof, self.screen.decode(errors="replace")
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def filled(self) -> None:
+        """Until a write to the terminal would not go through (it is not being read)."""
+        async with asyncio.timeout(GUARD):
+            while True:
+                fd = os.open(self._slave, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+                try:
+                    if not select.select([], [fd], [], 0)[1]:
+                        return
+                finally:
+                    os.close(fd)
+                await asyncio.sleep(0.01)
+
+    async def interrupted(self) -> str:
+        """SIGINT, as Ctrl-C sends it; it must end the command (exit 130) whether or not
+        the terminal is being read, and leave the terminal clean (read once it ended).
+        The screen, as text."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(self.proc.wait(), GUARD) == 130
+        self.resume()
+        async with asyncio.timeout(GUARD):
+            while not self._eof:
+                self._changed.clear()
+                await self._changed.wait()
+        screen = bytes(self.screen)
+        assert screen.rfind(SHOW_CURSOR) > screen.rfind(HIDE_CURSOR) >= 0, screen[-300:]
+        text = screen.decode(errors="replace")
+        assert "Traceback" not in text, text[-2000:]
+        return text
+
+
+class HeldStatus:
+    """A gateway's ``/status`` that never answers: it notes the request (``asked``) and
+    holds it until stopped. (No real gateway holds its status back on demand.)"""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.url = ""
+        self._released = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+
+    @classmethod
+    async def start(cls) -> HeldStatus:
+        held = cls()
+        app = web.Application()
+        app.router.add_get("/status", held._held)
+        held._runner = web.AppRunner(app)
+        await held._runner.setup()
+        await web.TCPSite(held._runner, "127.0.0.1", 0).start()
+        held.url = f"http://127.0.0.1:{held._runner.addresses[0][1]}/mcp"
+        return held
+
+    async def _held(self, request: web.Request) -> web.Response:
+        self.asked.set()
+        await self._released.wait()
+        return web.Response(status=503)
+
+    async def stop(self) -> None:
+        self._released.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
 
 
 def _meta() -> dict:
