@@ -299,6 +299,7 @@ async def serve(ns: argparse.Namespace) -> int:
     drains; with ``--processes N``, N such HTTP gateways on one socket."""
     from .gateway.admission import Admission
     from .gateway.answers import Answerer
+    from .gateway.limits import Limits
 
     main = asyncio.current_task()
     assert main is not None
@@ -314,6 +315,7 @@ async def serve(ns: argparse.Namespace) -> int:
     info = {"name": "trunkline", "version": __version__}
     telemetry = _telemetry(ns)
     instance, siblings = _placement(ns)
+    limits = Limits.parse(ns.limit)
     try:
         # The gateway relays any input a server behind asks for to its own client (which
         # must have declared it: the gateway checks), so it declares all of it upstream.
@@ -327,7 +329,8 @@ async def serve(ns: argparse.Namespace) -> int:
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
                 total=ns.max_in_flight, per_server=ns.max_per_server),
-                tool_search=ns.tool_search, transport="pipe" if ns.stdio else "tcp")
+                tool_search=ns.tool_search, transport="pipe" if ns.stdio else "tcp",
+                limits=limits)
             host.watch_servers(log_change)  # after start-up, changes are log lines
             _settle_heap()
             try:
@@ -639,6 +642,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-per-server", type=_positive_int, default=2048, metavar="N",
                    help="requests behind the gateway at once for one server; beyond it: "
                         "429 / an error asking to retry (default 2048)")
+    g.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                   help="one of the bounds on what a client may make the gateway hold "
+                        "(gateway/limits.py: client_calls, listen_uris, session_idle_s, "
+                        "connections, ...); repeatable")
     g.add_argument("--drain-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may take to finish")
     g.add_argument("--replica", metavar="NAME", default=None,

@@ -48,6 +48,7 @@ from ..telemetry.carried import picked
 from . import protocol as p
 from . import tool_search
 from .admission import Admission
+from .limits import Limits
 from .offerings import LISTS, Offerings
 
 log = logging.getLogger("trunkline.gateway")
@@ -88,8 +89,11 @@ FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/
 class Answerer:
     def __init__(self, host: Host, *, server_info: Mapping[str, Any],
                  instructions: str | None = None, admission: Admission | None = None,
-                 tool_search: bool = False, transport: str | None = None) -> None:
+                 tool_search: bool = False, transport: str | None = None,
+                 limits: Limits | None = None) -> None:
         self.host = host
+        #: What one client may make the gateway hold (both faces read them here).
+        self.limits = limits or Limits()
         #: The face's ``network.transport`` (``pipe`` for stdio, ``tcp`` for HTTP), on
         #: every SERVER span.
         self.transport = transport

@@ -1,0 +1,99 @@
+"""What one client, or the gateway as a whole, may make ``trunkline serve`` hold: the
+bounds, in one place. Pure.
+
+A shared backend is only as good as its worst tenant. The rule these bounds make true:
+whatever one client can make the gateway hold (memory, call slots, queue entries,
+subscriptions, connections) is bounded per client, and the rest keep their service. A
+client is a legacy session (HTTP), a modern client's connection (HTTP), or the stdio
+face's one client (once identities exist: an identity). Each bound is enforced where the
+state it limits is created, and meeting it is a clear error naming it (a JSON-RPC error,
+or over HTTP the status that says so, with an honest ``Retry-After`` where waiting helps),
+never a silent drop and never a slowdown of anyone else.
+
+The defaults are set so that one busy agent never meets them. An operator changes any of
+them with ``serve --limit NAME=VALUE`` (repeatable; ``NAME`` is a field below).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..errors import ConfigurationError
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    # -- calls ---------------------------------------------------------------------------
+    #: Requests one client has behind the gateway at once, across every server.
+    client_calls: int = 1024
+    #: The share of one server's slots (``--max-per-server``) one client may hold: while
+    #: others wait, no client holds all of a server.
+    client_server_share: float = 0.5
+
+    # -- subscriptions -------------------------------------------------------------------
+    #: Resource URIs one modern ``subscriptions/listen`` request may name.
+    listen_uris: int = 1024
+    #: Resource subscriptions one legacy session may hold.
+    session_subscriptions: int = 1024
+
+    # -- streams -------------------------------------------------------------------------
+    #: Messages waiting for one stream's reader (a call's, a listen stream, a legacy
+    #: session's GET stream); beyond it the reader is behind: progress is coalesced to the
+    #: latest, and a reader that stays behind ``stream_behind_s`` has its stream ended.
+    stream_backlog: int = 1024
+    stream_behind_s: float = 30.0
+    #: Bytes of finished legacy call streams kept for resumption, per session and in all;
+    #: beyond, the oldest finished ones go (a new call is never refused for them).
+    session_kept_bytes: int = 8 * MiB
+    kept_bytes: int = 256 * MiB
+
+    # -- sessions ------------------------------------------------------------------------
+    #: A legacy session unused this long ends, and so does any after this long.
+    session_idle_s: float = 3600.0
+    session_lifetime_s: float = 86400.0
+
+    # -- connections ---------------------------------------------------------------------
+    #: Open HTTP connections, in all and from one peer address.
+    connections: int = 4096
+    peer_connections: int = 256
+    #: A request's head must arrive within this; its body at least this fast.
+    head_timeout_s: float = 10.0
+    body_min_bytes_per_s: int = 1024
+    #: File descriptors kept free for health checks and the servers behind: new
+    #: connections are refused before the process runs out.
+    spare_descriptors: int = 64
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigurationError(f"limit {field.name} must be a positive number, "
+                                         f"not {value!r}")
+        if self.client_server_share > 1:
+            raise ConfigurationError("limit client_server_share is a fraction, at most 1")
+
+    @classmethod
+    def parse(cls, pairs: list[str] | None) -> Limits:
+        """The defaults, with ``NAME=VALUE`` pairs (``serve --limit``) over them."""
+        known = {field.name: field for field in fields(cls)}
+        given: dict[str, Any] = {}
+        for pair in pairs or ():
+            name, sep, text = pair.partition("=")
+            field = known.get(name.strip().replace("-", "_"))
+            if not sep or field is None:
+                raise ConfigurationError(
+                    f"--limit {pair!r}: expected NAME=VALUE, NAME one of {sorted(known)}")
+            kind = int if field.type in ("int", int) else float
+            try:
+                given[field.name] = kind(text.strip())
+            except ValueError:
+                raise ConfigurationError(
+                    f"--limit {pair!r}: {field.name} takes a{'n integer' if kind is int else ' number'}") from None
+        return dataclasses.replace(cls(), **given)
+
+
+__all__ = ["Limits"]
