@@ -498,8 +498,8 @@ class Host:
         notifications for this call only (a ``progressToken`` unique to the call is sent
         in ``_meta``). ``log_level`` asks a modern server to send log messages at that
         level or above for this call (``io.modelcontextprotocol/logLevel``); they reach
-        ``on_log(params)`` when given (over stdio only while this is the server's one
-        call with an ``on_log``: a log message names no request), else the host's
+        ``on_log(params)`` when given (over stdio only while this call's request is the
+        server's one request in flight: a log message names no request), else the host's
         ``on_log``.
 
         A call that failed before it left the host (its server restarting) is sent again
