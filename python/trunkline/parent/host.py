@@ -326,6 +326,19 @@ class Host:
         self._catalog.rebuild_or_keep()
         return self._servers.handle(name).status()
 
+    def call_timeout(self, name: str | None = None) -> float:
+        """The seconds a call to server ``name`` is given when it names none (the server's
+        ``call_timeout``, else the host's); the host's for no name, or an unknown one."""
+        handle = None if name is None else self._servers.get(name)
+        return self._calls.call_timeout if handle is None else \
+            self._calls.timeout_for(handle, None)
+
+    def call_slots(self, name: str) -> int:
+        """How many calls server ``name`` takes at once (``ServerConfig.max_inflight``;
+        beyond, calls wait for a slot); for an unknown name, the default's."""
+        handle = self._servers.get(name)
+        return (handle.config if handle is not None else ServerConfig).max_inflight
+
     def call_latency(self, name: str) -> LatencySummary:
         """How many of ``name``'s calls were answered, and the p50/p99 seconds of the
         recent ones (``parent/latency.py``)."""
