@@ -328,7 +328,10 @@ async def serve(ns: argparse.Namespace) -> int:
                                                                    listen=RELAYED_LISTS)),
                             _serve_progress(ns), transient=False) as host:
             answerer = Answerer(host, server_info=info, admission=Admission(
-                total=ns.max_in_flight, per_server=ns.max_per_server),
+                total=ns.max_in_flight, per_server=ns.max_per_server,
+                client_calls=limits.client_calls,
+                client_server_share=limits.client_server_share, timeout_of=host.call_timeout,
+                slots_of=host.call_slots),
                 tool_search=ns.tool_search, transport="pipe" if ns.stdio else "tcp",
                 limits=limits)
             host.watch_servers(log_change)  # after start-up, changes are log lines

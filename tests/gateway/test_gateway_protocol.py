@@ -198,7 +198,61 @@ def test_admission_bounds_each_server_and_the_whole_gateway():
     assert full["data"]["scope"] == "gateway" and status_for(full) == 503
     assert gate.in_flight == 3
     gate.leave("a")
-    assert gate.check("a") is None and gate.enter("b") is None
+    assert gate.enter("b") is None
     gate.leave("b"), gate.leave(None), gate.leave("a")
-    assert gate.in_flight == 0 and gate.check("a") is None
+    assert gate.in_flight == 0 and gate.enter("a") is None
     assert retry_after(p.error(p.INTERNAL_ERROR, "other")) is None
+
+
+def test_admission_gives_each_client_a_share_of_a_server_and_a_budget_in_all():
+    from trunkline.gateway.admission import Admission, retry_after
+    from trunkline.gateway.http_rules import status_for
+
+    now = [100.0]
+    timeouts = {"a": 60.0, "b": 10.0, None: 30.0}
+    gate = Admission(total=100, per_server=4, client_calls=3, client_server_share=0.5,
+                     timeout_of=timeouts.__getitem__, clock=lambda: now[0])
+    assert gate.client_share("a") == 2
+    hog, other = object(), object()
+    assert gate.enter("a", hog, "h1") is None
+    now[0] = 110.0
+    assert gate.enter("a", hog, "h2") is None
+    # Its share of a: refused, naming its own budget; back when its oldest call's
+    # deadline (100 + 60) has passed, 50 s from now.
+    over = gate.enter("a", hog, "h3")
+    assert over["data"] == {"kind": "Overloaded", "scope": "client", "limit": 2,
+                            "budget": "client_server_share", "server": "a",
+                            "retryAfterS": 50}
+    assert status_for(over) == 429 and retry_after(over) == 50
+    assert "this client" in over["message"] and "client_server_share" in over["message"]
+    # The server still has room for others, and for this client's calls elsewhere.
+    assert gate.enter("a", other, "o1") is None and gate.enter("a", other, "o2") is None
+    assert gate.enter("b", hog, "h4") is None
+    assert (gate.held_by(hog), gate.held_by(hog, "a"), gate.in_flight) == (3, 2, 5)
+    # Its budget in all: the earliest deadline of all its calls is b's (110 + 10).
+    over = gate.enter(None, hog, "h5")
+    assert over["data"] == {"kind": "Overloaded", "scope": "client", "limit": 3,
+                            "budget": "client_calls", "retryAfterS": 10}
+    assert "client_calls" in over["message"]
+    # A deadline already passed (the call is late ending): come back in a second.
+    now[0] = 500.0
+    assert retry_after(gate.enter(None, hog, "h5")) == 1
+    # The server's own bound, met by others: its scope and 1 s, as before.
+    assert gate.enter("a", object(), "x")["data"]["scope"] == "server"
+    gate.leave("a", hog, "h1")
+    assert gate.enter("a", hog, "h3") is None, "a call ended: a place of its own again"
+    for server, ticket in (("a", "h2"), ("a", "h3"), ("b", "h4")):
+        gate.leave(server, hog, ticket)
+    gate.leave("a", other, "o1"), gate.leave("a", other, "o2")
+    assert gate.in_flight == 0 and gate.held_by(hog) == 0 and gate.held_by(other) == 0
+
+
+def test_a_clients_share_is_of_the_places_a_server_has_and_at_least_one():
+    from trunkline.gateway.admission import Admission
+
+    assert Admission(total=10, per_server=1, client_server_share=0.01).client_share("a") == 1
+    # The gateway's defaults: 2048 requests per server, but a server runs 1024 at once
+    # (its max_inflight; the rest wait): half of those, so no client can fill them all.
+    gate = Admission(total=16384, per_server=2048, slots_of={"a": 1024, "b": 4096}.get)
+    assert (gate.places("a"), gate.client_share("a")) == (1024, 512)
+    assert (gate.places("b"), gate.client_share("b")) == (2048, 1024)

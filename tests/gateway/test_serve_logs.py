@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from conftest import run, scripted
 from mcp_schema import LEGACY, MODERN, conforms
 
@@ -181,3 +182,76 @@ def test_a_prompts_log_messages_reach_the_client_that_asked_for_it(gateways, tmp
             conforms(note, LEGACY, "LoggingMessageNotification")
         assert await legacy.close() == 0
     run(main(), timeout=180)
+
+
+@pytest.mark.parametrize("asker", ["modern", "legacy"])
+def test_a_stdio_servers_unattributed_line_reaches_no_client(gateways, tmp_path, asker):
+    """Client A asks for debug logs and runs a slow call; client B asks for none and calls a
+    tool of the same stdio server that logs anyway. A stdio server's line names no request,
+    and two were in flight: it is neither A's nor B's, and goes to the gateway's own log
+    (finding 7 of issue 36: A's stream carried all of B's lines)."""
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--log-level", "info")
+        a_got: list[dict[str, Any]] = []
+        a_sleeping = asyncio.Event()
+        sleep = {"name": "sleep", "arguments": {"seconds": 60}}
+        if asker == "modern":
+            a_call = gw.message("tools/call", {**sleep, "_meta": modern_meta(
+                **{LEVEL: "debug", "progressToken": "a"})})
+            a_headers = gw.modern_headers(a_call, BOTH)
+        else:
+            a_headers, _ = await gw.legacy_session()
+            status, answer, _ = await gw.post(
+                gw.message("logging/setLevel", {"level": "debug"}), a_headers)
+            assert status == 200 and answer["result"] == {}
+            a_call = gw.message("tools/call", {**sleep, "_meta": {"progressToken": "a"}})
+
+        async def a_reads() -> None:
+            async with gw.http.post(gw.url, data=orjson.dumps(a_call),
+                                    headers=a_headers) as response:
+                assert response.status == 200
+                async for message in sse_messages(response):
+                    a_got.append(message)
+                    if message.get("method") == "notifications/progress":
+                        a_sleeping.set()  # A's call is with the server
+
+        a_task = asyncio.ensure_future(a_reads())
+        await asyncio.wait_for(a_sleeping.wait(), 30)
+
+        # B asks for no logs, in the other era.
+        line = "B's own line, asked by nobody"
+        chatty = {"name": "chatty", "arguments": {"unasked": line}}
+        if asker == "modern":
+            b_headers, _ = await gw.legacy_session()
+            b_call = gw.message("tools/call", chatty)
+        else:
+            b_call = gw.message("tools/call", {**chatty, "_meta": modern_meta()})
+            b_headers = gw.modern_headers(b_call, BOTH)
+        status, b_got = await streamed(gw, b_call, b_headers)
+        assert status == 200 and "result" in b_got[-1], b_got
+        assert logs(b_got) == [], "B asked for no logs"
+
+        # The line goes somewhere: to the gateway's log (or, wrongly, to A's stream).
+        assert gw.proc.stderr is not None
+        gateway_log = b""
+        for _ in range(400):
+            if logs(a_got) or line.encode() in gateway_log:
+                break
+            try:
+                gateway_log += await asyncio.wait_for(gw.proc.stderr.readline(), 0.05)
+            except asyncio.TimeoutError:
+                pass
+        assert logs(a_got) == [], "A's stream carried a line of B's call"
+        assert line.encode() in gateway_log and b"server 'alpha'" in gateway_log
+        assert not a_task.done(), "A's call is still in flight"
+
+        if asker == "legacy":  # its call outlives the connection: cancelled by name
+            status, _, _ = await gw.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                          "params": {"requestId": a_call["id"]}}, a_headers)
+            assert status == 202
+        a_task.cancel()
+        await asyncio.gather(a_task, return_exceptions=True)
+        assert await gw.stop() == 0
+    run(main())

@@ -428,10 +428,10 @@ def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_l
         validate_message(c, MODERN)
 
 
-def test_over_stdio_a_log_message_is_a_calls_only_when_that_call_alone_asked(tap, no_leaks):
-    """stdio carries no stream per request: with one call asking for logs its sink gets the
-    message; while two ask at once a message names neither, so the host gets it, and
-    never the other call."""
+def test_over_stdio_a_log_message_is_a_calls_only_while_it_alone_is_in_flight(tap, no_leaks):
+    """stdio carries no stream per request: with one call in flight, asking for logs, its
+    sink gets the message; while two are in flight a message names neither, so the host
+    gets it, and never the other call."""
     host_logs: list[tuple[str, dict]] = []
 
     async def main():
@@ -454,6 +454,24 @@ def test_over_stdio_a_log_message_is_a_calls_only_when_that_call_alone_asked(tap
             got_b = [p["data"] for p in b] + [p["data"] for _, p in host_logs
                                                 if p["data"] == "asked for level debug"]
             assert got_b == ["asked for level debug"]
+            # A call that asked for logs is in flight; one that asked for none logs anyway
+            # (a server may): that line is not the asking call's (issue 36, finding 7).
+            slow: list[dict] = []
+            started = asyncio.Event()
+            sleeping = asyncio.ensure_future(host.call_tool(
+                "sleep", {"seconds": 60}, log_level="debug", on_log=slow.append,
+                on_progress=lambda *_: started.set()))  # "sleeping": it is with the server
+            await asyncio.wait_for(started.wait(), 20)
+            await host.call_tool("chatty", {"unasked": "the plain call's"})
+            for _ in range(400):  # the line is somewhere by now, or soon
+                if slow or any(p["data"] == "the plain call's" for _, p in host_logs):
+                    break
+                await asyncio.sleep(0.025)
+            assert slow == [], "the asking call got a line of another call's"
+            assert ("talk", {"level": "warning", "logger": "chatty",
+                             "data": "the plain call's"}) in host_logs
+            sleeping.cancel()
+            await asyncio.gather(sleeping, return_exceptions=True)
     run(main())
     assert "asked for level info" in [p["data"] for _, p in host_logs]
 

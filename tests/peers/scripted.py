@@ -184,7 +184,8 @@ BUILTIN_TOOLS: list[Json] = [
         "name": "chatty",
         "description": "Reports progress 1..3 of 3 on the call's progressToken (plus one "
         "on a token nobody asked for), logs one message when the call set a logLevel, "
-        "then returns its arguments.",
+        "and `arguments.unasked` (a string) as a message whether it did or not (a server "
+        "that logs unasked), then returns its arguments.",
         "inputSchema": {"type": "object"},
     },
     {
@@ -779,6 +780,10 @@ class Peer:
         if level is not None:
             self.out.send(_notification("notifications/message", {
                 "level": "info", "logger": "chatty", "data": f"asked for level {level}"}))
+        unasked = tool_arguments(req).get("unasked")
+        if isinstance(unasked, str):
+            self.out.send(_notification("notifications/message", {
+                "level": "warning", "logger": "chatty", "data": unasked}))
 
     def sleep_tool(self, req: Json, args: Json) -> None:
         seconds = args.get("seconds")

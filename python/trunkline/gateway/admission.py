@@ -1,73 +1,197 @@
-"""How many requests the gateway has behind it at once, overall and per server.
+"""How many requests the gateway has behind it at once: per client, per server and overall.
 
 Rules: a request answered from behind the gateway (a ``tools/call``, a prompt, a resource)
-is admitted only while fewer than ``per_server`` requests are already with its server and
-fewer than ``total`` with the whole fleet; otherwise it is refused at once, never queued
-without bound, with an error saying which bound it met and when to come back (HTTP: 429
-for one busy server, 503 for a busy gateway, both with ``Retry-After``). Within a bound,
-the server's own in-flight limit (``ServerConfig.max_inflight``) still applies: a call
-waits for a slot within its deadline. A refusal disturbs no other client's request.
+is admitted only while, at once,
+
+1. its client has fewer than ``client_calls`` requests behind the gateway (across every
+   server), and fewer than its share of its server (``client_share``: ``ceil(
+   client_server_share * places)``, at least 1, where a server's places are the fewer
+   of ``per_server`` and the calls the server itself takes at once, its
+   ``max_inflight``, beyond which calls wait for a slot), so that no one client ever
+   holds all of a server and the others always find room;
+2. fewer than ``per_server`` requests are with its server and fewer than ``total`` with
+   the whole fleet.
+
+Otherwise it is refused at once, never queued without bound, with an error naming the
+bound it met, the client's own first (``data.scope``: ``client``, with the ``budget``
+named, ``client_calls`` or ``client_server_share``; ``server``; ``gateway``), and when to
+come back (HTTP: 429 for a client over its budget or a busy server, 503 for a busy
+gateway, each with ``Retry-After``). A client over its budget waits for its own requests:
+it is told the seconds until the earliest deadline of those that hold the budget (each
+was admitted with its server's call timeout ahead of it; by then one of them has ended,
+answered or not). Others' requests end at times it cannot know: it is told 1 s.
+
+A client is whatever the face names it by (``Answerer``'s ``client_key``): a legacy
+session, a modern client's HTTP connection, the stdio face's one client. None is no
+client: only the server and gateway bounds apply. A request counts against its client
+from its admission until it ends, wherever its client is meanwhile (a legacy call outlives
+its connection). Within these bounds, the server's own in-flight limit
+(``ServerConfig.max_inflight``) still applies: a call waits for a slot within its
+deadline. A refusal disturbs no other client's request.
+
+The per-client bookkeeping, per request: its admission time under its client and server
+(a dict entry; the first entry of a server's is its oldest), nothing else, and nothing
+kept for a client with nothing behind the gateway.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+import time
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from . import protocol as p
+from .limits import Limits
 
-#: Seconds a refused client is told to wait before trying again.
+#: Seconds a client refused for others' requests (a busy server or gateway) is told to
+#: wait before trying again.
 RETRY_AFTER_S = 1
 OVERLOADED = "Overloaded"
+#: The bound a refusal names (``data.scope``); the first is the client's own.
+CLIENT, SERVER, GATEWAY = "client", "server", "gateway"
 
 
 class Admission:
-    def __init__(self, *, total: int, per_server: int) -> None:
-        if total < 1 or per_server < 1:
+    def __init__(self, *, total: int, per_server: int,
+                 client_calls: int = Limits.client_calls,
+                 client_server_share: float = Limits.client_server_share,
+                 timeout_of: Callable[[str | None], float] = lambda _server: 60.0,
+                 slots_of: Callable[[str], int] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``timeout_of(server)``: the seconds a request to ``server`` (None: to the
+        fleet) is given, which tells a client over its budget when to come back;
+        ``slots_of(server)``: the calls the server takes at once (None: as many as
+        ``per_server``)."""
+        if total < 1 or per_server < 1 or client_calls < 1:
             raise ValueError("admission bounds must be at least 1")
+        if not 0 < client_server_share <= 1:
+            raise ValueError("client_server_share is a fraction, above 0 and at most 1")
         self.total = total
         self.per_server = per_server
+        self.client_calls = client_calls
+        self.client_server_share = client_server_share
+        self._timeout_of = timeout_of
+        self._slots_of = slots_of
+        self._clock = clock
         self._in = 0
-        self._by_server: Counter[str] = Counter()
+        self._by_server: dict[str, int] = {}
+        #: Each client with requests behind the gateway: how many, and when each was
+        #: admitted, by server (insertion order: the oldest first).
+        self._calls: dict[Hashable, int] = {}
+        self._held: dict[Hashable, dict[str | None, dict[Hashable, float]]] = {}
 
-    def check(self, server: str | None) -> dict[str, Any] | None:
-        """The refusal a request to ``server`` would get now, or None (nothing changes)."""
-        if server is not None and self._by_server[server] >= self.per_server:
-            return overloaded("server", self.per_server, server)
+    def enter(self, server: str | None, client: Hashable = None,
+              ticket: Hashable = None) -> dict[str, Any] | None:
+        """Admit one request of ``client`` (to ``server``, when it is known): None, or the
+        refusal. ``ticket``: what names this request until it ``leave``\\ s (anything
+        unique to it while it runs; needed when ``client`` is not None)."""
+        held = None if client is None else self._held.get(client)
+        if held is not None:  # the client has requests in flight already
+            refusal = self._over_budget(server, client, held)
+            if refusal is not None:
+                return refusal
+        if server is not None and self._by_server.get(server, 0) >= self.per_server:
+            return overloaded(SERVER, self.per_server, server)
         if self._in >= self.total:
-            return overloaded("gateway", self.total, None)
-        return None
-
-    def enter(self, server: str | None) -> dict[str, Any] | None:
-        """Admit one request (to ``server``, when it is known): None, or the refusal."""
-        refusal = self.check(server)
-        if refusal is not None:
-            return refusal
+            return overloaded(GATEWAY, self.total, None)
         self._in += 1
         if server is not None:
-            self._by_server[server] += 1
+            self._by_server[server] = self._by_server.get(server, 0) + 1
+        if client is not None:
+            if held is None:  # most often: a client's one request at a time
+                self._held[client] = {server: {ticket: self._clock()}}
+                self._calls[client] = 1
+            else:
+                admitted = held.get(server)
+                if admitted is None:
+                    held[server] = {ticket: self._clock()}
+                else:
+                    admitted[ticket] = self._clock()
+                self._calls[client] += 1
         return None
 
-    def leave(self, server: str | None) -> None:
+    def leave(self, server: str | None, client: Hashable = None,
+              ticket: Hashable = None) -> None:
+        """The request ``enter`` admitted (with the same arguments) has ended."""
         self._in -= 1
         if server is not None:
-            self._by_server[server] -= 1
-            if not self._by_server[server]:
+            left = self._by_server[server] - 1
+            if left:
+                self._by_server[server] = left
+            else:
                 del self._by_server[server]
+        if client is None:
+            return
+        calls = self._calls[client]
+        if calls == 1:
+            del self._calls[client], self._held[client]
+            return
+        self._calls[client] = calls - 1
+        held = self._held[client]
+        admitted = held[server]
+        if len(admitted) == 1:
+            del held[server]
+        else:
+            del admitted[ticket]
 
     @property
     def in_flight(self) -> int:
         return self._in
 
+    def places(self, server: str) -> int:
+        """How many requests ``server`` may have behind the gateway and running at once."""
+        slots = self.per_server if self._slots_of is None else self._slots_of(server)
+        return min(self.per_server, slots)
 
-def overloaded(scope: str, limit: int, server: str | None) -> dict[str, Any]:
-    where = f"server {server!r} has" if server is not None else "the gateway has"
+    def client_share(self, server: str) -> int:
+        """How many of ``server``'s places one client may hold."""
+        return max(1, math.ceil(self.client_server_share * self.places(server)))
+
+    def held_by(self, client: Hashable, server: str | None = None) -> int:
+        """How many requests ``client`` has behind the gateway (with ``server``, when
+        given)."""
+        if server is None:
+            return self._calls.get(client, 0)
+        return len(self._held.get(client, {}).get(server, ()))
+
+    def _over_budget(self, server: str | None, client: Hashable,
+                     held: dict[str | None, dict[Hashable, float]]) -> dict[str, Any] | None:
+        """The refusal of a request to ``server`` of a client that ``held`` these already
+        (by server), when it is over one of its budgets: back once the earliest deadline
+        of the requests that hold that budget has passed."""
+        admitted = held.get(server)
+        if server is not None and admitted is not None and \
+                len(admitted) >= (share := self.client_share(server)):
+            budget, limit, holding = "client_server_share", share, [(server, admitted)]
+            what = (f"this client has {limit} requests in flight with server {server!r}, "
+                    f"its share (client_server_share {self.client_server_share:g} of the "
+                    f"server's {self.places(server)} places)")
+        elif self._calls[client] >= self.client_calls:
+            budget, limit, holding = "client_calls", self.client_calls, list(held.items())
+            what = f"this client has {limit} requests in flight, its limit (client_calls)"
+            server = None
+        else:
+            return None
+        # Per server every request has the same timeout: its oldest ends first.
+        earliest = min(next(iter(times.values())) + self._timeout_of(name)
+                       for name, times in holding)
+        wait = max(RETRY_AFTER_S, math.ceil(earliest - self._clock()))
+        return overloaded(CLIENT, limit, server, wait, budget, what)
+
+
+def overloaded(scope: str, limit: int, server: str | None, wait: int = RETRY_AFTER_S,
+               budget: str | None = None, what: str | None = None) -> dict[str, Any]:
+    if what is None:
+        where = f"server {server!r} has" if server is not None else "the gateway has"
+        what = f"{where} {limit} requests in flight, its limit"
     data: dict[str, Any] = {"kind": OVERLOADED, "scope": scope, "limit": limit,
-                            "retryAfterS": RETRY_AFTER_S}
+                            "retryAfterS": wait}
+    if budget is not None:
+        data["budget"] = budget
     if server is not None:
         data["server"] = server
-    return p.error(p.INTERNAL_ERROR, f"{where} {limit} requests in flight, its limit; "
-                   f"retry after {RETRY_AFTER_S} s", data)
+    return p.error(p.INTERNAL_ERROR, f"{what}; retry after {wait} s", data)
 
 
 def retry_after(err: dict[str, Any]) -> int | None:

@@ -9,6 +9,12 @@ session with ``logging/setLevel``) go to the given sink, so they travel on the c
 stream. Each returns the whole response message, in the client's era. Connection state (a
 legacy session, in-flight tasks, listen streams) belongs to the faces.
 
+Every request sent behind the gateway is admitted first (``admission``: per client, per
+server, overall), once: the face names the request's client (``client_key``: a legacy
+session's id, a modern client's HTTP connection, the stdio face's one client), and a face
+that must choose its response's form before the call starts (a legacy call's stream)
+admits it itself (``admit_call``) and releases it when the call has ended.
+
 A server behind that needs input (``input_required``, MCP 2026-07-28) is never answered by
 the gateway itself: a modern client gets the ``input_required`` result as it is and
 answers it in its next request (``inputResponses``, ``requestState``), which goes to the
@@ -30,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +78,18 @@ class Client:
 
 NO_CLIENT = Client()
 
+
+class Admitted:
+    """A call admitted before it starts (``Answerer.admit_call``): its place, held under
+    its client until ``Answerer.release``."""
+
+    __slots__ = ("server", "client")
+
+    def __init__(self, server: str | None, client: Hashable) -> None:
+        self.server = server
+        self.client = client
+
+
 #: Requests that need a call behind the gateway, or a stream: the faces run them.
 CALL = "tools/call"
 LISTEN = "subscriptions/listen"
@@ -100,8 +118,11 @@ class Answerer:
         #: Serve ``search_tools`` and ``call_tool`` instead of the catalog
         #: (``gateway/tool_search.py``).
         self.tool_search = tool_search
-        self.admission = admission or Admission(total=DEFAULT_MAX_IN_FLIGHT,
-                                                per_server=DEFAULT_MAX_PER_SERVER)
+        self.admission = admission or Admission(
+            total=DEFAULT_MAX_IN_FLIGHT, per_server=DEFAULT_MAX_PER_SERVER,
+            client_calls=self.limits.client_calls,
+            client_server_share=self.limits.client_server_share, timeout_of=host.call_timeout,
+            slots_of=host.call_slots)
         self._server_info = dict(server_info)
         self._instructions = instructions
         self._offerings = Offerings(host)
@@ -171,19 +192,22 @@ class Answerer:
             return p.error_response(request.id, p.unknown_method(method))
         return p.response(request.id, result)
 
-    def call(self, request: p.Request, notify: Send,
-             client: Client = NO_CLIENT) -> Awaitable[dict[str, Any]]:
+    def call(self, request: p.Request, notify: Send, client: Client = NO_CLIENT,
+             client_key: Hashable = None, admitted: Admitted | None = None
+             ) -> Awaitable[dict[str, Any]]:
         """The response to one ``tools/call`` (a result, or an error naming the server), to
         await. Not a coroutine itself: the checks run now and the call's own coroutine
         (``_behind``'s) is what is awaited, one frame fewer for every call in flight. A
-        failure of the checks raises where the response is awaited, as before."""
+        failure of the checks raises where the response is awaited, as before.
+        ``client_key``: the client the call counts against (``admission``); ``admitted``:
+        the face admitted it already (``admit_call``), and releases it."""
         try:
-            return self._call(request, notify, client)
+            return self._call(request, notify, client, client_key, admitted)
         except Exception as exc:  # noqa: BLE001 - raised where it is awaited
             return raising(exc)
 
-    def _call(self, request: p.Request, notify: Send,
-              client: Client) -> Awaitable[dict[str, Any]]:
+    def _call(self, request: p.Request, notify: Send, client: Client,
+              client_key: Hashable, admitted: Admitted | None) -> Awaitable[dict[str, Any]]:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str) or not isinstance(arguments, dict):
@@ -210,7 +234,7 @@ class Answerer:
         on_log = None if level is None else _logs_to(notify)
         return self._behind(request, server, self.host.call_tool(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
-            on_log=on_log, trace_context=self._passed_on(request)))
+            on_log=on_log, trace_context=self._passed_on(request)), client_key, admitted)
 
     def _searched_call(self, request: p.Request, name: str, arguments: dict[str, Any]
                        ) -> tuple[str, dict[str, Any]] | dict[str, Any]:
@@ -230,14 +254,23 @@ class Answerer:
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
         return p.response(request.id, p.served_result(refusal, request.era, CALL))
 
-    def refusal_for_call(self, request: p.Request) -> dict[str, Any] | None:
-        """The overload refusal a ``tools/call`` would get now (a face that must choose its
-        response's form before the call starts asks first), or None."""
+    def admit_call(self, request: p.Request, client_key: Hashable
+                   ) -> Admitted | dict[str, Any]:
+        """Admit a ``tools/call`` of ``client_key``'s now, for a face that must choose its
+        response's form before the call starts: its place (for ``call``, then
+        ``release`` once the call has ended, however it ends), or the refusal."""
         name = request.params.get("name")
         arguments = request.params.get("arguments")
         if self.tool_search and name == tool_search.CALL and isinstance(arguments, dict):
             name = arguments.get("name")
-        return self.admission.check(self._server_of(name) if isinstance(name, str) else None)
+        admitted = Admitted(self._server_of(name) if isinstance(name, str) else None,
+                            client_key)
+        refusal = self.admission.enter(admitted.server, client_key, admitted)
+        return admitted if refusal is None else refusal
+
+    def release(self, admitted: Admitted) -> None:
+        """The call ``admit_call`` admitted has ended."""
+        self.admission.leave(admitted.server, admitted.client, admitted)
 
     def _gone(self, tool: str) -> dict[str, Any] | None:
         """The error for a tool no longer served because its server is not ready."""
@@ -267,11 +300,13 @@ class Answerer:
         return self.host.catalog.server_of(tool)
 
     async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT,
-                         notify: Send | None = None) -> dict[str, Any]:
+                         notify: Send | None = None,
+                         client_key: Hashable = None) -> dict[str, Any]:
         """The response to a request about the fleet's prompts and resources: lists are
         merged, the rest goes to the server the name or URI belongs to, and its log
         messages (at the level the client asked, as for a call) to ``notify``, when the
-        face can carry them."""
+        face can carry them. ``client_key``: the client it counts against, as for
+        ``call``."""
         method, era = request.method, request.era
         if method in LISTS:
             member = LISTS[method][1]
@@ -281,7 +316,7 @@ class Answerer:
                 items = {"prompts": table.prompts, "resources": table.resources,
                          "resourceTemplates": table.templates}[member]
                 return p.list_result(member, list(items), era)
-            return await self._behind(request, None, merged())
+            return await self._behind(request, None, merged(), client_key)
         routed = await self._route(request)
         if "error" in routed:
             return p.error_response(request.id, routed["error"])
@@ -295,7 +330,7 @@ class Answerer:
         return await self._behind(request, routed["server"], self.host.request(
             routed["server"], method, routed["params"], call_input=call_input,
             log_level=level if on_log is not None else None, on_log=on_log,
-            trace_context=self._passed_on(request)))
+            trace_context=self._passed_on(request)), client_key)
 
     async def watch(self, uri: Any, era: p.ClientEra,
                     on_updated: Callable[[dict[str, Any]], None]
@@ -330,13 +365,17 @@ class Answerer:
         return granted, stops
 
     async def _behind(self, request: p.Request, server: str | None,
-                      work: Coroutine[Any, Any, Any]) -> dict[str, Any]:
-        """Run ``work`` (a request to ``server``, or to the fleet) if admitted: its result
-        as our response, in the client's era, or its failure as the client's error."""
-        refusal = self.admission.enter(server)
-        if refusal is not None:
-            work.close()
-            return p.error_response(request.id, refusal)
+                      work: Coroutine[Any, Any, Any], client_key: Hashable = None,
+                      admitted: Admitted | None = None) -> dict[str, Any]:
+        """Run ``work`` (a request to ``server``, or to the fleet, of ``client_key``'s) if
+        admitted (by the face already, when ``admitted``): its result as our response, in
+        the client's era, or its failure as the client's error."""
+        if admitted is None:
+            # The work names the request in the admission while it runs.
+            refusal = self.admission.enter(server, client_key, work)
+            if refusal is not None:
+                work.close()
+                return p.error_response(request.id, refusal)
         # Every line logged while this request is worked on names it (``log_context``).
         tool = request.params.get("name") if request.method == CALL else None
         bound = log_context.bind(server, tool if isinstance(tool, str) else None, request.id)
@@ -362,7 +401,8 @@ class Answerer:
                 log.info("%s answered in %.1f ms", request.method,
                          (time.perf_counter() - started) * 1000)
         finally:
-            self.admission.leave(server)
+            if admitted is None:
+                self.admission.leave(server, client_key, work)
             log_context.unbind(bound)
         if isinstance(result, CallToolResult):
             result = result.raw  # as the server sent it: the checks are done

@@ -122,6 +122,12 @@ class Exchange:
             self._arrived.set_result(None)
 
     @property
+    def connection(self) -> Wire:
+        """The connection the request came on (what a modern client is known by, until
+        identities: ``admission``)."""
+        return self._conn
+
+    @property
     def body_ended(self) -> bool:
         return self._ended
 

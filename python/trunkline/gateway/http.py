@@ -67,6 +67,7 @@ from .answers import (
     LISTEN,
     SUBSCRIBING,
     NO_CLIENT,
+    Admitted,
     Answerer,
     Client,
     granted_lists,
@@ -628,15 +629,19 @@ class HttpFace:
                 return ready(_json(p.error_response(request.id, p.error(
                     p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
                     f"session's ({request.version})")), 400))
+        # Whom the request counts against (``admission``): a legacy session, else the
+        # connection (a modern client's requests are one at a time on each of its).
+        legacy = session is not None and request.era is p.ClientEra.LEGACY
         if request.method == CALL:
-            if session is not None and session_id and request.era is p.ClientEra.LEGACY and \
-                    "text/event-stream" in http.headers.get("accept", ""):
+            if legacy and "text/event-stream" in http.headers.get("accept", ""):
                 # Its stream opens at once: an overload must be told before, as a status.
-                refusal = self._answerer.refusal_for_call(request)
-                if refusal is not None:
-                    return ready(_answer(p.error_response(request.id, refusal)))
-                return self._legacy_call(http, request, session_id, session)
-            return self._relayed(http, lambda notify: self._answerer.call(request, notify))
+                admitted = self._answerer.admit_call(request, session_id)
+                if type(admitted) is dict:
+                    return ready(_answer(p.error_response(request.id, admitted)))
+                return self._legacy_call(http, request, session_id, session, admitted)
+            key = session_id if legacy else http.connection
+            return self._relayed(http, lambda notify: self._answerer.call(
+                request, notify, NO_CLIENT, key))
         if request.method == LISTEN and request.era is p.ClientEra.MODERN:
             return self._listen(http, request)
         if request.method in SUBSCRIBING and session_id and request.era is p.ClientEra.LEGACY:
@@ -645,8 +650,9 @@ class HttpFace:
         if answer is None:
             client = NO_CLIENT if session_id is None or request.era is p.ClientEra.MODERN \
                 else Client(log_level=self._log_levels.get(session_id))
+            key = session_id if legacy else http.connection
             return self._relayed(http, lambda notify: self._answerer.from_fleet(
-                request, client, notify))
+                request, client, notify, key))
         headers = {}
         if request.method == "logging/setLevel" and "result" in answer and session_id:
             self._remember_level(session_id, request.params["level"])
@@ -716,16 +722,19 @@ class HttpFace:
         return None
 
     async def _legacy_call(self, http: Exchange, request: p.Request, session_id: str,
-                           session: LegacySession) -> Reply | None:
+                           session: LegacySession, admitted: Admitted) -> Reply | None:
         """A legacy session's call, on a resumable stream (``event_streams``): the call
         runs on when the client disconnects (2025-11-25: that is no cancellation; its
-        ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up."""
+        ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up.
+        It was ``admitted`` under its session, which it counts against until it ends."""
         key = (session_id, p.request_key(request.id))
         if key in self._legacy_calls:
+            self._answerer.release(admitted)
             return _answer(p.error_response(request.id, p.error(
                 p.INVALID_REQUEST, f"request id {request.id!r} is already in flight")))
         stream = self._replayable.open(session_id)
         if stream is None:
+            self._answerer.release(admitted)
             return _answer(p.error_response(request.id, p.error(
                 p.INVALID_REQUEST, "too many open streams: try again later")))
         # A server's input is asked on this stream; the answer comes in a POST.
@@ -734,11 +743,15 @@ class HttpFace:
 
         async def run() -> None:
             try:
-                stream.add(await self._answerer.call(request, stream.add, client))
+                stream.add(await self._answerer.call(request, stream.add, client, session_id,
+                                                     admitted))
             finally:
                 self._legacy_calls.pop(key, None)
                 self._replayable.finished(stream)
-        self._legacy_calls[key] = self._scope.spawn(run(), name=f"legacy call {request.id!r}")
+        task = self._scope.spawn(run(), name=f"legacy call {request.id!r}")
+        # Released when the task ends, even one cancelled before it began.
+        task.add_done_callback(lambda _task: self._answerer.release(admitted))
+        self._legacy_calls[key] = task
         await self._replay(http, stream)
         return None
 

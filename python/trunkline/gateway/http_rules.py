@@ -52,7 +52,7 @@ def status_for(err: Mapping[str, Any]) -> int:
     """The HTTP status an error answer goes with."""
     data = err.get("data")
     if isinstance(data, Mapping) and data.get("kind") == OVERLOADED:
-        return 429 if data.get("scope") == "server" else 503
+        return 503 if data.get("scope") == "gateway" else 429  # the client's, a server's
     code = err.get("code")
     if code == p.METHOD_NOT_FOUND:
         return 404

@@ -30,8 +30,8 @@ class Limits:
     # -- calls ---------------------------------------------------------------------------
     #: Requests one client has behind the gateway at once, across every server.
     client_calls: int = 1024
-    #: The share of one server's slots (``--max-per-server``) one client may hold: while
-    #: others wait, no client holds all of a server.
+    #: The share of one server's places (the fewer of ``--max-per-server`` and the calls
+    #: the server runs at once) one client may hold: no client holds all of a server.
     client_server_share: float = 0.5
 
     # -- subscriptions -------------------------------------------------------------------

@@ -9,7 +9,8 @@ listen stream's ``resourceSubscriptions``, each ended with its session or stream
 fleet's tools, prompts or resources list changes, a legacy session and every modern listen
 stream granted changes of that list are told, once each. A legacy client is asked, on this
 connection, for the input a server behind needs (``Asks``). Nothing here answers an input
-request on a server's behalf.
+request on a server's behalf. The connection is one client: what it asks behind the
+gateway counts against that client's budgets (``admission``).
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ class ClientSession:
 
     def _requested(self, request: p.Request) -> None:
         if request.method == CALL:
-            self._start(request, self._answerer.call(request, self._send, self._client(request)))
+            # The connection is the one client: everything it asks counts against it.
+            self._start(request, self._answerer.call(request, self._send,
+                                                     self._client(request), self))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
             self._scope.spawn(self._listen(request), name=f"listen {request.id!r}")
         elif request.method in SUBSCRIBING and request.era is p.ClientEra.LEGACY:
@@ -108,7 +111,7 @@ class ClientSession:
             self._send(answer)
         else:
             self._start(request, self._answerer.from_fleet(request, self._client(request),
-                                                           self._send))
+                                                           self._send, self))
 
     def _client(self, request: p.Request) -> Client:
         """A legacy client is asked for a server's input on this connection, and gets log

@@ -7,20 +7,25 @@ Each call that wants any of these gets a token unique to it (``_meta.progressTok
 - **Progress** names its token: a ``notifications/progress`` reaches only the call whose
   token it carries (MCP 2026-07-28, basic/patterns/progress). A token of no call of ours
   is dropped and counted.
-- **Log messages** name no request. A modern server sends them only for a request that
-  asked (``_meta`` ``io.modelcontextprotocol/logLevel``), on that request's response
+- **Log messages** name no request. A modern server should send them only for a request
+  that asked (``_meta`` ``io.modelcontextprotocol/logLevel``), on that request's response
   stream (server/utilities/logging). Over Streamable HTTP the worker saw the stream and
   tags the message with its request's token (``Notice.stream``): exact. Over stdio there
-  is no stream, so a message is a call's only when that call is the one call of this
-  server that asked for logs (the spec's own advice: "set logLevel on only one in-flight
-  request per server, or accept unattributed logs"). Anything else is not a call's, and
-  the host's ``on_log`` gets it, as it gets every log of a legacy server (whose logs
-  belong to its session, not to a request).
+  is no stream, and a server may log for a request that did not ask (or for none), so a
+  message is a call's only while that call's request is the server's one request in
+  flight (it asked for logs; no other request, asking or not, could have caused it).
+  Anything else is not a call's, and the host's ``on_log`` gets it, as it gets every log
+  of a legacy server (whose logs belong to its session, not to a request): one client's
+  lines never reach another client.
 - **A legacy server's own requests** (elicitation, sampling, roots) name no request
   either. Over Streamable HTTP the worker tags one that came on a call's response stream
   (``ServerRequest.stream``): the call's handlers answer it. Over stdio it is a call's
-  only while that call is the server's one request in flight at all (anything else
+  only while that call's request is the server's one request in flight (anything else
   could put one client's question to another); otherwise the host's handlers answer.
+
+"In flight" is exact: a call says when its request is with the server (``sent``) and
+when it is back (``returned``), so a call waiting for a slot, between retries or between
+input rounds is not the one in flight, whatever else is.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class CallNotices:
         self._progress: dict[str, Sink] = {}
         self._logs: dict[str, Sink] = {}
         self._asks: dict[str, Mapping[str, InputHandler]] = {}
+        #: The watched calls whose request is with the server now.
+        self._sent: set[str] = set()
         self._next = 0
         #: Progress notifications for no call of ours (or one already finished).
         self.dropped = 0
@@ -65,16 +72,28 @@ class CallNotices:
         self._progress.pop(token, None)
         self._logs.pop(token, None)
         self._asks.pop(token, None)
+        self._sent.discard(token)
+
+    def sent(self, token: str) -> None:
+        """The request of the call watched as ``token`` is with the server now."""
+        self._sent.add(token)
+
+    def returned(self, token: str) -> None:
+        """... and is not any more (answered, failed, or given up)."""
+        self._sent.discard(token)
+
+    def _only(self, in_flight: int) -> str | None:
+        """The token of the call whose request is the server's one request in flight
+        (``in_flight``: the server's requests in flight now), if there is one."""
+        if in_flight == 1 and len(self._sent) == 1:
+            return next(iter(self._sent))
+        return None
 
     def handler_for(self, request: ServerRequest, in_flight: int) -> InputHandler | None:
         """The handler of the call a server's own request belongs to (``in_flight``: the
         server's requests in flight now), or None when it is no call's."""
-        if request.stream is not None:
-            asks = self._asks.get(request.stream)
-        elif in_flight == 1 and len(self._asks) == 1:
-            asks = next(iter(self._asks.values()))
-        else:
-            asks = None
+        token = request.stream if request.stream is not None else self._only(in_flight)
+        asks = None if token is None else self._asks.get(token)
         return None if asks is None else asks.get(request.method)
 
     def progress(self, params: dict[str, Any]) -> None:
@@ -86,14 +105,15 @@ class CallNotices:
             return
         self._give(sink, params, "progress")
 
-    def log(self, notice: Notice, *, unstreamed_modern: bool) -> bool:
+    def log(self, notice: Notice, *, unstreamed_modern: bool, in_flight: int) -> bool:
         """Give a log message to its call; False when it is no call's (the host's).
         ``unstreamed_modern``: the server is modern and its transport has no per-request
-        streams (stdio), so the only asking call is the message's."""
+        streams (stdio), so the message is the call's whose request is the server's one
+        request in flight (``in_flight``: the server's requests in flight now)."""
         if notice.stream is not None:
             sink = self._logs.get(notice.stream)
-        elif unstreamed_modern and len(self._logs) == 1:
-            sink = next(iter(self._logs.values()))
+        elif unstreamed_modern and (token := self._only(in_flight)) is not None:
+            sink = self._logs.get(token)
         else:
             sink = None
         if sink is None:

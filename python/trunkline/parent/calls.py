@@ -191,22 +191,28 @@ class CallPath:
                 sent = handle.send_now("tools/call", params, timeout)
                 if sent is None:
                     deadline = handle.now() + timeout
-                    reply = await handle.request("tools/call", params, timeout=timeout)
+                    reply = await handle.request("tools/call", params, timeout=timeout,
+                                                 watched=watched)
                 else:
                     future, gen, call_id, started, deadline = sent
                     del sent  # (see SentCall)
+                    if watched is not None:
+                        handle.notices.sent(watched)
                     try:
                         answer = await future
                     except BaseException as exc:
                         raise handle.unanswered(gen, call_id, "tools/call", timeout,
                                                 exc) from None
+                    finally:
+                        if watched is not None:
+                            handle.notices.returned(watched)
                     handle.settle(started, answer[3])
             except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
                 answer = None
                 if deadline is None:  # send_now itself failed: the call begins now
                     deadline = handle.now() + timeout
                 reply = await self._retried(handle, "tools/call", params, timeout, deadline, exc,
-                                            key, entry, idempotent)
+                                            key, entry, idempotent, watched)
             if answer is not None:
                 kind, result_type, payload, _ = answer
                 if kind == KIND_RESULT and (result_type == RT_COMPLETE
@@ -219,7 +225,7 @@ class CallPath:
                                          method="tools/call")
             assert deadline is not None  # set on every path that reaches here
             return await self._finished(handle, entry, params, key, reply, checked, timeout,
-                                        deadline, idempotent, call_input)
+                                        deadline, idempotent, call_input, watched)
         finally:
             if watched is not None:
                 handle.notices.unwatch(watched)
@@ -227,10 +233,11 @@ class CallPath:
     async def _finished(self, handle: WorkerHandle, entry: ToolEntry, params: bytes,
                         key: str | None, reply: Reply, checked: ResultCheck | None,
                         timeout: float, deadline: float, idempotent: bool | None,
-                        call_input: CallInput | None) -> Any:
+                        call_input: CallInput | None, watched: str | None) -> Any:
         """A ``tools/call`` whose answer was not simply complete (an error, another result
         type, or one after retries), taken to its end: re-listed and sent once more after
-        a header mismatch, its input rounds run (or relayed), its result checked."""
+        a header mismatch, its input rounds run (or relayed), its result checked.
+        ``watched``: its notices token (each request of it is told as ``sent``)."""
         if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
                                                               HttpParams):
             # The server's x-mcp-header definitions changed under our catalog. It
@@ -241,11 +248,11 @@ class CallPath:
                      handle.name, entry.local_name, reply.error_message)
             await self._relist(handle.name, entry.local_name)
             reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
-                                     entry, idempotent)
+                                     entry, idempotent, watched)
         result = reply.decode(server=handle.name, method="tools/call")
         if _asks_input(result):
             result = await self._input_required(handle, "tools/call", params, key, result,
-                                                reply, timeout, call_input)
+                                                reply, timeout, call_input, watched)
             if isinstance(result, InputRequired):
                 return result
         return result if checked is None else checked(entry, result)
@@ -275,11 +282,12 @@ class CallPath:
         params, watched = _prepared(handle, body, None, call_input, None, log_level, on_log,
                                     record)
         try:
-            reply = await self._send(handle, method, params, timeout, deadline)
+            reply = await self._send(handle, method, params, timeout, deadline,
+                                     watched=watched)
             result = reply.decode(server=handle.name, method=method)
             if _asks_input(result):
                 result = await self._input_required(handle, method, params, None, result,
-                                                    reply, timeout, call_input)
+                                                    reply, timeout, call_input, watched)
         finally:
             if watched is not None:
                 handle.notices.unwatch(watched)
@@ -292,29 +300,30 @@ class CallPath:
 
     async def _send(self, handle: WorkerHandle, method: str, params: bytes, timeout: float,
                     deadline: float, key: str | None = None, tool: ToolEntry | None = None,
-                    idempotent: bool | None = None) -> Reply:
+                    idempotent: bool | None = None, watched: str | None = None) -> Reply:
         """The first attempt goes straight out; the retry plan is made, and its driver
         run, only once one failed (most calls never need either)."""
         try:
-            return await handle.request(method, params, timeout=timeout)
+            return await handle.request(method, params, timeout=timeout, watched=watched)
         except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
             return await self._retried(handle, method, params, timeout, deadline, exc, key,
-                                       tool, idempotent)
+                                       tool, idempotent, watched)
 
     async def _retried(self, handle: WorkerHandle, method: str, params: bytes,
                        timeout: float, deadline: float, failure: Exception,
                        key: str | None = None, tool: ToolEntry | None = None,
-                       idempotent: bool | None = None) -> Reply:
+                       idempotent: bool | None = None, watched: str | None = None) -> Reply:
         """After the first attempt failed with ``failure``: the retry plan, run."""
         plan = plan_call(self.retry_policy, method, tool=tool, idempotent=idempotent,
                          idempotent_tools=handle.config.idempotent_tools,
                          deadline=deadline, idempotency_key=key)
-        return await run_with_retries(_Resend(handle, method, params, timeout), plan,
+        return await run_with_retries(_Resend(handle, method, params, timeout, watched), plan,
                                       first_failure=failure)
 
     async def _input_required(self, handle: WorkerHandle, method: str, params: bytes,
                               key: str | None, result: dict[str, Any], reply: Reply,
-                              timeout: float, call_input: CallInput | None) -> Any:
+                              timeout: float, call_input: CallInput | None,
+                              watched: str | None) -> Any:
         """An ``input_required`` result, relayed (a gateway's client answers) or completed
         here, each round resending the request as the caller made it (without this round's
         answers, and without the idempotency key: a round is not a repeat of the same
@@ -324,7 +333,8 @@ class CallPath:
         original = {k: v for k, v in orjson.loads(params).items()
                     if k not in ("inputResponses", "requestState")}
         return await self._input_rounds.for_call(call_input).complete(
-            handle, method, without_idempotency_key(original, key), result, reply, timeout)
+            handle, method, without_idempotency_key(original, key), result, reply, timeout,
+            watched)
 
 
 def _asks_input(result: Any) -> bool:
@@ -339,17 +349,19 @@ class _Resend:
     A class, not a closure: a closure would make cells of the request's variables for
     every call in flight, not only the ones that fail (the GC walks them all)."""
 
-    __slots__ = ("_handle", "_method", "_params", "_timeout")
+    __slots__ = ("_handle", "_method", "_params", "_timeout", "_watched")
 
     def __init__(self, handle: WorkerHandle, method: str, params: bytes,
-                 timeout: float) -> None:
+                 timeout: float, watched: str | None = None) -> None:
         self._handle, self._method = handle, method
         self._params, self._timeout = params, timeout
+        self._watched = watched
 
     async def __call__(self, attempt: Attempt) -> Reply:
         left = attempt.remaining_s
         timeout = self._timeout if left is None else max(min(self._timeout, left), 0.001)
-        return await self._handle.request(self._method, self._params, timeout=timeout)
+        return await self._handle.request(self._method, self._params, timeout=timeout,
+                                          watched=self._watched)
 
 
 def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,

@@ -313,19 +313,27 @@ class WorkerHandle:
         ``getpid()`` system call (the call path reads the clock once per call)."""
         return (self._loop or asyncio.get_running_loop()).time()
 
-    async def request(self, method: str, params: bytes | None, *, timeout: float) -> Reply:
+    async def request(self, method: str, params: bytes | None, *, timeout: float,
+                      watched: str | None = None) -> Reply:
         """Send one request through the worker; the hot path of the whole host.
+        ``watched``: the ``CallNotices`` token of the call it belongs to, told when the
+        request is with the server.
 
         Per call: one future, one correlator entry, one SUBMIT frame queued for the
         tick's single channel write, one deadline in the generation's correlator (one
         timer for all). No task, no wait_for."""
         future, gen, call_id, started, _ = self.send_now(method, params, timeout) or (
             await self._send_when_free(method, params, timeout))
+        if watched is not None:
+            self.notices.sent(watched)
         # CallPath awaits a tools/call's future the same way, in its own frame.
         try:
             answer = await future
         except BaseException as exc:
             raise self.unanswered(gen, call_id, method, timeout, exc) from None
+        finally:
+            if watched is not None:
+                self.notices.returned(watched)
         return self.answered(started, method, answer)
 
     def send_now(self, method: str, params: bytes | None, timeout: float) -> SentCall | None:
@@ -566,7 +574,7 @@ class WorkerHandle:
 
     def _on_log_message(self, notice: ch.Notice) -> None:
         stdio_modern = self.era == "modern" and not isinstance(self.config.params, HttpParams)
-        if self.notices.log(notice, unstreamed_modern=stdio_modern):
+        if self.notices.log(notice, unstreamed_modern=stdio_modern, in_flight=self._inflight):
             return
         if self._on_log is not None:
             self._on_log(self.name, notice.params)

@@ -326,6 +326,19 @@ class Host:
         self._catalog.rebuild_or_keep()
         return self._servers.handle(name).status()
 
+    def call_timeout(self, name: str | None = None) -> float:
+        """The seconds a call to server ``name`` is given when it names none (the server's
+        ``call_timeout``, else the host's); the host's for no name, or an unknown one."""
+        handle = None if name is None else self._servers.get(name)
+        return self._calls.call_timeout if handle is None else \
+            self._calls.timeout_for(handle, None)
+
+    def call_slots(self, name: str) -> int:
+        """How many calls server ``name`` takes at once (``ServerConfig.max_inflight``;
+        beyond, calls wait for a slot); for an unknown name, the default's."""
+        handle = self._servers.get(name)
+        return (handle.config if handle is not None else ServerConfig).max_inflight
+
     def call_latency(self, name: str) -> LatencySummary:
         """How many of ``name``'s calls were answered, and the p50/p99 seconds of the
         recent ones (``parent/latency.py``)."""
@@ -498,8 +511,8 @@ class Host:
         notifications for this call only (a ``progressToken`` unique to the call is sent
         in ``_meta``). ``log_level`` asks a modern server to send log messages at that
         level or above for this call (``io.modelcontextprotocol/logLevel``); they reach
-        ``on_log(params)`` when given (over stdio only while this is the server's one
-        call with an ``on_log``: a log message names no request), else the host's
+        ``on_log(params)`` when given (over stdio only while this call's request is the
+        server's one request in flight: a log message names no request), else the host's
         ``on_log``.
 
         A call that failed before it left the host (its server restarting) is sent again

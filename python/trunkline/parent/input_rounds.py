@@ -101,8 +101,10 @@ class InputRounds:
                            self.limits)
 
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
-                       result: dict[str, Any], reply: Reply, timeout: float) -> Any:
-        """Rounds until the result is complete (or a bound, or the deadline, ends them)."""
+                       result: dict[str, Any], reply: Reply, timeout: float,
+                       watched: str | None = None) -> Any:
+        """Rounds until the result is complete (or a bound, or the deadline, ends them).
+        ``watched``: the call's notices token (``WorkerHandle.request``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         server = handle.name
@@ -125,7 +127,8 @@ class InputRounds:
             if left <= 0:
                 raise RequestTimeout(f"input rounds exceeded {timeout:g} s",
                                      timeout_s=timeout, server=server, method=method)
-            reply = await handle.request(method, decision.params, timeout=left)
+            reply = await handle.request(method, decision.params, timeout=left,
+                                         watched=watched)
             decoded = reply.decode(server=server, method=method)
             decision = mrtr.on_result(decoded, reply.result or b"", loop.time())
 

@@ -74,6 +74,9 @@ class Supervisor:
         except KeyError:
             raise ServerUnavailable(f"no server named {name!r}", server=name) from None
 
+    def get(self, name: str) -> WorkerHandle | None:
+        return self._handles.get(name)
+
     async def request(self, name: str, method: str, params: bytes | None, *,
                       timeout: float) -> Reply:
         return await self.handle(name).request(method, params, timeout=timeout)
