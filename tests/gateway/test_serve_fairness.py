@@ -150,3 +150,50 @@ def test_the_stdio_clients_calls_are_bounded_by_client_calls(gateways, tmp_path)
         assert "result" in answer, answer
         assert await gw.close() == 0
     run(main())
+
+
+def test_a_round_held_for_a_modern_client_counts_against_it_until_taken_up(gateways,
+                                                                            tmp_path):
+    # A legacy server's question to a modern client holds the call (and its server's
+    # slot) in flight until the client answers: it is the client's place meanwhile, and
+    # the client's answer takes it up (it is never refused for its own held round).
+    import realpeers
+    from gateways import CAPS, real_server
+
+    path = fleet_config(tmp_path, {"ev": real_server(realpeers.LEGACY_TS_EVERYTHING)},
+                        allow_legacy=("ev",))
+    eliciting = {"elicitation": {"form": {}}}
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--max-per-server", "2",
+                                     "--limit", "client_server_share=0.5", *QUICK_STOP)
+        status, listed = await gw.modern("tools/list")
+        [tool] = [t["name"] for t in listed["result"]["tools"]
+                  if t["name"].endswith("trigger-elicitation-request")]
+
+        def call(**extra: Any) -> dict[str, Any]:
+            return gw.message("tools/call", {"name": tool, "arguments": {},
+                                             "_meta": modern_meta(**{CAPS: eliciting}),
+                                             **extra})
+        # One connection: one client.
+        import aiohttp
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as http:
+            async def post(message: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+                async with http.post(gw.url, data=orjson.dumps(message),
+                                     headers=gw.modern_headers(message, JSON_ONLY)) as r:
+                    return r.status, await r.json()
+            status, needed = await post(call())
+            assert status == 200 and needed["result"]["resultType"] == "input_required"
+            # Its one place of ev (half of two) is held by the round: more is refused.
+            status, refused = await post(call())
+            assert status == 429 and refused["error"]["data"]["scope"] == "client", refused
+            [(key, _)] = needed["result"]["inputRequests"].items()
+            status, done = await post(call(
+                inputResponses={key: {"action": "accept", "content": {"name": "Kim"}}},
+                requestState=needed["result"]["requestState"]))
+            assert status == 200 and "Kim" in orjson.dumps(done).decode(), done
+            # Answered: its place is free again.
+            status, again = await post(call())
+            assert status == 200 and again["result"]["resultType"] == "input_required"
+        assert await gw.stop() == 0
+    run(main(), timeout=120)

@@ -126,6 +126,9 @@ class Answerer:
         self._server_info = dict(server_info)
         self._instructions = instructions
         self._offerings = Offerings(host)
+        #: The places of rounds whose calls the host holds, by the round's token
+        #: (``_hold_round``).
+        self._held_rounds: dict[str, tuple[str | None, Hashable, Hashable]] = {}
         #: Every tool name ever served, and its server: a call to the tool of a server that
         #: has since gone away is told which server and why, not just "no such tool".
         self._owners: dict[str, str] = {}
@@ -231,6 +234,8 @@ class Answerer:
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
             return ready(p.error_response(request.id, call_input))
+        if call_input.request_state is not None and self._held_rounds:
+            self._release_round(call_input.request_state)  # this request takes it up
         on_log = None if level is None else _logs_to(notify)
         return self._behind(request, server, self.host.call_tool(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
@@ -323,6 +328,8 @@ class Answerer:
         call_input = _call_input(request, client)
         if isinstance(call_input, dict):
             return p.error_response(request.id, call_input)
+        if call_input.request_state is not None and self._held_rounds:
+            self._release_round(call_input.request_state)  # this request takes it up
         level = _log_level(request, client)
         if isinstance(level, dict):
             return p.error_response(request.id, level)
@@ -384,6 +391,7 @@ class Answerer:
         # current while the work runs, so the host's CLIENT span continues the trace.
         record = self.host.telemetry.serve(request.method, request.params, request.id,
                                            request.version, self.transport)
+        held = False  # the request's place is kept past its answer (a held round)
         try:
             result = await (work if record is None else record.run(_as_sent(work)))
         except asyncio.CancelledError:
@@ -400,8 +408,10 @@ class Answerer:
             if started:
                 log.info("%s answered in %.1f ms", request.method,
                          (time.perf_counter() - started) * 1000)
+            if admitted is None and type(result) is InputRequired and result.held is not None:
+                held = self._hold_round(result, server, client_key, work)
         finally:
-            if admitted is None:
+            if admitted is None and not held:
                 self.admission.leave(server, client_key, work)
             log_context.unbind(bound)
         if isinstance(result, CallToolResult):
@@ -412,6 +422,26 @@ class Answerer:
                 return p.error_response(request.id, p.missing_capabilities(missing))
             result = result.raw
         return p.response(request.id, p.served_result(result, request.era, request.method))
+
+    def _hold_round(self, needed: InputRequired, server: str | None, client_key: Hashable,
+                    ticket: Hashable) -> bool:
+        """A round whose call the host holds in flight (a legacy server's question to a
+        modern client): the request's place stays its client's until the call is taken up
+        or ends, since it holds its server's slot meanwhile. Whether it was kept."""
+        until = needed.held
+        token = needed.raw.get("requestState")
+        if until is None or until.done() or not isinstance(token, str):
+            return False
+        self._held_rounds[token] = (server, client_key, ticket)
+        until.add_done_callback(lambda _: self._release_round(token))
+        return True
+
+    def _release_round(self, token: Any) -> None:
+        """A held round's place goes back: its call was taken up (the client's next
+        request brings the answers, and is admitted on its own) or ended."""
+        held = self._held_rounds.pop(token, None) if isinstance(token, str) else None
+        if held is not None:
+            self.admission.leave(*held)
 
     async def _route(self, request: p.Request) -> dict[str, Any]:
         """``{"server", "params"}`` (the params as that server knows its things), or

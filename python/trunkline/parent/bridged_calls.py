@@ -67,6 +67,8 @@ class BridgedCall:
         self._news: asyncio.Future[None] | None = None
         self._answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._expiry: asyncio.TimerHandle | None = None
+        #: While parked: done when the call is taken up again or ends (``InputRequired.held``).
+        self._held: asyncio.Future[None] | None = None
         self.task: asyncio.Task[Any] | None = None
 
     @property
@@ -99,6 +101,8 @@ class BridgedCall:
             else:
                 self._outcome.set_exception(exception)
                 self._outcome.exception()  # retrieved: nobody may come for it (rule 2)
+        if self._held is not None and not self._held.done():
+            self._held.set_result(None)  # parked, it holds its server's slot no more
         self._wake()
 
     async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +132,7 @@ class BridgedCall:
                 if self.bridge.untold:
                     raw = self.bridge.round(self._loop.time())
                     self._calls.park(self)
-                    return InputRequired(raw, self.server)
+                    return InputRequired(raw, self.server, self._held)
                 if self._outcome.done():
                     self._calls.forget(self)
                     return self._outcome.result()
@@ -151,12 +155,15 @@ class BridgedCall:
                 waiting.set_result(reply.result)
 
     def parked(self) -> None:
+        self._held = self._loop.create_future()
         self._expiry = self._loop.call_at(self.expires_at, self._expired)
 
     def unparked(self) -> None:
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
+        if self._held is not None and not self._held.done():
+            self._held.set_result(None)
 
     def _expired(self) -> None:
         self._expiry = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -78,6 +78,11 @@ class InputRequired:
 
     raw: dict[str, Any]
     server: str = ""
+    #: For a round the host holds the call of (a legacy server's questions, bridged:
+    #: ``parent.bridged_calls``): done once that call is taken up again or has ended. The
+    #: call holds its server's slot meanwhile: a caller that counts what its clients hold
+    #: counts it until then.
+    held: asyncio.Future[None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def input_requests(self) -> dict[str, Any]:
