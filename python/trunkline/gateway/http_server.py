@@ -203,7 +203,7 @@ class Connection(asyncio.Protocol):
         refusal = self._server.admit(self, transport.get_extra_info("peername"))
         if refusal is not None:  # rule 6: said at once, the request unread
             self.closed = True
-            self.send_refusal(transport, refusal)
+            self._send_refusal(transport, refusal)
             return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family != socket.AF_UNIX:
@@ -213,7 +213,7 @@ class Connection(asyncio.Protocol):
         task.add_done_callback(self._server.tasks.discard)
 
     @staticmethod
-    def send_refusal(transport: Any, reason: str) -> None:
+    def _send_refusal(transport: Any, reason: str) -> None:
         transport.write(_plain(503, reason, b"retry-after: %d\r\n" % _REFUSED_RETRY_AFTER_S))
         # The write side shut first, so that the answer goes out before the close: the
         # close resets a connection whose request came in unread, and the client still
