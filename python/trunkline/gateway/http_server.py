@@ -271,7 +271,8 @@ class Connection(asyncio.Protocol):
     # -- the parser's callbacks ----------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._began = self.last_active
+        if self._began is None:  # a new connection's first head counts from the connection
+            self._began = self.last_active
         self._url = b""
         self._head_bytes = 0
         self._raw_headers = []
