@@ -211,9 +211,12 @@ def start_trunkline(upstreams: int = 1, *flags: str) -> Target:
     workdir = tempfile.TemporaryDirectory(prefix="bench-gw-trunkline-")
     names = ["echo"] + [f"echo{i}" for i in range(1, upstreams)]
     config = write_config(Path(workdir.name) / "mcp.json", {n: [exe] for n in names})
+    # wrk and the idle clients all connect from 127.0.0.1, more than one address's
+    # share of connections (serve's limit peer_connections).
     proc, url, err = _spawn(
         "trunkline", [sys.executable, "-m", "trunkline", "serve", str(config), "--http",
-                      "127.0.0.1:0", *flags], b"LISTENING ", workdir,
+                      "127.0.0.1:0", "--limit", "peer_connections=65536", *flags],
+        b"LISTENING ", workdir,
         stdin=subprocess.DEVNULL)
     return Target("trunkline", proc, url, upstream_exe=exe, stderr_path=err, workdir=workdir)
 

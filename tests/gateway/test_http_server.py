@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from trunkline.gateway.exchange import Disconnected, Exchange
-from trunkline.gateway.http_server import MAX_HEAD_BYTES, HttpServer
+from trunkline.gateway.http_server import MAX_HEAD_BYTES, HttpServer, peer_key
+from trunkline.gateway.limits import Limits
 
 Handler = Callable[[Exchange], Awaitable[None]]
 
@@ -206,6 +207,13 @@ def test_a_malformed_request_behind_a_good_one_gets_no_answer_the_good_one_could
     # Both framings at once: the request smuggling trick; refused, not guessed.
     (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
      b"0\r\n\r\n", b"400"),
+    # A chunk size that is not one: the request's answer, not a bare close.
+    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n", b"400"),
+    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n"
+     b"fffffffffffffffffffff\r\n", b"400"),
+    # A coding the server does not decode (RFC 9112 6.1), not a body handed on still coded.
+    (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+     b"2\r\nab\r\n0\r\n\r\n", b"501"),
     (b"GET / HTTP/1.1\r\nHost: h\r\nX: " + b"a" * (MAX_HEAD_BYTES + 1) + b"\r\n\r\n", b"431"),
     # A head that never ends: refused once it is over the limit, not held until it ends.
     (b"GET / HTTP/1.1\r\nHost: h\r\n" + b"".join(
@@ -402,3 +410,90 @@ def test_a_handler_that_outlives_the_drain_deadline_is_cancelled():
             assert await reader.read() == b""
             writer.close()
     asyncio.run(main())
+
+
+async def reader_of(exchange: Exchange) -> None:
+    """Answers with the length of the body it read (a client's going away is no error)."""
+    try:
+        body = await exchange.body(1 << 20)
+    except Disconnected:
+        return
+    exchange.respond(200, b"%d" % len(body or b""), content_type=b"text/plain")
+
+
+@pytest.mark.parametrize("drip", [b"", b"x"], ids=["stalled", "dripped"])
+def test_a_body_slower_than_the_minimum_rate_is_408_and_others_are_served(drip: bytes):
+    """A head in, then a body that stalls (or comes a byte at a time, under the rate):
+    408 and the connection closed, while another client is answered meanwhile."""
+    limits = Limits(body_min_bytes_per_s=1000)
+
+    async def main():
+        async with Served(reader_of, limits=limits, body_window_s=0.3) as served:
+            reader, writer = await served.connect()
+            writer.write(b"POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n"
+                         b"first bytes")
+            answer = asyncio.ensure_future(reader.read())
+            for _ in range(300):  # 30 s at most, without the rule
+                if answer.done():
+                    break
+                if drip:
+                    writer.write(drip)
+                other_reader, other_writer = await served.connect()
+                other_writer.write(post("/ok", b"12345"))
+                assert (await read_response(other_reader))[2] == b"5"
+                other_writer.close()
+                await asyncio.sleep(0.1)
+            assert answer.done(), "the slow body was never cut off"
+            assert (await answer).startswith(b"HTTP/1.1 408 "), await answer
+            assert b"connection: close" in await answer
+            writer.close()
+    asyncio.run(main())
+
+
+def test_a_head_that_never_completes_is_408_and_a_silent_connection_just_closed():
+    async def main():
+        async with Served(echo, limits=Limits(head_timeout_s=0.3)) as served:
+            silent_reader, silent_writer = await served.connect()
+            reader, writer = await served.connect()
+            writer.write(b"POST /drip HTTP/1.1\r\nHost: h\r\n")
+            answer = asyncio.ensure_future(reader.read())
+            for n in range(300):  # 30 s at most, without the rule
+                if answer.done():
+                    break
+                writer.write(b"X-%d: a\r\n" % n)
+                await asyncio.sleep(0.1)
+            assert answer.done(), "the head was never cut off"
+            assert (await answer).startswith(b"HTTP/1.1 408 "), await answer
+            assert await asyncio.wait_for(silent_reader.read(), 30) == b""
+            writer.close()
+            silent_writer.close()
+    asyncio.run(main())
+
+
+def test_an_answer_before_the_body_ends_reaches_a_client_still_sending():
+    """The connection closes after the answer lingering: what the client still sends is
+    read and dropped, so its writes do not fail and it reads the answer after them (a
+    close with unread bytes would reset it, and the answer with it)."""
+    async def early(exchange: Exchange) -> None:
+        exchange.respond(413, b"too long")
+
+    async def main():
+        async with Served(early) as served:
+            sock = socket.create_connection(("127.0.0.1", served.port))
+            body = 8 * 1024 * 1024
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, sock.sendall, b"POST / HTTP/1.1\r\nHost: h\r\n"
+                                       b"Content-Length: %d\r\n\r\n" % body + b"x" * body)
+            sock.settimeout(10)
+            answer = await loop.run_in_executor(None, sock.recv, 4096)
+            assert answer.startswith(b"HTTP/1.1 413 ") and answer.endswith(b"too long")
+            sock.close()
+    asyncio.run(main())
+
+
+def test_connections_are_counted_by_address_and_an_ipv6_host_by_its_64():
+    assert peer_key(("127.0.0.1", 5000)) == "127.0.0.1"
+    assert peer_key(("::ffff:10.0.0.1", 5000, 0, 0)) == "10.0.0.1"
+    assert peer_key(("2001:db8:1:2::7", 1, 0, 0)) == peer_key(("2001:db8:1:2:ffff::1", 2, 0, 0))
+    assert peer_key(("2001:db8:1:2::7", 1, 0, 0)) != peer_key(("2001:db8:1:3::7", 1, 0, 0))
+    assert peer_key("") is None  # a Unix socket: a sibling process, not a client

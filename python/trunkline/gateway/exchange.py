@@ -10,8 +10,10 @@ Rules:
    a value is without the whitespace around it (RFC 9110 5.5: it is not part of the
    value; the parser keeps what trails it). The path is percent-decoded.
 2. The body is kept as it arrives, up to the server's limit; past it the rest is counted
-   and dropped, and ``body`` answers ``None`` (the caller answers 413). A client that
-   asked ``Expect: 100-continue`` is told to go on when the body is first read.
+   and dropped, and ``body`` answers ``None`` as soon as it is past (the caller answers
+   413; the connection closes after it, lingering so that a client still sending reads
+   it). A client that asked ``Expect: 100-continue`` is told to go on when the body is
+   first read.
 3. One response per exchange: ``respond`` (status, body, headers: one write), or
    ``open_stream``, then ``write``\\ s, then ``close_stream`` (chunked; on HTTP/1.0, the
    stream ends with the connection).
@@ -102,8 +104,10 @@ class Exchange:
 
     def received(self, chunk: bytes) -> None:
         self._size += len(chunk)
-        if self._size <= self._limit:  # past it: counted, dropped (rule 2)
+        if self._size <= self._limit:
             self._chunks.append(chunk)
+        else:  # past it: counted, dropped, and a reader waiting told (rule 2)
+            self._wake()
 
     def ended(self) -> None:
         self._ended = True
@@ -143,18 +147,29 @@ class Exchange:
         """Whether a response has begun (a handler's failure can no longer be a status)."""
         return self._started
 
+    @property
+    def received_bytes(self) -> int:
+        """The body's bytes so far."""
+        return self._size
+
+    @property
+    def awaits_continue(self) -> bool:
+        """Whether the client waits to be told to send its body (``Expect: 100-continue``)."""
+        return not self._continue_sent and \
+            self.headers.get("expect", "").lower() == "100-continue"
+
     def content_length(self) -> int | None:
         raw = self.headers.get("content-length")
         return int(raw) if raw is not None and raw.isdigit() else None
 
     async def body(self, limit: int) -> bytes | None:
         """The whole body, or None if it is longer than ``limit`` bytes (``ended_body`` once
-        it has all arrived, as it usually has: no coroutine for that)."""
-        if not self._ended and not self._continue_sent \
-                and self.headers.get("expect", "").lower() == "100-continue":
+        it has all arrived, as it usually has: no coroutine for that). Past the server's
+        limit it is None at once, the rest unread (rule 2)."""
+        if not self._ended and self.awaits_continue:
             self._continue_sent = True
             self._conn.send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        while not self._ended:
+        while not self._ended and self._size <= self._limit:
             if self._lost:
                 raise Disconnected
             self._arrived = asyncio.get_running_loop().create_future()
@@ -162,7 +177,7 @@ class Exchange:
         return self.ended_body(limit)
 
     def ended_body(self, limit: int) -> bytes | None:
-        """``body`` once it has ended (``body_ended``)."""
+        """``body`` once it has ended (``body_ended``) or gone past the server's limit."""
         if self._size > min(limit, self._limit):
             return None
         return self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)

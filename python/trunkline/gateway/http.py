@@ -25,11 +25,13 @@ HTTP/1.1 server, ``http_server``):
   process asked (its ``requestState`` names the process).
 
 Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
-status``), behind the same checks as ``/mcp``; ``Host`` and ``Origin`` checked against the names
-the gateway answers to; API keys (``Authorization: Bearer``) required on any bind that is
-not loopback, or OAuth access tokens (``bearer``: the gateway as a protected resource,
-its RFC 9728 metadata at ``/.well-known/oauth-protected-resource[/mcp]``), or either; a
-body over the limit is 413 naming the limit. A downstream client's ``Authorization`` is
+status``), behind the same checks as ``/mcp``; ``Host`` checked against the names the
+gateway answers to, ``Origin`` against its own origins (scheme, host and port); API keys
+(``Authorization: Bearer``) required on any bind that is not loopback, or OAuth access
+tokens (``bearer``: the gateway as a protected resource, its RFC 9728 metadata at
+``/.well-known/oauth-protected-resource[/mcp]``), or either; a body over the limit is 413
+naming the limit. The connections, deadlines and descriptors ``answerer.limits`` bounds
+are the HTTP server's to keep (``http_server``). A downstream client's ``Authorization`` is
 the gateway's business only: nothing of it goes to the servers behind (the specification
 forbids token passthrough; upstream credentials are the gateway's own). A client's W3C
 trace context headers (``traceparent``, ``tracestate``, ``baggage``) are its request's
@@ -86,6 +88,7 @@ from .http_rules import (
     key_accepted,
     loopback_names,
     origin_allowed,
+    served_origins,
     session_owner,
     status_for,
 )
@@ -247,9 +250,12 @@ class HttpFace:
         if oauth is not None and oauth.resource is not None:
             # The name clients reach it by, by definition.
             names = (*names, urlsplit(oauth.resource).hostname or "")
-        #: The host names requests may be addressed to (``Host``, ``Origin``).
+        #: The host names requests may be addressed to (``Host``).
         self._hosts = {n.strip("[]").lower() for n in names} | (
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
+        #: The origins a browser's page of the gateway's own has (``Origin``), once the
+        #: port is bound (``start``).
+        self._origins: frozenset[tuple[str, str, int]] = frozenset()
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
         self._streams: dict[asyncio.Queue[dict[str, Any] | None], frozenset[str]] = {}
@@ -295,15 +301,22 @@ class HttpFace:
         await self._scope.open()
         sock = self._sock or bind_socket(self._bind, self._port)
         host = f"[{self._bind}]" if sock.family == socket.AF_INET6 else self._bind
-        self.url = f"http://{host}:{sock.getsockname()[1]}{ENDPOINT}"
+        port = sock.getsockname()[1]
+        self.url = f"http://{host}:{port}{ENDPOINT}"
+        self._origins = served_origins(
+            self._hosts, port, () if self._oauth is None or self._oauth.resource is None
+            else (self._oauth.resource,))
         if self._oauth is not None:  # before the first request can come in
             self._protect(self._oauth, self.url)
-        self._server = HttpServer(self, sock, self._drain_s, max_body=self._limit)
+        limits = self._answerer.limits
+        self._server = HttpServer(self, sock, self._drain_s, max_body=self._limit,
+                                  limits=limits)
         await self._server.start()
         if self._siblings is not None:
             own = self._siblings.socket_path(self._siblings.index)
             self._sibling_server = HttpServer(self, bind_unix_socket(own), self._drain_s,
-                                              max_body=self._limit, internal=True)
+                                              max_body=self._limit, limits=limits,
+                                              internal=True)
             await self._sibling_server.start()
         return self.url
 
@@ -417,7 +430,7 @@ class HttpFace:
         if not self._host_allowed(request.headers.get("host")):
             return _refusal(403, p.INVALID_REQUEST, "unknown Host")
         origin = request.headers.get("origin")  # only browsers send one
-        if origin is not None and not origin_allowed(origin, self._hosts):
+        if origin is not None and not origin_allowed(origin, self._origins):
             return _refusal(403, p.INVALID_REQUEST, "Origin not allowed")
         return None
 

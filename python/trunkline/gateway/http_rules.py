@@ -15,8 +15,10 @@ body, statuses for errors, who may call, and legacy session ids any replica can 
   subject: the session answers no one else, against session hijacking); the signature,
   over process and payload, is HMAC-SHA256 under a key the replicas share. Any replica
   verifies it; only the process that opened it holds its state (``LegacySession.held``).
-- ``Origin`` and ``Host`` are checked against the names the gateway is reachable by
-  (DNS rebinding); API keys are compared in constant time.
+- ``Host`` is checked against the names the gateway is reachable by, ``Origin`` against
+  the origins it serves as (those names on its port, by scheme, host and port): DNS
+  rebinding, and pages of other programs on the same host; API keys are compared in
+  constant time.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -138,13 +140,41 @@ def _decoded_equals(raw: str | None, expected: Any) -> bool:
 # --- who may call ---------------------------------------------------------------------
 
 
-def origin_allowed(origin: str | None, allowed_hosts: Iterable[str]) -> bool:
-    """A browser's ``Origin`` must name a host the gateway serves as (no header: not a
-    browser, nothing to check). ``allowed_hosts`` are lower-case bare host names."""
+Origin = tuple[str, str, int]
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> Origin | None:
+    """The origin (RFC 6454) of an ``http`` or ``https`` URL: its scheme, lower-case host
+    and port (the scheme's own when it names none); None for anything else."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if parts.hostname is None or scheme not in _DEFAULT_PORTS:
+        return None
+    return scheme, parts.hostname.lower(), _DEFAULT_PORTS[scheme] if port is None else port
+
+
+def served_origins(hosts: Iterable[str], port: int, urls: Iterable[str] = ()) -> frozenset[Origin]:
+    """The origins a page of the gateway's own has: each of ``hosts`` (lower-case bare
+    host names) over plain HTTP on the ``port`` it listens on, and the origin of each of
+    ``urls`` (the URLs clients reach it by, through a proxy perhaps)."""
+    found = {("http", host, port) for host in hosts}
+    found.update(o for o in map(origin_of, urls) if o is not None)
+    return frozenset(found)
+
+
+def origin_allowed(origin: str | None, allowed: Collection[Origin]) -> bool:
+    """A browser's ``Origin`` must be one of the gateway's own, by scheme, host and port
+    (``served_origins``): a page of another program on the same host is not (no header:
+    not a browser, nothing to check)."""
     if origin is None:
         return True
-    host = urlsplit(origin).hostname
-    return host is not None and host.lower() in set(allowed_hosts)
+    found = origin_of(origin)
+    return found is not None and found in allowed
 
 
 def host_allowed(host_header: str | None, allowed_hosts: Iterable[str]) -> bool:

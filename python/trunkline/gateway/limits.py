@@ -57,10 +57,12 @@ class Limits:
     session_lifetime_s: float = 86400.0
 
     # -- connections ---------------------------------------------------------------------
-    #: Open HTTP connections, in all and from one peer address.
+    #: Open HTTP connections, in all and from one peer address (an IPv6 /64); beyond, a
+    #: new one is answered 503 as it is accepted (``http_server``, rule 6).
     connections: int = 4096
     peer_connections: int = 256
-    #: A request's head must arrive within this; its body at least this fast.
+    #: A request's head must arrive within this; its body at least this fast (over each
+    #: ``http_server.BODY_WINDOW_S``); else 408.
     head_timeout_s: float = 10.0
     body_min_bytes_per_s: int = 1024
     #: File descriptors kept free for health checks and the servers behind: new
