@@ -213,10 +213,13 @@ class CallPath:
                                             or result_type == RT_ABSENT):
                     # Complete (most answers): decoded as it is, with no ``Reply`` between
                     # (nothing else in the answer needs reading).
-                    result = decoded_result(payload, handle.name, "tools/call")
+                    try:
+                        result = decoded_result(payload, handle.name, "tools/call")
+                    except MalformedMessage:
+                        handle.unreadable()
+                        raise
                     return result if checked is None else checked(entry, result)
-                reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
-                                         method="tools/call")
+                reply = handle.reply_of(kind, result_type, payload, "tools/call")
             assert deadline is not None  # set on every path that reaches here
             return await self._finished(handle, entry, params, key, reply, checked, timeout,
                                         deadline, idempotent, call_input)
@@ -242,7 +245,11 @@ class CallPath:
             await self._relist(handle.name, entry.local_name)
             reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                      entry, idempotent)
-        result = reply.decode(server=handle.name, method="tools/call")
+        try:
+            result = reply.decode(server=handle.name, method="tools/call")
+        except MalformedMessage:
+            handle.unreadable()
+            raise
         if _asks_input(result):
             result = await self._input_required(handle, "tools/call", params, key, result,
                                                 reply, timeout, call_input)
@@ -276,7 +283,11 @@ class CallPath:
                                     record)
         try:
             reply = await self._send(handle, method, params, timeout, deadline)
-            result = reply.decode(server=handle.name, method=method)
+            try:
+                result = reply.decode(server=handle.name, method=method)
+            except MalformedMessage:
+                handle.unreadable()
+                raise
             if _asks_input(result):
                 result = await self._input_required(handle, method, params, None, result,
                                                     reply, timeout, call_input)
