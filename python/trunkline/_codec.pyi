@@ -306,6 +306,12 @@ def raw_member(json: bytes, key: str) -> bytes | None:
     when ``json`` is not one valid JSON object (checked strictly, like stamp inputs) or
     holds ``key`` twice (readers disagree on which occurrence wins)."""
 
+def wide_integer_at(data: bytes) -> int | None:
+    """The byte offset of the first integer outside ``[-2**63, 2**64)`` in the JSON text
+    ``data`` (its sign or first digit), which orjson would read as a float; None when there
+    is none (digits in strings, fractions and exponents are no integer). A document without
+    19 digits in a row costs one pass of 64-byte compares."""
+
 def header_map(raw: list[bytes]) -> dict[str, str]:
     """An HTTP request's headers as its server looks them up, from ``[name, value, name,
     value, ...]`` in arrival order: names in lower case (ASCII), values without the spaces
