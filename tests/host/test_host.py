@@ -250,6 +250,8 @@ def test_an_integer_beyond_64_bits_is_refused_by_its_place_where_the_call_is_awa
             with pytest.raises(TypeError, match=r"^arguments\.deep\[1\]\.n: an integer "
                                r"beyond 64 bits \(19 digits\)"):
                 await asking
+            # Never sent, so no progress is watched for it.
+            assert not host._servers.handle("s").notices._progress
             edge = await host.call_tool("echo", {"u": 2**64 - 1, "i": -(2**63)})
             assert orjson.loads(edge.text) == {"u": 2**64 - 1, "i": -(2**63)}
     run(main())
