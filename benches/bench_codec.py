@@ -16,6 +16,13 @@ Groups:
   (``jsontext``, declined), of mostly non-ASCII text (``latin``, declined), and a 12 KiB
   ``structuredContent`` of many small values (``structured``, declined): the last three
   measure what declining costs.
+- ``wide-*``: the gateway's check of a 64 KiB request body for an integer beyond 64 bits
+  (``wide_integer_at``, on every body), beside ``orjson.loads`` of the same body (what the
+  gateway does with every body anyway): a ``tools/call`` whose argument is prose
+  (``prose``), JSON carried as text (``jsontext``), an array of integers (``numbers``),
+  of floats (``floats``, an embedding: fractions of 19 digits or more, so the body is
+  searched again between its strings) or a string of 19 digits in prose (``digits``:
+  searched again too); none holds such an integer.
 - ``stamp-small`` / ``stamp-large`` / ``stamp-large-jsontext``: one modern ``tools/call``
   line with ``_meta`` (64 KiB of prose, or of JSON carried as text, as an argument):
   ``stamp_request`` on pre-serialized params (checked strictly, as the worker must before
@@ -29,7 +36,7 @@ import random
 import orjson
 import pytest
 
-from trunkline._codec import Correlator, StreamDecoder, scan, stamp_request
+from trunkline._codec import Correlator, StreamDecoder, scan, stamp_request, wide_integer_at
 from trunkline.protocol.reply import decode_result
 
 META = {
@@ -181,6 +188,38 @@ def test_decode_codec(benchmark, shape):
 def test_decode_orjson(benchmark, shape):
     benchmark.group = f"decode-{shape}"
     benchmark(orjson.loads, DECODE_RESULTS[shape])
+    benchmark.extra_info["lines"] = 1
+
+
+def _request(arguments: dict) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                         "params": {"name": "write_file", "arguments": arguments, "_meta": META}})
+
+
+_RANDOM = random.Random(5)
+WIDE_BODIES = {
+    "prose": _request({"content": LARGE_TEXT}),
+    "jsontext": _request({"content": _jsontext(52 * 1024)}),
+    "numbers": _request({"values": random.Random(3).choices(range(1_000_000), k=64 * 1024 // 7)}),
+    "floats": _request({"embedding": [_RANDOM.gauss(0, 0.05) for _ in range(3100)]}),
+    "digits": _request({"content": LARGE_TEXT[: 32 * 1024] + " 1234567890123456789 "
+                        + LARGE_TEXT[32 * 1024:]}),
+}
+
+
+@pytest.mark.parametrize("body", WIDE_BODIES)
+def test_wide_codec(benchmark, body):
+    benchmark.group = f"wide-{body}"
+    raw = WIDE_BODIES[body]
+    assert 60 * 1024 < len(raw) < 70 * 1024
+    assert benchmark(wide_integer_at, raw) is None
+    benchmark.extra_info["lines"] = 1
+
+
+@pytest.mark.parametrize("body", WIDE_BODIES)
+def test_wide_orjson(benchmark, body):
+    benchmark.group = f"wide-{body}"
+    benchmark(orjson.loads, WIDE_BODIES[body])
     benchmark.extra_info["lines"] = 1
 
 

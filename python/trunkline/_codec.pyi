@@ -12,7 +12,10 @@ _T = TypeVar("_T")
 VERSION: Final[str]  # the package version (Cargo.toml's, also the distribution's)
 
 # Envelope kinds (``Envelope.kind`` / ``Event.kind``).
-KIND_INVALID: Final[int]  # not a JSON-RPC 2.0 message; ``reason`` says why
+# not a JSON-RPC 2.0 message; ``reason`` says why. ``id`` is the top-level id it carries
+# when it has no method (an answer gone wrong: ``result`` with ``error``, bytes that are not
+# UTF-8, nesting past MAX_NESTING_DEPTH), and an Event's is correlated like a reply's.
+KIND_INVALID: Final[int]
 KIND_REQUEST: Final[int]  # method + id
 KIND_NOTIFICATION: Final[int]  # method, no id
 KIND_RESULT: Final[int]  # id + result
@@ -65,7 +68,7 @@ class Envelope:
     is ``name``). Every other line has None for all four."""
 
     kind: int
-    id: JsonId | None  # exactly as sent: 1 and "1" differ
+    id: JsonId | None  # exactly as sent: 1 and "1" differ (KIND_INVALID: see there)
     method: str | None
     error_code: int | None
     error_message: str | None
@@ -173,8 +176,10 @@ class StreamDecoder(Generic[_T]):
         returned bytes as a whole RESULT frame, ``u64 call_id | i64 request_id | u8 kind | u8
         result_type | payload`` (``request_id``: the id the request went out with), where payload is the raw ``result`` value for a result and the whole line
         (without its newline) for an error; no Python object is made for it. Every other line
-        comes back as an Event exactly as ``feed`` returns it, in order. The bytes are empty
-        when no forwarded call was answered."""
+        comes back as an Event exactly as ``feed`` returns it, in order: a malformed answer
+        to a forwarded call too (KIND_INVALID, CORR_MATCHED, its call id as the token), for
+        the worker to fail the call with the reason. The bytes are empty when no forwarded
+        call was answered."""
     def finish_forward(self) -> tuple[bytes, list[Event[_T]]]:
         """``finish`` with the routing of ``feed_forward``."""
     @property
@@ -300,6 +305,12 @@ def raw_member(json: bytes, key: str) -> bytes | None:
     how an MRTR retry echoes the server's ``requestState`` byte for byte. Raises CodecError
     when ``json`` is not one valid JSON object (checked strictly, like stamp inputs) or
     holds ``key`` twice (readers disagree on which occurrence wins)."""
+
+def wide_integer_at(data: bytes) -> int | None:
+    """The byte offset of the first integer outside ``[-2**63, 2**64)`` in the JSON text
+    ``data`` (its sign or first digit), which orjson would read as a float; None when there
+    is none (digits in strings, fractions and exponents are no integer). A document without
+    19 digits in a row costs one pass of 64-byte compares."""
 
 def header_map(raw: list[bytes]) -> dict[str, str]:
     """An HTTP request's headers as its server looks them up, from ``[name, value, name,

@@ -58,10 +58,12 @@ pub struct Routed<T> {
 }
 
 /// The id a line answers, if it is a response: scanned, or skimmed from an oversized
-/// line (which then stays an event, its request to be failed by the caller).
+/// line or an invalid one that reads as an answer (either then stays an event, its
+/// request to be failed by the caller).
 fn response_id(s: &Scanned) -> Option<Option<&JsonId>> {
     match (&s.env, &s.frame) {
         (Some(env), _) if matches!(env.kind, Kind::Result | Kind::Error) => Some(env.id.as_ref()),
+        (Some(env), _) if env.kind == Kind::Invalid && env.id.is_some() => Some(env.id.as_ref()),
         (None, Frame::Oversized(_, skimmed)) if !skimmed.has_method && skimmed.id.is_some() => {
             Some(skimmed.id.as_ref())
         }
@@ -110,13 +112,16 @@ impl Forwarded {
     }
 }
 
-/// Correlate every response in `scanned` (lines of `chunk`, or owned).
+/// Correlate every response in `scanned` (lines of `chunk`, or owned), and every invalid
+/// line that carries the id it answers.
 ///
 /// With `forward`, a response whose id was pending for a forwarded call is not returned:
 /// it is kept in `forward`, to become a RESULT frame (payload: the `result` value's bytes,
 /// or the whole line for an error). Everything else is returned in order, exactly as
-/// without `forward`. (A payload too big for a frame length, over 4 GiB, cannot happen
-/// under any sane line limit; it would stay an event carrying the call id as its token.)
+/// without `forward` (an invalid answer to a forwarded call too: an event with the call
+/// id as its token, for the caller to fail the call with the reason). (A payload too big
+/// for a frame length, over 4 GiB, cannot happen under any sane line limit; it would stay
+/// an event carrying the call id as its token.)
 pub fn route<T>(
     scanned: Vec<Scanned>,
     chunk: &[u8],
@@ -129,7 +134,10 @@ pub fn route<T>(
             (Some(c), Some(id)) => c.resolve(id),
             _ => (Correlation::None, None),
         };
-        if let (Some(Token::Call(call_id)), Some(fwd), Some(env)) = (&token, &mut forward, &s.env) {
+        // Only a response becomes a RESULT frame: a malformed answer (an invalid line with
+        // the id it answers) stays an event, for the caller to fail its call with the reason.
+        let response = s.env.as_ref().filter(|env| env.kind != Kind::Invalid);
+        if let (Some(Token::Call(call_id)), Some(fwd), Some(env)) = (&token, &mut forward, response) {
             let line_len = s.frame.bytes(chunk).len();
             let payload = match (env.kind, env.result_span) {
                 (Kind::Result, Some((a, b))) => a..b,
@@ -281,6 +289,59 @@ mod tests {
             ]
         );
         assert!(corr.is_empty());
+    }
+
+    #[test]
+    fn a_malformed_answer_resolves_its_request_and_stays_an_event() {
+        let mut corr = CallCorrelator::new(1);
+        let both = corr.allocate_call(10, None).unwrap();
+        let fine = corr.allocate_call(11, None).unwrap();
+        let deep = corr.allocate_call(12, None).unwrap();
+        let obj = corr.allocate("future", None).unwrap();
+        let gone = corr.allocate_call(13, None).unwrap();
+        corr.discard_call(13);
+        let mut text = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{both},\"result\":{{}},\"error\":{{\"code\":1,\"message\":\"m\"}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{fine},\"result\":{{\"ok\":true}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{deep},\"result\":{}{}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{gone},\"result\":{{}},\"error\":{{\"code\":1}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":{obj},\"method\":\"m\",\"result\":{{}}}}\n",
+            "[".repeat(200),
+            "]".repeat(200),
+        )
+        .into_bytes();
+        text.extend_from_slice(format!("{{\"jsonrpc\":\"2.0\",\"id\":{obj},\"result\":\"").as_bytes());
+        text.extend_from_slice(b"\xff\"}\n");
+        let mut s = LineSplitter::new(1 << 20);
+        let mut fwd = Forwarded::default();
+        let routed = route(feed(&mut s, &text), &text, Some(&mut corr), Some(&mut fwd));
+        let got: Vec<_> = routed
+            .iter()
+            .map(|r| {
+                let env = r.scanned.env.as_ref().unwrap();
+                (env.kind, env.id.clone(), r.correlation, r.token.clone())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Invalid, Some(JsonId::Int(both)), Correlation::Matched, Some(Token::Call(10))),
+                (Kind::Invalid, Some(JsonId::Int(deep)), Correlation::Matched, Some(Token::Call(12))),
+                (Kind::Invalid, Some(JsonId::Int(gone)), Correlation::Stale, None),
+                // A request of the server's (with a result it must not carry): not an answer.
+                (Kind::Invalid, None, Correlation::None, None),
+                (Kind::Invalid, Some(JsonId::Int(obj)), Correlation::Matched, Some(Token::Object("future"))),
+            ]
+        );
+        // The well-formed answer among them still became a RESULT frame.
+        let mut frames = Vec::new();
+        fwd.write(&text, &mut frames);
+        let mut fs = FrameSplitter::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut raw = Vec::new();
+        fs.feed(&frames, &mut raw).unwrap();
+        let results: Vec<_> = raw.iter().map(|f| parse_result(f.body(&frames)).unwrap().call_id).collect();
+        assert_eq!(results, vec![11]);
+        assert!(corr.is_empty() && corr.calls_pending() == 0);
     }
 
     #[test]

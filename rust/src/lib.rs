@@ -17,6 +17,8 @@
 //!   demultiplexing);
 //! - [`http_head`]: an HTTP request's header names and values as the gateway's server
 //!   looks them up (lower-case names, values without the whitespace around them);
+//! - [`wide_int`]: where a JSON document holds an integer beyond 64 bits, which a 64-bit
+//!   decoder would silently read as a float;
 //! - `py` (feature `python`): the PyO3 bindings described by `_codec.pyi`, with
 //!   `py_json`, the builder that makes [`decode`]'s values Python objects.
 
@@ -31,6 +33,7 @@ pub mod skim;
 pub mod splitter;
 pub mod stamp;
 mod strscan;
+pub mod wide_int;
 
 #[cfg(feature = "python")]
 mod py;

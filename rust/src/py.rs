@@ -24,6 +24,7 @@ use crate::py_json;
 use crate::scan::{self as scanner, JsonId, Kind, Span};
 use crate::splitter::{self, Frame, DEFAULT_MAX_LINE_BYTES};
 use crate::stamp;
+use crate::wide_int;
 
 create_exception!(
     trunkline._codec,
@@ -898,6 +899,13 @@ fn raw_member<'py>(py: Python<'py>, json: &[u8], key: &str) -> PyResult<Option<B
     Ok(span.map(|(a, b)| PyBytes::new(py, &json[a..b])))
 }
 
+/// The byte offset of the first integer outside `[-2^63, 2^64)` in the JSON text `data`,
+/// or None (see `wide_int`).
+#[pyfunction]
+fn wide_integer_at(data: &[u8]) -> Option<usize> {
+    wide_int::first_wide_integer(data)
+}
+
 // ---------------------------------------------------------------------------- HTTP heads
 
 /// The map an HTTP request's headers are looked up in (`http_head`'s rules): ``raw`` holds
@@ -1005,5 +1013,6 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_error, m)?)?;
     m.add_function(wrap_pyfunction!(encode_submit, m)?)?;
     m.add_function(wrap_pyfunction!(raw_member, m)?)?;
+    m.add_function(wrap_pyfunction!(wide_integer_at, m)?)?;
     Ok(())
 }

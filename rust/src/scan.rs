@@ -16,11 +16,18 @@
 //!
 //! The scan never panics and never recurses: any input bytes produce an [`Envelope`], with
 //! `Kind::Invalid` and a human-readable reason when the line is not a JSON-RPC 2.0 message.
+//! An invalid line that carries a usable top-level `id` and no `method` (a response gone
+//! wrong: `result` with `error`, bytes that are not UTF-8, nesting past
+//! [`MAX_NESTING_DEPTH`](crate::json::MAX_NESTING_DEPTH), a bad `error` member) keeps that
+//! id, found by [`crate::skim`] after the scan failed, so the request it answers can be
+//! failed at once with the reason instead of waiting for its deadline. A well-formed line
+//! never pays for this.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::json::{raw_str_eq, Cursor, JsonError, Mode, ValueKind};
+use crate::skim::Skim;
 
 /// What a line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +76,7 @@ pub struct Envelope {
     pub result_span: Option<Span>,
     /// Requests and notifications whose `params` is an object only.
     pub params: Option<ParamsSpans>,
+    /// Why the line is `Kind::Invalid` (None otherwise).
     pub reason: Option<String>,
 }
 
@@ -126,11 +134,30 @@ impl<'a> SeenKeys<'a> {
     }
 }
 
-/// Classify one line (without its newline).
+/// Classify one line (without its newline). An invalid line's `id` is the one it answers,
+/// when it reads as an answer (see the module's documentation).
 pub fn scan(line: &[u8]) -> Envelope {
     match scan_inner(line) {
         Ok(env) => env,
-        Err(e) => Envelope::invalid(e),
+        Err(e) => {
+            let mut env = Envelope::invalid(e);
+            env.id = answered_id(line);
+            env
+        }
+    }
+}
+
+/// The top-level `id` of a line that is no request or notification (it has no top-level
+/// `method`), followed byte by byte however broken the rest is: never recursing, keeping
+/// a few bytes only, whatever the nesting or the encoding.
+fn answered_id(line: &[u8]) -> Option<JsonId> {
+    let mut skim = Skim::new();
+    skim.feed(line);
+    let found = skim.finish();
+    if found.has_method {
+        None
+    } else {
+        found.id
     }
 }
 
@@ -536,6 +563,59 @@ mod tests {
         for (line, want) in cases {
             let reason = invalid(line);
             assert!(reason.contains(want), "{:?}: reason {reason:?} lacks {want:?}", String::from_utf8_lossy(line));
+        }
+    }
+
+    #[test]
+    fn a_malformed_answer_keeps_the_id_it_answers() {
+        let deep = |levels: usize| {
+            let mut line = br#"{"jsonrpc":"2.0","id":7,"result":{"deep":"#.to_vec();
+            line.extend(std::iter::repeat(b'[').take(levels));
+            line.extend(std::iter::repeat(b']').take(levels));
+            line.extend_from_slice(b"}}");
+            line
+        };
+        let cases: Vec<(Vec<u8>, Option<JsonId>, &str)> = vec![
+            (
+                br#"{"jsonrpc":"2.0","id":7,"result":{},"error":{"code":-32603,"message":"m"}}"#.to_vec(),
+                Some(JsonId::Int(7)),
+                "both",
+            ),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":\"k\",\"result\":{\"t\":\"\xff\"}}".to_vec(),
+                Some(JsonId::Str("k".into())),
+                "UTF-8",
+            ),
+            (deep(200), Some(JsonId::Int(7)), "nesting deeper than 128"),
+            (deep(100_000), Some(JsonId::Int(7)), "nesting deeper than 128"),
+            (br#"{"jsonrpc":"2.0","id":7,"error":{"code":"x","message":"m"}}"#.to_vec(), Some(JsonId::Int(7)), "code"),
+            (br#"{"jsonrpc":"2.0","id":7}"#.to_vec(), Some(JsonId::Int(7)), "neither"),
+            (br#"{"jsonrpc":"1.0","id":7,"result":{}}"#.to_vec(), Some(JsonId::Int(7)), "2.0"),
+            // Cut short, but the id was whole before the cut.
+            (br#"{"jsonrpc":"2.0","id":7,"result":{"resultTy"#.to_vec(), Some(JsonId::Int(7)), "unterminated"),
+            // Written after the payload, as the TypeScript SDK writes it.
+            (
+                br#"{"result":{"id":1},"error":{"code":1,"message":"m"},"jsonrpc":"2.0","id":"last"}"#.to_vec(),
+                Some(JsonId::Str("last".into())),
+                "both",
+            ),
+            // No id to keep: a request or notification (its id is the server's own), an
+            // unusable or absent id, a batch, no JSON at all.
+            (br#"{"jsonrpc":"2.0","id":7,"method":"m","result":{}}"#.to_vec(), None, "must not carry"),
+            (br#"{"jsonrpc":"2.0","id":7,"method":"m","params":3}"#.to_vec(), None, "params"),
+            (br#"{"jsonrpc":"2.0","id":7.5,"result":{}}"#.to_vec(), None, "float"),
+            (br#"{"jsonrpc":"2.0","id":7,"id":8,"result":{}}"#.to_vec(), None, "duplicate"),
+            (br#"{"jsonrpc":"2.0","id":null,"result":{}}"#.to_vec(), None, "null"),
+            (br#"{"jsonrpc":"2.0","result":{},"error":{"code":1}}"#.to_vec(), None, "both"),
+            (br#"[{"jsonrpc":"2.0","id":7,"result":{}}]"#.to_vec(), None, "batch"),
+            (b"id: 7".to_vec(), None, "not a JSON object"),
+        ];
+        for (line, id, reason) in cases {
+            let env = scan(&line);
+            let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+            assert_eq!((env.kind, env.id), (Kind::Invalid, id), "{shown}");
+            let why = env.reason.unwrap();
+            assert!(why.contains(reason), "{shown}: reason {why:?} lacks {reason:?}");
         }
     }
 

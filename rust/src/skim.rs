@@ -9,7 +9,9 @@
 //! [`MAX_ID`] bytes of the `id` value, whatever the line's size, and never validates the
 //! rest: a line that is not well-formed simply yields no id. Serializers put `id` before
 //! or after the payload (the TypeScript SDK writes `{"result": ..., "jsonrpc", "id"}`), so
-//! the whole line is followed, not only its head.
+//! the whole line is followed, not only its head. The scanner follows a line it found
+//! invalid the same way, for the id a malformed answer carries ([`crate::scan`]); an `id`
+//! given twice is none.
 
 use crate::json::{Cursor, Mode};
 use crate::scan::{self, JsonId};
@@ -54,6 +56,8 @@ pub struct Skim {
     id: Vec<u8>,
     /// The line is not a JSON object (or broke in a way that makes its members unknowable).
     lost: bool,
+    /// The top-level object gave `id` more than once: no id of it can be trusted.
+    ids_seen: u8,
     out: Skimmed,
 }
 
@@ -73,6 +77,7 @@ impl Skim {
             key: Vec::new(),
             id: Vec::new(),
             lost: false,
+            ids_seen: 0,
             out: Skimmed::default(),
         }
     }
@@ -88,8 +93,11 @@ impl Skim {
     }
 
     /// The line ended: what was learned. An `id` still being read (a value at the very
-    /// end, without a closing brace) is not trusted.
-    pub fn finish(self) -> Skimmed {
+    /// end, without a closing brace) is not trusted, nor one of several.
+    pub fn finish(mut self) -> Skimmed {
+        if self.ids_seen > 1 {
+            self.out.id = None;
+        }
         self.out
     }
 
@@ -167,6 +175,7 @@ impl Skim {
             b':' if self.depth == 1 && self.member == Member::Colon => {
                 self.member = match decoded_key(&self.key).as_deref() {
                     Some("id") => {
+                        self.ids_seen = self.ids_seen.saturating_add(1);
                         self.id.clear();
                         Member::Id
                     }
@@ -255,6 +264,8 @@ mod tests {
             br#"[{"jsonrpc":"2.0","id":1,"result":1}]"#,
             br#"not json at all, "id": 1"#,
             br#"{"jsonrpc":"2.0","result":1,"id":12"#, // cut before the object closed
+            br#"{"jsonrpc":"2.0","id":1,"result":1,"id":2}"#, // which one?
+            br#"{"jsonrpc":"2.0","id":1,"result":1,"\u0069d":1}"#,
         ] {
             assert_eq!(every_split(line).id, None, "{}", String::from_utf8_lossy(line));
         }

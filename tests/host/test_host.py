@@ -234,6 +234,30 @@ def test_unknown_tool_is_error_results_and_server_errors(no_leaks):
     run(main())
 
 
+def test_an_integer_beyond_64_bits_is_refused_by_its_place_where_the_call_is_awaited(
+        tap, no_leaks):
+    """JSON-RPC peers keep integers in 64 bits: one beyond is never sent (rounded, or
+    not at all), and the error names where it is, raised where the call is awaited."""
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(tap=tap))
+            plain = host.call_tool("echo", {"a": 10**30})  # nothing raises here
+            asking = host.call_tool("echo", {"deep": [1, {"n": -(2**63) - 1}]},
+                                    on_progress=lambda *_: None)
+            with pytest.raises(TypeError, match=r"^arguments\.a: an integer beyond 64 bits "
+                               r"\(31 digits\).*send it as a string"):
+                await plain
+            with pytest.raises(TypeError, match=r"^arguments\.deep\[1\]\.n: an integer "
+                               r"beyond 64 bits \(19 digits\)"):
+                await asking
+            # Never sent, so no progress is watched for it.
+            assert not host._servers.handle("s").notices._progress
+            edge = await host.call_tool("echo", {"u": 2**64 - 1, "i": -(2**63)})
+            assert orjson.loads(edge.text) == {"u": 2**64 - 1, "i": -(2**63)}
+    run(main())
+    assert [c["params"]["arguments"] for c in calls(tap)] == [{"u": 2**64 - 1, "i": -(2**63)}]
+
+
 def test_output_schema_is_enforced_on_structured_content(no_leaks):
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     listing = raw_tools({"name": "count", "inputSchema": {"type": "object"},

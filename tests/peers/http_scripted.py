@@ -49,6 +49,10 @@ Flags:
   --drop-mid-call     tools/call: SSE headers, one progress notification, then the
                       connection is closed without a response
   --garbage           200 application/json with a body that is not JSON
+  --malformed-echo    echo {"text": "malformed"} answers with both "result" and "error" (a
+                      malformed answer); with --sse, as the stream's last event, the
+                      stream then held open (a server that thinks it answered) until the
+                      client goes, which is recorded as {"event": "closed", "id": <id>}
   --invalid-header-tool  also list bad_header
   --legacy            a 2025-11-25 Streamable HTTP server instead: initialize returns an
                       InitializeResult and an Mcp-Session-Id; later requests need that id
@@ -294,8 +298,20 @@ class Peer:
                             if args.get(k) is not None)
         else:
             text = args["text"]
-        return await self.respond(request, {"jsonrpc": "2.0", "id": rid, "result": {
-            **stamp, "content": [{"type": "text", "text": text}], "isError": False}}, resp)
+        answer = {"jsonrpc": "2.0", "id": rid, "result": {
+            **stamp, "content": [{"type": "text", "text": text}], "isError": False}}
+        if self.args.malformed_echo and name == "echo" and text == "malformed":
+            answer["error"] = {"code": -32603, "message": "and an error too"}
+            if resp is not None:
+                await resp.write(sse_event(answer))
+                try:
+                    while True:
+                        await asyncio.sleep(0.5)
+                        await resp.write(b": keep-alive\n\n")
+                except (asyncio.CancelledError, ConnectionError):
+                    self.record({"event": "closed", "id": rid})
+                    raise
+        return await self.respond(request, answer, resp)
 
     async def respond(self, request: web.Request, message: dict[str, Any],
                       resp: web.StreamResponse | None = None) -> web.StreamResponse:
@@ -407,6 +423,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sse", action="store_true")
     p.add_argument("--drop-mid-call", action="store_true")
     p.add_argument("--garbage", action="store_true")
+    p.add_argument("--malformed-echo", action="store_true")
     p.add_argument("--invalid-header-tool", action="store_true")
     p.add_argument("--legacy", action="store_true")
     p.add_argument("--expire-session-after", type=int)

@@ -21,6 +21,10 @@ ACTIONS (value of --discover / --initialize / --tools-list / --tools-call)
   server-request[:METHOD]  send a JSON-RPC *request* (default sampling/createMessage)
                          instead of answering
   malformed              the normal answer with both "result" and "error"
+  bad-utf8               the normal answer with a byte that is not UTF-8 (0xff) in a string
+  surrogate              the normal answer with a lone surrogate escape ("\\ud800") in a string
+  deep[:LEVELS]          the normal answer with a member "deep" of LEVELS nested arrays
+                         in its result (default 200)
   raw:TEXT               write TEXT as one line; "$ID" becomes the request id (JSON)
   Result variants (the normal answer, then one field broken):
   bad-version            protocolVersion / supportedVersions -> "1999-01-01"
@@ -41,6 +45,8 @@ METHOD FLAGS
   --initialize ACTION    initialize
   --tools-list ACTION    tools/list (default result)
   --tools-call ACTION    tools/call (default result)
+  --tool-action NAME=ACTION  a tools/call of tool NAME gets ACTION instead (repeatable):
+                         one tool misbehaves while the others answer
   Any other request gets -32601; ping gets {}. Notifications get no answer.
 
 NORMAL ANSWERS
@@ -297,6 +303,9 @@ ACTION_ARGS: dict[str, str] = {
     "late": "required",
     "server-request": "optional",
     "malformed": "none",
+    "bad-utf8": "none",
+    "surrogate": "none",
+    "deep": "optional",
     "raw": "required",
     **{name: "none" for name in VARIANTS},
 }
@@ -317,7 +326,7 @@ class Action:
             raise argparse.ArgumentTypeError(f"action {kind!r} needs ':ARG'")
         if rule == "none" and sep:
             raise argparse.ArgumentTypeError(f"action {kind!r} takes no argument")
-        if kind in ("error", "exit") and arg:
+        if kind in ("error", "exit", "deep") and arg:
             int(arg)  # ValueError -> argparse reports "invalid parse value"
         if kind == "late":
             float(arg or "")
@@ -390,6 +399,7 @@ def oversized_line(size: int) -> bytes:
 @dataclass
 class Config:
     actions: dict[str, Action]
+    tool_actions: dict[str, Action]
     supported: list[str]
     legacy_version: str
     server_info: Json
@@ -479,6 +489,11 @@ class Peer:
             self.out.send(self.error_envelope(req["id"], RpcError(-32600)))
             return
         action = self.cfg.actions.get(req["method"], Action("result"))
+        if req["method"] == "tools/call":
+            params = req.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if isinstance(name, str):
+                action = self.cfg.tool_actions.get(name, action)
         self.log(f"request {req['method']} id={req['id']!r} -> {action.kind}")
         self.perform(action, req)
         if req["method"] == "tools/call":
@@ -543,6 +558,24 @@ class Peer:
                 envelope.setdefault("result", {})
                 envelope.setdefault("error", RpcError(-32603).to_json())
             self.send_reply(req, envelope)
+        elif kind in ("bad-utf8", "surrogate"):
+            envelope = self.answer(req, mutate=_set("broken", "\udcff" if kind == "bad-utf8"
+                                                   else "\ud800"))
+            if envelope is not None:
+                # surrogateescape writes "\udcff" as the byte 0xff; ensure_ascii writes
+                # "\ud800" as its escape, which no decoder may accept alone.
+                text = json.dumps(envelope, separators=(",", ":"),
+                                  ensure_ascii=kind == "surrogate")
+                self.out.write(text.encode("utf-8", "surrogateescape") + b"\n")
+        elif kind == "deep":
+            levels = int(arg) if arg else 200
+            envelope = self.answer(req)
+            if envelope is not None and isinstance(envelope.get("result"), dict):
+                envelope["result"]["deep"] = "@DEEP@"
+                line = encode(envelope)
+                self.out.write(line.replace(b'"@DEEP@"', b"[" * levels + b"]" * levels))
+            else:
+                self.send_reply(req, envelope)
         elif kind == "raw":
             self.out.write((arg or "").replace("$ID", id_key(req_id)).encode() + b"\n")
         else:  # pragma: no cover - Action.parse rejects unknown kinds
@@ -837,6 +870,13 @@ def parse_json_object(text: str) -> Json:
     return value
 
 
+def parse_tool_action(text: str) -> tuple[str, Action]:
+    name, sep, action = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError("expected NAME=ACTION")
+    return name, Action.parse(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description="Scripted MCP stdio peer (see the module docstring for every flag).",
@@ -844,6 +884,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--era", choices=sorted(ERA_DEFAULTS), default="modern")
     for method in ("discover", "initialize", "tools-list", "tools-call"):
         p.add_argument(f"--{method}", type=Action.parse, metavar="ACTION")
+    p.add_argument("--tool-action", type=parse_tool_action, action="append", default=[],
+                   metavar="NAME=ACTION")
     p.add_argument("--supported", default=MODERN_VERSION, metavar="CSV")
     p.add_argument("--legacy-version", default=LEGACY_VERSION)
     p.add_argument("--name", default="scripted-peer")
@@ -902,6 +944,7 @@ def config_from(ns: argparse.Namespace) -> Config:
     }
     return Config(
         actions=actions,
+        tool_actions=dict(ns.tool_action),
         supported=[v for v in ns.supported.split(",") if v],
         legacy_version=ns.legacy_version,
         server_info={"name": ns.name, "version": ns.server_version},

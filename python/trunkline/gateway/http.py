@@ -53,6 +53,7 @@ import msgspec
 import orjson
 from opentelemetry import context as otel_context
 
+from .._codec import wide_integer_at
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
@@ -523,6 +524,8 @@ class HttpFace:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return ready(_refusal(400, p.PARSE_ERROR, f"Parse error: {exc}"))
+        if wide_integer_at(body) is not None:  # orjson made it a float: refused, not rounded
+            return ready(self._not_a_request(p.wide_integer(message, body), None))
         refused = check_version_header(request.headers.get("mcp-protocol-version"), message)
         if refused is not None:
             return ready(_json(refused, _malformed_status(refused["error"])))

@@ -20,6 +20,9 @@ Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/li
    when they are hints, else the conservative ones: ``ttlMs`` 0, ``private`` (a legacy
    server gives none). A legacy client gets no ``resultType``; a modern server's caching
    hints may reach it, which 2025-11-25 allows (a result may carry more).
+6. An integer beyond 64 bits anywhere in a message is refused, never rounded: -32602
+   naming its place in ``params`` (``arguments.amount``), -32600 elsewhere
+   (``protocol.wide_ints``). The faces ask the codec (``wide_integer_at``) of every body.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from ..errors import (
     TrunklineError,
     UnknownTool,
 )
+from ..protocol import wide_ints
 from ..protocol.listen import LISTS, SUBSCRIPTION_ID
 from ..protocol.versions import (
     INTERNAL_ERROR,
@@ -160,6 +164,22 @@ def read(message: Any, legacy_version: str | None) -> Inbound:
             INVALID_REQUEST, "no session: send initialize first (2025-11-25), or carry the "
             f"protocol revision in _meta ({MODERN_VERSIONS[0]})"))
     return Request(request_id, method, params, ClientEra.LEGACY, legacy_version, meta)
+
+
+def wide_integer(message: Any, body: bytes) -> Refused:
+    """The refusal of the decoded ``message`` whose ``body`` holds an integer beyond 64
+    bits (the codec found one): -32602 naming its place in ``params``, else -32600."""
+    found = wide_ints.in_json(body)
+    if found is None:  # only a body nested past the exact decoder's depth
+        return Refused(_id_of(message), error(
+            INVALID_REQUEST, "the message holds an integer beyond 64 bits, which would not "
+            "arrive exactly; send it as a string"))
+    path, digits = found
+    in_params = len(path) > 1 and path[0] == "params"
+    where = path[1:] if in_params else path
+    return Refused(_id_of(message), error(INVALID_PARAMS if in_params else INVALID_REQUEST,
+                                          wide_ints.wording(where, digits),
+                                          {"path": wide_ints.described(where)}))
 
 
 def _id_of(message: Any) -> Any:

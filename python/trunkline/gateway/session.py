@@ -73,14 +73,18 @@ class ClientSession:
     def receive(self, message: Any) -> None:
         inbound = p.read(message, self.legacy_version)
         if isinstance(inbound, p.Refused):
-            if inbound.id is not None or not isinstance(message, dict) or "id" in message:
-                self._send(p.error_response(inbound.id, inbound.error))
+            self.refuse(message, inbound)
         elif isinstance(inbound, p.Notification):
             self._notified(inbound)
         elif isinstance(inbound, p.Request):
             self._requested(inbound)
         elif isinstance(inbound, p.Response):
             self._asks.answered(inbound)
+
+    def refuse(self, message: Any, refused: p.Refused) -> None:
+        """Answer ``message`` with its refusal, unless it was a notification."""
+        if refused.id is not None or not isinstance(message, dict) or "id" in message:
+            self._send(p.error_response(refused.id, refused.error))
 
     def _notified(self, note: p.Notification) -> None:
         if note.method == "notifications/cancelled":

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .._codec import LineSplitter, OversizedLine
+from .._codec import LineSplitter, OversizedLine, wide_integer_at
 from ..loop.batching import TickBatcher
 from ..loop.tasks import TaskScope
 from . import protocol as p
@@ -63,5 +63,8 @@ def _receive(session: ClientSession, send: Send, line: bytes | OversizedLine,
         message = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         send(p.error_response(None, p.error(p.PARSE_ERROR, f"Parse error: {exc}")))
+        return
+    if wide_integer_at(line) is not None:  # orjson made it a float: refused, not rounded
+        session.refuse(message, p.wide_integer(message, line))
         return
     session.receive(message)

@@ -21,6 +21,7 @@ from ..errors import MalformedMessage
 from ..loop.awaitables import raising
 from ..params import HttpParams
 from .._codec import KIND_RESULT, RT_ABSENT, RT_COMPLETE
+from ..protocol import wide_ints
 from ..protocol.reply import Reply, decoded_result
 from ..protocol.retry import (
     Attempt,
@@ -129,7 +130,8 @@ class CallPath:
             try:
                 params = orjson.dumps(body)
             except orjson.JSONEncodeError as exc:
-                return raising(exc)  # where the call is awaited, as from any other path
+                # Raised where the call is awaited, as from any other path.
+                return raising(_unsendable(body, exc))
             return self._call_tool(handle, entry, params, checked,
                                    self.timeout_for(handle, timeout), idempotent)
         if trace_context is not None:
@@ -219,10 +221,13 @@ class CallPath:
                                             or result_type == RT_ABSENT):
                     # Complete (most answers): decoded as it is, with no ``Reply`` between
                     # (nothing else in the answer needs reading).
-                    result = decoded_result(payload, handle.name, "tools/call")
+                    try:
+                        result = decoded_result(payload, handle.name, "tools/call")
+                    except MalformedMessage:
+                        handle.unreadable()
+                        raise
                     return result if checked is None else checked(entry, result)
-                reply = Reply.from_frame(kind, result_type, payload, server=handle.name,
-                                         method="tools/call")
+                reply = handle.reply_of(kind, result_type, payload, "tools/call")
             assert deadline is not None  # set on every path that reaches here
             return await self._finished(handle, entry, params, key, reply, checked, timeout,
                                         deadline, idempotent, call_input, watched)
@@ -249,7 +254,11 @@ class CallPath:
             await self._relist(handle.name, entry.local_name)
             reply = await self._send(handle, "tools/call", params, timeout, deadline, key,
                                      entry, idempotent, watched)
-        result = reply.decode(server=handle.name, method="tools/call")
+        try:
+            result = reply.decode(server=handle.name, method="tools/call")
+        except MalformedMessage:
+            handle.unreadable()
+            raise
         if _asks_input(result):
             result = await self._input_required(handle, "tools/call", params, key, result,
                                                 reply, timeout, call_input, watched)
@@ -284,7 +293,11 @@ class CallPath:
         try:
             reply = await self._send(handle, method, params, timeout, deadline,
                                      watched=watched)
-            result = reply.decode(server=handle.name, method=method)
+            try:
+                result = reply.decode(server=handle.name, method=method)
+            except MalformedMessage:
+                handle.unreadable()
+                raise
             if _asks_input(result):
                 result = await self._input_required(handle, method, params, None, result,
                                                     reply, timeout, call_input, watched)
@@ -374,10 +387,23 @@ def _prepared(handle: WorkerHandle, body: dict[str, Any], key: str | None,
     context, when a span is recorded, goes into ``_meta`` here, for every era, over the
     one the caller gave (already in ``body``): the same on every attempt and every input
     round."""
-    if (key is None and record is None and call_input is None and on_progress is None
-            and log_level is None):
-        return orjson.dumps(body), None  # most calls: nothing to write into the body
-    watched = _ask(handle, body, call_input, on_progress, log_level, on_log)
-    if record is not None:
-        record.stamp(body)
-    return orjson.dumps(body if key is None else with_idempotency_key(body, key)), watched
+    watched = None
+    try:
+        if (key is None and record is None and call_input is None and on_progress is None
+                and log_level is None):
+            return orjson.dumps(body), None  # most calls: nothing to write into the body
+        watched = _ask(handle, body, call_input, on_progress, log_level, on_log)
+        if record is not None:
+            record.stamp(body)
+        return orjson.dumps(body if key is None else with_idempotency_key(body, key)), watched
+    except orjson.JSONEncodeError as exc:
+        if watched is not None:  # nothing will be sent, so nothing will come to watch
+            handle.notices.unwatch(watched)
+        raise _unsendable(body, exc) from None
+
+
+def _unsendable(body: dict[str, Any], exc: orjson.JSONEncodeError) -> TypeError:
+    """What to raise for a request's params orjson could not write: an integer beyond 64
+    bits named by its place (``arguments.amount``), anything else as orjson said."""
+    found = wide_ints.in_value(body)
+    return exc if found is None else TypeError(wide_ints.wording(*found))

@@ -33,6 +33,7 @@ from ..errors import (
     RequestTimeout,
     ServerUnavailable,
     TransportLost,
+    TrunklineError,
 )
 from ..loop.tasks import TaskScope, gather_all
 from ..params import HttpParams
@@ -392,7 +393,22 @@ class WorkerHandle:
         ``answer``; its slot is free."""
         kind, result_type, payload, request_id = answer
         self.settle(started, request_id)
-        return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
+        return self.reply_of(kind, result_type, payload, method)
+
+    def reply_of(self, kind: int, result_type: int, payload: bytes, method: str) -> Reply:
+        """A RESULT frame's answer to a ``method`` request, as a ``Reply`` (an error
+        response that does not decode raises ``MalformedMessage``, counted)."""
+        try:
+            return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
+        except MalformedMessage:
+            self.unreadable()
+            raise
+
+    def unreadable(self) -> None:
+        """An answer the worker passed on did not decode here (the worker's scan leaves
+        the strings inside a payload to this one decode): the server's protocol
+        violation, counted as the worker counts the lines it cannot read."""
+        self._counted_violations += 1
 
     def settle(self, started: float, request_id: int) -> None:
         """A request sent at ``started`` was answered (by the request with
@@ -406,7 +422,8 @@ class WorkerHandle:
                    exc: BaseException) -> BaseException:
         """What to raise for a ``method`` request sent as ``call_id`` of ``gen`` whose
         future failed with ``exc`` (its slot is freed): a timeout in this call's terms; a
-        cancellation as it is, after telling the worker; anything else as it is."""
+        cancellation as it is, after telling the worker; anything else as it is, naming
+        ``method`` (the worker's FAILURE cannot: it forwards calls without reading them)."""
         self._release_slot()
         if isinstance(exc, RequestTimeout):
             self._note_error(f"{method}: no reply within {timeout:g} s")
@@ -417,6 +434,8 @@ class WorkerHandle:
         if isinstance(exc, asyncio.CancelledError):
             if gen.calls.discard(call_id) is not None and not gen.gone:
                 gen.send(ch.cancel_frame(call_id))
+        elif isinstance(exc, TrunklineError) and exc.method is None:
+            exc.method = method
         return exc
 
     def _release_slot(self) -> None:

@@ -41,6 +41,7 @@ from .._codec import (
 )
 from ..errors import (
     EraRefused,
+    MalformedMessage,
     OversizedMessage,
     RequestTimeout,
     ServerUnavailable,
@@ -340,8 +341,7 @@ class Peer:
         elif kind == KIND_OVERSIZED:
             self._on_oversized(event)
         else:
-            excerpt = event.line[:120].decode("utf-8", "replace")
-            self._unexpected(f"not a JSON-RPC message ({event.reason}): {excerpt!r}")
+            self._on_invalid(event)
 
     def _on_response(self, event: Event) -> None:
         corr = event.correlation
@@ -378,6 +378,23 @@ class Peer:
             self._unexpected(f"{what}, answering {token.probe.value}")
         else:
             self._fail_request(token, error)
+
+    def _on_invalid(self, event: Event) -> None:
+        """A line that is no JSON-RPC message: a protocol violation. When it carries the id
+        of a pending request and no method (an answer gone wrong: ``result`` with
+        ``error``, bytes that are not UTF-8, nesting past the codec's limit), that request
+        fails now with the reason, instead of at its deadline."""
+        excerpt = event.line[:120].decode("utf-8", "replace")
+        detail = f"not a JSON-RPC message ({event.reason}): {excerpt!r}"
+        token = event.token
+        if event.correlation != CORR_MATCHED or isinstance(token, ProbeToken):
+            self._unexpected(detail)
+            return
+        self._unexpected(f"{detail}; its request fails")
+        error = MalformedMessage(f"the answer was not a valid JSON-RPC response: {event.reason}",
+                                 server=self.name)
+        error.request_id = event.id
+        self._fail_request(token, error)
 
     def _unexpected(self, detail: str) -> None:
         if self.state is PeerState.NEGOTIATING:

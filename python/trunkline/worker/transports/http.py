@@ -426,7 +426,9 @@ class HttpTransport:
             async for line in lines:
                 env = scan(line[:-1])
                 response = env.kind in (KIND_RESULT, KIND_ERROR)
-                if response and env.id == out.id:
+                if (response or env.kind == KIND_INVALID) and env.id == out.id:
+                    # Its answer, or what the server meant as one (a malformed answer
+                    # keeps its id, and the Peer fails the request with the reason).
                     self._deliver(out, line)
                     return True
                 stray = self._stray(out, env, line, response)
