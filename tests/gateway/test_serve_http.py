@@ -166,9 +166,17 @@ def test_a_legacy_session_is_signed_and_served_by_the_replica_that_opened_it(gat
         status, answer, _ = await one.post(one.message("ping"), {
             **in_session, "MCP-Protocol-Version": "2025-11-25"})
         assert status == 400 and answer["error"]["code"] == -32600
-        # Signed, not stored: the client cannot end it (405, as 2025-11-25 allows).
+        # Its client ends it where it is held (elsewhere: 404 naming the holder); from
+        # then on its id is 404 there too.
         async with two.http.delete(two.url, headers=in_session) as response:
-            assert response.status == 405 and response.headers["Allow"] == "GET, POST"
+            assert response.status == 404
+            assert session.split(".")[0] in (await response.json())["error"]["message"]
+        async with one.http.delete(one.url, headers=in_session) as response:
+            assert response.status == 200
+        status, answer, _ = await one.post(one.message("tools/list", {}), in_session)
+        assert status == 404 and answer["error"]["code"] == -32600
+        async with one.http.delete(one.url, headers=in_session) as response:
+            assert response.status == 404
         assert [await gw.stop() for gw in (one, two, stranger)] == [0, 0, 0]
     run(main())
 

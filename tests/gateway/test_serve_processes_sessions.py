@@ -136,9 +136,10 @@ def test_a_sessions_level_cancels_and_resumptions_reach_its_copy(gateways, tmp_p
                 break
             await asyncio.sleep(0.05)
         assert len(cancelled) == 4, cancelled
-        # A dropped stream is picked up with Last-Event-ID on another connection.
+        # A stream dropped before its answer is picked up with Last-Event-ID on another
+        # connection (one whose answer was written out in full is not kept).
         for i in range(4):
-            call = gw.message("tools/call", {"name": "echo", "arguments": {"i": i}})
+            call = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 1}})
             async with fresh() as http, http.post(gw.url, data=orjson.dumps(call),
                                                   headers=session) as stream:
                 priming = await stream.content.readuntil(b"\n\n")
@@ -164,7 +165,7 @@ def test_a_sessions_subscriptions_are_heard_on_any_connection(gateways, tmp_path
             gw, gw.message("resources/subscribe", {"uri": "echo://about"}), session)
         assert status == 200 and answer["result"] == {}, answer
         # Four GET streams of the session, each on a connection of its own: all hear it.
-        heard: list[asyncio.Queue[dict[str, Any]]] = []
+        heard: list[asyncio.Queue[dict[str, Any] | None]] = []
         async with fresh() as http:
             streams = [await http.get(gw.url, headers={**session,
                                                        "Accept": "text/event-stream"})
@@ -172,7 +173,7 @@ def test_a_sessions_subscriptions_are_heard_on_any_connection(gateways, tmp_path
             try:
                 for stream in streams:
                     assert stream.status == 200
-                    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+                    queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
                     heard.append(queue)
                     asyncio.ensure_future(_into(sse_messages(stream), queue))
                 await asyncio.sleep(0.5)  # the streams are registered where they landed
@@ -184,6 +185,16 @@ def test_a_sessions_subscriptions_are_heard_on_any_connection(gateways, tmp_path
                     note = await asyncio.wait_for(queue.get(), 30)
                     assert note["method"] == "notifications/resources/updated", note
                     assert note["params"]["uri"] == "echo://about"
+                # Its client ends it, on whichever copy: every stream of it ends there,
+                # and its id is 404 on any connection.
+                async with fresh() as other, other.delete(gw.url, headers=session) as done:
+                    assert done.status == 200
+                for queue in heard:
+                    assert await asyncio.wait_for(queue.get(), 30) is None, "ended"
+                for _ in range(4):
+                    status, (answer,) = await on_its_own(gw, gw.message("ping"), session)
+                    assert status == 404 and "start a new session" in \
+                        answer["error"]["message"], answer
             finally:
                 for stream in streams:
                     stream.close()
@@ -224,6 +235,8 @@ async def _all(messages: Any) -> list[dict[str, Any]]:
     return [m async for m in messages]
 
 
-async def _into(messages: Any, queue: asyncio.Queue[dict[str, Any]]) -> None:
+async def _into(messages: Any, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+    """The messages, then None when the stream ends."""
     async for message in messages:
         await queue.put(message)
+    await queue.put(None)

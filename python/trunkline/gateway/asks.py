@@ -5,7 +5,8 @@ for the client's answers.
 Ids are unguessable (``trunkline-`` and 16 random bytes) and each ask belongs to one owner
 (the connection, or the legacy session over HTTP): an answer from anyone else, or to an id
 never asked, is not taken. A client's JSON-RPC error fails the ask with that error; a
-cancelled ask forgets its id, so a late answer is dropped.
+cancelled ask forgets its id, so a late answer is dropped; an owner that goes (its session
+ended) fails the asks it still had.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ class Asks:
         else:
             answer.set_result(response.result)
         return True
+
+    def fail(self, owner: Any, error: Exception) -> None:
+        """Every ask of ``owner``'s still waiting fails with ``error`` (its session ended)."""
+        for waiting_owner, answer in list(self._waiting.values()):
+            if waiting_owner == owner and not answer.done():
+                answer.set_exception(error)
 
     def __len__(self) -> int:
         return len(self._waiting)

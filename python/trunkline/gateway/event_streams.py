@@ -1,5 +1,5 @@
 """A legacy client's call streams, resumable (MCP 2025-11-25, basic/transports: "Resumability
-and Redelivery"; SEP-1699).
+and Redelivery"; SEP-1699), in a store bounded by bytes.
 
 The rules, for a legacy session's ``tools/call`` answered as an SSE stream:
 
@@ -12,61 +12,109 @@ The rules, for a legacy session's ``tools/call`` answered as an SSE stream:
   ``notifications/cancelled`` for that), so the call runs on and its events are kept;
 - a GET of the same session with ``Last-Event-ID`` replays the events after that one, on
   that stream only, then follows it until its answer; another session's id, or one this
-  process does not hold (another replica's, or expired), is not found;
-- a stream is kept ``KEEP_S`` after its answer, and holds at most ``MAX_EVENTS`` events
-  (beyond, the oldest go, and a resumption from before them is not found).
+  process does not hold (another replica's, delivered, evicted or expired), is not found;
+- a stream whose answer was written out to its client in full is not kept: nothing is
+  left to redeliver. A finished stream not delivered is kept ``KEEP_S`` after its answer;
+- the store is bounded by bytes (each stream's events, and ``STREAM_OVERHEAD`` for the
+  stream itself), per session (``session_kept_bytes``) and in all (``kept_bytes``): when
+  a bound is passed, the finished streams kept longest go first (the session's own for
+  its bound; anyone's for the total). A running call's stream is never evicted, and a new
+  call is never refused: while running streams alone pass a bound, a stream that
+  finishes goes at once (its answer reaches the connection it runs on, if any, and is not
+  kept for a later one);
+- one stream holds at most ``MAX_EVENTS`` events and at most ``session_kept_bytes``
+  bytes of them (beyond, its oldest go, and a resumption from before them is not found;
+  the newest event always stays).
+
+Pure bookkeeping, but for the followers' wake-up: ``sweep`` (called by the owner's one
+periodic sweep, ``legacy_sessions``) drops what is past its keeping; no timer per stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
+from .limits import Limits
+
 #: The client's wait before reconnecting, sent as the stream's ``retry``.
 RETRY_MS = 1000
-#: How long a finished stream can still be resumed, and how many events one keeps.
+#: How long a finished stream not delivered can still be resumed, and how many events one
+#: keeps.
 KEEP_S = 60.0
 MAX_EVENTS = 1024
-#: How many streams one gateway process holds at once (running or kept).
-MAX_STREAMS = 65536
+#: What a kept stream costs besides its events (its object and index entries), counted
+#: with them against the bounds.
+STREAM_OVERHEAD = 512
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+               "X-Accel-Buffering": "no"}
+
+
+def sse(message: dict[str, Any]) -> bytes:
+    """One message as an SSE event without an id (a stream that is not resumable)."""
+    return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
 
 
 class ReplayableStream:
     """One call's SSE events, in order, each with its id, for as long as it is kept."""
 
-    def __init__(self, stream_id: str, session: str) -> None:
+    __slots__ = ("id", "session", "finished", "kept", "size", "kept_until", "_events",
+                 "_first", "_grew", "_store")
+
+    def __init__(self, stream_id: str, session: str, store: StreamStore) -> None:
         self.id = stream_id
         self.session = session
+        self.finished = False
+        #: Whether the store still holds it (resumable); a follower may outlive that.
+        self.kept = True
         self._events: list[bytes] = [
             f"id: {stream_id}-0\nretry: {RETRY_MS}\ndata: \n\n".encode()]
+        #: What it counts against the store's bounds.
+        self.size = STREAM_OVERHEAD + len(self._events[0])
+        #: When a finished stream stops being kept (``time.monotonic``).
+        self.kept_until = 0.0
         self._first = 0  # the number of the first event still kept
         self._grew = asyncio.Event()
-        self.finished = False
+        self._store = store
+
+    @property
+    def last(self) -> int:
+        """The number of the newest event."""
+        return self._first + len(self._events) - 1
 
     def add(self, message: dict[str, Any]) -> None:
-        number = self._first + len(self._events)
-        self._events.append(f"id: {self.id}-{number}\nevent: message\ndata: ".encode()
-                            + orjson.dumps(message) + b"\n\n")
-        if len(self._events) > MAX_EVENTS:
+        event = (f"id: {self.id}-{self._first + len(self._events)}\nevent: message\ndata: "
+                 .encode() + orjson.dumps(message) + b"\n\n")
+        self._events.append(event)
+        grown = len(event)
+        cap = self._store.session_kept_bytes
+        while len(self._events) > 1 and (len(self._events) > MAX_EVENTS
+                                         or self.size + grown > cap):
+            grown -= len(self._events[0])
             del self._events[0]
             self._first += 1
-        self._wake()
+        self.size += grown
+        self._store._resized(self, grown)
+        self._grew.set()
 
     def finish(self) -> None:
         self.finished = True
-        self._wake()
+        self._grew.set()
 
     def holds(self, after: int) -> bool:
         """Whether every event after number ``after`` is still kept."""
         return self._first <= after + 1 <= self._first + len(self._events)
 
-    async def follow(self, after: int = -1) -> AsyncIterator[bytes]:
-        """The events after number ``after``, then each new one, until the stream is
-        finished."""
+    async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, bytes]]:
+        """The events after number ``after`` (each with its number), then each new one,
+        until the stream is finished."""
         sent = after
         while True:
             start = sent + 1 - self._first
@@ -74,29 +122,59 @@ class ReplayableStream:
                 return  # the events were dropped while this reader was behind
             for event in self._events[start:]:
                 sent += 1
-                yield event
+                yield sent, event
             if self.finished:
                 return
             self._grew.clear()
             await self._grew.wait()
 
-    def _wake(self) -> None:
-        self._grew.set()
+
+class _SessionStreams:
+    """One session's streams in the store, and the bytes they count."""
+
+    __slots__ = ("size", "streams", "finished")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.streams: dict[str, ReplayableStream] = {}
+        #: Its finished streams, kept longest first.
+        self.finished: OrderedDict[str, ReplayableStream] = OrderedDict()
 
 
 class StreamStore:
-    """The resumable streams of one gateway process."""
+    """The resumable streams of one gateway process, bounded by bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, kept_bytes: int = Limits.kept_bytes,
+                 session_kept_bytes: int = Limits.session_kept_bytes,
+                 keep_s: float = KEEP_S) -> None:
+        self.kept_bytes = kept_bytes
+        self.session_kept_bytes = session_kept_bytes
+        self.keep_s = keep_s
+        #: The bytes the streams held count (running and finished).
+        self.size = 0
+        #: Finished streams dropped for the bounds before their time (not delivered).
+        self.evicted = 0
         self._streams: dict[str, ReplayableStream] = {}
-        self._expiries: set[asyncio.TimerHandle] = set()
+        #: Finished streams, kept longest first.
+        self._finished: OrderedDict[str, ReplayableStream] = OrderedDict()
+        self._sessions: dict[str, _SessionStreams] = {}
 
-    def open(self, session: str) -> ReplayableStream | None:
-        """A new stream for ``session``; None when the process holds too many."""
-        if len(self._streams) >= MAX_STREAMS:
-            return None
-        stream = ReplayableStream(secrets.token_urlsafe(12), session)
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def size_of(self, session: str) -> int:
+        held = self._sessions.get(session)
+        return 0 if held is None else held.size
+
+    def open(self, session: str) -> ReplayableStream:
+        """A new stream for ``session`` (never refused: finished streams make room)."""
+        stream = ReplayableStream(secrets.token_urlsafe(12), session, self)
         self._streams[stream.id] = stream
+        held = self._sessions.get(session)
+        if held is None:
+            held = self._sessions[session] = _SessionStreams()
+        held.streams[stream.id] = stream
+        self._resized(stream, stream.size)
         return stream
 
     def resume(self, last_event_id: str, session: str) -> tuple[ReplayableStream, int] | None:
@@ -110,21 +188,73 @@ class StreamStore:
         return (stream, after) if stream.holds(after) else None
 
     def finished(self, stream: ReplayableStream) -> None:
-        """The stream's answer was added: keep it ``KEEP_S`` more for late resumptions."""
+        """The stream's answer was added (or its call ended without one): kept ``keep_s``
+        for a resumption, within the bounds."""
         stream.finish()
-        loop = asyncio.get_running_loop()
-        handle: asyncio.TimerHandle
+        if not stream.kept:
+            return
+        stream.kept_until = time.monotonic() + self.keep_s
+        self._finished[stream.id] = stream
+        held = self._sessions[stream.session]
+        held.finished[stream.id] = stream
+        self._evict(held)
 
-        def expire() -> None:
-            self._expiries.discard(handle)
-            self._streams.pop(stream.id, None)
-        handle = loop.call_later(KEEP_S, expire)
-        self._expiries.add(handle)
+    def delivered(self, stream: ReplayableStream) -> None:
+        """The finished stream was written out to its client in full: not kept."""
+        if stream.kept:
+            self._forget(stream)
+
+    def drop_session(self, session: str) -> None:
+        """Every stream of ``session`` goes (it ended); their followers stop."""
+        held = self._sessions.get(session)
+        for stream in list(held.streams.values()) if held is not None else ():
+            self._forget(stream)
+            stream.finish()
+
+    def sweep(self, now: float) -> None:
+        """Drop the finished streams kept their time (``now``: ``time.monotonic``)."""
+        while self._finished:
+            stream = next(iter(self._finished.values()))
+            if stream.kept_until > now:
+                return
+            self._forget(stream)
 
     def close(self) -> None:
-        for handle in self._expiries:
-            handle.cancel()
-        self._expiries.clear()
         for stream in self._streams.values():
+            stream.kept = False
             stream.finish()
         self._streams.clear()
+        self._finished.clear()
+        self._sessions.clear()
+        self.size = 0
+
+    def _resized(self, stream: ReplayableStream, grown: int) -> None:
+        if not stream.kept:
+            return
+        held = self._sessions[stream.session]
+        held.size += grown
+        self.size += grown
+        if grown > 0:
+            self._evict(held)
+
+    def _evict(self, held: _SessionStreams) -> None:
+        """The finished streams kept longest, until the bounds hold again (or none is
+        left to go: running streams stay)."""
+        while held.size > self.session_kept_bytes and held.finished:
+            self._forget(next(iter(held.finished.values())), evicted=True)
+        while self.size > self.kept_bytes and self._finished:
+            self._forget(next(iter(self._finished.values())), evicted=True)
+
+    def _forget(self, stream: ReplayableStream, evicted: bool = False) -> None:
+        stream.kept = False
+        del self._streams[stream.id]
+        self._finished.pop(stream.id, None)
+        held = self._sessions[stream.session]
+        del held.streams[stream.id]
+        held.finished.pop(stream.id, None)
+        held.size -= stream.size
+        self.size -= stream.size
+        if not held.streams:
+            del self._sessions[stream.session]
+        if evicted:
+            self.evicted += 1

@@ -53,6 +53,9 @@ class Wire(Protocol):
 
     async def drained(self) -> None: ...
 
+    @property
+    def unsent(self) -> int: ...
+
     def keeps(self, exchange: Exchange) -> bool: ...
 
 
@@ -206,6 +209,12 @@ class Exchange:
         head.append(self._head_end())
         head.append(body)
         self._conn.send(b"".join(head))  # one write: head and body (rule 3)
+
+    @property
+    def written_out(self) -> bool:
+        """Whether everything written so far was handed to the system, the client still
+        connected (what a server can know of delivery)."""
+        return not self._lost and self._conn.unsent == 0
 
     @property
     def backed_up(self) -> bool:

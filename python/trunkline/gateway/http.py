@@ -10,19 +10,20 @@ HTTP/1.1 server, ``http_server``):
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
   until the client closes it, told of every change of the lists it was granted.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
-  signed, not stored (``SessionSigner``), naming this process; a GET with it opens the
-  session's stream for list changes; DELETE is 405, as 2025-11-25 allows: nothing stored
-  could be forgotten. An id no replica signed is 404, which tells the client to start
-  over. A legacy call accepting SSE gets a resumable stream (``event_streams``: a priming
-  event, event ids, replay on a GET with ``Last-Event-ID``); it outlives its connection
-  and ends early only by the client's ``notifications/cancelled``. A server's input for a
-  legacy client's call is asked on that call's SSE stream and answered in a POST.
-  Everything a session holds (asks waiting, streams, subscriptions, its log level) is the
-  process's that opened it: a request of a session another process holds is passed to it
-  when it is a sibling copy (``siblings``), else answered 404 naming the holder (a
-  replica behind a balancer without affinity, or a process started again since), never
-  accepted and dropped. The same for a modern client's answer to an input round another
-  process asked (its ``requestState`` names the process).
+  signed (``SessionSigner``), naming this process and carrying its expiry; a GET with it
+  opens the session's stream for list changes; DELETE ends it. An id no replica signed is
+  404, and so is one of a session that ended (DELETE, idle, expired), which tells the
+  client to start over. A legacy call accepting SSE gets a resumable stream
+  (``event_streams``: a priming event, event ids, replay on a GET with
+  ``Last-Event-ID``); it outlives its connection and ends early only by the client's
+  ``notifications/cancelled`` or the session's end. A server's input for a legacy
+  client's call is asked on that call's SSE stream and answered in a POST. Everything a
+  session holds (asks waiting, streams, subscriptions, its log level) is the process's
+  that opened it (``legacy_sessions``, which bounds it): a request of a session another
+  process holds is passed to it when it is a sibling copy (``siblings``), else answered
+  404 naming the holder (a replica behind a balancer without affinity, or a process
+  started again since), never accepted and dropped. The same for a modern client's answer
+  to an input round another process asked (its ``requestState`` names the process).
 
 Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
 status``), behind the same checks as ``/mcp``; ``Host`` checked against the names the
@@ -44,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,7 +58,6 @@ from opentelemetry import context as otel_context
 from .._codec import wide_integer_at
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
-from ..loop.tasks import TaskScope
 from ..protocol import headers as mcp_headers
 from ..parent.bridged_calls import TOKEN_PREFIX
 from ..protocol.listen import SUBSCRIPTION_ID
@@ -77,8 +78,8 @@ from .answers import (
     listen_grant,
     resource_updated,
 )
-from .asks import Asks
-from .event_streams import ReplayableStream, StreamStore
+from .event_streams import SSE_HEADERS
+from .event_streams import sse as _sse
 from .exchange import JSON, Disconnected, Exchange
 from .http_rules import (
     LegacySession,
@@ -95,22 +96,13 @@ from .http_rules import (
 )
 from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
+from .legacy_sessions import LegacySessions
 from .processes import bind_socket, bind_unix_socket
 from .siblings import Siblings, SiblingUnreachable
 
 log = logging.getLogger("trunkline.gateway")
 
 ENDPOINT = "/mcp"
-#: Legacy sessions whose log level a replica remembers, and resource subscriptions it
-#: holds for legacy sessions (a signed session never ends, so these are bounded).
-_MAX_SESSION_LEVELS = 65536
-_MAX_SUBSCRIBED = 65536
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-               "X-Accel-Buffering": "no"}
-
-
-def _sse(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
 
 
 @dataclass(slots=True)
@@ -142,6 +134,13 @@ def _answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -
 
 def _refusal(status: int, code: int, message: str, **headers: str) -> Reply:
     return _json(p.error_response(None, p.error(code, message)), status, headers)
+
+
+def _session_ended() -> Reply:
+    """A request of a session this process held, which has ended (2025-11-25: 404, and
+    its client starts a new one)."""
+    return _refusal(404, p.INVALID_REQUEST, "Session not found: it ended (its client "
+                    "deleted it, or it was idle or past its lifetime); start a new session")
 
 
 def _malformed_status(err: dict[str, Any]) -> int:
@@ -260,20 +259,9 @@ class HttpFace:
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
         self._streams: dict[asyncio.Queue[dict[str, Any] | None], frozenset[str]] = {}
-        #: Legacy sessions' GET streams, by session id.
-        self._legacy_streams: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
-        #: Legacy sessions' resource subscriptions (by session id, then URI): this
-        #: replica's, since a signed session id cannot carry what comes after it.
-        self._subscribed: dict[str, dict[str, Callable[[], None]]] = {}
-        self._asks = Asks()
-        #: Legacy sessions' calls: their resumable streams, and the calls themselves by
-        #: (session, request id), run in the face's scope rather than their connection's.
-        self._replayable = StreamStore()
-        self._legacy_calls: dict[tuple[str, tuple[str, Any]], asyncio.Task[None]] = {}
-        self._scope = TaskScope("gateway legacy calls")
-        #: Legacy sessions' ``logging/setLevel``: the one session state a signed id does
-        #: not carry (it is set after the id was issued), so it is this replica's.
-        self._log_levels: dict[str, str] = {}
+        #: What the legacy sessions this process opened hold: a signed session id cannot
+        #: carry what comes after it.
+        self._legacy = LegacySessions(answerer)
         self._header_params_of: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
         #: ``Host`` header values already judged (a client sends the same one every time).
         self._host_verdicts: dict[str, bool] = {}
@@ -299,7 +287,7 @@ class HttpFace:
         self._unwatch = answerer.watch_lists(self._list_changed)
 
     async def start(self) -> str:
-        await self._scope.open()
+        await self._legacy.start()
         sock = self._sock or bind_socket(self._bind, self._port)
         host = f"[{self._bind}]" if sock.family == socket.AF_INET6 else self._bind
         port = sock.getsockname()[1]
@@ -392,28 +380,16 @@ class HttpFace:
         if self._sibling_server is not None:
             self._sibling_server.stop_accepting()
         self._unwatch()
-        for queue in (*self._streams, *self._all_legacy_streams()):
+        for queue in self._streams:
             queue.put_nowait(None)
-        calls = list(self._legacy_calls.values())
-        if calls:  # legacy calls outlive their connections: they get the drain deadline
-            _done, late = await asyncio.wait(calls, timeout=self._drain_s)
-            for task in late:
-                task.cancel()
-        await self._scope.aclose()
-        self._replayable.close()
-        for session in self._subscribed.values():
-            for stop in session.values():
-                stop()
-        self._subscribed.clear()
+        # Legacy calls outlive their connections: they get the drain deadline.
+        await self._legacy.drain(self._drain_s)
         if self._server is not None:
             await self._server.stop()
         if self._sibling_server is not None:
             await self._sibling_server.stop()
         for keys in self._issuer_keys:
             await keys.aclose()
-
-    def _all_legacy_streams(self) -> list[asyncio.Queue[dict[str, Any] | None]]:
-        return [q for queues in self._legacy_streams.values() for q in queues]
 
     # -- checks every request passes ---------------------------------------------------
 
@@ -535,9 +511,12 @@ class HttpFace:
         if session_id and session is None and not (isinstance(inbound, p.Request)
                                                   and inbound.era is p.ClientEra.MODERN):
             return ready(_refusal(404, p.INVALID_REQUEST, "Session not found"))
-        if session is not None and not session.held and not (
-                isinstance(inbound, p.Request) and inbound.era is p.ClientEra.MODERN):
-            return self._elsewhere(request, body, session.instance)
+        if session is not None and not (isinstance(inbound, p.Request)
+                                        and inbound.era is p.ClientEra.MODERN):
+            if not session.held:
+                return self._elsewhere(request, body, session.instance)
+            if not self._legacy.find(session_id):
+                return ready(_session_ended())
         if type(inbound) is p.Request and inbound.era is p.ClientEra.MODERN:
             state = inbound.params.get("requestState")
             if type(state) is str and state.startswith(TOKEN_PREFIX) \
@@ -596,15 +575,12 @@ class HttpFace:
             return _json(p.error_response(inbound.id, inbound.error),
                          _malformed_status(inbound.error))
         if isinstance(inbound, p.Response):
-            if not self._asks.answered(inbound, owner=session_id):
+            if not self._legacy.answered(inbound, session_id):
                 log.info("a client's answer to no question of its session: dropped")
         elif isinstance(inbound, p.Notification) and session_id and \
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
-            task = self._legacy_calls.get(
-                (session_id, p.request_key(inbound.params.get("requestId"))))
-            if task is not None:
-                task.cancel()
+            self._legacy.cancelled(session_id, inbound.params.get("requestId"))
         return Reply(202)
 
     def _carrying(self, http: Exchange, request: p.Request, session_id: str | None,
@@ -665,28 +641,28 @@ class HttpFace:
         answer = self._answerer.immediate(request)
         if answer is None:
             client = NO_CLIENT if session_id is None or request.era is p.ClientEra.MODERN \
-                else Client(log_level=self._log_levels.get(session_id))
+                else Client(log_level=self._legacy.log_level(session_id))
             key = session_id if legacy else http.connection
             return self._relayed(http, lambda notify: self._answerer.from_fleet(
                 request, client, notify, key))
         headers = {}
         if request.method == "logging/setLevel" and "result" in answer and session_id:
-            self._remember_level(session_id, request.params["level"])
+            self._legacy.set_log_level(session_id, request.params["level"])
         if request.method == "initialize" and "result" in answer:
             declared = request.params.get("capabilities")
-            headers["Mcp-Session-Id"] = self._signer.mint(
+            limits, now = self._answerer.limits, time.time()
+            minted = self._signer.mint(
                 answer["result"]["protocolVersion"], declared if isinstance(declared, dict)
-                else None, owner=_owner(http))
+                else None, now=now, owner=_owner(http), lifetime_s=limits.session_lifetime_s,
+                idle_s=limits.session_idle_s)
+            refused = self._legacy.opened(minted, now + limits.session_lifetime_s)
+            if refused is not None:
+                return ready(_answer(p.error_response(request.id, refused)))
+            headers["Mcp-Session-Id"] = minted
         return ready(_answer(answer, headers))
 
     async def _subscription_reply(self, request: p.Request, session_id: str) -> Reply:
-        return _answer(await self._subscription(request, session_id))
-
-    def _remember_level(self, session_id: str, level: str) -> None:
-        self._log_levels.pop(session_id, None)
-        self._log_levels[session_id] = level
-        if len(self._log_levels) > _MAX_SESSION_LEVELS:  # the longest unchanged goes
-            del self._log_levels[next(iter(self._log_levels))]
+        return _answer(await self._legacy.subscription(request, session_id))
 
     def _header_params(self, request: p.Request) -> tuple[mcp_headers.HeaderParam, ...]:
         """The ``x-mcp-header`` arguments of the tool a ``tools/call`` names (as served),
@@ -739,44 +715,11 @@ class HttpFace:
 
     async def _legacy_call(self, http: Exchange, request: p.Request, session_id: str,
                            session: LegacySession, admitted: Admitted) -> Reply | None:
-        """A legacy session's call, on a resumable stream (``event_streams``): the call
-        runs on when the client disconnects (2025-11-25: that is no cancellation; its
-        ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up.
-        It was ``admitted`` under its session, which it counts against until it ends."""
-        key = (session_id, p.request_key(request.id))
-        if key in self._legacy_calls:
-            self._answerer.release(admitted)
-            return _answer(p.error_response(request.id, p.error(
-                p.INVALID_REQUEST, f"request id {request.id!r} is already in flight")))
-        stream = self._replayable.open(session_id)
-        if stream is None:
-            self._answerer.release(admitted)
-            return _answer(p.error_response(request.id, p.error(
-                p.INVALID_REQUEST, "too many open streams: try again later")))
-        # A server's input is asked on this stream; the answer comes in a POST.
-        client = Client(session.capabilities, lambda method, params: self._asks.ask(
-            stream.add, method, params, owner=session_id), self._log_levels.get(session_id))
-
-        async def run() -> None:
-            try:
-                stream.add(await self._answerer.call(request, stream.add, client, session_id,
-                                                     admitted))
-            finally:
-                self._legacy_calls.pop(key, None)
-                self._replayable.finished(stream)
-        task = self._scope.spawn(run(), name=f"legacy call {request.id!r}")
-        # Released when the task ends, even one cancelled before it began.
-        task.add_done_callback(lambda _task: self._answerer.release(admitted))
-        self._legacy_calls[key] = task
-        await self._replay(http, stream)
-        return None
-
-    async def _replay(self, http: Exchange, stream: ReplayableStream,
-                      after: int = -1) -> None:
-        http.cancel_when_gone()  # the call goes on; the client reads no more of it here
-        await http.open_stream(SSE_HEADERS)
-        async for event in stream.follow(after):
-            await http.write(event)
+        """A legacy session's call (``LegacySessions.call``), ``admitted`` under its session,
+        which it counts against until it ends."""
+        refused = await self._legacy.call(http, request, session_id, session.capabilities,
+                                          admitted)
+        return None if refused is None else _answer(refused)
 
     async def _listen(self, http: Exchange, request: p.Request) -> None:
         http.cancel_when_gone()
@@ -803,33 +746,6 @@ class HttpFace:
             for stop in stops:
                 stop()
 
-    async def _subscription(self, request: p.Request, session_id: str) -> dict[str, Any]:
-        """A legacy session's ``resources/subscribe`` or ``resources/unsubscribe``: its
-        updates go to the session's GET streams on this replica (none open: none sent)."""
-        uri = request.params.get("uri")
-        session = self._subscribed.get(session_id, {})
-        if request.method == "resources/unsubscribe":
-            stop = session.pop(uri, None) if isinstance(uri, str) else None
-            if stop is not None:
-                stop()
-            return p.response(request.id, {})
-        if uri not in session and sum(map(len, self._subscribed.values())) >= _MAX_SUBSCRIBED:
-            return p.error_response(request.id, p.error(
-                p.INVALID_REQUEST, f"this gateway holds {_MAX_SUBSCRIBED} resource "
-                "subscriptions already: unsubscribe from some first"))
-
-        def updated(params: dict[str, Any]) -> None:
-            for queue in self._legacy_streams.get(session_id, ()):
-                queue.put_nowait(resource_updated(params))
-        watched = await self._answerer.watch(uri, request.era, updated)
-        if isinstance(watched, dict):
-            return p.error_response(request.id, watched)
-        previous = self._subscribed.setdefault(session_id, {}).pop(uri, None)
-        self._subscribed[session_id][uri] = watched
-        if previous is not None:
-            previous()
-        return p.response(request.id, {})
-
     # -- GET / DELETE: a legacy session's stream, and its end ----------------------------------
 
     async def _get(self, http: Exchange) -> Reply | None:
@@ -842,36 +758,33 @@ class HttpFace:
             return Reply(405, headers={"Allow": "POST"})
         if not session.held:
             return await self._elsewhere(http, None, session.instance)
+        if not self._legacy.find(session_id):
+            return _session_ended()
         last_event_id = http.headers.get("last-event-id")
         if last_event_id is not None:
-            found = self._replayable.resume(last_event_id, session_id)
-            if found is None:
+            if not await self._legacy.resume(http, session_id, last_event_id):
                 return _refusal(404, p.INVALID_REQUEST,
                                 "no stream of this session to resume from that event here")
-            await self._replay(http, *found)
             return None
-        http.cancel_when_gone()
-        await http.open_stream(SSE_HEADERS)
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._legacy_streams.setdefault(session_id, set()).add(queue)
-        try:
-            while (note := await queue.get()) is not None:
-                await http.write(_sse(note))
-        finally:
-            queues = self._legacy_streams.get(session_id, set())
-            queues.discard(queue)
-            if not queues:
-                self._legacy_streams.pop(session_id, None)
+        await self._legacy.changes(http, session_id)
         return None
 
     async def _delete(self, http: Exchange) -> Reply | None:
-        """A legacy session cannot be ended by its client: it is signed, not stored, so
-        no replica could forget it (2025-11-25 lets a server answer 405 here)."""
+        """A legacy session's client ends it (2025-11-25): everything it held goes at once,
+        and its id is 404 from then on. Without a session (or with an id no replica
+        signed) there is nothing to end: 405, this endpoint takes POSTs."""
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return Reply(405, headers={"Allow": "GET, POST" if self._session(
-            http, http.headers.get("mcp-session-id")) else "POST"})
+        session_id = http.headers.get("mcp-session-id")
+        session = self._session(http, session_id) if session_id else None
+        if session is None or not session_id:
+            return Reply(405, headers={"Allow": "POST"})
+        if not session.held:
+            return await self._elsewhere(http, None, session.instance)
+        if not self._legacy.end(session_id):
+            return _session_ended()
+        return Reply(200)
 
     # -- health ---------------------------------------------------------------------------
 
@@ -898,7 +811,8 @@ class HttpFace:
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return _json(status_document(self._answerer.host),
+        return _json({**status_document(self._answerer.host),
+                      "legacy_sessions": self._legacy.status()},
                      headers={"Cache-Control": "no-store"})
 
     def _list_changed(self, which: str) -> None:
@@ -908,5 +822,4 @@ class HttpFace:
         for queue, lists in self._streams.items():
             if which in lists:
                 queue.put_nowait(note)
-        for queue in self._all_legacy_streams():
-            queue.put_nowait(note)
+        self._legacy.list_changed(note)

@@ -10,11 +10,14 @@ body, statuses for errors, who may call, and legacy session ids any replica can 
   instance name of the gateway process that opened it (the replica's name, and the copy's
   index under ``--processes``: ``r1_2``), in the clear so that a load balancer can route
   on it; the payload carries that process's boot (random per start), the negotiated
-  revision, when it was issued, the input capabilities the client declared, and, when the
-  client presented an access token, its owner (a digest of the token's issuer and
-  subject: the session answers no one else, against session hijacking); the signature,
-  over process and payload, is HMAC-SHA256 under a key the replicas share. Any replica
-  verifies it; only the process that opened it holds its state (``LegacySession.held``).
+  revision, when it was issued, when it expires (``session_lifetime_s`` after) and how
+  long it may be idle (``session_idle_s``), the input capabilities the client declared,
+  and, when the client presented an access token, its owner (a digest of the token's
+  issuer and subject: the session answers no one else, against session hijacking); the
+  signature, over process and payload, is HMAC-SHA256 under a key the replicas share. Any
+  replica verifies it; only the process that opened it holds its state
+  (``LegacySession.held``), and tells whether it still lives (``legacy_sessions``: ended
+  by its client's DELETE, idle, or past its expiry).
 - ``Host`` is checked against the names the gateway is reachable by, ``Origin`` against
   the origins it serves as (those names on its port, by scheme, host and port): DNS
   rebinding, and pages of other programs on the same host; API keys are compared in
@@ -44,6 +47,7 @@ from ..protocol.versions import (
 )
 from . import protocol as p
 from .admission import OVERLOADED
+from .limits import Limits
 
 #: Methods whose ``Mcp-Name`` comes from a params member.
 _NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -222,6 +226,9 @@ class LegacySession:
     #: Whether the process that verified the id is that one: it alone holds the session's
     #: state (its streams, subscriptions, log level, questions waiting for answers).
     held: bool = False
+    #: When it ends (seconds since the epoch), and after how long unused.
+    expires: float = 0.0
+    idle_s: float = 0.0
 
 
 def session_owner(issuer: str, subject: str) -> str:
@@ -258,13 +265,16 @@ class SessionSigner:
         self.boot = boot or secrets.token_urlsafe(6)
 
     def mint(self, version: str, capabilities: Mapping[str, Any] | None = None,
-             now: float | None = None, owner: str | None = None) -> str:
+             now: float | None = None, owner: str | None = None,
+             lifetime_s: float = Limits.session_lifetime_s,
+             idle_s: float = Limits.session_idle_s) -> str:
         carried = {k: v for k, v in (capabilities or {}).items()
                    if k in _CARRIED_CAPABILITIES and isinstance(v, dict)}
+        issued = now or time.time()
         # The nonce: two sessions opened in the same millisecond with the same capabilities
         # are still two sessions (their ids are whose answers and streams are whose).
-        fields = {"v": version, "t": round(now or time.time(), 3), "c": carried,
-                  "n": secrets.token_urlsafe(12), "b": self.boot}
+        fields = {"v": version, "t": round(issued, 3), "e": round(issued + lifetime_s, 3),
+                  "i": idle_s, "c": carried, "n": secrets.token_urlsafe(12), "b": self.boot}
         if owner is not None:
             fields["o"] = owner
         signed = f"{self.instance}.{_b64(orjson.dumps(fields))}"
@@ -283,7 +293,8 @@ class SessionSigner:
         except (ValueError, orjson.JSONDecodeError):
             return None
         version = data.get("v") if isinstance(data, dict) else None
-        if version not in LEGACY_VERSIONS or not isinstance(data.get("t"), (int, float)):
+        if version not in LEGACY_VERSIONS or not all(
+                isinstance(data.get(k), (int, float)) for k in ("t", "e", "i")):
             return None
         capabilities = data.get("c")
         owner = data.get("o")
@@ -291,7 +302,8 @@ class SessionSigner:
         return LegacySession(version, float(data["t"]),
                              capabilities if isinstance(capabilities, dict) else {},
                              owner if isinstance(owner, str) else None, instance, boot,
-                             held=instance == self.instance and boot == self.boot)
+                             held=instance == self.instance and boot == self.boot,
+                             expires=float(data["e"]), idle_s=float(data["i"]))
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self._key, payload.encode(), hashlib.sha256).digest())

@@ -447,6 +447,12 @@ class Connection(asyncio.Protocol):
             self._transport.write(data)
 
     @property
+    def unsent(self) -> int:
+        """Bytes written that are not yet handed to the system (the transport's buffer)."""
+        transport = self._transport
+        return 0 if transport is None or self.closed else transport.get_write_buffer_size()
+
+    @property
     def backed_up(self) -> bool:
         """Whether writing is paused (the client is slow to take what was written)."""
         return self._writable is not None

@@ -55,6 +55,10 @@ class Limits:
     #: A legacy session unused this long ends, and so does any after this long.
     session_idle_s: float = 3600.0
     session_lifetime_s: float = 86400.0
+    #: Legacy sessions one gateway process holds at once: a new one ends the least
+    #: recently active one with no stream open to its client (if every one has, it is
+    #: refused, 503).
+    sessions: int = 16384
 
     # -- connections ---------------------------------------------------------------------
     #: Open HTTP connections, in all and from one peer address (an IPv6 /64); beyond, a

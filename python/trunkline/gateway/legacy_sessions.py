@@ -1,0 +1,390 @@
+"""The 2025-11-25 sessions one gateway process holds, and everything each holds: its log
+level, its resource subscriptions, its GET streams, its calls with their resumable
+streams (``event_streams``), and the questions waiting for its answers (``asks``).
+
+A legacy session id is signed, not stored (``http_rules.SessionSigner``); what comes
+after its ``initialize`` is the process's that opened it (another answers 404, or passes
+the request to it: ``siblings``). The HTTP face routes; this holds.
+
+Rules:
+
+1. A session is held from its ``initialize`` until it ends: its client DELETEs it, it is
+   idle ``session_idle_s`` (no request of it, and no stream of it open to its client),
+   or its signed expiry (``session_lifetime_s`` after it opened) passes. An ended session
+   is not found (404: its client starts a new one), and everything it held goes at once:
+   its subscriptions are unwatched behind the gateway, its GET streams end, its calls in
+   flight are cancelled (their servers told, as for ``notifications/cancelled``), its
+   questions waiting fail, its kept streams are dropped, its log level is forgotten.
+2. One sweep (not a timer per session) ends idle and expired sessions and drops kept
+   streams past their keeping; a request finds a session ended even before the sweep
+   comes to it.
+3. At most ``sessions`` are held at once: a new one ends the least recently active
+   session that has no stream open to its client; when every one has, the new one is
+   refused (503, ``Retry-After``), as a busy gateway is.
+4. Budgets per session: ``session_subscriptions`` resource subscriptions (beyond, an error
+   naming the limit; another session is not concerned), and ``session_kept_bytes`` of
+   kept call streams (the oldest finished go first; ``kept_bytes`` in all). What the
+   process holds is the sum of these: there is no count shared by all sessions, so one
+   session's leftovers never cost another anything.
+5. A call never waits for its stream: a legacy call accepting SSE always gets one, and
+   a finished stream written out to its client in full is not kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ServerError
+from ..loop.tasks import TaskScope
+from . import protocol as p
+from .admission import OVERLOADED, RETRY_AFTER_S
+from .answers import Admitted, Answerer, Client, resource_updated
+from .asks import Asks
+from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore, sse
+from .exchange import Exchange
+
+log = logging.getLogger("trunkline.gateway")
+
+#: The sweep's period, between these (a quarter of the shortest keeping it enforces).
+_SWEEP_S = (0.05, 5.0)
+
+
+class _Session:
+    """What one held session holds."""
+
+    __slots__ = ("id", "deadline", "active", "level", "subscribed", "streams", "calls", "open")
+
+    def __init__(self, session_id: str, deadline: float, now: float) -> None:
+        self.id = session_id
+        #: When it ends whatever it does (``time.monotonic``; its signed expiry).
+        self.deadline = deadline
+        #: When it was last active (a request of it, or one of its streams closing).
+        self.active = now
+        #: Its ``logging/setLevel`` (None: it never set one, and gets no logs).
+        self.level: str | None = None
+        #: Its resource subscriptions: what stops each, by URI.
+        self.subscribed: dict[str, Callable[[], None]] = {}
+        #: Its GET streams.
+        self.streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        #: Its calls in flight, by request id (``protocol.request_key``).
+        self.calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
+        #: Streams of it open to its client now (GET streams, calls followed): while
+        #: any is, it is active.
+        self.open = 0
+
+
+class LegacySessions:
+    """The legacy sessions of one gateway process (rules above)."""
+
+    def __init__(self, answerer: Answerer) -> None:
+        self._answerer = answerer
+        self._limits = answerer.limits
+        #: Held sessions, by id.
+        self._held: dict[str, _Session] = {}
+        #: Those with no stream open to their client, least recently active first: the
+        #: ones that can be idle, and the ones a new session may take the place of.
+        self._resting: OrderedDict[str, _Session] = OrderedDict()
+        #: All, in the order they opened: the order their expiries come in.
+        self._opened: OrderedDict[str, _Session] = OrderedDict()
+        self._kept = StreamStore(kept_bytes=self._limits.kept_bytes,
+                                 session_kept_bytes=self._limits.session_kept_bytes)
+        self._asks = Asks()
+        #: The sessions' calls (run in this scope, not their connections': a legacy call
+        #: outlives its connection) and the sweep.
+        self._scope = TaskScope("gateway legacy sessions")
+        self._closing = False
+
+    async def start(self) -> None:
+        await self._scope.open()
+        shortest = min(self._limits.session_idle_s, self._limits.session_lifetime_s, KEEP_S)
+        period = min(max(shortest / 4, _SWEEP_S[0]), _SWEEP_S[1])
+        self._scope.spawn(self._sweeping(period), name="legacy sessions sweep")
+
+    async def drain(self, deadline_s: float) -> None:
+        """The gateway stops: GET streams end, calls in flight get ``deadline_s`` to
+        finish (then are cancelled), then every session ends."""
+        self._closing = True
+        for held in self._held.values():
+            self._tell(held, None)
+        calls = [task for held in self._held.values() for task in held.calls.values()]
+        if calls:
+            _done, late = await asyncio.wait(calls, timeout=deadline_s)
+            for task in late:
+                task.cancel()
+        await self._scope.aclose()
+        for held in list(self._held.values()):
+            self._end(held, "the gateway stopped")
+        self._kept.close()
+
+    # -- the sessions ------------------------------------------------------------------
+
+    def opened(self, session_id: str, expires: float) -> dict[str, Any] | None:
+        """A session this process just minted (``expires``: its signed expiry, seconds
+        since the epoch): held from now on. None, or the error refusing it (rule 3)."""
+        if len(self._held) >= self._limits.sessions and not self._resting:
+            limit = self._limits.sessions
+            return p.error(p.INTERNAL_ERROR, f"this gateway process holds {limit} legacy "
+                           "sessions, each with a stream open, its limit (sessions); retry "
+                           f"after {RETRY_AFTER_S} s", {
+                               "kind": OVERLOADED, "scope": "sessions", "limit": limit,
+                               "retryAfterS": RETRY_AFTER_S})
+        if len(self._held) >= self._limits.sessions:
+            self._end(next(iter(self._resting.values())), "newer sessions needed its place")
+        now = time.monotonic()
+        held = _Session(session_id, now + (expires - time.time()), now)
+        self._held[session_id] = held
+        self._resting[session_id] = held
+        self._opened[session_id] = held
+        return None
+
+    def find(self, session_id: str) -> bool:
+        """Whether ``session_id`` is held and lives; a request of it is activity. A
+        session found idle or expired ends here (rule 2)."""
+        held = self._held.get(session_id)
+        if held is None:
+            return False
+        now = time.monotonic()
+        if now >= held.deadline:
+            self._end(held, "its lifetime is over")
+            return False
+        if not held.open:
+            if now - held.active > self._limits.session_idle_s:
+                self._end(held, "it was idle")
+                return False
+            self._resting.move_to_end(session_id)
+        held.active = now
+        return True
+
+    def end(self, session_id: str) -> bool:
+        """Its client ends the session (DELETE): whether it was held."""
+        held = self._held.get(session_id)
+        if held is None:
+            return False
+        self._end(held, "its client ended it")
+        return True
+
+    def _end(self, held: _Session, why: str) -> None:
+        """Rule 1: the session is not found any more, and what it held goes now."""
+        del self._held[held.id]
+        del self._opened[held.id]
+        self._resting.pop(held.id, None)
+        log.debug("legacy session ended: %s (%d subscriptions, %d calls in flight)", why,
+                  len(held.subscribed), len(held.calls))
+        for stop in held.subscribed.values():
+            stop()
+        held.subscribed.clear()
+        self._tell(held, None)
+        for task in held.calls.values():
+            task.cancel()
+        self._asks.fail(held.id, ServerError(f"the client's session ended ({why})",
+                                             code=p.INTERNAL_ERROR))
+        self._kept.drop_session(held.id)
+
+    async def _sweeping(self, period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            self.sweep(time.monotonic())
+
+    def sweep(self, now: float) -> None:
+        """End the sessions idle or past their expiry, drop the streams kept their time."""
+        idle_s = self._limits.session_idle_s
+        while self._opened:
+            held = next(iter(self._opened.values()))
+            if held.deadline > now:
+                break
+            self._end(held, "its lifetime is over")
+        while self._resting:
+            held = next(iter(self._resting.values()))
+            if now - held.active <= idle_s:
+                break
+            self._end(held, "it was idle")
+        self._kept.sweep(now)
+
+    def status(self) -> dict[str, Any]:
+        """What the sessions hold, for ``/status``."""
+        return {"sessions": len(self._held),
+                "subscriptions": sum(len(h.subscribed) for h in self._held.values()),
+                "calls": sum(len(h.calls) for h in self._held.values()),
+                "kept_streams": len(self._kept), "kept_bytes": self._kept.size,
+                "evicted_streams": self._kept.evicted}
+
+    # -- what a session holds ----------------------------------------------------------
+
+    def log_level(self, session_id: str) -> str | None:
+        held = self._held.get(session_id)
+        return None if held is None else held.level
+
+    def set_log_level(self, session_id: str, level: str) -> None:
+        held = self._held.get(session_id)
+        if held is not None:
+            held.level = level
+
+    async def subscription(self, request: p.Request, session_id: str) -> dict[str, Any]:
+        """A ``resources/subscribe`` or ``resources/unsubscribe`` of the session: its
+        updates go to the session's GET streams (none open: none sent)."""
+        held = self._held.get(session_id)
+        if held is None:
+            return p.error_response(request.id, _ended())
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            return p.error_response(request.id, p.error(
+                p.INVALID_PARAMS, f"{request.method} needs a uri string"))
+        if request.method == "resources/unsubscribe":
+            stop = held.subscribed.pop(uri, None)
+            if stop is not None:
+                stop()
+            return p.response(request.id, {})
+        refusal = self._over_budget(held, uri)
+        if refusal is not None:
+            return p.error_response(request.id, refusal)
+        watched = await self._answerer.watch(
+            uri, request.era, lambda params: self._tell(held, resource_updated(params)))
+        if isinstance(watched, dict):
+            return p.error_response(request.id, watched)
+        # Checked again: the session may have ended, or subscribed more, meanwhile.
+        refusal = _ended() if self._held.get(session_id) is not held else \
+            self._over_budget(held, uri)
+        if refusal is not None:
+            watched()
+            return p.error_response(request.id, refusal)
+        previous = held.subscribed.pop(uri, None)
+        held.subscribed[uri] = watched
+        if previous is not None:
+            previous()
+        return p.response(request.id, {})
+
+    def _over_budget(self, held: _Session, uri: str) -> dict[str, Any] | None:
+        limit = self._limits.session_subscriptions
+        if uri in held.subscribed or len(held.subscribed) < limit:
+            return None
+        return p.error(p.INVALID_REQUEST, f"this session holds {limit} resource "
+                       "subscriptions, its limit (session_subscriptions): unsubscribe from "
+                       "some first", {"limit": "session_subscriptions", "max": limit})
+
+    def list_changed(self, note: dict[str, Any]) -> None:
+        """A list of the fleet's changed: every GET stream is told."""
+        for held in self._held.values():
+            if held.streams:
+                self._tell(held, note)
+
+    # -- GET streams (``changes``, ``_tell``: the queues) -----------------------------------
+
+    async def changes(self, http: Exchange, session_id: str) -> None:
+        """The session's GET stream: list changes and its resources' updates, until its
+        client closes it or the session ends."""
+        held = self._held[session_id]
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        held.streams.add(queue)
+        self._opening(held)
+        try:
+            http.cancel_when_gone()
+            await http.open_stream(SSE_HEADERS)
+            while (note := await queue.get()) is not None:
+                await http.write(sse(note))
+        finally:
+            held.streams.discard(queue)
+            self._closed(held)
+
+    def _tell(self, held: _Session, note: dict[str, Any] | None) -> None:
+        """Every GET stream of the session gets ``note`` (None: it ends)."""
+        for queue in held.streams:
+            queue.put_nowait(note)
+
+    def _opening(self, held: _Session) -> None:
+        """A stream of the session opens to its client: while one is, it is active."""
+        held.open += 1
+        self._resting.pop(held.id, None)
+
+    def _closed(self, held: _Session) -> None:
+        """A stream of the session open to its client closed: it was active until now."""
+        held.open -= 1
+        held.active = time.monotonic()
+        if not held.open and self._held.get(held.id) is held:
+            self._resting[held.id] = held
+
+    # -- calls, on resumable streams ---------------------------------------------------
+
+    async def call(self, http: Exchange, request: p.Request, session_id: str,
+                   capabilities: dict[str, Any], admitted: Admitted) -> dict[str, Any] | None:
+        """A session's ``tools/call``, on a resumable stream (``event_streams``): the call
+        runs on when the client disconnects (2025-11-25: that is no cancellation; its
+        ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up.
+        ``admitted`` under its session (``Answerer.admit_call``), it counts against the
+        session until it ends. None once the stream was served, else the error to answer
+        with."""
+        held = self._held.get(session_id)
+        if held is None or self._closing:
+            self._answerer.release(admitted)
+            return p.error_response(request.id, _ended())
+        key = p.request_key(request.id)
+        if key in held.calls:
+            self._answerer.release(admitted)
+            return p.error_response(request.id, p.error(
+                p.INVALID_REQUEST, f"request id {request.id!r} is already in flight"))
+        stream = self._kept.open(session_id)
+        # A server's input is asked on this stream; the answer comes in a POST.
+        client = Client(capabilities, lambda method, params: self._asks.ask(
+            stream.add, method, params, owner=session_id), held.level)
+
+        async def run() -> None:
+            try:
+                stream.add(await self._answerer.call(request, stream.add, client, session_id,
+                                                     admitted))
+            finally:
+                held.calls.pop(key, None)
+                self._kept.finished(stream)
+        task = self._scope.spawn(run(), name=f"legacy call {request.id!r}")
+        # Released when the task ends, even one cancelled before it began.
+        task.add_done_callback(lambda _task: self._answerer.release(admitted))
+        held.calls[key] = task
+        await self._replay(http, held, stream)
+        return None
+
+    async def resume(self, http: Exchange, session_id: str, last_event_id: str) -> bool:
+        """A GET with ``Last-Event-ID``: the stream it names replayed from after that
+        event and followed to its end; False (nothing written) when not kept for this
+        session."""
+        found = self._kept.resume(last_event_id, session_id)
+        held = self._held.get(session_id)
+        if found is None or held is None:
+            return False
+        await self._replay(http, held, *found)
+        return True
+
+    async def _replay(self, http: Exchange, held: _Session, stream: ReplayableStream,
+                      after: int = -1) -> None:
+        self._opening(held)
+        sent = after
+        try:
+            http.cancel_when_gone()  # the call goes on; the client reads no more of it here
+            await http.open_stream(SSE_HEADERS)
+            async for sent, event in stream.follow(after):
+                await http.write(event)
+        finally:
+            self._closed(held)
+        if stream.finished and sent == stream.last and http.written_out:
+            # Every event, the answer last, was written out to a client still there.
+            self._kept.delivered(stream)
+
+    def cancelled(self, session_id: str, request_id: Any) -> None:
+        """The session's ``notifications/cancelled``: its call ends (its server told)."""
+        held = self._held.get(session_id)
+        task = None if held is None else held.calls.get(p.request_key(request_id))
+        if task is not None:
+            task.cancel()
+
+    def answered(self, response: p.Response, session_id: str | None) -> bool:
+        """A client's answer to a question of its session's: whether it was one."""
+        return self._asks.answered(response, owner=session_id)
+
+
+def _ended() -> dict[str, Any]:
+    return p.error(p.INVALID_REQUEST, "the session ended: start a new session")
+
+
+__all__ = ["LegacySessions"]
