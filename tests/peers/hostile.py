@@ -27,12 +27,15 @@ MODES (each a finding of issue 36; add new ones here, one line each)
     crash                   exit (code 4) on reading it
     deep:N                  a valid result whose echo carries an "x-deep" value nested N
                             arrays deep ([[[...]]])
+  --bad-listings N        the --tools-list mode for the first N listings of this process
+                          only, then plain ones (default: every listing): a server that
+                          recovers
   --churn MS:N            every MS milliseconds announce notifications/tools/list_changed
                           (on every listen stream of a modern client, plainly to a legacy
-                          one after notifications/initialized), and list N tools whose
-                          names are new at every listing (churn-<listing>-<i>, listing
-                          counted from 1), tool i always with the description "Churn tool
-                          i.": each listing renames the last one's tools
+                          one after notifications/initialized), and list, besides echo, N
+                          tools whose names are new at every listing (churn-<listing>-<i>,
+                          listing counted from 1), tool i always with the description
+                          "Churn tool i.": each listing renames the last one's tools
 
 BYTES values accept k/M/G suffixes (powers of 1024).
 
@@ -133,6 +136,7 @@ class Peer:
         self.era = ns.era
         self.mode, self.mode_arg = ns.tools_list
         self.churn = ns.churn
+        self.bad_listings = ns.bad_listings
         self.out = out
         self.tap = tap
         self.listings = 0
@@ -207,6 +211,8 @@ class Peer:
         cursor = params.get("cursor")
         listed = self.listed_tools() if cursor is None else []
         mode = self.mode
+        if self.bad_listings is not None and self.listings > self.bad_listings:
+            mode = "result"
         if mode == "crash":
             os._exit(CRASH_EXIT_CODE)
         if mode == "cursor-loop":
@@ -235,8 +241,9 @@ class Peer:
             listing = self.listings
         if self.churn is None:
             return [ECHO]
-        return [{"name": f"churn-{listing:06d}-{i:04d}", "description": f"Churn tool {i}.",
-                 "inputSchema": {"type": "object"}} for i in range(1, self.churn[1] + 1)]
+        return [ECHO, *({"name": f"churn-{listing:06d}-{i:04d}",
+                         "description": f"Churn tool {i}.", "inputSchema": {"type": "object"}}
+                        for i in range(1, self.churn[1] + 1))]
 
     def _page(self, tools: list[Json], request: Json) -> Json:
         page: Json = {"tools": tools}
@@ -307,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--era", choices=("modern", "legacy"), default="modern")
     p.add_argument("--tools-list", type=tools_list_mode, default=("result", 0),
                    metavar="MODE")
+    p.add_argument("--bad-listings", type=int, default=None, metavar="N")
     p.add_argument("--churn", type=churn, default=None, metavar="MS:N")
     return p
 
