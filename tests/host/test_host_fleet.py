@@ -93,6 +93,8 @@ def test_a_server_whose_first_listing_fails_is_left_out_and_the_others_serve(
             assert error is not None and error.startswith("tools/list failed: ")
             assert said in error and "its tools are left out" in error
             assert status(host, "good").listing_error is None
+            assert [(w.server, w.kind, w.message) for w in host.warnings
+                    if w.kind == "listing-failed"] == [("bad", "listing-failed", error)]
             with pytest.raises(UnknownTool) as unknown:
                 await host.call_tool("bad/echo", {})
             assert [c.server for c in unknown.value.candidates] == ["bad"]

@@ -154,7 +154,8 @@ class ServerStatus:
 #: Machine-readable ``ServerWarning`` kinds:
 #:
 #: - ``not-allowlisted``: refused for want of the legacy allowlist (``ServerStatus.hint``).
-ServerWarningKind = Literal["not-allowlisted"]
+#: - ``listing-failed``: its tools could not be listed (``ServerStatus.listing_error``).
+ServerWarningKind = Literal["not-allowlisted", "listing-failed"]
 
 
 @dataclass(frozen=True)
@@ -170,10 +171,18 @@ class ServerWarning:
 
     @classmethod
     def of(cls, status: ServerStatus) -> ServerWarning | None:
-        """The warning ``status`` calls for, if any."""
+        """The warning ``status`` calls for, if any (for a refusal the configuration can
+        lift)."""
         if status.hint is None:
             return None
         return cls(status.name, "not-allowlisted", f"unavailable: {status.hint}")
+
+    @classmethod
+    def of_listing(cls, status: ServerStatus) -> ServerWarning | None:
+        """The warning a failed listing of ``status``'s server calls for, if any."""
+        if status.listing_error is None:
+            return None
+        return cls(status.name, "listing-failed", status.listing_error)
 
     def __str__(self) -> str:
         return f"server {self.server!r}: {self.message}"

@@ -430,11 +430,14 @@ class Host:
     @property
     def warnings(self) -> list[ServerWarning | CatalogWarning]:
         """What the operator may want to act on: a ``ServerWarning`` for each server
-        refused for want of the legacy allowlist (with the fix), then the catalog's
-        ``CatalogWarning``s (what it worked around in the listed servers' tools). Both
-        have ``server``, ``kind``, ``message`` and ``tool``, and read well as ``str``."""
-        refused = [w for w in map(ServerWarning.of, self.servers()) if w is not None]
-        return [*refused, *self._catalog.warnings]
+        refused for want of the legacy allowlist (with the fix), and for each whose tools
+        could not be listed (why), then the catalog's ``CatalogWarning``s (what it worked
+        around in the listed servers' tools). Both have ``server``, ``kind``, ``message``
+        and ``tool``, and read well as ``str``."""
+        statuses = self.servers()
+        refused = [w for w in map(ServerWarning.of, statuses) if w is not None]
+        unlisted = [w for w in map(ServerWarning.of_listing, statuses) if w is not None]
+        return [*refused, *unlisted, *self._catalog.warnings]
 
     def watch_catalog(self, on_change: Callable[[Catalog], None]) -> Callable[[], None]:
         """Call ``on_change(catalog)`` (on the loop, synchronously) whenever the merged

@@ -125,10 +125,10 @@ class CatalogKeeper:
         #: Wakes a server's re-lister from its wait when a listing is wanted sooner.
         self._nudges: dict[str, asyncio.Event] = {}
         #: Calls to a server wait (``settled``) while a change it announced is not
-        #: screened yet: the event of the changes no listing has started to cover, set
-        #: by the listing that covers them ...
+        #: screened yet: on the event of its latest changes, set by the listing that
+        #: covers them (one lookup on the call path) ...
         self._settling: dict[str, asyncio.Event] = {}
-        #: ... and of those a running listing covers, set when it ends.
+        #: ... which may be running already: the event it will set.
         self._covering: dict[str, asyncio.Event] = {}
         #: Servers whose wanted listing was asked for by the server (``on_rebuilt`` is
         #: told of the rebuild after it even if the merged catalog came out the same).
@@ -257,9 +257,11 @@ class CatalogKeeper:
         pacing = self._pacing_of(name)
         loop = asyncio.get_running_loop()
         pacing.started()
-        covers = self._settling.pop(name, None)
-        if covers is not None:
+        covers = self._settling.get(name)
+        if covers is not None and covers is not self._covering.get(name):
             self._covering[name] = covers
+        else:
+            covers = None  # nothing announced, or a running listing covers it
         announced = name in self._announced
         self._announced.discard(name)
         before = self._listings.get(name), self._screenings.get(name)
@@ -273,6 +275,8 @@ class CatalogKeeper:
             if covers is not None:
                 if self._covering.get(name) is covers:
                     del self._covering[name]
+                if self._settling.get(name) is covers:
+                    del self._settling[name]  # nothing announced since it started
                 covers.set()
         handle = self._servers.handle(name)
         if failure is not None:
@@ -433,7 +437,7 @@ class CatalogKeeper:
 
     def settling(self, server: str) -> bool:
         """Whether a change ``server`` announced is not screened yet."""
-        return server in self._settling or server in self._covering
+        return server in self._settling
 
     def _release(self, server: str) -> None:
         """The calls waiting for ``server``'s listing go on: none is coming."""
@@ -445,7 +449,7 @@ class CatalogKeeper:
     async def settled(self, server: str) -> None:
         """Returns once the changes ``server`` announced until now are screened (or their
         listing failed): one listing, never the ones of later announcements."""
-        event = self._settling.get(server) or self._covering.get(server)
+        event = self._settling.get(server)
         if event is not None:
             await event.wait()
 
@@ -499,8 +503,9 @@ class CatalogKeeper:
     def _want(self, name: str, *, at_once: bool = False, wake: bool = True) -> None:
         # Calls to the server wait from now until a listing covering this is screened.
         self._pacing_of(name).announced(asyncio.get_running_loop().time(), at_once=at_once)
-        if name not in self._settling:
-            self._settling[name] = asyncio.Event()
+        held = self._settling.get(name)
+        if held is None or held is self._covering.get(name):
+            self._settling[name] = asyncio.Event()  # a listing that starts later covers it
         if wake:
             self._wake(name)
 
