@@ -41,14 +41,14 @@ def test_a_burst_of_announcements_is_one_listing_and_one_more_after_it():
         p.announced(t)
     assert p.wait(0.02) == 0.0
     p.started()
-    for t in (0.03, 0.04, 0.05):  # while it runs: one more after it
+    for t in (0.03, 0.04, 0.05):  # while it runs: one more after it, at once
         p.announced(t)
         assert p.wait(t) is None
     p.finished(0.1, ok=True)
-    assert p.wait(0.1) == 0.5  # the gap
+    assert p.wait(0.1) == 0.0
     p.started()
-    p.finished(0.7, ok=True)
-    assert p.wait(0.7) is None  # all covered
+    p.finished(0.2, ok=True)
+    assert p.wait(0.2) is None  # all covered
 
 
 def test_a_server_that_changes_on_every_listing_is_listed_ever_less_often_up_to_the_cap():
@@ -63,23 +63,42 @@ def test_a_server_that_changes_on_every_listing_is_listed_ever_less_often_up_to_
         gap = p.wait(now)
         gaps.append(gap)
         now += gap
-    assert gaps[:7] == pytest.approx([0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0])
-    assert gaps[7:] == pytest.approx([30.0] * 5)
+    assert gaps[:8] == pytest.approx([0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0])
+    assert gaps[8:] == pytest.approx([30.0] * 4)
 
 
-def test_announcements_within_the_gap_grow_it_and_a_quiet_gap_starts_over():
+def test_announcements_before_a_quiet_spell_grow_the_wait_and_a_quiet_spell_starts_over():
     p = pacing()
     p.announced(0.0)
     end = listed(p, 0.0)
-    p.announced(end + 0.2)  # before the 0.5 s gap passed: pressed
-    assert p.wait(end + 0.2) == pytest.approx(0.3)
-    end = listed(p, end + 0.5)
-    assert p.streak == 1
-    p.announced(end + 0.9)  # within the grown gap (1 s)
-    assert p.wait(end + 0.9) == pytest.approx(0.1)
+    p.announced(end + 0.2)  # within 0.5 s of its end: pressing, the first: at once
+    assert p.wait(end + 0.2) == 0.0 and p.streak == 1
+    end = listed(p, end + 0.2)
+    p.announced(end + 0.9)  # within 1 s of its end: pressing again, 0.5 s from the end
+    assert p.streak == 2 and p.wait(end + 0.9) == 0.0
+    end = listed(p, end + 0.9)
+    p.announced(end + 0.3)  # within 2 s: 1 s from the end
+    assert p.streak == 3 and p.wait(end + 0.3) == pytest.approx(0.7)
     end = listed(p, end + 1.0)
-    p.announced(end + 100.0)  # after a whole gap of quiet: at once, the streak over
-    assert p.wait(end + 100.0) == 0.0 and p.streak == 0
+    p.announced(end + 4.0)  # quiet for 4 s (the streak's window): at once, over
+    assert p.wait(end + 4.0) == 0.0 and p.streak == 0
+
+
+def test_a_server_announcing_a_change_every_200_ms_is_listed_less_and_less():
+    p = pacing()
+    starts, now = [], 0.0
+    while now < 20.0:
+        p.announced(now)
+        wait = p.wait(now)
+        if wait == 0.0:
+            starts.append(now)
+            p.started()
+            p.finished(now + 0.01, ok=True)
+        now = round(now + 0.2, 6)
+    # 100 announcements, a handful of listings, ever further apart.
+    assert len(starts) <= 8
+    apart = [b - a for a, b in zip(starts, starts[1:])]
+    assert apart == sorted(apart)
 
 
 def test_a_failed_listing_is_tried_again_after_the_restarts_backoff():

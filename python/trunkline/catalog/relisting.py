@@ -7,12 +7,14 @@ Rules:
    after a listing failed (``finished(ok=False)``). Wants coalesce: any number of them
    while one is wanted make that one listing; any number while a listing runs make one
    more after it (the running one may have missed them).
-2. After a listing ends the next one waits a *gap* from its end: ``gaps.ceiling(streak)``
-   (``HostSettings.relist``: 0.5 s, doubling, up to 30 s). ``streak`` counts the
-   listings in a row that were wanted again before their gap had passed: a server that
-   announces a change on every listing is listed ever less often, never more than the
-   cap apart while it goes on. An announcement after a whole gap of quiet is listed at
-   once, and the streak starts over.
+2. A change announced after a quiet spell is listed at once. Quiet: no announcement for
+   ``gaps.ceiling(streak)`` after the last listing ended (``HostSettings.relist``:
+   0.5 s, doubling, up to 30 s). One announced sooner, or while a listing runs, is
+   *pressing*: ``streak`` grows by one, and the listing waits ``gaps.ceiling(streak -
+   2)`` from the last one's end, none for the first press. So a change that came while
+   its server was being listed is listed again at once, and a server that announces a
+   change on every listing is listed ever less often: 0.5 s apart, then 1 s, 2 s, ...,
+   never more than the cap; a quiet spell starts the streak over.
 3. A failed listing is tried again after ``retries.delay(failures)`` (full jitter, the
    restarts' curve: ``protocol.backoff``), the failures in a row counted; a listing that
    succeeds ends them.
@@ -33,7 +35,7 @@ class RelistPacing:
     """One server's re-listings: ``announced`` / ``finished`` in, ``wait`` out."""
 
     __slots__ = ("_gaps", "_retries", "_rng", "_wanted", "_at_once", "_running",
-                 "_not_before", "streak", "failures")
+                 "_ended", "_not_before", "streak", "failures")
 
     def __init__(self, gaps: Backoff, retries: Backoff, rng: random.Random) -> None:
         self._gaps = gaps
@@ -43,9 +45,11 @@ class RelistPacing:
         self._at_once = False
         #: Listings running (an explicit one may run beside a paced one).
         self._running = 0
-        #: When the next listing may start (rule 2's gap, rule 3's backoff).
+        #: When the last listing ended.
+        self._ended = -math.inf
+        #: When the wanted listing may start (rule 2's wait, rule 3's backoff).
         self._not_before = -math.inf
-        #: Listings in a row wanted again before their gap passed (rule 2).
+        #: Pressing announcements in a row (rule 2).
         self.streak = 0
         #: Failed listings in a row (rule 3).
         self.failures = 0
@@ -62,13 +66,14 @@ class RelistPacing:
         """The server's tools changed (or, ``at_once``, it is on a new connection)."""
         self._at_once = self._at_once or at_once
         if self._wanted or self._running:
-            self._wanted = True  # rule 1: coalesced; one after a running listing
+            self._wanted = True  # rule 1: coalesced; one more after a running listing
             return
         self._wanted = True
-        if now >= self._not_before:
-            self.streak = 0  # rule 2: quiet for a whole gap
+        if now >= self._ended + self._gaps.ceiling(self.streak):
+            self.streak = 0  # rule 2: after a quiet spell, at once
+            self._not_before = now
         else:
-            self.streak += 1  # rule 2: pressed before its gap passed
+            self._pressed()
 
     def wait(self, now: float) -> float | None:
         """Seconds until the wanted listing may start (0: now); None when none is."""
@@ -86,15 +91,20 @@ class RelistPacing:
     def finished(self, now: float, ok: bool) -> None:
         """The listing ended, ``ok`` or failed."""
         self._running = max(self._running - 1, 0)
+        self._ended = now
         if not ok:
             self._not_before = now + self._retries.delay(self.failures, self._rng)
             self.failures += 1
             self._wanted = True  # rule 3: tried again
             return
         self.failures = 0
-        self._not_before = now + self._gaps.ceiling(self.streak)
         if self._wanted:
-            self.streak += 1  # rule 2: wanted again while it ran
+            self._pressed()  # rule 2: announced while it ran
+
+    def _pressed(self) -> None:
+        self.streak += 1
+        wait = 0.0 if self.streak < 2 else self._gaps.ceiling(self.streak - 2)
+        self._not_before = self._ended + wait
 
 
 __all__ = ["RelistPacing"]
