@@ -112,11 +112,11 @@ class HostSettings:
     identity: ClientIdentity = field(default_factory=ClientIdentity)
     negotiation: NegotiationConfig = field(default_factory=NegotiationConfig)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
-    #: The gap between two listings of one server's tools after it announced a change
-    #: (``catalog.relisting``): ``base_s`` after one, doubling while the server announces
-    #: a change before each gap has passed (on every listing), up to ``cap_s``. A burst
-    #: of announcements is one listing; an announcement after a quiet gap is listed at
-    #: once.
+    #: The pacing of one server's listings after it announced a change
+    #: (``catalog.relisting``): a burst of announcements is one listing, and a change
+    #: after a quiet spell is listed at once; while the server keeps announcing changes
+    #: (on every listing), its listings are ``base_s`` apart, then doubling, up to
+    #: ``cap_s``.
     relist: Backoff = field(default_factory=lambda: Backoff(base_s=0.5, factor=2.0,
                                                             cap_s=30.0))
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
