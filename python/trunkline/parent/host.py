@@ -116,7 +116,11 @@ class Host:
 
         ``tracer_provider`` / ``meter_provider`` (OpenTelemetry): where this host's spans
         and metrics go; without them the global providers (no-op until an application
-        sets them), so telemetry is off and costs nothing unless configured."""
+        sets them), so telemetry is off and costs nothing unless configured.
+
+        ``list_timeout``: seconds for one whole listing of a server's tools, every page
+        of it; a server whose listing fails (that one, a malformed or unreadable list, a
+        crash) is that server's failure only (``ServerStatus.listing_error``)."""
         base = settings or HostSettings()
         identity = (_identity(client_info, capabilities) if (client_info or capabilities)
                     else base.identity)
@@ -633,21 +637,26 @@ class Host:
         """The catalog's entry for ``name`` once the changes its server announced before
         now are screened (so a tool whose definition just changed is never called), and
         what is left of the call's timeout after that wait (None: it did not wait).
-        Changes announced later do not hold it."""
+        Changes announced later do not hold it: each server is waited for once."""
         entry = self._entry(name)
         if not self._catalog.settling(entry.server):
             return entry, None
         loop = asyncio.get_running_loop()
         total = self._calls.timeout_for(self._servers.handle(entry.server), timeout)
         deadline = loop.time() + total
-        try:
-            await asyncio.wait_for(self._catalog.settled(entry.server), total)
-        except TimeoutError:
-            raise RequestTimeout(
-                f"the server's tools were not listed again within {total:g} s of the "
-                "change it announced", timeout_s=total, server=entry.server,
-                method="tools/call", sent=False) from None
-        return self._entry(name), max(deadline - loop.time(), 0.001)
+        waited: set[str] = set()
+        while self._catalog.settling(entry.server) and entry.server not in waited:
+            waited.add(entry.server)
+            try:
+                await asyncio.wait_for(self._catalog.settled(entry.server),
+                                       deadline - loop.time())
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"the server's tools were not listed again within {total:g} s of the "
+                    "change it announced", timeout_s=total, server=entry.server,
+                    method="tools/call", sent=False) from None
+            entry = self._entry(name)  # the new screening's (it may refuse the call)
+        return entry, max(deadline - loop.time(), 0.001)
 
     async def request(self, server: str, method: str,
                       params: Mapping[str, Any] | None = None, *,
