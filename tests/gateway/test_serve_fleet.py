@@ -12,7 +12,6 @@ import asyncio
 import sys
 from pathlib import Path
 
-import orjson
 import pytest
 from conftest import PEERS, run
 
