@@ -112,6 +112,13 @@ class HostSettings:
     identity: ClientIdentity = field(default_factory=ClientIdentity)
     negotiation: NegotiationConfig = field(default_factory=NegotiationConfig)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    #: The pacing of one server's listings after it announced a change
+    #: (``catalog.relisting``): a burst of announcements is one listing, and a change
+    #: after a quiet spell is listed at once; while the server keeps announcing changes
+    #: (on every listing), its listings are ``base_s`` apart, then doubling, up to
+    #: ``cap_s``.
+    relist: Backoff = field(default_factory=lambda: Backoff(base_s=0.5, factor=2.0,
+                                                            cap_s=30.0))
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: Largest channel frame: a reply of ``max_line_bytes`` plus its frame head must fit.
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES

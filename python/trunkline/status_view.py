@@ -105,6 +105,9 @@ def status_table(doc: dict[str, Any], now: float | None = None) -> Any:
     for server in doc.get("servers", []):
         state = str(server.get("state"))
         colour = _COLOURS.get(state, "yellow")
+        if state == "ready" and server.get("listing_error"):
+            # Up, but its tools are not as it lists them (the last error says why).
+            state, colour = "ready (listing failed)", "yellow"
         table.add_row(
             escape(str(server.get("name"))), f"[{colour}]{escape(state)}[/{colour}]",
             server.get("era") or "-", server.get("version") or "-",

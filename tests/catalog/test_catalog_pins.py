@@ -10,6 +10,7 @@ import pytest
 import rfc8785
 
 from trunkline.catalog import ListingDriver
+from trunkline.catalog import pins
 from trunkline.catalog.filters import ToolBounds, ToolFilter
 from trunkline.catalog.pins import (
     Pin,
@@ -150,6 +151,21 @@ def test_a_removed_tool_whose_description_reappears_under_a_new_name_is_flagged(
     # A really new tool with another description is trusted as usual.
     fresh = {"name": "fresh", "description": "Something else", "inputSchema": {"type": "object"}}
     assert [t.name for t in judge(pinned, listing(fresh, ADD).tools).admitted] == ["fresh", "add"]
+
+
+def test_a_server_renaming_its_tools_on_every_listing_cannot_grow_its_record(monkeypatch):
+    monkeypatch.setattr(pins, "KEPT_UNLISTED", 5, raising=False)
+    held = record()
+    for generation in range(10):
+        tools = [{"name": f"g{generation}-t{i}", "description": f"d{generation}-{i}",
+                  "inputSchema": {"type": "object"}} for i in range(3)]
+        verdict = judge(held, listing(*tools).tools)
+        assert len(verdict.admitted) == 3  # trusted on first sight, pinned
+        held = verdict.record
+        assert len(held.approved) <= 3 + 5
+    # The listed ones, then the last added of the unlisted.
+    assert list(held.approved) == ["g7-t1", "g7-t2", "g8-t0", "g8-t1", "g8-t2",
+                                   "g9-t0", "g9-t1", "g9-t2"]
 
 
 def test_a_record_round_trips_and_refuses_a_tampered_pin():

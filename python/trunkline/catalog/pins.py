@@ -23,7 +23,9 @@ Rules:
 4. A quarantined definition is kept in the record as *pending* (the last one seen), so
    it can be shown (``diff``) and approved (``approve``) without the server running;
    approving makes it the approved pin. An approved pin stays when its tool leaves the
-   listing (it may come back unchanged, and rule 3's rename check needs it).
+   listing (it may come back unchanged, and rule 3's rename check needs it), up to
+   ``KEPT_UNLISTED`` such pins, the last added kept: a server that lists new names on
+   every listing cannot grow its record (the host's memory, the store) without bound.
 5. The module keeps no state but a memo of digests (``digest``), which never changes an
    answer.
 6. ``diff`` is small and structural: dotted paths of the fields whose values differ
@@ -51,6 +53,8 @@ QuarantineReason = Literal["changed", "new", "renamed", "bound"]
 VOLATILE_META_KEYS: frozenset[str] = frozenset()
 #: Paths ``diff`` reports at most (the rest is summed up as one more line).
 MAX_CHANGES = 20
+#: Approved pins a record keeps of tools its last listing lacked (rule 4).
+KEPT_UNLISTED = 1024
 FORMAT = 1
 
 
@@ -216,6 +220,9 @@ def judge(record: PinRecord, tools: Iterable[ToolEntry], *, first_sight: FirstSi
         else:
             quarantined.append(Quarantine(record.server, name, "new"))
         pending[name] = pin
+    unlisted = [name for name in approved if name not in listed]
+    for name in unlisted[:max(len(unlisted) - KEPT_UNLISTED, 0)]:
+        del approved[name]  # rule 4: the oldest first
     return PinVerdict(tuple(admitted), tuple(quarantined),
                       replace(record, approved=approved, pending=pending))
 

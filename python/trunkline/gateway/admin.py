@@ -36,7 +36,7 @@ def status_document(host: Host) -> dict[str, Any]:
             "in_flight": status.in_flight, "answered": latency.answered,
             "p50_ms": _ms(latency.p50_s), "p99_ms": _ms(latency.p99_s),
             "restarts": status.restarts, "last_error": status.last_error,
-            "last_error_at": status.last_error_at,
+            "last_error_at": status.last_error_at, "listing_error": status.listing_error,
         })
     return {"schema": SCHEMA, "tools": len(host.tools()), "servers": servers}
 

@@ -97,6 +97,13 @@ class ServerStatus:
     last_error: str | None = None
     #: When that was (seconds since the epoch).
     last_error_at: float | None = None
+    #: Why the catalog does not hold the server's tools as it lists them now: its last
+    #: listing failed (the error, and when it is listed again), or its tools collide.
+    #: Its tools are left out until a listing succeeds, or stay as last listed if one
+    #: did before. None: its last listing succeeded (or none was made yet). A server
+    #: whose first listing failed is ``ready`` with this set: its connection is up (its
+    #: prompts and resources are served), only its tools are not.
+    listing_error: str | None = None
     report: StateReport | None = field(default=None, repr=False)
 
     @property
@@ -148,7 +155,8 @@ class ServerStatus:
 #: Machine-readable ``ServerWarning`` kinds:
 #:
 #: - ``not-allowlisted``: refused for want of the legacy allowlist (``ServerStatus.hint``).
-ServerWarningKind = Literal["not-allowlisted"]
+#: - ``listing-failed``: its tools could not be listed (``ServerStatus.listing_error``).
+ServerWarningKind = Literal["not-allowlisted", "listing-failed"]
 
 
 @dataclass(frozen=True)
@@ -164,10 +172,18 @@ class ServerWarning:
 
     @classmethod
     def of(cls, status: ServerStatus) -> ServerWarning | None:
-        """The warning ``status`` calls for, if any."""
+        """The warning ``status`` calls for, if any (for a refusal the configuration can
+        lift)."""
         if status.hint is None:
             return None
         return cls(status.name, "not-allowlisted", f"unavailable: {status.hint}")
+
+    @classmethod
+    def of_listing(cls, status: ServerStatus) -> ServerWarning | None:
+        """The warning a failed listing of ``status``'s server calls for, if any."""
+        if status.listing_error is None:
+            return None
+        return cls(status.name, "listing-failed", status.listing_error)
 
     def __str__(self) -> str:
         return f"server {self.server!r}: {self.message}"
@@ -208,6 +224,8 @@ class WorkerHandle:
         self._reason_told: str | None = None
         self.last_error: str | None = None
         self.last_error_at: float | None = None
+        #: ``ServerStatus.listing_error``, as the catalog keeper last said it.
+        self.listing_error: str | None = None
         self.restarts = 0
         #: What the planner decided last (telemetry tells restarts and cut-offs by it).
         self.decision: Decision | None = None
@@ -305,6 +323,7 @@ class WorkerHandle:
             time_to_verdict_s=gen.verdict_after_s if gen else None,
             last_error=self.last_error,
             last_error_at=self.last_error_at,
+            listing_error=self.listing_error,
         )
 
     # -- calls -------------------------------------------------------------------------
@@ -671,6 +690,13 @@ class WorkerHandle:
             await asyncio.wait([task])
 
     # -- state changes -----------------------------------------------------------------
+
+    def note_listing(self, error: str | None) -> None:
+        """The catalog keeper's word on this server's last listing: why it failed (also
+        the last error), or None when it succeeded."""
+        self.listing_error = error
+        if error is not None:
+            self._note_error(error)
 
     def _note_error(self, error: str) -> None:
         self.last_error, self.last_error_at = error, time.time()

@@ -17,6 +17,7 @@ it stays refused.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -29,7 +30,7 @@ from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import load_config, load_oauth_config, load_pin_config
-from ..errors import ToolCandidate, ToolCollision, UnknownTool
+from ..errors import RequestTimeout, ToolCandidate, ToolCollision, UnknownTool
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
@@ -115,7 +116,11 @@ class Host:
 
         ``tracer_provider`` / ``meter_provider`` (OpenTelemetry): where this host's spans
         and metrics go; without them the global providers (no-op until an application
-        sets them), so telemetry is off and costs nothing unless configured."""
+        sets them), so telemetry is off and costs nothing unless configured.
+
+        ``list_timeout``: seconds for one whole listing of a server's tools, every page
+        of it; a server whose listing fails (that one, a malformed or unreadable list, a
+        crash) is that server's failure only (``ServerStatus.listing_error``)."""
         base = settings or HostSettings()
         identity = (_identity(client_info, capabilities) if (client_info or capabilities)
                     else base.identity)
@@ -146,7 +151,11 @@ class Host:
             self._servers, policy=collision, model_safe=model_safe_names,
             list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
             on_rebuilt=self._on_rebuilt, pins=pins, bounds=tool_bounds,
-            first_sight="approve" if approve_first_sight else "trust", telemetry=self.telemetry)
+            first_sight="approve" if approve_first_sight else "trust", telemetry=self.telemetry,
+            gaps=self.settings.relist,
+            # A listing that failed is tried again on the restarts' curve, capped as a
+            # re-probe is: the server is up, but not usable yet.
+            retries=replace(self.settings.restart, cap_s=self.settings.restart.reprobe_cap_s))
         self._calls = CallPath(
             retry_policy=self.retry_policy, call_timeout=call_timeout,
             input_rounds=InputRounds(handlers, identity.capabilities,
@@ -288,7 +297,14 @@ class Host:
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
         """Start several servers concurrently; their configured order (the order given
-        here) decides who keeps a contested tool name."""
+        here) decides who keeps a contested tool name.
+
+        Each server's era verdict and first listing are waited for within their own
+        deadlines (``discover_timeout``, ``list_timeout``), never longer, and no server
+        fails another: one that is unavailable, or whose listing fails (``status.
+        listing_error`` says why), is left out of the catalog and tried again in the
+        background. Only a collision under ``reject`` (the configuration's, not a
+        server's fault) raises."""
         await self._scope.open()
         names = [c.name for c in configs]
         self._catalog.adding.update(names)  # their first listing is here, not in a callback
@@ -305,6 +321,7 @@ class Host:
                 await self._servers.remove(name)
             self._catalog.rebuild()
             raise
+        self._catalog.follow(names)
         return [self._servers.handle(name).status() for name in names]
 
     def servers(self) -> list[ServerStatus]:
@@ -313,17 +330,19 @@ class Host:
         return self._servers.statuses()
 
     async def retry(self, name: str) -> ServerStatus:
-        """Try an unavailable server again (fresh restart budget); a server that comes back
-        ready is listed and merged before this returns."""
+        """Try an unavailable server again (fresh restart budget), or list a ready one
+        whose listing failed again now; a server that is ready is listed and merged
+        before this returns (or its ``listing_error`` says why not)."""
         self._catalog.adding.add(name)
         try:
             status = await self._servers.retry(name)
             if status.state is ServerState.READY:
                 self._catalog.forget_cache(name)
-                await self._catalog.list_server(name)
+                await self._catalog.list_ready([name])
         finally:
             self._catalog.adding.discard(name)
         self._catalog.rebuild_or_keep()
+        self._catalog.follow([name])
         return self._servers.handle(name).status()
 
     def call_timeout(self, name: str | None = None) -> float:
@@ -428,11 +447,14 @@ class Host:
     @property
     def warnings(self) -> list[ServerWarning | CatalogWarning]:
         """What the operator may want to act on: a ``ServerWarning`` for each server
-        refused for want of the legacy allowlist (with the fix), then the catalog's
-        ``CatalogWarning``s (what it worked around in the listed servers' tools). Both
-        have ``server``, ``kind``, ``message`` and ``tool``, and read well as ``str``."""
-        refused = [w for w in map(ServerWarning.of, self.servers()) if w is not None]
-        return [*refused, *self._catalog.warnings]
+        refused for want of the legacy allowlist (with the fix), and for each whose tools
+        could not be listed (why), then the catalog's ``CatalogWarning``s (what it worked
+        around in the listed servers' tools). Both have ``server``, ``kind``, ``message``
+        and ``tool``, and read well as ``str``."""
+        statuses = self.servers()
+        refused = [w for w in map(ServerWarning.of, statuses) if w is not None]
+        unlisted = [w for w in map(ServerWarning.of_listing, statuses) if w is not None]
+        return [*refused, *unlisted, *self._catalog.warnings]
 
     def watch_catalog(self, on_change: Callable[[Catalog], None]) -> Callable[[], None]:
         """Call ``on_change(catalog)`` (on the loop, synchronously) whenever the merged
@@ -572,7 +594,9 @@ class Host:
                             options: dict[str, Any]) -> CallToolResult | InputRequired:
         """A call whose server's tools are being listed again (made once they are), or a
         relayed call to a legacy server (bridged: its questions become rounds)."""
-        entry = await self._settled_entry(name)
+        entry, left = await self._settled_entry(name, options["timeout"])
+        if left is not None:
+            options = {**options, "timeout": left}
         handle = self._servers.handle(entry.server)
         call_input = options["call_input"]
         if call_input is None or not call_input.relay or not _bridged(handle, call_input):
@@ -609,7 +633,8 @@ class Host:
         candidates = []
         for server, listed in self._catalog.unserved_owners(name):
             status = self._servers.handle(server).status()
-            candidates.append(ToolCandidate(server, status.state.value, status.reason,
+            candidates.append(ToolCandidate(server, status.state.value,
+                                            status.reason or status.listing_error,
                                             status.hint, listed))
         message = f"no tool named {name!r} in the catalog"
         named = [str(c) for c in candidates[:_CANDIDATES_NAMED]]
@@ -620,14 +645,31 @@ class Host:
             message += "; " + "; ".join(named)
         return UnknownTool(message, method="tools/call", candidates=candidates)
 
-    async def _settled_entry(self, name: str) -> ToolEntry:
-        """The catalog's entry for ``name`` once its server's tools are not being listed
-        again (so a tool whose definition just changed is never called)."""
-        while True:
-            entry = self._entry(name)
-            if not self._catalog.settling(entry.server):
-                return entry
-            await self._catalog.settled(entry.server)
+    async def _settled_entry(self, name: str, timeout: float | None
+                             ) -> tuple[ToolEntry, float | None]:
+        """The catalog's entry for ``name`` once the changes its server announced before
+        now are screened (so a tool whose definition just changed is never called), and
+        what is left of the call's timeout after that wait (None: it did not wait).
+        Changes announced later do not hold it: each server is waited for once."""
+        entry = self._entry(name)
+        if not self._catalog.settling(entry.server):
+            return entry, None
+        loop = asyncio.get_running_loop()
+        total = self._calls.timeout_for(self._servers.handle(entry.server), timeout)
+        deadline = loop.time() + total
+        waited: set[str] = set()
+        while self._catalog.settling(entry.server) and entry.server not in waited:
+            waited.add(entry.server)
+            try:
+                await asyncio.wait_for(self._catalog.settled(entry.server),
+                                       deadline - loop.time())
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"the server's tools were not listed again within {total:g} s of the "
+                    "change it announced", timeout_s=total, server=entry.server,
+                    method="tools/call", sent=False) from None
+            entry = self._entry(name)  # the new screening's (it may refuse the call)
+        return entry, max(deadline - loop.time(), 0.001)
 
     async def request(self, server: str, method: str,
                       params: Mapping[str, Any] | None = None, *,

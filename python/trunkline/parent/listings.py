@@ -7,17 +7,34 @@ connection (its caches died with the old one, so it is listed from scratch), ann
 list change, or went away for good. Stale listings are refetched when a caller needs the
 catalog, never on a timer.
 
+One server never takes the catalog from the others:
+
+- A listing that fails (a cursor loop, a list that never ends, an answer too large or
+  too deep to read, a crash, a timeout: every page of it within ``list_timeout``) fails
+  that server's listing only. Its tools are left out (or stay as last listed), the
+  server's status says why (``ServerStatus.listing_error``), and it is listed again
+  after a backoff (``catalog.relisting`` rule 3), or at once on a new connection.
+- Re-listing after ``list_changed`` is paced per server (``catalog.relisting``): a burst
+  of announcements is one listing, and a server announcing a change on every listing is
+  listed ever less often, up to ``HostSettings.relist.cap_s`` apart. Each server's
+  re-listings run in one task of its own, never on another server's calls.
+- What a listing warns of is said in one log line per server and change
+  (``catalog.summaries``), never one per tool.
+
 Every listing is screened (``catalog.screen``: the server's filter, the host's bounds, the
 server's pins from the ``PinStore``) before it is merged: a filtered or quarantined tool
 never reaches the catalog, so it is never listed, routed or called. While a server's
 tools are being listed again (a list change, a new connection), calls to it wait for the
-new screening (``settled``): a changed tool is never called in between.
+new screening (``settled``): a changed tool is never called in between. A call waits for
+one listing, the one that covers the changes announced before it: it is never held
+by changes announced after it, however often they come.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -42,9 +59,12 @@ from ..catalog.pins import (
     approve,
     server_identity,
 )
+from ..catalog.relisting import RelistPacing
 from ..catalog.screen import Screening, screen
+from ..catalog.summaries import Said, quarantines_line, warnings_line
 from ..channel import ServerState
 from ..errors import (
+    RequestTimeout,
     ToolCollision,
     ToolFiltered,
     ToolQuarantined,
@@ -52,6 +72,7 @@ from ..errors import (
     UnknownTool,
 )
 from ..loop.tasks import TaskScope, gather_all
+from ..protocol.backoff import Backoff
 from ..protocol.retry import RetryPolicy, plan_call
 from .handle import WorkerHandle
 from .pin_store import PinStore
@@ -71,7 +92,11 @@ class CatalogKeeper:
                  list_timeout: float, retry_policy: RetryPolicy, scope: TaskScope,
                  on_rebuilt: Callable[[bool], None], pins: PinStore | None = None,
                  first_sight: FirstSight = "trust", bounds: ToolBounds | None = None,
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: Telemetry | None = None, gaps: Backoff | None = None,
+                 retries: Backoff | None = None, rng: random.Random | None = None) -> None:
+        """``list_timeout``: seconds for one whole listing of a server (every page).
+        ``gaps``: the pacing of re-listings after announcements; ``retries``: the
+        backoff after a failed listing (``catalog.relisting``)."""
         self._servers = servers
         self._telemetry = telemetry or Telemetry()
         self.policy = policy
@@ -90,8 +115,26 @@ class CatalogKeeper:
         #: One pin record change at a time per server (a listing's, an approval's), so
         #: neither writes over the other's.
         self._pin_locks: dict[str, asyncio.Lock] = {}
-        #: Servers being listed again; calls to them wait (``settled``).
-        self._settling: dict[str, set[asyncio.Event]] = {}
+        self._gaps = gaps if gaps is not None else Backoff(base_s=0.5, cap_s=30.0)
+        self._retries = retries if retries is not None else Backoff(base_s=0.05, cap_s=30.0)
+        self._rng = rng or random.Random()
+        #: Each server's re-listings, paced (``catalog.relisting``).
+        self._pacing: dict[str, RelistPacing] = {}
+        #: The one task re-listing each server, while it has a listing to make.
+        self._relisters: dict[str, asyncio.Task[None]] = {}
+        #: Wakes a server's re-lister from its wait when a listing is wanted sooner.
+        self._nudges: dict[str, asyncio.Event] = {}
+        #: Calls to a server wait (``settled``) while a change it announced is not
+        #: screened yet: on the event of its latest changes, set by the listing that
+        #: covers them (one lookup on the call path) ...
+        self._settling: dict[str, asyncio.Event] = {}
+        #: ... which may be running already: the event it will set.
+        self._covering: dict[str, asyncio.Event] = {}
+        #: Servers whose wanted listing was asked for by the server (``on_rebuilt`` is
+        #: told of the rebuild after it even if the merged catalog came out the same).
+        self._announced: set[str] = set()
+        #: What was last logged of each server's listing: once per change.
+        self._said = Said()
         self._listed_generation: dict[str, int] = {}
         #: Servers being added (or retried): their first listing is the adder's job.
         self.adding: set[str] = set()
@@ -107,9 +150,18 @@ class CatalogKeeper:
     # -- listing -------------------------------------------------------------------------
 
     async def list_ready(self, names: list[str]) -> None:
-        """List these servers (those ready), now."""
-        await gather_all(*(self.list_server(n) for n in names
+        """List these servers (those ready), now. One whose listing fails is left as it
+        was and listed again later (``follow``): it never fails another's listing."""
+        await gather_all(*(self._list_paced(n) for n in names
                            if self._servers.handle(n).state is ServerState.READY))
+
+    def follow(self, names: list[str]) -> None:
+        """These servers were just added (or retried): a listing still wanted (theirs
+        failed, or they announced a change meanwhile) goes on in the background."""
+        for name in names:
+            pacing = self._pacing.get(name)
+            if pacing is not None and pacing.wanted:
+                self._wake(name)
 
     async def list_stale(self) -> None:
         """Refetch every listing whose TTL has passed, and rebuild if any was."""
@@ -122,14 +174,18 @@ class CatalogKeeper:
             is None
         ]
         if stale:
-            await gather_all(*(self.list_server(name) for name in stale))
+            await gather_all(*(self._list_paced(name) for name in stale))
             self.rebuild()
 
     async def refresh(self, names: list[str]) -> None:
-        """Re-list now, whatever the TTLs say."""
+        """Re-list now, whatever the TTLs say. The failure of one server asked for alone
+        is raised; of several, each is the failing server's own (``listing_error``)."""
         for name in names:
             self._cache.invalidate(name)
-        await self.list_ready(names)
+        ready = [n for n in names if self._servers.handle(n).state is ServerState.READY]
+        failures = await gather_all(*(self._list_paced(n) for n in ready))
+        if len(names) == 1 and failures and failures[0] is not None:
+            raise failures[0]
         self.rebuild()
 
     def forget_cache(self, name: str) -> None:
@@ -137,16 +193,21 @@ class CatalogKeeper:
         self._cache.drop(name)
 
     async def list_server(self, name: str) -> None:
+        """List one server (every page, within ``list_timeout`` in all), screen the
+        listing and keep it; raises what failed it."""
         handle = self._servers.handle(name)
         era = handle.era
         if era is None:
             return
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.list_timeout
         generation = self._cache.generation(name)
         driver = ListingDriver(name, era, protocol_version=handle.version)
         received_at: float | None = None
         more = True
         while more:
+            if loop.time() >= deadline:
+                raise self._incomplete(name, driver.pages)
             body = driver.next_params()
             record = self._telemetry.call(handle, "tools/list", body)
             if record is not None:
@@ -154,28 +215,134 @@ class CatalogKeeper:
             params = orjson.dumps(body)
             listed = run_with_retries(
                 lambda attempt, params=params: handle.request(
-                    "tools/list", params, timeout=self.list_timeout),
-                plan_call(self._retry_policy, "tools/list"))
-            reply = await (listed if record is None else record.run(listed))
+                    "tools/list", params, timeout=max(attempt.remaining_s or 0.0, 0.001)),
+                plan_call(self._retry_policy, "tools/list", deadline=deadline))
+            try:
+                reply = await (listed if record is None else record.run(listed))
+            except RequestTimeout:
+                # Every page's timeout is what was left of the whole list's.
+                raise self._incomplete(name, driver.pages) from None
             # The list's TTL counts from its first page (the catalog caches it as one).
             received_at = loop.time() if received_at is None else received_at
             more = driver.add_page(reply.decode(server=name, method="tools/list"))
         assert received_at is not None
         listing = driver.finish()
-        for warning in listing.warnings:
-            log.warning("%s", warning)
         screening = await self._screen(handle, listing)
-        for quarantine in screening.quarantined.values():
-            log.warning("%s", quarantine)
+        self._say(name, listing, screening)
         self._cache.put(name, None, listing, received_at, generation=generation)
         self._listings[name] = listing
         self._screenings[name] = screening
         self._listed_generation[name] = handle.generation
 
+    def _incomplete(self, name: str, pages: int) -> RequestTimeout:
+        return RequestTimeout(f"the list was not complete within {self.list_timeout:g} s "
+                              f"({pages} pages read)", timeout_s=self.list_timeout,
+                              server=name, method="tools/list")
+
+    def _say(self, name: str, listing: ToolListing, screening: Screening) -> None:
+        """What the listing warns of, in one line each for its warnings and its
+        quarantines, when they are not what was said of the last one."""
+        warned = warnings_line(name, listing.warnings)
+        if self._said.news(name, "warnings", warned) and warned is not None:
+            log.warning("%s", warned, extra={"server": name})
+        held = quarantines_line(name, list(screening.quarantined.values()))
+        if self._said.news(name, "quarantined", held) and held is not None:
+            log.warning("%s", held, extra={"server": name})
+
+    async def _list_paced(self, name: str, *, merge: bool = False) -> TrunklineError | None:
+        """One listing of ``name`` as its pacing sees it: it covers every change
+        announced so far (the calls waiting for them go on once it ends), and its outcome
+        is said where the operator looks. ``merge``: rebuild the catalog with it (a
+        listing that makes the catalog collide is not merged). Returns what failed it."""
+        pacing = self._pacing_of(name)
+        loop = asyncio.get_running_loop()
+        pacing.started()
+        covers = self._settling.get(name)
+        if covers is not None and covers is not self._covering.get(name):
+            self._covering[name] = covers
+        else:
+            covers = None  # nothing announced, or a running listing covers it
+        announced = name in self._announced
+        self._announced.discard(name)
+        before = self._listings.get(name), self._screenings.get(name)
+        failure: TrunklineError | None = None
+        try:
+            await self.list_server(name)
+        except TrunklineError as exc:
+            failure = exc
+        finally:
+            pacing.finished(loop.time(), ok=failure is None)
+            if covers is not None:
+                if self._covering.get(name) is covers:
+                    del self._covering[name]
+                if self._settling.get(name) is covers:
+                    del self._settling[name]  # nothing announced since it started
+                covers.set()
+        handle = self._servers.handle(name)
+        if failure is not None:
+            # Calls wait for no retry: they go on with the tools as last screened.
+            waiting = self._settling.pop(name, None)
+            if waiting is not None:
+                waiting.set()
+            self._failed(handle, failure, pacing.wait(loop.time()))
+            return failure
+        if self._said.news(name, "failure", None):
+            log.info("server %r: its tools are listed again", name, extra={"server": name})
+        handle.note_listing(None)
+        if merge:
+            self._merge(name, before, announced)
+        return None
+
+    def _failed(self, handle: WorkerHandle, failure: TrunklineError,
+                retry_in: float | None) -> None:
+        name = handle.name
+        kept = ("its tools as last listed stay" if name in self._screenings
+                else "its tools are left out")
+        when = "" if retry_in is None else f"; listing again in {retry_in:.1f} s"
+        handle.note_listing(f"tools/list failed: {failure.message}; {kept}{when}")
+        if self._said.news(name, "failure", failure.message):
+            log.warning("server %r: %s", name, handle.listing_error, extra={"server": name})
+
+    def _merge(self, name: str, before: tuple[ToolListing | None, Screening | None],
+               announced: bool) -> None:
+        """Rebuild with ``name``'s new listing; one that collides (under ``reject``, or a
+        prefixed name taken) is not merged: the server keeps the listing it had, and the
+        other servers' changes still go in."""
+        try:
+            self.rebuild(announced)
+            self._said.news(name, "collision", None)
+            return
+        except ToolCollision as exc:
+            listing, screening = before
+            if screening is None:
+                self._listings.pop(name, None)
+                self._screenings.pop(name, None)
+            else:
+                self._listings[name] = listing  # type: ignore[assignment]
+                self._screenings[name] = screening
+            handle = self._servers.handle(name)
+            handle.note_listing(f"its new tools were not merged: {exc.message}")
+            if self._said.news(name, "collision", exc.message):
+                log.error("server %r: %s", name, handle.listing_error, extra={"server": name})
+        self.rebuild_or_keep(announced)
+
+    def _pacing_of(self, name: str) -> RelistPacing:
+        pacing = self._pacing.get(name)
+        if pacing is None:
+            pacing = self._pacing[name] = RelistPacing(self._gaps, self._retries, self._rng)
+        return pacing
+
     def drop(self, names: list[str]) -> None:
         for name in names:
             self._listings.pop(name, None)
             self._screenings.pop(name, None)
+            self._pacing.pop(name, None)
+            self._announced.discard(name)
+            self._said.forget(name)
+            self._release(name)
+            task = self._relisters.pop(name, None)
+            if task is not None:
+                task.cancel()
 
     # -- screening -----------------------------------------------------------------------
 
@@ -248,15 +415,18 @@ class CatalogKeeper:
         return None
 
     def unserved_owners(self, name: str) -> list[tuple[str, bool]]:
-        """The servers not ready now that could serve ``name``, in configured order, each
-        with whether it is known to: it listed that tool (by its own name, its prefixed
-        name or, with model-safe names, either's alias) when it was last listed. A server
-        never listed only may; one whose last listing lacks it is left out."""
+        """The servers not ready now (or ready, but whose listing failed) that could
+        serve ``name``, in configured order, each with whether it is known to: it listed
+        that tool (by its own name, its prefixed name or, with model-safe names, either's
+        alias) when it was last listed. A server never listed only may; one whose last
+        listing lacks it is left out."""
         owners = []
         for server in self._servers.names():
-            state = self._servers.handle(server).state
-            if state in (ServerState.READY, ServerState.STOPPED):
-                continue
+            handle = self._servers.handle(server)
+            if handle.state is ServerState.STOPPED or (
+                    handle.state is ServerState.READY
+                    and (server in self._screenings or handle.listing_error is None)):
+                continue  # gone, or ready and listed (a ready one is also not if it failed)
             screening = self._screenings.get(server)
             if screening is None:
                 owners.append((server, False))
@@ -266,12 +436,22 @@ class CatalogKeeper:
         return owners
 
     def settling(self, server: str) -> bool:
+        """Whether a change ``server`` announced is not screened yet."""
         return server in self._settling
 
+    def _release(self, server: str) -> None:
+        """The calls waiting for ``server``'s listing go on: none is coming."""
+        for events in (self._settling, self._covering):
+            event = events.pop(server, None)
+            if event is not None:
+                event.set()
+
     async def settled(self, server: str) -> None:
-        """Returns once ``server``'s tools are not being listed again."""
-        while events := self._settling.get(server):
-            await next(iter(events)).wait()
+        """Returns once the changes ``server`` announced until now are screened (or their
+        listing failed): one listing, never the ones of later announcements."""
+        event = self._settling.get(server)
+        if event is not None:
+            await event.wait()
 
     # -- merging -------------------------------------------------------------------------
 
@@ -303,40 +483,67 @@ class CatalogKeeper:
         if handle.state is ServerState.READY:
             if name not in self.adding and self._listed_generation.get(name) != handle.generation:
                 # A new connection: its era was renegotiated, its caches died with the old
-                # one, and its tools are listed again from scratch.
+                # one, and its tools are listed again from scratch, at once.
                 self._cache.drop(name)
-                self._spawn_relist(name)
+                self._want(name, at_once=True)
         elif handle.state in (ServerState.UNAVAILABLE, ServerState.STOPPED):
             if name in self._listings:
                 self.rebuild_or_keep()
 
     def on_list_changed(self, handle: WorkerHandle, which: str) -> None:
         """The server said its tool list changed: the cached list is invalid at once and
-        refetched now (not on a timer)."""
-        if which != "tools" or handle.name in self.adding:
+        refetched as its pacing allows (at once, unless it changes on every listing)."""
+        if which != "tools":
             return
         self._cache.invalidate(handle.name)
-        self._spawn_relist(handle.name, announced=True)
+        self._announced.add(handle.name)
+        # While it is being added, the adder lists it and then follows it (``follow``).
+        self._want(handle.name, wake=handle.name not in self.adding)
 
-    def _spawn_relist(self, name: str, *, announced: bool = False) -> None:
-        # Calls to the server wait from now until the new listing is screened.
-        event = asyncio.Event()
-        self._settling.setdefault(name, set()).add(event)
-        self._scope.spawn(self._relist(name, event, announced), name=f"relist {name}")
+    def _want(self, name: str, *, at_once: bool = False, wake: bool = True) -> None:
+        # Calls to the server wait from now until a listing covering this is screened.
+        self._pacing_of(name).announced(asyncio.get_running_loop().time(), at_once=at_once)
+        held = self._settling.get(name)
+        if held is None or held is self._covering.get(name):
+            self._settling[name] = asyncio.Event()  # a listing that starts later covers it
+        if wake:
+            self._wake(name)
 
-    async def _relist(self, name: str, event: asyncio.Event, announced: bool) -> None:
+    def _wake(self, name: str) -> None:
+        nudge = self._nudges.get(name)
+        if nudge is not None:
+            nudge.set()
+        if name not in self._relisters:
+            self._relisters[name] = self._scope.spawn(self._relist(name),
+                                                      name=f"relist {name}")
+
+    async def _relist(self, name: str) -> None:
+        """The server's re-lister: lists it whenever its pacing says a listing is due,
+        waits (woken sooner by a more urgent want) otherwise, ends when none is wanted."""
+        loop = asyncio.get_running_loop()
         try:
-            await self.list_server(name)
-        except TrunklineError as exc:
-            log.warning("server %r: re-listing tools failed: %s", name, exc)
-            return
+            while True:
+                pacing = self._pacing.get(name)
+                wait = None if pacing is None else pacing.wait(loop.time())
+                if wait is None:
+                    return
+                if wait > 0:
+                    nudge = self._nudges[name] = asyncio.Event()
+                    try:
+                        await asyncio.wait_for(nudge.wait(), wait)
+                    except TimeoutError:
+                        pass
+                    continue
+                if self._servers.handle(name).state is not ServerState.READY:
+                    # Its next connection is listed at once (relisting rule 4); calls
+                    # that waited go on, to wait for the server itself.
+                    self._release(name)
+                    return
+                await self._list_paced(name, merge=True)
         finally:
-            events = self._settling.get(name, set())
-            events.discard(event)
-            if not events:
-                self._settling.pop(name, None)
-            event.set()
-        self.rebuild_or_keep(announced)
+            if self._relisters.get(name) is asyncio.current_task():
+                del self._relisters[name]
+            self._nudges.pop(name, None)
 
 
 def _names_of(server: str, tool: str, model_safe: bool) -> tuple[str, ...]:
