@@ -101,6 +101,10 @@ TAP
 
 notifications/cancelled cancels a pending sleep/late answer for that id, unless
 --ignore-cancel (then the late answer still comes: a client must drop it).
+
+A modern subscriptions/listen request is acknowledged at once with the list changes it
+asked for, or, with --hold-listen-acks, only when the tool `ack-listens` is called (then
+granting its resourceSubscriptions too): a stream whose acknowledgement is in flight.
 """
 
 from __future__ import annotations
@@ -200,6 +204,8 @@ BUILTIN_TOOLS: list[Json] = [
      "inputSchema": {"type": "object"}},
     {"name": "end-listen-cancel", "description": "Closes every listen stream with "
      "notifications/cancelled.", "inputSchema": {"type": "object"}},
+    {"name": "ack-listens", "description": "Acknowledges the listen streams held by "
+     "--hold-listen-acks.", "inputSchema": {"type": "object"}},
     {
         "name": "big",
         "description": "Returns `bytes` bytes of text.",
@@ -400,6 +406,7 @@ class Config:
     server_requests: list[str]
     notify_after_call: list[str]
     ignore_cancel: bool
+    hold_listen_acks: bool
     exit_on_eof: bool
     verbose: bool
 
@@ -447,6 +454,7 @@ class Peer:
         self._server_ids = itertools.count(1)
         self._awaiting: dict[str, str] = {}  # id_key(our request id) -> method
         self.listens: list[Any] = []  # ids of open subscriptions/listen requests
+        self.held_acks: list[tuple[Any, Json]] = []  # --hold-listen-acks: not yet sent
 
     def log(self, text: str) -> None:
         if self.cfg.verbose:
@@ -688,6 +696,8 @@ class Peer:
             os._exit(CRASH_EXIT_CODE)
         if name == "ask":
             return self.ask_tool(req, args)
+        if name == "ack-listens":
+            return text_result(f"acknowledged {self.release_acks()} stream(s)")
         if name in ("mutate", "end-listen", "end-listen-cancel"):
             self.listen_event(name)
             return text_result(f"{name}: {len(self.listens)} stream(s) open")
@@ -742,8 +752,22 @@ class Peer:
         granted = {k: True for k in ("toolsListChanged", "promptsListChanged",
                                      "resourcesListChanged") if asked.get(k) is True}
         self.listens.append(req["id"])
+        if self.cfg.hold_listen_acks:
+            uris = asked.get("resourceSubscriptions")
+            if isinstance(uris, list):
+                granted["resourceSubscriptions"] = uris
+            self.held_acks.append((req["id"], granted))
+            return
         self.out.send(_notification("notifications/subscriptions/acknowledged", {
             "notifications": granted, "_meta": {SUBSCRIPTION_KEY: req["id"]}}))
+
+    def release_acks(self) -> int:
+        """Tool `ack-listens`: acknowledge every listen request held so far."""
+        held, self.held_acks = self.held_acks, []
+        for sid, granted in held:
+            self.out.send(_notification("notifications/subscriptions/acknowledged", {
+                "notifications": granted, "_meta": {SUBSCRIPTION_KEY: sid}}))
+        return len(held)
 
     def listen_event(self, name: str) -> None:
         """Tools `mutate` (announce a tools/list change on every stream, plus a stray one
@@ -854,6 +878,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-request", action="append", default=[], metavar="METHOD")
     p.add_argument("--notify-after-call", action="append", default=[], metavar="METHOD")
     p.add_argument("--ignore-cancel", action="store_true")
+    p.add_argument("--hold-listen-acks", action="store_true")
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--startup-delay-once", default=None, metavar="PATH")
     p.add_argument("--stdout-garbage-first", action="store_true")
@@ -908,6 +933,7 @@ def config_from(ns: argparse.Namespace) -> Config:
         server_requests=ns.server_request,
         notify_after_call=ns.notify_after_call,
         ignore_cancel=ns.ignore_cancel,
+        hold_listen_acks=ns.hold_listen_acks,
         exit_on_eof=ns.exit_on_eof,
         verbose=ns.verbose,
     )

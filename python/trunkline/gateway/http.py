@@ -749,20 +749,24 @@ class HttpFace:
         async for event in stream.follow(after):
             await http.write(event)
 
-    async def _listen(self, http: Exchange, request: p.Request) -> None:
+    async def _listen(self, http: Exchange, request: p.Request) -> dict[str, Any] | None:
         http.cancel_when_gone()
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        resources, stops = await self._answerer.watch_listed(
+        watched = await self._answerer.watch_listed(
             request, lambda params: queue.put_nowait(resource_updated(params)))
-        granted = listen_grant(request, resources)
+        if isinstance(watched, dict):
+            return p.error_response(request.id, watched)
+        resources, stop = watched
+        # Nothing waits between the watch and here: it is stopped however this ends.
         try:
+            granted = listen_grant(request, resources)
             await http.open_stream(SSE_HEADERS)
             await http.write(_sse(p.notification(
                 "notifications/subscriptions/acknowledged",
                 {"_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted})))
             if not granted:
                 await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
-                return
+                return None
             self._streams[queue] = granted_lists(granted)
             while (note := await queue.get()) is not None:
                 params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
@@ -771,8 +775,8 @@ class HttpFace:
             await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
         finally:
             self._streams.pop(queue, None)
-            for stop in stops:
-                stop()
+            stop()
+        return None
 
     async def _subscription(self, request: p.Request, session_id: str) -> dict[str, Any]:
         """A legacy session's ``resources/subscribe`` or ``resources/unsubscribe``: its
