@@ -60,7 +60,11 @@ NORMAL ANSWERS
                          echo    returns its arguments as JSON text content
                          search  returns one text block mentioning "query"
                          sleep   answers after arguments.seconds; never if absent
-                                 (with a progressToken: progress 0 "sleeping" first)
+                                 (with a progressToken: progress 0 "sleeping" first, or
+                                 with arguments.progress N: progress 1..N, each message
+                                 arguments.pad bytes long, a flood for slow readers; with
+                                 arguments.every S too, one each S seconds until the
+                                 answer or the call's cancellation)
                          crash   exits (code 4) mid-call; with {"partial":true}
                                  first writes half a response line
                          big     returns arguments.bytes bytes of text
@@ -807,7 +811,16 @@ class Peer:
     def sleep_tool(self, req: Json, args: Json) -> None:
         seconds = args.get("seconds")
         token = (req.get("params", {}).get("_meta") or {}).get("progressToken")
-        if token is not None:  # "started": a streamed call has its stream open
+        flood = args.get("progress")
+        every = args.get("every")
+        if token is not None and isinstance(flood, int) and not isinstance(every, (int, float)):
+            pad = "p" * int(args.get("pad") or 0)
+            for step in range(1, flood + 1):
+                self.out.send(_notification("notifications/progress", {
+                    "progressToken": token, "progress": step, "total": flood,
+                    "message": pad}))
+        elif token is not None and not isinstance(flood, int):
+            # "started": a streamed call has its stream open
             self.out.send(_notification("notifications/progress", {
                 "progressToken": token, "progress": 0, "message": "sleeping"}))
         if isinstance(seconds, (int, float)):
@@ -815,6 +828,22 @@ class Peer:
             envelope: Json = {"jsonrpc": "2.0", "id": req["id"]}
             envelope["result"] = self.stamp(result) if is_modern(req) else result
             self.start_timer(req["id"], float(seconds), lambda: self.out.send(envelope))
+            if token is not None and isinstance(flood, int) and isinstance(every, (int, float)):
+                threading.Thread(target=self.trickle, daemon=True, args=(
+                    id_key(req["id"]), token, flood, int(args.get("pad") or 0),
+                    float(every))).start()
+
+    def trickle(self, key: str, token: Any, steps: int, pad: int, every: float) -> None:
+        """Progress 1..steps, one each ``every`` seconds, while the call it belongs to
+        waits for its answer (neither answered nor cancelled)."""
+        for step in range(1, steps + 1):
+            with self._timers_lock:
+                if key not in self._timers:
+                    return
+            self.out.send(_notification("notifications/progress", {
+                "progressToken": token, "progress": step, "total": steps,
+                "message": "p" * pad}))
+            time.sleep(every)
 
     @staticmethod
     def error_envelope(req_id: Any, err: RpcError) -> Json:

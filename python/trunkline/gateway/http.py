@@ -8,7 +8,10 @@ HTTP/1.1 server, ``http_server``):
   client accepts one and something comes before the answer (progress, a legacy client's
   input request), else as JSON, so an error keeps its status; closing the exchange
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
-  until the client closes it, told of every change of the lists it was granted.
+  until the client closes it, told of every change of the lists it was granted. Every
+  stream waits for its reader in an ``outbox`` (bounded; progress coalesced once the
+  reader is behind), and one whose reader takes nothing for ``Limits.stream_behind_s``
+  has its connection dropped, which cancels its call as the client's going away does.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
   signed, not stored (``SessionSigner``), naming this process; a GET with it opens the
   session's stream for list changes; DELETE is 405, as 2025-11-25 allows: nothing stored
@@ -90,6 +93,8 @@ from .http_rules import (
 )
 from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
+from .limits import Limits
+from .outbox import StreamWriter
 from .processes import bind_socket, bind_unix_socket
 from .siblings import Siblings, SiblingUnreachable
 
@@ -161,47 +166,64 @@ def _dropped(_note: dict[str, Any]) -> None:
     before the answer, and a JSON answer has no room for them)."""
 
 
+def _stream_writer(http: Exchange, limits: Limits, what: str,
+                   write: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+                   ) -> StreamWriter:
+    """The writer of one of the gateway's streams to a client (``outbox``), with its
+    bounds: ``write`` (else each message as an SSE event); a reader that stays behind has
+    the connection dropped (the handler cancelled, as by the client's going away) and the
+    reason logged."""
+
+    def end(reason: str) -> None:
+        log.warning("%s ended: %s; its connection is dropped", what, reason)
+        http.abort()
+    return StreamWriter(write or (lambda message: http.write(_sse(message))), end,
+                        backlog=limits.stream_backlog, behind_s=limits.stream_behind_s)
+
+
 class _LazyStream:
     """A call's messages before its answer, as SSE events: the stream opens, and a task
-    writes them in order, only once the first one comes (most answers come alone, and
-    go out as JSON)."""
+    writes them in order (``outbox``: bounded toward a slow reader), only once the first
+    one comes (most answers come alone, and go out as JSON)."""
 
-    __slots__ = ("_http", "_queue", "_writer")
+    __slots__ = ("_http", "_limits", "_writer", "_task")
 
-    def __init__(self, http: Exchange) -> None:
+    def __init__(self, http: Exchange, limits: Limits) -> None:
         self._http = http
-        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._limits = limits
+        self._writer: StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def opened(self) -> bool:
         return self._writer is not None
 
     def add(self, message: dict[str, Any]) -> None:
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._writer = asyncio.ensure_future(self._write(self._queue))
-        self._queue.put_nowait(message)
+        if self._writer is None:
+            self._writer = _stream_writer(self._http, self._limits, "a call's stream",
+                                          self._write)
+            self._task = asyncio.ensure_future(self._writer.run())
+        self._writer.put(message)
 
-    async def _write(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
-        await self._http.open_stream(SSE_HEADERS)
-        while (message := await queue.get()) is not None:
-            await self._http.write(_sse(message))
+    async def _write(self, message: dict[str, Any]) -> None:
+        if not self._http.started:
+            await self._http.open_stream(SSE_HEADERS)
+        await self._http.write(_sse(message))
 
     async def finish(self, answer: dict[str, Any]) -> None:
         """The messages that came, then the answer, last."""
-        assert self._queue is not None and self._writer is not None
-        self._queue.put_nowait(None)
-        await self._writer
-        await self._http.write(_sse(answer))
+        assert self._writer is not None and self._task is not None
+        self._writer.put(answer)
+        self._writer.close()
+        await self._task
 
     async def aclose(self) -> None:
         """The request ended (or was cancelled): nothing more is written for it, and the
         writer does not outlive it."""
-        if self._writer is not None and not self._writer.done():
-            self._writer.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
             # Waited for, not awaited: its CancelledError is not this task's to swallow.
-            await asyncio.wait([self._writer])
+            await asyncio.wait([self._task])
 
 
 class HttpFace:
@@ -251,9 +273,9 @@ class HttpFace:
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
-        self._streams: dict[asyncio.Queue[dict[str, Any] | None], frozenset[str]] = {}
+        self._streams: dict[StreamWriter, frozenset[str]] = {}
         #: Legacy sessions' GET streams, by session id.
-        self._legacy_streams: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
+        self._legacy_streams: dict[str, set[StreamWriter]] = {}
         #: Legacy sessions' resource subscriptions (by session id, then URI): this
         #: replica's, since a signed session id cannot carry what comes after it.
         self._subscribed: dict[str, dict[str, Callable[[], None]]] = {}
@@ -377,8 +399,8 @@ class HttpFace:
         if self._sibling_server is not None:
             self._sibling_server.stop_accepting()
         self._unwatch()
-        for queue in (*self._streams, *self._all_legacy_streams()):
-            queue.put_nowait(None)
+        for stream in (*self._streams, *self._all_legacy_streams()):
+            stream.close()
         calls = list(self._legacy_calls.values())
         if calls:  # legacy calls outlive their connections: they get the drain deadline
             _done, late = await asyncio.wait(calls, timeout=self._drain_s)
@@ -397,8 +419,8 @@ class HttpFace:
         for keys in self._issuer_keys:
             await keys.aclose()
 
-    def _all_legacy_streams(self) -> list[asyncio.Queue[dict[str, Any] | None]]:
-        return [q for queues in self._legacy_streams.values() for q in queues]
+    def _all_legacy_streams(self) -> list[StreamWriter]:
+        return [one for streams in self._legacy_streams.values() for one in streams]
 
     # -- checks every request passes ---------------------------------------------------
 
@@ -703,7 +725,7 @@ class HttpFace:
     async def _streamed(self, http: Exchange,
                         answer: Callable[[Callable[[dict[str, Any]], None]],
                                          Awaitable[dict[str, Any]]]) -> Reply | None:
-        stream = _LazyStream(http)
+        stream = _LazyStream(http, self._answerer.limits)
         try:
             message = await answer(stream.add)
             if not stream.opened:
@@ -751,9 +773,13 @@ class HttpFace:
 
     async def _listen(self, http: Exchange, request: p.Request) -> dict[str, Any] | None:
         http.cancel_when_gone()
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+        def write(note: dict[str, Any]) -> Awaitable[None]:
+            params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
+            return http.write(_sse({**note, "params": params}))
+        stream = _stream_writer(http, self._answerer.limits, "a listen stream", write)
         watched = await self._answerer.watch_listed(
-            request, lambda params: queue.put_nowait(resource_updated(params)))
+            request, lambda params: stream.put(resource_updated(params)))
         if isinstance(watched, dict):
             return p.error_response(request.id, watched)
         resources, stop = watched
@@ -767,14 +793,12 @@ class HttpFace:
             if not granted:
                 await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
                 return None
-            self._streams[queue] = granted_lists(granted)
-            while (note := await queue.get()) is not None:
-                params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
-                await http.write(_sse({**note, "params": params}))
+            self._streams[stream] = granted_lists(granted)
+            await stream.run()
             # The gateway is stopping: the subscription ends gracefully.
             await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
         finally:
-            self._streams.pop(queue, None)
+            self._streams.pop(stream, None)
             stop()
         return None
 
@@ -794,8 +818,8 @@ class HttpFace:
                 "subscriptions already: unsubscribe from some first"))
 
         def updated(params: dict[str, Any]) -> None:
-            for queue in self._legacy_streams.get(session_id, ()):
-                queue.put_nowait(resource_updated(params))
+            for stream in self._legacy_streams.get(session_id, ()):
+                stream.put(resource_updated(params))
         watched = await self._answerer.watch(uri, request.era, updated)
         if isinstance(watched, dict):
             return p.error_response(request.id, watched)
@@ -827,15 +851,14 @@ class HttpFace:
             return None
         http.cancel_when_gone()
         await http.open_stream(SSE_HEADERS)
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self._legacy_streams.setdefault(session_id, set()).add(queue)
+        stream = _stream_writer(http, self._answerer.limits, "a legacy session's GET stream")
+        self._legacy_streams.setdefault(session_id, set()).add(stream)
         try:
-            while (note := await queue.get()) is not None:
-                await http.write(_sse(note))
+            await stream.run()
         finally:
-            queues = self._legacy_streams.get(session_id, set())
-            queues.discard(queue)
-            if not queues:
+            streams = self._legacy_streams.get(session_id, set())
+            streams.discard(stream)
+            if not streams:
                 self._legacy_streams.pop(session_id, None)
         return None
 
@@ -880,8 +903,8 @@ class HttpFace:
         if which == "tools":
             self._header_params_of.clear()
         note = p.list_changed(which)
-        for queue, lists in self._streams.items():
+        for stream, lists in self._streams.items():
             if which in lists:
-                queue.put_nowait(note)
-        for queue in self._all_legacy_streams():
-            queue.put_nowait(note)
+                stream.put(note)
+        for stream in self._all_legacy_streams():
+            stream.put(note)
