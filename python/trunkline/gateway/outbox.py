@@ -30,9 +30,10 @@ Rules:
    of the stream, one notice, and answers to requests already under way.
 3. A reader that takes nothing for ``stream_behind_s`` while a write waits for it and
    more waits behind it (or the stream is to end after it) has its stream ended
-   (``StreamWriter``'s ``end``, with the reason). How is the face's: over HTTP the connection is dropped, which cancels a
-   call as the client's going away does, and ends a listen or GET stream with its
-   subscriptions.
+   (``StreamWriter``'s ``end``, with the reason). How is the face's: over HTTP the
+   connection is dropped, which cancels a call as the client's going away does, and
+   ends a listen or GET stream with its subscriptions; the stdio face reads no new
+   request while its client is behind instead.
 """
 
 from __future__ import annotations
