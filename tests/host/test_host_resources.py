@@ -7,6 +7,9 @@ every 5 s)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import sys
 import time
 from typing import Any
@@ -209,4 +212,37 @@ def test_changes_while_a_listen_awaits_its_acknowledgement_go_in_one_new_filter(
             await host.call_tool("ack-listens", {})
             await until(lambda: len(listens(tap)) == 3, "the stream opened again")
             assert filters() == [None, [a, b], [a, b, c]]
+    run(main())
+
+
+def test_a_worker_behind_in_reading_gets_the_changes_merged(tap, no_leaks, monkeypatch):
+    """A worker that reads nothing (stopped) while watches come and go: once its channel
+    is full the changes wait in the parent, one entry per URI, instead of piling up in
+    the channel; when it reads again it is sent them merged."""
+    frames = watch_frames(monkeypatch)
+    # ~100 KiB a change: the channel's socket buffers (some MiB) fill after a few dozen.
+    uris = [f"scripted://r/{n:04d}/" + "x" * 80 for n in range(1000)]
+    cycles = 300
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(
+                "--capabilities", '{"tools":{"listChanged":true},"resources":{"subscribe":true}}',
+                tap=tap))
+            await until(lambda: len(listens(tap)) == 1, "the worker's first listen")
+            [status] = host.servers()
+            os.kill(status.worker_pid, signal.SIGSTOP)
+            try:
+                for _ in range(cycles):
+                    stop = host.subscribe_resources("s", uris, lambda _p: None)
+                    await asyncio.sleep(0)  # its tick: the change goes, or waits
+                    stop()
+                    await asyncio.sleep(0)
+                sent = len(frames)
+            finally:
+                os.kill(status.worker_pid, signal.SIGCONT)
+            assert sent < cycles, "past the channel's buffer the changes waited, merged"
+            host.subscribe_resources("s", uris[:3], lambda _p: None)
+            await until(lambda: listens(tap)[-1]["params"]["notifications"].get(
+                "resourceSubscriptions") == uris[:3], "the worker caught up")
     run(main())
