@@ -45,7 +45,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 8
+CHANNEL_VERSION = 9
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -60,7 +60,8 @@ CANCEL = 2
 STOP = 4
 #: parent -> worker: the host's answer to a server's own request (``ServerAnswer``).
 SERVER_ANSWER = 5
-#: parent -> worker: every resource URI the host wants updates of now (``ResourceWatch``).
+#: parent -> worker: resource URIs the host now wants updates of, and no longer does
+#: (``ResourceWatch``: a change, never the whole set but to a new worker).
 WATCH_RESOURCES = 6
 #: parent -> worker: the host's answer to ``CREDENTIALS_ASKED`` (``CredentialAnswer``).
 CREDENTIALS = 7
@@ -94,12 +95,24 @@ def frame(kind: int, body: bytes = b"") -> bytes:
 
 class ChannelProtocol(asyncio.Protocol):
     """Either end of the channel: bytes to ``on_data``, its end to ``on_closed`` (once
-    per event: EOF and the connection's loss may both be reported)."""
+    per event: EOF and the connection's loss may both be reported); ``writing_paused``
+    while the other end is behind in reading, and ``on_writable`` when it caught up."""
 
     def __init__(self, on_data: Callable[[bytes], None],
-                 on_closed: Callable[[str], None]) -> None:
+                 on_closed: Callable[[str], None],
+                 on_writable: Callable[[], None] | None = None) -> None:
         self._on_data = on_data
         self._on_closed = on_closed
+        self._on_writable = on_writable
+        self.writing_paused = False
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self._on_writable is not None:
+            self._on_writable()
 
     def data_received(self, data: bytes) -> None:
         self._on_data(data)
@@ -231,11 +244,14 @@ class ListChanged(_Json, frozen=True):
 
 
 class ResourceWatch(_Json, frozen=True):
-    """The whole set of URIs to hear updates of (the worker reconciles: a set, not a
-    change, so a new worker of the same server simply gets the current one)."""
+    """A change of the URIs to hear updates of: ``removed`` no longer, ``added`` from now
+    on (applied in that order; a URI is in one of them at most). A new worker is sent its
+    server's whole set once, as ``added``; after that each change is only what changed,
+    so what crosses grows with the change, never with the set."""
 
     FRAME = WATCH_RESOURCES
-    uris: list[str]
+    added: list[str] = []
+    removed: list[str] = []
 
 
 class Notice(msgspec.Struct, frozen=True):

@@ -66,7 +66,11 @@ NORMAL ANSWERS
                          echo    returns its arguments as JSON text content
                          search  returns one text block mentioning "query"
                          sleep   answers after arguments.seconds; never if absent
-                                 (with a progressToken: progress 0 "sleeping" first)
+                                 (with a progressToken: progress 0 "sleeping" first, or
+                                 with arguments.progress N: progress 1..N, each message
+                                 arguments.pad bytes long, a flood for slow readers; with
+                                 arguments.every S too, one each S seconds until the
+                                 answer or the call's cancellation)
                          crash   exits (code 4) mid-call; with {"partial":true}
                                  first writes half a response line
                          big     returns arguments.bytes bytes of text
@@ -107,6 +111,10 @@ TAP
 
 notifications/cancelled cancels a pending sleep/late answer for that id, unless
 --ignore-cancel (then the late answer still comes: a client must drop it).
+
+A modern subscriptions/listen request is acknowledged at once with the list changes it
+asked for, or, with --hold-listen-acks, only when the tool `ack-listens` is called (then
+granting its resourceSubscriptions too): a stream whose acknowledgement is in flight.
 """
 
 from __future__ import annotations
@@ -207,6 +215,8 @@ BUILTIN_TOOLS: list[Json] = [
      "inputSchema": {"type": "object"}},
     {"name": "end-listen-cancel", "description": "Closes every listen stream with "
      "notifications/cancelled.", "inputSchema": {"type": "object"}},
+    {"name": "ack-listens", "description": "Acknowledges the listen streams held by "
+     "--hold-listen-acks.", "inputSchema": {"type": "object"}},
     {
         "name": "big",
         "description": "Returns `bytes` bytes of text.",
@@ -411,6 +421,7 @@ class Config:
     server_requests: list[str]
     notify_after_call: list[str]
     ignore_cancel: bool
+    hold_listen_acks: bool
     exit_on_eof: bool
     verbose: bool
 
@@ -458,6 +469,7 @@ class Peer:
         self._server_ids = itertools.count(1)
         self._awaiting: dict[str, str] = {}  # id_key(our request id) -> method
         self.listens: list[Any] = []  # ids of open subscriptions/listen requests
+        self.held_acks: list[tuple[Any, Json]] = []  # --hold-listen-acks: not yet sent
 
     def log(self, text: str) -> None:
         if self.cfg.verbose:
@@ -722,6 +734,8 @@ class Peer:
             os._exit(CRASH_EXIT_CODE)
         if name == "ask":
             return self.ask_tool(req, args)
+        if name == "ack-listens":
+            return text_result(f"acknowledged {self.release_acks()} stream(s)")
         if name in ("mutate", "end-listen", "end-listen-cancel"):
             self.listen_event(name)
             return text_result(f"{name}: {len(self.listens)} stream(s) open")
@@ -776,8 +790,22 @@ class Peer:
         granted = {k: True for k in ("toolsListChanged", "promptsListChanged",
                                      "resourcesListChanged") if asked.get(k) is True}
         self.listens.append(req["id"])
+        if self.cfg.hold_listen_acks:
+            uris = asked.get("resourceSubscriptions")
+            if isinstance(uris, list):
+                granted["resourceSubscriptions"] = uris
+            self.held_acks.append((req["id"], granted))
+            return
         self.out.send(_notification("notifications/subscriptions/acknowledged", {
             "notifications": granted, "_meta": {SUBSCRIPTION_KEY: req["id"]}}))
+
+    def release_acks(self) -> int:
+        """Tool `ack-listens`: acknowledge every listen request held so far."""
+        held, self.held_acks = self.held_acks, []
+        for sid, granted in held:
+            self.out.send(_notification("notifications/subscriptions/acknowledged", {
+                "notifications": granted, "_meta": {SUBSCRIPTION_KEY: sid}}))
+        return len(held)
 
     def listen_event(self, name: str) -> None:
         """Tools `mutate` (announce a tools/list change on every stream, plus a stray one
@@ -821,7 +849,16 @@ class Peer:
     def sleep_tool(self, req: Json, args: Json) -> None:
         seconds = args.get("seconds")
         token = (req.get("params", {}).get("_meta") or {}).get("progressToken")
-        if token is not None:  # "started": a streamed call has its stream open
+        flood = args.get("progress")
+        every = args.get("every")
+        if token is not None and isinstance(flood, int) and not isinstance(every, (int, float)):
+            pad = "p" * int(args.get("pad") or 0)
+            for step in range(1, flood + 1):
+                self.out.send(_notification("notifications/progress", {
+                    "progressToken": token, "progress": step, "total": flood,
+                    "message": pad}))
+        elif token is not None and not isinstance(flood, int):
+            # "started": a streamed call has its stream open
             self.out.send(_notification("notifications/progress", {
                 "progressToken": token, "progress": 0, "message": "sleeping"}))
         if isinstance(seconds, (int, float)):
@@ -829,6 +866,22 @@ class Peer:
             envelope: Json = {"jsonrpc": "2.0", "id": req["id"]}
             envelope["result"] = self.stamp(result) if is_modern(req) else result
             self.start_timer(req["id"], float(seconds), lambda: self.out.send(envelope))
+            if token is not None and isinstance(flood, int) and isinstance(every, (int, float)):
+                threading.Thread(target=self.trickle, daemon=True, args=(
+                    id_key(req["id"]), token, flood, int(args.get("pad") or 0),
+                    float(every))).start()
+
+    def trickle(self, key: str, token: Any, steps: int, pad: int, every: float) -> None:
+        """Progress 1..steps, one each ``every`` seconds, while the call it belongs to
+        waits for its answer (neither answered nor cancelled)."""
+        for step in range(1, steps + 1):
+            with self._timers_lock:
+                if key not in self._timers:
+                    return
+            self.out.send(_notification("notifications/progress", {
+                "progressToken": token, "progress": step, "total": steps,
+                "message": "p" * pad}))
+            time.sleep(every)
 
     @staticmethod
     def error_envelope(req_id: Any, err: RpcError) -> Json:
@@ -901,6 +954,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-request", action="append", default=[], metavar="METHOD")
     p.add_argument("--notify-after-call", action="append", default=[], metavar="METHOD")
     p.add_argument("--ignore-cancel", action="store_true")
+    p.add_argument("--hold-listen-acks", action="store_true")
     p.add_argument("--startup-delay", type=float, default=0.0, metavar="SECONDS")
     p.add_argument("--startup-delay-once", default=None, metavar="PATH")
     p.add_argument("--stdout-garbage-first", action="store_true")
@@ -956,6 +1010,7 @@ def config_from(ns: argparse.Namespace) -> Config:
         server_requests=ns.server_request,
         notify_after_call=ns.notify_after_call,
         ignore_cancel=ns.ignore_cancel,
+        hold_listen_acks=ns.hold_listen_acks,
         exit_on_eof=ns.exit_on_eof,
         verbose=ns.verbose,
     )

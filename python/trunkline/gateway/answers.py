@@ -357,19 +357,40 @@ class Answerer:
                            {"uri": uri, "server": server})
 
     async def watch_listed(self, request: p.Request, on_updated: Callable[[dict[str, Any]], None]
-                           ) -> tuple[list[str], list[Callable[[], None]]]:
+                           ) -> tuple[list[str], Callable[[], None]] | dict[str, Any]:
         """A modern listen request's ``resourceSubscriptions``: the URIs granted (those
-        whose servers offer subscriptions) and what stops each."""
+        whose servers offer subscriptions) and what stops them all, or the error for a
+        request naming more than ``limits.listen_uris`` (then nothing is watched). Every
+        URI is routed before the first is watched, and from there nothing waits: a request
+        cancelled meanwhile (its client gone) leaves nothing watched. Each server gets
+        the URIs that are its own as one change (``Host.subscribe_resources``)."""
         wanted = request.params.get("notifications")
-        uris = wanted.get(RESOURCE_SUBSCRIPTIONS) if isinstance(wanted, dict) else None
-        granted: list[str] = []
+        listed = wanted.get(RESOURCE_SUBSCRIPTIONS) if isinstance(wanted, dict) else None
+        uris = list(dict.fromkeys(u for u in listed if isinstance(u, str))) \
+            if isinstance(listed, list) else []
+        limit = self.limits.listen_uris
+        if len(uris) > limit:
+            return p.error(p.INVALID_PARAMS, f"{RESOURCE_SUBSCRIPTIONS} names {len(uris)} "
+                           f"resources, over the limit of {limit} for one listen request "
+                           "(listen_uris)", {"limit": "listen_uris", "max": limit})
+        routes = await self._offerings.resources(uris) if uris else {}
+        by_server: dict[str, list[str]] = {}
+        for uri, server in routes.items():
+            if server is not None:
+                by_server.setdefault(server, []).append(uri)
         stops: list[Callable[[], None]] = []
-        for uri in dict.fromkeys(uris if isinstance(uris, list) else ()):
-            watched = await self.watch(uri, p.ClientEra.MODERN, on_updated)
-            if callable(watched):
-                granted.append(uri)
-                stops.append(watched)
-        return granted, stops
+        taken: set[str] = set()
+        for server, owned in by_server.items():
+            try:
+                stops.append(self.host.subscribe_resources(server, owned, on_updated))
+            except ValueError:
+                continue  # the server offers no subscriptions: its URIs are not granted
+            taken.update(owned)
+
+        def stop() -> None:
+            for one in stops:
+                one()
+        return [uri for uri in uris if uri in taken], stop
 
     async def _behind(self, request: p.Request, server: str | None,
                       work: Coroutine[Any, Any, Any], client_key: Hashable = None,

@@ -24,6 +24,9 @@ Rules:
    writes: a write to a client that has gone is dropped.)
 5. A write waits while the client reads slower than the gateway writes (the transport's
    high-water mark), so a slow reader holds at most that much of the gateway's memory.
+6. ``abort`` drops the connection at once, with what the client has not taken (a reader
+   that stays behind, ``outbox``): as the client's going away would, it cancels the
+   handler once ``cancel_when_gone`` was called.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class Wire(Protocol):
     def unsent(self) -> int: ...
 
     def keeps(self, exchange: Exchange) -> bool: ...
+
+    def abort(self) -> None: ...
 
 
 class Disconnected(Exception):
@@ -243,6 +248,10 @@ class Exchange:
         if self._chunked:
             self._conn.send(b"0\r\n\r\n")
         await self._conn.drained()
+
+    def abort(self) -> None:
+        """Drop the connection now, with whatever the client has not taken (rule 6)."""
+        self._conn.abort()
 
     def close(self) -> None:
         """The handler is done with the exchange: stop listening for the client's going

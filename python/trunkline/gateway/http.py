@@ -8,7 +8,10 @@ HTTP/1.1 server, ``http_server``):
   client accepts one and something comes before the answer (progress, a legacy client's
   input request), else as JSON, so an error keeps its status; closing the exchange
   cancels the call behind the gateway; ``subscriptions/listen`` is an SSE stream held open
-  until the client closes it, told of every change of the lists it was granted.
+  until the client closes it, told of every change of the lists it was granted. Every
+  stream waits for its reader in an ``outbox`` (bounded; progress coalesced once the
+  reader is behind), and one whose reader takes nothing for ``Limits.stream_behind_s``
+  has its connection dropped, which cancels its call as the client's going away does.
 - **Legacy (2025-11-25 and earlier)**: ``initialize`` mints an ``Mcp-Session-Id`` that is
   signed (``SessionSigner``), naming this process and carrying its expiry; a GET with it
   opens the session's stream for list changes; DELETE ends it. An id no replica signed is
@@ -97,6 +100,8 @@ from .http_rules import (
 from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
 from .legacy_sessions import LegacySessions
+from .limits import Limits
+from .outbox import StreamWriter, client_stream
 from .processes import bind_socket, bind_unix_socket
 from .siblings import Siblings, SiblingUnreachable
 
@@ -165,47 +170,55 @@ def _dropped(_note: dict[str, Any]) -> None:
     before the answer, and a JSON answer has no room for them)."""
 
 
+def _stream_writer(http: Exchange, limits: Limits, what: str,
+                   write: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+                   ) -> StreamWriter:
+    return client_stream(http, limits, what, write or (lambda message: http.write(_sse(message))))
+
+
 class _LazyStream:
     """A call's messages before its answer, as SSE events: the stream opens, and a task
-    writes them in order, only once the first one comes (most answers come alone, and
-    go out as JSON)."""
+    writes them in order (``outbox``: bounded toward a slow reader), only once the first
+    one comes (most answers come alone, and go out as JSON)."""
 
-    __slots__ = ("_http", "_queue", "_writer")
+    __slots__ = ("_http", "_limits", "_writer", "_task")
 
-    def __init__(self, http: Exchange) -> None:
+    def __init__(self, http: Exchange, limits: Limits) -> None:
         self._http = http
-        self._queue: asyncio.Queue[dict[str, Any] | None] | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self._limits = limits
+        self._writer: StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def opened(self) -> bool:
         return self._writer is not None
 
     def add(self, message: dict[str, Any]) -> None:
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._writer = asyncio.ensure_future(self._write(self._queue))
-        self._queue.put_nowait(message)
+        if self._writer is None:
+            self._writer = _stream_writer(self._http, self._limits, "a call's stream",
+                                          self._write)
+            self._task = asyncio.ensure_future(self._writer.run())
+        self._writer.put(message)
 
-    async def _write(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
-        await self._http.open_stream(SSE_HEADERS)
-        while (message := await queue.get()) is not None:
-            await self._http.write(_sse(message))
+    async def _write(self, message: dict[str, Any]) -> None:
+        if not self._http.started:
+            await self._http.open_stream(SSE_HEADERS)
+        await self._http.write(_sse(message))
 
     async def finish(self, answer: dict[str, Any]) -> None:
         """The messages that came, then the answer, last."""
-        assert self._queue is not None and self._writer is not None
-        self._queue.put_nowait(None)
-        await self._writer
-        await self._http.write(_sse(answer))
+        assert self._writer is not None and self._task is not None
+        self._writer.put(answer)
+        self._writer.close()
+        await self._task
 
     async def aclose(self) -> None:
         """The request ended (or was cancelled): nothing more is written for it, and the
         writer does not outlive it."""
-        if self._writer is not None and not self._writer.done():
-            self._writer.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
             # Waited for, not awaited: its CancelledError is not this task's to swallow.
-            await asyncio.wait([self._writer])
+            await asyncio.wait([self._task])
 
 
 class HttpFace:
@@ -258,7 +271,7 @@ class HttpFace:
         self._origins: frozenset[tuple[str, str, int]] = frozenset()
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
-        self._streams: dict[asyncio.Queue[dict[str, Any] | None], frozenset[str]] = {}
+        self._streams: dict[StreamWriter, frozenset[str]] = {}
         #: What the legacy sessions this process opened hold: a signed session id cannot
         #: carry what comes after it.
         self._legacy = LegacySessions(answerer)
@@ -380,8 +393,8 @@ class HttpFace:
         if self._sibling_server is not None:
             self._sibling_server.stop_accepting()
         self._unwatch()
-        for queue in self._streams:
-            queue.put_nowait(None)
+        for stream in self._streams:
+            stream.close()
         # Legacy calls outlive their connections: they get the drain deadline.
         await self._legacy.drain(self._drain_s)
         if self._server is not None:
@@ -701,7 +714,7 @@ class HttpFace:
     async def _streamed(self, http: Exchange,
                         answer: Callable[[Callable[[dict[str, Any]], None]],
                                          Awaitable[dict[str, Any]]]) -> Reply | None:
-        stream = _LazyStream(http)
+        stream = _LazyStream(http, self._answerer.limits)
         try:
             message = await answer(stream.add)
             if not stream.opened:
@@ -721,30 +734,36 @@ class HttpFace:
                                           admitted)
         return None if refused is None else _answer(refused)
 
-    async def _listen(self, http: Exchange, request: p.Request) -> None:
+    async def _listen(self, http: Exchange, request: p.Request) -> dict[str, Any] | None:
         http.cancel_when_gone()
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        resources, stops = await self._answerer.watch_listed(
-            request, lambda params: queue.put_nowait(resource_updated(params)))
-        granted = listen_grant(request, resources)
+
+        def write(note: dict[str, Any]) -> Awaitable[None]:
+            params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
+            return http.write(_sse({**note, "params": params}))
+        stream = _stream_writer(http, self._answerer.limits, "a listen stream", write)
+        watched = await self._answerer.watch_listed(
+            request, lambda params: stream.put(resource_updated(params)))
+        if isinstance(watched, dict):
+            return p.error_response(request.id, watched)
+        resources, stop = watched
+        # Nothing waits between the watch and here: it is stopped however this ends.
         try:
+            granted = listen_grant(request, resources)
             await http.open_stream(SSE_HEADERS)
             await http.write(_sse(p.notification(
                 "notifications/subscriptions/acknowledged",
                 {"_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted})))
             if not granted:
                 await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
-                return
-            self._streams[queue] = granted_lists(granted)
-            while (note := await queue.get()) is not None:
-                params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
-                await http.write(_sse({**note, "params": params}))
+                return None
+            self._streams[stream] = granted_lists(granted)
+            await stream.run()
             # The gateway is stopping: the subscription ends gracefully.
             await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
         finally:
-            self._streams.pop(queue, None)
-            for stop in stops:
-                stop()
+            self._streams.pop(stream, None)
+            stop()
+        return None
 
     # -- GET / DELETE: a legacy session's stream, and its end ----------------------------------
 
@@ -819,7 +838,7 @@ class HttpFace:
         if which == "tools":
             self._header_params_of.clear()
         note = p.list_changed(which)
-        for queue, lists in self._streams.items():
+        for stream, lists in self._streams.items():
             if which in lists:
-                queue.put_nowait(note)
+                stream.put(note)
         self._legacy.list_changed(note)

@@ -503,6 +503,14 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self._wake_answerer()
 
+    def abort(self) -> None:
+        """Close now, dropping what the client has not taken: ``close`` waits for it to
+        be read, which a client that does not read never lets happen."""
+        if self._transport is not None:
+            self._transport.abort()
+        self.closed = True
+        self._wake_answerer()
+
 
 class HttpServer:
     """``app`` served on ``sock`` until ``stop``."""

@@ -47,6 +47,7 @@ from .answers import Admitted, Answerer, Client, resource_updated
 from .asks import Asks
 from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore, sse
 from .exchange import Exchange
+from .outbox import StreamWriter, client_stream
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -70,7 +71,7 @@ class _Session:
         #: Its resource subscriptions: what stops each, by URI.
         self.subscribed: dict[str, Callable[[], None]] = {}
         #: Its GET streams.
-        self.streams: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.streams: set[StreamWriter] = set()
         #: Its calls in flight, by request id (``protocol.request_key``).
         self.calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
         #: Streams of it open to its client now (GET streams, calls followed): while
@@ -276,24 +277,26 @@ class LegacySessions:
 
     async def changes(self, http: Exchange, session_id: str) -> None:
         """The session's GET stream: list changes and its resources' updates, until its
-        client closes it or the session ends."""
+        client closes it or the session ends (``outbox``: bounded toward a slow reader)."""
         held = self._held[session_id]
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        held.streams.add(queue)
+        http.cancel_when_gone()
+        await http.open_stream(SSE_HEADERS)
+        stream = client_stream(http, self._limits, "a legacy session's GET stream")
+        held.streams.add(stream)
         self._opening(held)
         try:
-            http.cancel_when_gone()
-            await http.open_stream(SSE_HEADERS)
-            while (note := await queue.get()) is not None:
-                await http.write(sse(note))
+            await stream.run()
         finally:
-            held.streams.discard(queue)
+            held.streams.discard(stream)
             self._closed(held)
 
     def _tell(self, held: _Session, note: dict[str, Any] | None) -> None:
         """Every GET stream of the session gets ``note`` (None: it ends)."""
-        for queue in held.streams:
-            queue.put_nowait(note)
+        for stream in held.streams:
+            if note is None:
+                stream.close()
+            else:
+                stream.put(note)
 
     def _opening(self, held: _Session) -> None:
         """A stream of the session opens to its client: while one is, it is active."""

@@ -184,6 +184,17 @@ class Offerings:
     async def resource(self, uri: str) -> str | None:
         return self.table.resource(uri) or (await self.refresh()).resource(uri)
 
+    async def resources(self, uris: Iterable[str]) -> dict[str, str | None]:
+        """The server each URI goes to (None: none), listing everything again at most
+        once for them all, however many the table does not know."""
+        routes = {uri: self.table.resource(uri) for uri in uris}
+        if None in routes.values():
+            table = await self.refresh()
+            for uri, server in routes.items():
+                if server is None:
+                    routes[uri] = table.resource(uri)
+        return routes
+
     async def _list_all(self) -> OfferingsTable:
         ready = [s for s in self._host.servers() if s.state is ServerState.READY]
         offering = {cap: [s.name for s in ready if (s.capabilities or {}).get(cap) is not None]

@@ -53,17 +53,18 @@ class ClientSession:
         #: lists (``tools``, ``prompts``, ``resources``) each was granted.
         self._listens: dict[tuple[str, Any], tuple[Any, frozenset[str]]] = {}
         #: What stops each resource watch: a legacy session's by URI, a listen stream's by
-        #: its request id.
+        #: its request id (every open listen stream has one).
         self._subscribed: dict[str, Callable[[], None]] = {}
-        self._listen_watches: dict[tuple[str, Any], list[Callable[[], None]]] = {}
+        self._listen_watches: dict[tuple[str, Any], Callable[[], None]] = {}
+        self._closed = False
         self._unwatch = answerer.watch_lists(self._list_changed)
 
     def close(self) -> None:
         """The client is gone: stop watching; the connection's scope ends its calls."""
+        self._closed = True
         self._unwatch()
         self._listens.clear()
-        for stop in [*self._subscribed.values(),
-                     *(s for stops in self._listen_watches.values() for s in stops)]:
+        for stop in [*self._subscribed.values(), *self._listen_watches.values()]:
             stop()
         self._subscribed.clear()
         self._listen_watches.clear()
@@ -90,9 +91,10 @@ class ClientSession:
         if note.method == "notifications/cancelled":
             key = p.request_key(note.params.get("requestId"))
             self._listens.pop(key, None)
-            for stop in self._listen_watches.pop(key, ()):
+            stop = self._listen_watches.pop(key, None)
+            if stop is not None:
                 stop()
-            task = self._calls.pop(key, None)
+            task = self._calls.pop(key, None)  # a listen stream being set up, too
             if task is not None:
                 task.cancel()
 
@@ -102,7 +104,7 @@ class ClientSession:
             self._start(request, self._answerer.call(request, self._send,
                                                      self._client(request), self))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
-            self._scope.spawn(self._listen(request), name=f"listen {request.id!r}")
+            self._start(request, self._listen(request))
         elif request.method in SUBSCRIBING and request.era is p.ClientEra.LEGACY:
             self._start(request, self._subscription(request))
         elif (answer := self._answerer.immediate(request)) is not None:
@@ -128,8 +130,10 @@ class ClientSession:
 
     # -- requests answered from behind the gateway ----------------------------------------
 
-    def _start(self, request: p.Request, answer: Coroutine[Any, Any, dict[str, Any]]) -> None:
-        """Run one request as its own task, cancellable by the client."""
+    def _start(self, request: p.Request,
+               answer: Coroutine[Any, Any, dict[str, Any] | None]) -> None:
+        """Run one request as its own task, cancellable by the client; its answer, if it
+        has one (a listen stream's is the stream)."""
         key = p.request_key(request.id)
         if key in self._calls:
             answer.close()
@@ -141,27 +145,40 @@ class ClientSession:
         task.add_done_callback(lambda _t: self._calls.pop(key, None) if
                                self._calls.get(key) is _t else None)
 
-    async def _answer(self, answer: Coroutine[Any, Any, dict[str, Any]]) -> None:
-        self._send(await answer)
+    async def _answer(self, answer: Coroutine[Any, Any, dict[str, Any] | None]) -> None:
+        message = await answer
+        if message is not None:
+            self._send(message)
 
     # -- list changes ---------------------------------------------------------------------
 
-    async def _listen(self, request: p.Request) -> None:
+    async def _listen(self, request: p.Request) -> dict[str, Any] | None:
+        """Open a listen stream (its request stays open until the client cancels it, or
+        goes); the refusal of one naming too many resources, or an id already open."""
         key = p.request_key(request.id)
+        if key in self._listen_watches:
+            return p.error_response(request.id, p.error(
+                p.INVALID_REQUEST, f"request id {request.id!r} is already in flight"))
 
         def updated(params: dict[str, Any]) -> None:
             note = resource_updated(params)
             note["params"]["_meta"] = {SUBSCRIPTION_ID: request.id}
             self._send(note)
-        resources, stops = await self._answerer.watch_listed(request, updated)
+        watched = await self._answerer.watch_listed(request, updated)
+        if isinstance(watched, dict):
+            return p.error_response(request.id, watched)
+        resources, stop = watched
+        if self._closed:  # the client went while the URIs were routed
+            stop()
+            return None
+        self._listen_watches[key] = stop
         granted = listen_grant(request, resources)
         self._send(p.notification("notifications/subscriptions/acknowledged", {
             "_meta": {SUBSCRIPTION_ID: request.id}, "notifications": granted}))
-        if stops:
-            self._listen_watches[key] = stops
         lists = granted_lists(granted)
         if lists:
             self._listens[key] = (request.id, lists)
+        return None
 
     async def _subscription(self, request: p.Request) -> dict[str, Any]:
         """A legacy ``resources/subscribe`` or ``resources/unsubscribe``: the session's

@@ -6,6 +6,12 @@ never buffered, anything that is not JSON is answered with a parse error, and ev
 written in one loop tick leaves in one write. Nothing but protocol messages ever reaches
 stdout (logs go to stderr). The session ends at EOF: calls still in flight are cancelled,
 since nobody is left to read their answers.
+
+A client that reads its stdout slower than the gateway writes (or not at all) holds what
+the pipe and its transport take, then an ``Outbox`` (progress coalesced, log messages
+dropped past ``Limits.stream_backlog``), and meanwhile no new request of it is read: the
+gateway holds the backlog and the answers of the calls already under way, no more. It is
+not ended for being behind: it is the face's one client, and what it holds is bounded.
 """
 
 from __future__ import annotations
@@ -21,7 +27,72 @@ from ..loop.batching import TickBatcher
 from ..loop.tasks import TaskScope
 from . import protocol as p
 from .answers import Answerer, Send
+from .outbox import Outbox
 from .session import ClientSession
+
+
+class Stdout(asyncio.Protocol):
+    """The gateway's side of its stdout pipe: messages out, a line each, in one write per
+    tick while the pipe takes them, else waiting in an ``Outbox`` until it does."""
+
+    def __init__(self, backlog: int) -> None:
+        self.outbox = Outbox(backlog)
+        self._batcher = TickBatcher(asyncio.get_running_loop())
+        self._transport: asyncio.WriteTransport | None = None
+        #: The pipe takes no more (its transport is over the high-water mark).
+        self.paused = False
+        self._resumed: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._batcher.attach(transport)  # type: ignore[arg-type]
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.paused:  # (messages wait only while it is: ``resume_writing``)
+            self.outbox.put(message, behind=True)
+        else:
+            self._batcher.push(orjson.dumps(message) + b"\n")
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        """The pipe took what it held: what waits goes, until it is full again."""
+        self.paused = False
+        transport = self._transport
+        while not self.paused and transport is not None and not transport.is_closing():
+            message = self.outbox.take()
+            if message is None:
+                break
+            transport.write(orjson.dumps(message) + b"\n")
+        if not self.paused:
+            resumed, self._resumed = self._resumed, None
+            if resumed is not None and not resumed.done():
+                resumed.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.paused = False  # nobody reads any more: nothing to wait for
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None and not resumed.done():
+            resumed.set_result(None)
+
+    async def writable(self) -> None:
+        """Return once the pipe takes more (at once if it does)."""
+        while self.paused:
+            if self._resumed is None:
+                self._resumed = asyncio.get_running_loop().create_future()
+            await self._resumed
+
+    def close(self) -> None:
+        """Write what is queued and what waits (the client may still read it), then
+        close."""
+        self._batcher.flush()
+        transport = self._transport
+        if transport is None:
+            return
+        while (message := self.outbox.take()) is not None and not transport.is_closing():
+            transport.write(orjson.dumps(message) + b"\n")
+        transport.close()
 
 
 async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
@@ -29,19 +100,20 @@ async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 16)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    out_transport, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout)
-    out = TickBatcher(loop)
-    out.attach(out_transport)  # type: ignore[arg-type]
-
-    def send(message: dict[str, Any]) -> None:
-        out.push(orjson.dumps(message) + b"\n")
-
+    _, out = await loop.connect_write_pipe(
+        lambda: Stdout(answerer.limits.stream_backlog), sys.stdout)
+    send = out.send
     splitter = LineSplitter(max_line_bytes)
     try:
         async with TaskScope("stdio client") as scope:
             session = ClientSession(answerer, send, scope)
             try:
-                while chunk := await reader.read(1 << 16):
+                while True:
+                    if out.paused:  # the client is behind in reading: read no more of it
+                        await out.writable()
+                    chunk = await reader.read(1 << 16)
+                    if not chunk:
+                        break
                     for line in splitter.feed(chunk):
                         _receive(session, send, line, max_line_bytes)
                 for line in splitter.finish():
@@ -49,8 +121,7 @@ async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
             finally:
                 session.close()
     finally:
-        out.flush()
-        out_transport.close()
+        out.close()
 
 
 def _receive(session: ClientSession, send: Send, line: bytes | OversizedLine,

@@ -42,6 +42,7 @@ class Generation:
         self.scope = TaskScope(f"server {server!r} worker {number}")
         self.process: WorkerProcess | None = None
         self.channel: asyncio.Transport | None = None
+        self._protocol: ch.ChannelProtocol | None = None
         self.watcher: asyncio.Task[Any] | None = None
         self.report: ch.StateReport | None = None
         self.stats = ch.Stats()
@@ -74,18 +75,27 @@ class Generation:
         return parent_end
 
     async def connect(self, parent_end: socket.socket,
-                      on_data: Callable[[bytes], None], on_closed: Callable[[str], None]) -> None:
-        """Open the channel on the parent's end; a failure kills the worker."""
+                      on_data: Callable[[bytes], None], on_closed: Callable[[str], None],
+                      on_writable: Callable[[], None] | None = None) -> None:
+        """Open the channel on the parent's end; a failure kills the worker.
+        ``on_writable``: the worker took what was waiting for it (``writing_paused``
+        is over)."""
         loop = asyncio.get_running_loop()
         try:
-            self.channel, _ = await loop.connect_accepted_socket(
-                lambda: ch.ChannelProtocol(on_data, on_closed), sock=parent_end)
+            self.channel, self._protocol = await loop.connect_accepted_socket(
+                lambda: ch.ChannelProtocol(on_data, on_closed, on_writable), sock=parent_end)
             await self.scope.open()
         except BaseException:
             parent_end.close()
             self.kill()
             raise
         self.out.attach(self.channel)
+
+    @property
+    def writing_paused(self) -> bool:
+        """Whether the worker is behind in reading its channel (more than the
+        transport's high-water mark waits for it)."""
+        return self._protocol is not None and self._protocol.writing_paused
 
     def send(self, frame: bytes) -> None:
         """Queue a frame; one write per loop tick carries every frame queued."""

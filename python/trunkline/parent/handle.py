@@ -207,7 +207,12 @@ class WorkerHandle:
         self._on_list_changed = on_list_changed
         self._on_log = on_log
         self.notices = CallNotices(config.name)
-        self.resources = ResourceWatchers(config.name, self._send_watch)
+        self.resources = ResourceWatchers(config.name, self._watch_changed)
+        #: Changes of the watched URIs not yet sent to the worker (URI: watched or not),
+        #: sent once per tick, and only while the worker takes what it is sent: one
+        #: entry per URI, however many changes came meanwhile.
+        self._watch_pending: dict[str, bool] = {}
+        self._watch_scheduled = False
         self._relay = ServerRequestRelay(
             input_handlers or {},
             lambda request: self.notices.handler_for(request, self._inflight),
@@ -553,14 +558,38 @@ class WorkerHandle:
         self._unreaped.add(gen)
         gen.watcher = self._scope.spawn(self._watch(gen), name=f"watch worker {gen.number}")
         await gen.connect(parent_end, lambda data: self._on_channel_data(gen, data),
-                          lambda detail: self._on_worker_gone(gen, detail))
-        if self.resources.uris():  # a new worker subscribes on its own connection
-            self._send_watch(self.resources.uris())
+                          lambda detail: self._on_worker_gone(gen, detail),
+                          lambda: self._send_watch() if gen is self._gen else None)
 
-    def _send_watch(self, uris: list[str]) -> None:
+    def _watch_changed(self, added: list[str], removed: list[str]) -> None:
+        """``ResourceWatchers``' change: sent to the worker at the end of the tick, with
+        any other change of the same tick."""
+        pending = self._watch_pending
+        for uri in removed:
+            pending[uri] = False
+        for uri in added:
+            pending[uri] = True
+        if not self._watch_scheduled and self._loop is not None:
+            self._watch_scheduled = True
+            self._loop.call_soon(self._send_watch)
+
+    def _send_watch(self) -> None:
+        """The changes pending, in one frame; none while the worker's channel is backed
+        up (its ``resume`` sends them): then they wait here, merged, not in the channel."""
+        self._watch_scheduled = False
+        pending = self._watch_pending
         gen = self._gen
-        if gen is not None and not gen.gone:
-            gen.send(ch.ResourceWatch(uris).to_bytes())
+        if not pending:
+            return
+        if gen is None or gen.gone or gen.report is None:
+            pending.clear()  # a worker is sent the whole set once it first reports
+            return
+        if gen.writing_paused:
+            return
+        frame = ch.ResourceWatch(added=[uri for uri, on in pending.items() if on],
+                                 removed=[uri for uri, on in pending.items() if not on])
+        pending.clear()
+        gen.send(frame.to_bytes())
 
     def _retire(self, gen: Generation | None) -> None:
         """Fold a finished generation's counters into the handle's totals."""
@@ -627,6 +656,11 @@ class WorkerHandle:
 
     def _on_report(self, gen: Generation, report: StateReport) -> None:
         loop = asyncio.get_running_loop()
+        if gen.report is None and self.resources:
+            # The worker reads its channel now: it subscribes on its own connection to
+            # the whole set, sent once (what changed before is in it).
+            self._watch_pending.clear()
+            gen.send(ch.ResourceWatch(added=self.resources.uris()).to_bytes())
         gen.report = report
         self.report = report
         self._proven_modern = self._proven_modern or report.proven_modern

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -713,11 +713,19 @@ class Host:
         ``resources/subscribe``), and again after each restart; updates missed while it was
         down are not replayed (read the resource again when it is back). A server that
         declared no ``resources.subscribe`` is refused (``ValueError``)."""
+        return self.subscribe_resources(server, (uri,), on_updated)
+
+    def subscribe_resources(self, server: str, uris: Iterable[str],
+                            on_updated: Callable[[dict[str, Any]], None]
+                            ) -> Callable[[], None]:
+        """``subscribe_resource`` for many URIs of one server at once, as one change for
+        its worker (a modern server's listen stream opened again once, a legacy one
+        subscribed to each new URI); returns the one function that stops them all."""
         handle = self._servers.handle(server)
         declared = handle.status().capabilities
         if declared is not None and not can_subscribe(declared):
             raise ValueError(f"server {server!r} offers no resource subscriptions")
-        return handle.resources.watch(uri, on_updated)
+        return handle.resources.watch(uris, on_updated)
 
     async def read_resource(self, server: str, uri: str, *,
                             timeout: float | None = None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ modern stream is never resumed (no Last-Event-ID on stdio, and none on HTTP eith
 from __future__ import annotations
 
 import enum
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,21 @@ def resource_matches(updated: str, subscribed: str) -> bool:
     if updated == subscribed:
         return True
     return updated.startswith(subscribed if subscribed.endswith("/") else subscribed + "/")
+
+
+def subscriptions_of(updated: str, subscribed: Container[str]) -> list[str]:
+    """The members of ``subscribed`` an update of ``updated`` concerns
+    (``resource_matches``), found by looking up the URI and each of its prefixes that ends
+    at a ``/`` (with and without it): as many look-ups as the URI has slashes, however
+    many URIs are subscribed."""
+    found = [updated] if updated in subscribed else []
+    at = updated.find("/")
+    while at != -1:
+        for prefix in (updated[:at], updated[:at + 1]):
+            if prefix != updated and prefix in subscribed and prefix not in found:
+                found.append(prefix)
+        at = updated.find("/", at + 1)
+    return found
 
 
 def can_subscribe(capabilities: dict[str, Any]) -> bool:
@@ -114,7 +130,7 @@ class ListenStream:
             self.honoured = {k: True for k, v in granted.items()
                              if v is True and self.requested.get(k) is True}
             uris = granted.get(RESOURCE_SUBSCRIPTIONS)
-            asked = self.requested.get(RESOURCE_SUBSCRIPTIONS) or ()
+            asked = frozenset(self.requested.get(RESOURCE_SUBSCRIPTIONS) or ())
             if isinstance(uris, list):
                 self.resources = frozenset(u for u in uris if isinstance(u, str) and u in asked)
             return Accepted(Verdict.ACKNOWLEDGED)
@@ -138,8 +154,7 @@ class ListenStream:
                 return self._drop("before the acknowledgement")
             if not self._ours(params):
                 return self._drop("without this stream's subscriptionId")
-            if not isinstance(uri, str) or not any(
-                    resource_matches(uri, sub) for sub in self.resources):
+            if not isinstance(uri, str) or not subscriptions_of(uri, self.resources):
                 return self._drop(f"an update of {uri!r}, which the stream did not agree to")
             return Accepted(Verdict.UPDATED, uri=uri)
         return self._drop(f"{method} does not travel on a listen stream")

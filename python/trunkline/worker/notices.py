@@ -5,11 +5,14 @@ one call that asked for it, logs to the call or the host). A list change counts 
 legacy server's connection, where it is sent unasked, or from a modern server's
 ``subscriptions/listen`` stream, and only as ``protocol.listen.ListenStream`` accepts it.
 The worker keeps one listen stream open for the lists the host wants announced and the
-resources the parent watches (``watch_resources``): when the server ends it, it listens
-again with a new id and has the lists refetched (changes may have been missed), never
-resuming the old stream; when the watched resources change, it listens again with the
-new filter. A legacy server is sent ``resources/subscribe`` and ``resources/unsubscribe``
-instead, and its updates count for watched resources only.
+resources the parent watches (``watch_resources``, told as changes): when the server ends
+it, it listens again with a new id and has the lists refetched (changes may have been
+missed), never resuming the old stream; when the watched resources change, it listens
+again with the new filter, once per burst of changes: those that come while a listen
+request waits for its acknowledgement wait with it, and go in the next one together. A
+legacy server is sent ``resources/subscribe`` for each URI added and
+``resources/unsubscribe`` for each removed, one at a time, each URI once however often
+it changed meanwhile; its updates count for watched resources only.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from ..protocol.listen import (
     Verdict,
     can_subscribe,
     filter_for,
-    resource_matches,
+    subscriptions_of,
 )
 from .peer import Peer, PeerState
 from .transports import untagged
@@ -70,10 +73,14 @@ class NotificationRouter:
         self._to_parent = to_parent
         self._stream: ListenStream | None = None
         self._stream_closed: asyncio.Future[str] | None = None
+        self._stream_acknowledged: asyncio.Future[None] | None = None
         #: The resources the host wants updates of (``watch_resources``), and a wake-up
         #: for whoever keeps the server's subscriptions in line with them.
-        self._resources: frozenset[str] = frozenset()
+        self._resources: set[str] = set()
         self._resources_changed = asyncio.Event()
+        #: For a legacy server: the URIs whose subscription is to change (URI: wanted or
+        #: not), in the order they changed; None once the server is known to need none.
+        self._pending: dict[str, bool] | None = {}
 
     def on_notification(self, method: str, line: bytes) -> None:
         params = orjson.loads(line).get("params")
@@ -88,12 +95,15 @@ class NotificationRouter:
                 self._changed(LIST_CHANGED[method])
             elif method == RESOURCE_UPDATED and isinstance(params, dict):
                 uri = params.get("uri")
-                if isinstance(uri, str) and any(
-                        resource_matches(uri, sub) for sub in self._resources):
+                if isinstance(uri, str) and subscriptions_of(uri, self._resources):
                     self._updated(params)
         elif self._stream is not None:
             accepted = self._stream.accept(method, params)
-            if accepted.verdict is Verdict.CHANGED and accepted.which is not None:
+            if accepted.verdict is Verdict.ACKNOWLEDGED:
+                if self._stream_acknowledged is not None and \
+                        not self._stream_acknowledged.done():
+                    self._stream_acknowledged.set_result(None)
+            elif accepted.verdict is Verdict.CHANGED and accepted.which is not None:
                 self._changed(accepted.which)
             elif accepted.verdict is Verdict.UPDATED and isinstance(params, dict):
                 self._updated(params)
@@ -103,12 +113,24 @@ class NotificationRouter:
             elif accepted.verdict is Verdict.DROP:
                 log.debug("dropped %s: %s", method, accepted.reason)
 
-    def watch_resources(self, uris: Iterable[str]) -> None:
-        """From now on, hear of updates to exactly these resources (the parent's whole
-        set, sent again to each new worker)."""
-        wanted = frozenset(uris)
-        if wanted != self._resources:
-            self._resources = wanted
+    def watch_resources(self, added: Iterable[str], removed: Iterable[str] = ()) -> None:
+        """From now on, hear no more of ``removed`` and hear of updates to ``added`` (a
+        change of the parent's set; a new worker is sent the whole set as ``added``)."""
+        resources, pending = self._resources, self._pending
+        changed = False
+        for uri in removed:
+            if uri in resources:
+                resources.discard(uri)
+                changed = True
+                if pending is not None:
+                    pending[uri] = False
+        for uri in added:
+            if uri not in resources:
+                resources.add(uri)
+                changed = True
+                if pending is not None:
+                    pending[uri] = True
+        if changed:
             self._resources_changed.set()
 
     def _changed(self, which: str) -> None:
@@ -121,40 +143,50 @@ class NotificationRouter:
     async def run(self, era: Era, capabilities: dict[str, Any]) -> None:
         """For as long as the connection is ready: keep a modern server's listen stream
         open for what the host wants, or a legacy server's subscriptions in line."""
+        if era is Era.LEGACY and can_subscribe(capabilities):
+            await self._subscribe_legacy()
+            return
+        self._pending = None  # only a legacy server is subscribed URI by URI
         if era is Era.MODERN:
             await self._listen(capabilities)
-        elif can_subscribe(capabilities):
-            await self._subscribe_legacy()
 
     # -- a legacy server: resources/subscribe and resources/unsubscribe --------------------
 
     async def _subscribe_legacy(self) -> None:
+        """Each URI whose subscription changed, in turn: subscribed if it is wanted and
+        not subscribed, unsubscribed if the opposite (a URI that changed back meanwhile
+        costs nothing)."""
+        pending = self._pending
+        assert pending is not None
         subscribed: set[str] = set()
         while True:
-            await self._resources_changed.wait()
-            self._resources_changed.clear()
-            wanted = self._resources
-            for method, uris in (("resources/unsubscribe", subscribed - wanted),
-                                 ("resources/subscribe", wanted - subscribed)):
-                for uri in sorted(uris):
-                    try:
-                        await self._peer.call(method, {"uri": uri}, timeout=_SUBSCRIBE_S)
-                    except TrunklineError as exc:
-                        log.warning("server %r: %s %r failed: %s", self._peer.name, method,
-                                    uri, exc)
-                        if method == "resources/subscribe":
-                            continue
-                    if method == "resources/subscribe":
-                        subscribed.add(uri)
-                    else:
-                        subscribed.discard(uri)
+            if not pending:
+                self._resources_changed.clear()
+                await self._resources_changed.wait()
+                continue
+            uri = next(iter(pending))
+            wanted = pending.pop(uri)
+            if wanted == (uri in subscribed):
+                continue
+            method = "resources/subscribe" if wanted else "resources/unsubscribe"
+            try:
+                await self._peer.call(method, {"uri": uri}, timeout=_SUBSCRIBE_S)
+            except TrunklineError as exc:
+                log.warning("server %r: %s %r failed: %s", self._peer.name, method, uri, exc)
+                if wanted:
+                    continue
+            if wanted:
+                subscribed.add(uri)
+            else:
+                subscribed.discard(uri)
 
     # -- a modern server: one listen stream for lists and resources ------------------------
 
     async def _listen(self, capabilities: dict[str, Any]) -> None:
         """Keep one listen stream open for the lists the host wants announced and the
-        resources it watches: reopened with a new filter when the resources change, and
-        after the server ends it (the lists refetched, since changes may have been
+        resources it watches: reopened with a new filter when the resources change (once
+        the stream open was acknowledged: the changes meanwhile go in one new filter),
+        and after the server ends it (the lists refetched, since changes may have been
         missed), within a bound."""
         lists = filter_for(capabilities, self._wanted)
         subscribable = can_subscribe(capabilities)
@@ -171,7 +203,7 @@ class NotificationRouter:
                     return  # nothing we want is announced: TTLs drive refreshes
                 await self._resources_changed.wait()
                 continue
-            outcome = await self._listen_once(wanted)
+            outcome = await self._listen_once(wanted, subscribable)
             if outcome is _Ended.REFILTER:
                 continue
             if outcome is _Ended.FOR_GOOD:
@@ -185,7 +217,7 @@ class NotificationRouter:
                 return
             await asyncio.sleep(_RELISTEN_DELAY_S)
 
-    async def _listen_once(self, wanted: dict[str, Any]) -> _Ended:
+    async def _listen_once(self, wanted: dict[str, Any], subscribable: bool) -> _Ended:
         """One stream, until it ends: how."""
         peer = self._peer
         request_id, reply = peer.open_request(
@@ -193,9 +225,12 @@ class NotificationRouter:
         # Its failure may come after this task was cancelled (the worker stopping): it
         # is retrieved, so that asyncio does not report it as lost.
         reply.add_done_callback(_retrieved)
+        loop = asyncio.get_running_loop()
         self._stream = ListenStream(request_id, wanted)
-        self._stream_closed = asyncio.get_running_loop().create_future()
-        refilter = asyncio.ensure_future(self._resources_changed.wait())
+        self._stream_closed = loop.create_future()
+        self._stream_acknowledged = loop.create_future()
+        refilter = asyncio.ensure_future(self._refilter(self._stream_acknowledged)) \
+            if subscribable else loop.create_future()
         try:
             await asyncio.wait([reply, self._stream_closed, refilter],
                                return_when=asyncio.FIRST_COMPLETED)
@@ -222,6 +257,13 @@ class NotificationRouter:
         finally:
             refilter.cancel()
             self._stream = None
+            self._stream_acknowledged = None
+
+    async def _refilter(self, acknowledged: asyncio.Future[None]) -> None:
+        """Return when the stream should be opened again with new resources: they changed,
+        and the server acknowledged this stream (until then, changes wait for it)."""
+        await acknowledged
+        await self._resources_changed.wait()
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:

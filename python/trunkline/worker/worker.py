@@ -110,7 +110,8 @@ class Worker:
             elif kind == ch.CREDENTIALS and self._credentials is not None:
                 self._credentials.on_answer(ch.CredentialAnswer.from_bytes(body))
             elif kind == ch.WATCH_RESOURCES:
-                self._notices.watch_resources(ch.ResourceWatch.from_bytes(body).uris)
+                watch = ch.ResourceWatch.from_bytes(body)
+                self._notices.watch_resources(watch.added, watch.removed)
             elif kind == ch.STOP:
                 self.stop()
 
