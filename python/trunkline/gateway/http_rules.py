@@ -58,7 +58,8 @@ def status_for(err: Mapping[str, Any]) -> int:
     """The HTTP status an error answer goes with."""
     data = err.get("data")
     if isinstance(data, Mapping) and data.get("kind") == OVERLOADED:
-        return 503 if data.get("scope") == "gateway" else 429  # the client's, a server's
+        # The whole gateway's (its calls, its sessions) is 503; a client's, a server's 429.
+        return 503 if data.get("scope") in ("gateway", "sessions") else 429
     code = err.get("code")
     if code == p.METHOD_NOT_FOUND:
         return 404
