@@ -44,11 +44,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import fanout
+import formats
 import gateway_load
 import gateway_stdio
-import pytest
-import formats
 
 HTTP_COLUMNS = ("direct", "trunkline", "trunkline-sse", "trunkline-x2", "fastmcp")
 LABEL = {"direct": "direct", "trunkline": "trunkline", "trunkline-sse": "trunkline, SSE",

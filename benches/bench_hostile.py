@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hostile_load
 import pytest
+
+import hostile_load
 
 ATTACK_S = 10.0
 SMOKE_S = 1.5

@@ -509,7 +509,7 @@ async def _cancel_probe(name: str, phase: str, server: EchoServer, n: int) -> Ca
                 verify(await client.call("small", request_body(rid), None), rid, "small")
 
             await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(1, 2 * n + 1))), POOL_WAIT_S)
-        except (Exception, asyncio.TimeoutError) as exc:  # noqa: BLE001 - reported, asserted by the test
+        except (TimeoutError, Exception) as exc:  # noqa: BLE001 - reported, asserted by the test
             pool_error = f"{type(exc).__name__}: {exc}"
         after = server.stats()
     finally:

@@ -12,8 +12,7 @@ import copy
 
 import pytest
 
-from trunkline.catalog import ListingDriver
-from trunkline.catalog import pins
+from trunkline.catalog import ListingDriver, pins
 from trunkline.catalog.filters import ToolBounds, ToolFilter
 from trunkline.catalog.pins import PinRecord
 from trunkline.catalog.screen import screen

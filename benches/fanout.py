@@ -53,6 +53,7 @@ BENCHES = Path(__file__).resolve().parent
 if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
 import proc_tree  # noqa: E402 - beside this file, found once the folder is on the path
+
 REPO = BENCHES.parent
 ECHO_SRC = BENCHES / "echo_server" / "echo.c"
 RELAY_SRC = BENCHES / "echo_server" / "relay.c"

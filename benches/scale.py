@@ -36,7 +36,6 @@ BENCHES = Path(__file__).resolve().parent
 if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
 import fanout
-
 from trunkline import Host
 from trunkline.params import stdio
 from trunkline.protocol import NegotiationConfig

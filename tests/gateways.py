@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 import orjson
-from mcp_schema import MODERN
-
 import taplog
+
+from mcp_schema import MODERN
 from trunkline.params import StdioParams
 
 PV = "io.modelcontextprotocol/protocolVersion"

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+
 from conftest import end_process
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"

@@ -31,14 +31,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 import pytest
-from conftest import group_alive
 
 import realpeers
+from conftest import group_alive
 
 PEERS = Path(__file__).resolve().parent / "peers"
 _TAIL = 200  # lines of stdout/stderr kept for failure messages

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
 from conftest import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent

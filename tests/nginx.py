@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
-from conftest import end_process
 
+from conftest import end_process
 from haproxy import free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"

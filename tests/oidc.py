@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+
 from conftest import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent

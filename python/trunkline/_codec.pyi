@@ -4,9 +4,9 @@ Bytes in, bytes and small tuples out: the codec never builds Python objects for 
 only forwards. Work on large buffers runs with the GIL released.
 """
 
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
-JsonId = int | str
+JsonId: TypeAlias = int | str
 _T = TypeVar("_T")
 
 VERSION: Final[str]  # the package version (Cargo.toml's, also the distribution's)

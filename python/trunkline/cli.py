@@ -25,11 +25,12 @@ from . import __version__
 from .channel import ServerState
 from .config import load_config
 from .errors import ConfigurationError, TrunklineError
+from .log_format import FORMATS, LEVELS
+from .log_format import configure as configure_logs
 from .parent.handle import ServerStatus
 from .parent.host import Host
 from .parent.results import CallToolResult
 from .parent.supervisor import Supervisor
-from .log_format import FORMATS, LEVELS, configure as configure_logs
 from .progress import FleetProgress, log_change
 from .settings import HostSettings, ServerConfig
 
@@ -459,8 +460,7 @@ async def status(ns: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .output import Output
-    from .status_view import StatusUnavailable, fetch_status, read_token, status_table, \
-        status_url
+    from .status_view import StatusUnavailable, fetch_status, read_token, status_table, status_url
 
     url, token = status_url(ns.url), read_token(ns.token_file)
     out, err = Output(sys.stdout), Output(sys.stderr)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO
 
 import orjson
@@ -39,7 +39,7 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         bound = log_context.current()
         line = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
                 timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,

@@ -4,9 +4,8 @@ the client credentials grant with it against a local authorization server."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest

@@ -27,7 +27,7 @@ from trunkline.auth import (
 )
 from trunkline.auth.resource import canonical_uri
 from trunkline.auth.scopes import StepUpBudget
-from trunkline.errors import AuthorizationFailed, AuthenticationFailed
+from trunkline.errors import AuthenticationFailed, AuthorizationFailed
 
 SETTINGS = ClientSettings(client_name="trunkline-test", redirect_uri="http://127.0.0.1/callback")
 

@@ -9,8 +9,7 @@ import hashlib
 import pytest
 import rfc8785
 
-from trunkline.catalog import ListingDriver
-from trunkline.catalog import pins
+from trunkline.catalog import ListingDriver, pins
 from trunkline.catalog.filters import ToolBounds, ToolFilter
 from trunkline.catalog.pins import (
     Pin,

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trunkline.catalog import ListingDriver, ToolIndex, ToolSearch, build_catalog
-from trunkline.catalog.search import B, K1, document, words
+from trunkline.catalog.search import K1, B, document, words
 
 
 def listing(server: str, *tools: dict[str, Any]):

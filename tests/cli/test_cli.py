@@ -11,6 +11,7 @@ import time
 
 import orjson
 import pytest
+
 from conftest import PEERS
 
 

@@ -9,7 +9,6 @@ import os
 import termios
 
 from conftest import run
-
 from trunkline.output import Output
 
 LAST_WORDS = "\x1b[?25h"  # the cursor shown again

@@ -10,9 +10,9 @@ import sys
 
 import orjson
 import pytest
+
 from conftest import scripted
 from gateways import fleet_config
-
 from trunkline.channel import ServerState
 from trunkline.parent.handle import ServerStatus
 from trunkline.progress import FleetBoard, describe

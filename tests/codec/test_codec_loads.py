@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from codec_strategies import json_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trunkline._codec import MAX_NESTING_DEPTH, CodecError, loads_text
 from trunkline.errors import MalformedMessage
 from trunkline.protocol.reply import LONG_RESULT_BYTES, Reply, decode_result
-
-from codec_strategies import json_values
 
 DECLINED = object()
 LONG_ASCII = "word " * 2000  # 10,000 ASCII bytes: the shape the decoder is for

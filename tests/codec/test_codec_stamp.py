@@ -9,8 +9,8 @@ import pytest
 from codec_strategies import I64_MAX, json_ids, json_objects, json_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp_schema import Invalid, definition_for, validate_message
 
+from mcp_schema import Invalid, definition_for, validate_message
 from trunkline._codec import (
     KIND_ERROR,
     KIND_NOTIFICATION,

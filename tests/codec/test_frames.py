@@ -9,8 +9,8 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp_schema import MODERN, validate_message
 
+from mcp_schema import MODERN, validate_message
 from trunkline._codec import (
     CORR_MATCHED,
     CORR_NONE,
@@ -18,8 +18,8 @@ from trunkline._codec import (
     CORR_UNKNOWN,
     DEFAULT_MAX_FRAME_BYTES,
     FRAME_RESULT,
-    FRAME_SUBMIT,
     FRAME_STAMPED,
+    FRAME_SUBMIT,
     FRAME_SUBMIT_REJECTED,
     KIND_ERROR,
     KIND_NOTIFICATION,

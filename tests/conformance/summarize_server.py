@@ -375,7 +375,7 @@ def main(argv: list[str]) -> int:
                   + ", ".join(f"{rev} {scenario}" for rev, scenario in ours.unexpected))
     if closed:
         print(f"conformance server: {closed} listed known gap(s) to remove (see above)")
-    print(f"conformance server: "
+    print("conformance server: "
           + ", ".join(f"{t} {passed[t]}/{pairs}" for t in TARGETS) + "; regressions "
           + "; ".join(f"{THROUGH[o.target][0]}: {len(o.regressions)} (known gaps: "
                       f"{len(o.gating)}, unexpected: {len(o.unexpected)})"

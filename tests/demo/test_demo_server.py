@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 import jsonschema
-import mcp_schema
 import pytest
+
+import mcp_schema
 from conftest import run
 from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline.demo import DemoServer, demo_servers

@@ -12,9 +12,10 @@ import time
 
 import orjson
 import pytest
-from conftest import run
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
+
+from conftest import run
 from oidc import OwnIssuer
 from trunkline.gateway import bearer, issuer_keys
 from trunkline.gateway.bearer import Identity, Refused, TokenPolicy

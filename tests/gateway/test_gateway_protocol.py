@@ -4,8 +4,8 @@ need nothing behind the gateway."""
 from __future__ import annotations
 
 import pytest
-from mcp_schema import LEGACY, MODERN, conforms
 
+from mcp_schema import LEGACY, MODERN, conforms
 from trunkline.catalog import ToolEntry
 from trunkline.errors import (
     RequestTimeout,

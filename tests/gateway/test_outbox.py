@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 from conftest import run
-
 from trunkline.gateway import protocol as p
 from trunkline.gateway.outbox import Outbox, StreamWriter, dropped_notice
 

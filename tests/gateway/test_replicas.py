@@ -27,8 +27,9 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-import realpeers
 import taplog
+
+import realpeers
 from conftest import PEERS, run, scripted
 from gateways import (
     BOTH,
@@ -40,8 +41,8 @@ from gateways import (
     sse_messages,
 )
 from haproxy import Haproxy
-from nginx import Nginx
 from mcp_schema import LEGACY, MODERN
+from nginx import Nginx
 
 NAMES = ("r0", "r1", "r2")
 SHARED_KEY = {"TRUNKLINE_SESSION_KEY": "replicas-share-this-key-0123456789"}

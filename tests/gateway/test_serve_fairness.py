@@ -15,10 +15,10 @@ import asyncio
 from typing import Any
 
 import orjson
-from conftest import run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
 
+from conftest import run, scripted
 from gateways import BOTH, JSON_ONLY, HttpGateway, StdioGateway, fleet_config, modern_meta
+from mcp_schema import LEGACY, MODERN, conforms
 
 SLEEP = {"name": "sleep", "arguments": {"seconds": 60}}
 #: The slow calls still running at the end are cancelled when the gateway stops.

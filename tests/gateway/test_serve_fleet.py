@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PEERS, run
-
 import taplog
+
+from conftest import PEERS, run
 from gateways import HttpGateway, StdioGateway, fleet_config, modern_meta
 from trunkline.params import StdioParams, stdio
 

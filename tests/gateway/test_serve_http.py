@@ -17,11 +17,10 @@ import sys
 import aiohttp
 import orjson
 import pytest
-from conftest import PEERS, run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run, scripted
 from gateways import (
     BOTH,
     JSON_ONLY,
@@ -34,6 +33,8 @@ from gateways import (
     sse_messages,
     wait_for_tap,
 )
+from mcp_schema import LEGACY, MODERN, conforms
+
 
 def test_a_modern_client_gets_the_fleet_over_http(gateways, tmp_path, tap):
     path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-http-1", tap=tap),

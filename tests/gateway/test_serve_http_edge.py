@@ -14,6 +14,7 @@ import socket
 import aiohttp
 import orjson
 import pytest
+
 from conftest import run, scripted
 from gateways import JSON_ONLY, HttpGateway, fleet_config, modern_meta
 
@@ -25,7 +26,7 @@ def raw_request(gw: HttpGateway, method: str, params: dict) -> bytes:
     host = gw.url.split("/")[2]
     headers = {"Host": host, **gw.modern_headers(message, JSON_ONLY),
                "Content-Length": str(len(body))}
-    return (f"POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return ("POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
             + "\r\n").encode() + body
 
 

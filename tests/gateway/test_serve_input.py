@@ -11,10 +11,9 @@ import asyncio
 
 import orjson
 import pytest
-from conftest import run
-from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
+from conftest import run
 from gateways import (
     CAPS,
     HttpGateway,
@@ -24,6 +23,7 @@ from gateways import (
     real_server,
     sse_messages,
 )
+from mcp_schema import LEGACY, MODERN, conforms
 
 pytestmark = pytest.mark.real_servers
 

@@ -14,10 +14,9 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
+from conftest import run, scripted
 from gateways import (
     SUB,
     HttpGateway,
@@ -27,6 +26,7 @@ from gateways import (
     real_server,
     sse_messages,
 )
+from mcp_schema import LEGACY, MODERN, conforms
 
 pytestmark = pytest.mark.real_servers
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
 
 import httppeers
 import realpeers
+from conftest import run, scripted
 from gateways import (
     BOTH,
     HttpGateway,
@@ -26,6 +25,7 @@ from gateways import (
     sse_messages,
 )
 from httppeers import http_peer  # noqa: F401  (a fixture)
+from mcp_schema import LEGACY, MODERN, conforms
 
 LEVEL = "io.modelcontextprotocol/logLevel"
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -241,7 +241,7 @@ def test_a_stdio_servers_unattributed_line_reaches_no_client(gateways, tmp_path,
                 break
             try:
                 gateway_log += await asyncio.wait_for(gw.proc.stderr.readline(), 0.05)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         assert logs(a_got) == [], "A's stream carried a line of B's call"
         assert line.encode() in gateway_log and b"server 'alpha'" in gateway_log

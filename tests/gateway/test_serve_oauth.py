@@ -12,6 +12,7 @@ import re
 
 import orjson
 import pytest
+
 from conftest import run, scripted
 from gateways import HttpGateway, fleet_config, modern_meta
 from httppeers import http_peer  # noqa: F401  (a fixture)
@@ -227,6 +228,7 @@ def test_key_rotation_and_a_flood_of_unknown_key_ids(gateways, tmp_path):
 
     from joserfc import jwt
     from joserfc.jwk import RSAKey
+
     from oidc import OwnIssuer
 
     first = RSAKey.generate_key(2048, parameters={"kid": "first"})

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
+from conftest import run, scripted
 from gateways import HttpGateway, fleet_config, real_server
+from mcp_schema import LEGACY, MODERN, conforms
 
 pytestmark = pytest.mark.real_servers
 

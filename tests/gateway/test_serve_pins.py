@@ -13,10 +13,10 @@ import time
 
 import orjson
 import pytest
-from conftest import run
 
 import httppeers
 import realpeers
+from conftest import run
 from gateways import HttpGateway, StdioGateway, modern_meta, real_server
 from httppeers import http_peer  # noqa: F401  (a fixture)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import aiohttp
 import orjson
-from conftest import run, scripted
-
 import taplog
+
+from conftest import run, scripted
 from gateways import HttpGateway, alive_with, fleet_config, sse_messages
 
 

@@ -15,11 +15,10 @@ from typing import Any
 
 import aiohttp
 import orjson
-from conftest import run, scripted
+import taplog
 
 import realpeers
-import taplog
-from trunkline.gateway.copy_metrics import COPY_INDEX_ENV
+from conftest import run, scripted
 from gateways import (
     BOTH,
     CAPS,
@@ -31,6 +30,7 @@ from gateways import (
     sse_messages,
     wait_for_tap,
 )
+from trunkline.gateway.copy_metrics import COPY_INDEX_ENV
 
 ELICITING = {"elicitation": {"form": {}}}
 LEVEL = "io.modelcontextprotocol/logLevel"

@@ -14,11 +14,10 @@ from typing import Any
 
 import aiohttp
 import orjson
-from conftest import PEERS, run
-from mcp_schema import LEGACY, MODERN, conforms
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run
 from gateways import (
     BOTH,
     SUB,
@@ -29,13 +28,14 @@ from gateways import (
     real_server,
     sse_messages,
 )
+from mcp_schema import LEGACY, MODERN, conforms
 from trunkline import channel as ch
 from trunkline.gateway.answers import Answerer
 from trunkline.gateway.http import HttpFace
 from trunkline.gateway.http_rules import SessionSigner
+from trunkline.params import StdioParams
 from trunkline.parent.generation import Generation
 from trunkline.parent.host import Host
-from trunkline.params import StdioParams
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import run
-from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
+from conftest import run
 from gateways import HttpGateway, StdioGateway, fleet_config, modern_meta, real_server
+from mcp_schema import LEGACY, MODERN, conforms
 
 pytestmark = pytest.mark.real_servers
 

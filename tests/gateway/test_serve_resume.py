@@ -11,11 +11,11 @@ import asyncio
 import json
 
 import orjson
-from conftest import run, scripted
-from mcp_schema import LEGACY, conforms
-
 import taplog
+
+from conftest import run, scripted
 from gateways import HttpGateway, fleet_config, sse_messages, wait_for_tap
+from mcp_schema import LEGACY, conforms
 
 
 def test_a_dropped_stream_is_resumed_and_the_call_runs_on(gateways, tmp_path, tap):

@@ -12,10 +12,10 @@ import sys
 
 import orjson
 import pytest
-from conftest import PEERS, run
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run
 from gateways import CAPS, HttpGateway, modern_meta, sse_messages
 
 pytestmark = pytest.mark.real_servers

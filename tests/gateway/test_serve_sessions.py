@@ -16,10 +16,10 @@ import sys
 from typing import Any
 
 import orjson
-from conftest import PEERS, run
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run
 from gateways import HttpGateway, fleet_config, sse_messages, wait_for_tap
 from trunkline.params import StdioParams
 

@@ -16,6 +16,7 @@ import sys
 import orjson
 import pytest
 from aiohttp import web
+
 from conftest import run, scripted
 from gateways import HttpGateway, fleet_config
 from oidc import start_provider

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PEERS, run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run, scripted
 from gateways import PV, SUB, StdioGateway, alive_with, fleet_config, modern_meta
+from mcp_schema import LEGACY, MODERN, conforms
+
 
 def test_a_modern_client_gets_one_server_with_every_tool(gateways, tmp_path, tap):
     path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-gw-1", tap=tap),

@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 import orjson
-from conftest import run, scripted
-
 import taplog
+
+from conftest import run, scripted
 from gateways import HttpGateway, fleet_config, modern_meta
 
 #: Progress notifications of one call, each with a message of PAD bytes: some 12 MB, far

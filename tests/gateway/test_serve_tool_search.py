@@ -13,11 +13,11 @@ import sys
 
 import jsonschema
 import pytest
-from conftest import PEERS, run, scripted
-from mcp_schema import LEGACY, MODERN, conforms
 
 import realpeers
+from conftest import PEERS, run, scripted
 from gateways import HttpGateway, StdioGateway, fleet_config, modern_meta, real_server
+from mcp_schema import LEGACY, MODERN, conforms
 
 pytestmark = pytest.mark.real_servers
 

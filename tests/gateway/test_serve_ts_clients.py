@@ -14,11 +14,12 @@ import sys
 from typing import Any
 
 import pytest
+from scripted import BUILTIN_TOOLS
+
 import realpeers
 from conftest import PEERS, run, scripted
 from gateways import HttpGateway, alive_with, fleet_config, real_server
 from mcp_schema import LEGACY, MODERN
-from scripted import BUILTIN_TOOLS
 
 CLIENT_SRC = PEERS / "ts-client"
 CLIENT_DIR = realpeers.PEERS_DIR / "ts-client"

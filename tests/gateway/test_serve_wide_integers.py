@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import run, scripted
-
 import taplog
+
+from conftest import run, scripted
 from gateways import HttpGateway, StdioGateway, fleet_config, modern_meta
 
 WIDE = b"100000000000000000000000000000"  # 10**29: 30 digits

@@ -12,11 +12,11 @@ import time
 
 import orjson
 import pytest
-from conftest import PEERS, run, scripted
-from mcp_schema import MODERN, validate_message
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run, scripted
+from mcp_schema import MODERN, validate_message
 from trunkline.catalog import ToolCollision
 from trunkline.channel import ServerState
 from trunkline.config import load_config
@@ -25,13 +25,12 @@ from trunkline.errors import (
     SchemaViolation,
     ServerError,
     TransportLost,
+    UnknownTool,
 )
-from trunkline.errors import UnknownTool
+from trunkline.params import HttpParams, stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings, RestartPolicy
-from trunkline.params import HttpParams
-from trunkline.params import stdio
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
                                                       legacy_probe_timeout_s=20.0),

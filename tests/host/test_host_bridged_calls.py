@@ -10,11 +10,11 @@ import sys
 
 import orjson
 import pytest
-from conftest import PEERS, run
-from mcp_schema import MODERN, conforms
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run
+from mcp_schema import MODERN, conforms
 from trunkline import CallInput, InputRequired
 from trunkline.errors import InputRoundUnknown, RequestTimeout
 from trunkline.params import stdio

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import PEERS, run, scripted
-
 import taplog
+
+from conftest import PEERS, run, scripted
 from trunkline import Host
 from trunkline.errors import UnknownTool
 from trunkline.params import StdioParams, stdio

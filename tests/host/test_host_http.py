@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import run
-from mcp_schema import LEGACY, MODERN, validate_message
 
 import httppeers
+from conftest import run
 from httppeers import http_peer  # noqa: F401  (a fixture)
+from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline import Host, http
 from trunkline.channel import ServerState
 from trunkline.errors import (

@@ -9,14 +9,14 @@ import time
 
 import orjson
 import pytest
+import taplog
+
 from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
-
-import taplog
 from trunkline.errors import TransportLost
 from trunkline.parent.host import Host
-from trunkline.protocol.listen import ListenStream, Verdict
 from trunkline.protocol import NegotiationConfig
+from trunkline.protocol.listen import ListenStream, Verdict
 from trunkline.settings import HostSettings
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0))

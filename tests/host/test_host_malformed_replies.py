@@ -9,10 +9,10 @@ import asyncio
 import json
 
 import pytest
-from conftest import run, scripted
+import taplog
 
 import httppeers
-import taplog
+from conftest import run, scripted
 from httppeers import http_peer  # noqa: F401  (a fixture)
 from trunkline import http
 from trunkline.errors import MalformedMessage

@@ -7,14 +7,13 @@ import asyncio
 
 import orjson
 import pytest
+import taplog
+
 from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
-
-import taplog
-from trunkline.errors import ProtocolFailure
+from trunkline.errors import InputNotSupported, ProtocolFailure
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
-from trunkline.errors import InputNotSupported
 from trunkline.protocol.mrtr import MrtrLimits
 from trunkline.settings import HostSettings
 

@@ -11,10 +11,10 @@ import logging
 import time
 
 import pytest
-from conftest import run
 
 import httppeers
 import realpeers
+from conftest import run
 from httppeers import http_peer  # noqa: F401  (a fixture)
 from trunkline import Host, http
 from trunkline.catalog.filters import ToolBounds

@@ -12,15 +12,15 @@ import time
 
 import orjson
 import pytest
-from conftest import PEERS, run
-from mcp_schema import MODERN, validate_message
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run
+from mcp_schema import MODERN, validate_message
+from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings
-from trunkline.params import stdio
 
 pytestmark = pytest.mark.real_servers
 

@@ -16,16 +16,16 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import PEERS, run, scripted
-from mcp_schema import LEGACY, MODERN, conforms, validate_message
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, run, scripted
+from mcp_schema import LEGACY, MODERN, conforms, validate_message
 from trunkline import channel as ch
 from trunkline.errors import TransportLost
+from trunkline.params import stdio
 from trunkline.parent.generation import Generation
 from trunkline.parent.host import Host
-from trunkline.params import stdio
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings
 

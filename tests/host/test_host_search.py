@@ -13,9 +13,9 @@ import time
 from dataclasses import replace
 
 import pytest
-from conftest import run
 
 import realpeers
+from conftest import run
 from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig

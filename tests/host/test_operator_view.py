@@ -9,10 +9,10 @@ import asyncio
 import logging
 
 import pytest
-from conftest import run, scripted
-from gateways import fleet_config
 
 import realpeers
+from conftest import run, scripted
+from gateways import fleet_config
 from trunkline.channel import ServerState
 from trunkline.errors import RequestTimeout, ToolCandidate, TransportLost, UnknownTool
 from trunkline.params import StdioParams

@@ -6,8 +6,8 @@ import asyncio
 import logging
 
 import pytest
-from conftest import run
 
+from conftest import run
 from trunkline.loop.tasks import TaskScope, gather_all
 
 

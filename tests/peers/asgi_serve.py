@@ -22,7 +22,8 @@ import argparse
 import asyncio
 import json
 import socket
-from typing import Annotated, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 import anyio
 from pydantic import Field

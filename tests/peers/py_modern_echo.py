@@ -45,10 +45,9 @@ import sys
 from typing import Annotated
 
 import anyio
+from asgi_serve import add_tool_adder
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from pydantic import BaseModel
-
-from asgi_serve import add_tool_adder
 
 LISTEN = "--listen" in sys.argv[1:]
 server = MCPServer("trunkline-py-modern-echo", version="0.1.0",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp_schema import MODERN, conforms
 
+from mcp_schema import MODERN, conforms
 from trunkline.errors import ProtocolFailure
 from trunkline.protocol.input_bridge import InputBridge, Refused, bridgeable
 from trunkline.protocol.mrtr import MrtrLimits

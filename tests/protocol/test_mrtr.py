@@ -14,8 +14,8 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp_schema import MODERN, validate_message
 
+from mcp_schema import MODERN, validate_message
 from trunkline import _codec
 from trunkline.errors import MalformedMessage, ProtocolFailure
 from trunkline.protocol import mrtr as m

@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 from trunkline.catalog.model import ToolEntry
 from trunkline.errors import (
     AuthenticationFailed,
-    HttpStatusError,
-    StreamBroken,
     ConfigurationError,
     EraRefused,
+    HttpStatusError,
     MalformedMessage,
     OversizedMessage,
     RequestTimeout,
@@ -26,6 +25,7 @@ from trunkline.errors import (
     ServerError,
     ServerUnavailable,
     SpawnFailed,
+    StreamBroken,
     TransportLost,
 )
 from trunkline.parent.retrying import run_with_retries
@@ -457,7 +457,7 @@ def test_cancellation_is_not_retried_nor_touched():
 
 
 def test_read_methods_are_exactly_the_spec_reads():
-    assert r.READ_METHODS == frozenset(READS)
+    assert frozenset(READS) == r.READ_METHODS
 
 
 # --- the driver on a virtual clock ---------------------------------------------------

@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from trunkline.params import stdio
 from trunkline.parent.supervisor import Supervisor
 from trunkline.settings import HostSettings, ServerConfig
-from trunkline.params import stdio
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 

@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import orjson
 import pytest
-from conftest import group_alive, run, scripted
-from trunkline.params import stdio
+import taplog
 
 import realpeers
-import taplog
+from conftest import group_alive, run, scripted
 from trunkline.channel import ServerState
 from trunkline.errors import RequestTimeout
+from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.parent.supervisor import Supervisor
 from trunkline.protocol import NegotiationConfig

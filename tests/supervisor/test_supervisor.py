@@ -19,16 +19,16 @@ from pathlib import Path
 
 import orjson
 import pytest
+import taplog
 import uvloop
-from conftest import child_pids, group_alive, open_fd_kinds, run, scripted
 from hypothesis import given
 from hypothesis import strategies as st
 
-import taplog
+from conftest import child_pids, group_alive, open_fd_kinds, run, scripted
 from trunkline.channel import ServerState
 from trunkline.errors import RequestTimeout, ServerUnavailable, TransportLost
-from trunkline.protocol import NegotiationConfig
 from trunkline.parent.supervisor import Supervisor
+from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings, RestartPolicy, ServerConfig
 
 FAST_RESTART = RestartPolicy(base_s=0.001, cap_s=0.01, max_restarts=10_000, window_s=1.0)

@@ -14,11 +14,11 @@ import sys
 
 import orjson
 import pytest
-from conftest import PEERS, run
+import taplog
 from opentelemetry.trace import SpanKind
 
 import realpeers
-import taplog
+from conftest import PEERS, run
 from gateways import JSON_ONLY, HttpGateway, StdioGateway, fleet_config, modern_meta
 from otelsdk import Recorded, traceparent
 from trunkline.params import stdio

@@ -8,7 +8,7 @@ import pytest
 from trunkline.errors import RequestTimeout, ServerError
 from trunkline.params import http, stdio
 from trunkline.telemetry import conventions as c
-from trunkline.telemetry.sdk import configure, exporters, _instance
+from trunkline.telemetry.sdk import _instance, configure, exporters
 
 
 @pytest.mark.parametrize(("method", "params", "name", "extra"), [

@@ -63,7 +63,6 @@ def test_a_copy_that_is_gone_or_stuck_is_left_out_and_the_rest_served(tmp_path):
     page still comes, with copies 0 and 3 (the stuck one left out at its timeout); every
     socket of ours is removed on stop."""
     from conftest import run
-
     from trunkline.gateway.copy_metrics import CopyPages, socket_path
 
     async def main():

@@ -11,11 +11,11 @@ import sys
 
 import orjson
 import pytest
-from conftest import PEERS, run, scripted
+import taplog
 from opentelemetry.trace import SpanKind, StatusCode
 
 import realpeers
-import taplog
+from conftest import PEERS, run, scripted
 from otelsdk import Recorded, meta_of, traceparent
 from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable
 from trunkline.params import stdio

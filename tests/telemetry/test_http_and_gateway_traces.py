@@ -11,13 +11,13 @@ import sys
 import aiohttp
 import orjson
 import pytest
-from conftest import PEERS, run
+import taplog
 from opentelemetry import baggage, propagate
 from opentelemetry.trace import SpanKind
 
 import httppeers
 import realpeers
-import taplog
+from conftest import PEERS, run
 from gateways import HttpGateway, modern_meta
 from httppeers import http_peer  # noqa: F401  (a fixture)
 from otelsdk import Recorded, meta_of, traceparent

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import run
 from prometheus_client.parser import text_string_to_metric_families
 
 import realpeers
+from conftest import run
 from gateways import HttpGateway, fleet_config, modern_meta, real_server
 from jaeger import Jaeger, tags
 

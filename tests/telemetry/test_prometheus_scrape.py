@@ -16,10 +16,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import run, stop_process
 from prometheus_client.parser import text_string_to_metric_families
 
 import realpeers
+from conftest import run, stop_process
 from gateways import HttpGateway, fleet_config, real_server
 
 pytestmark = pytest.mark.real_servers

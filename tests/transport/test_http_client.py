@@ -12,8 +12,8 @@ import zlib
 from collections.abc import Awaitable, Callable
 
 import pytest
-from conftest import run
 
+from conftest import run
 from trunkline.worker.transports.http_client import (
     BodyBroken,
     ConnectFailed,

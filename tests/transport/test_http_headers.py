@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from trunkline import _codec
-from trunkline.protocol.headers import HeaderValueError
 from trunkline.protocol.header_plan import ACCEPT, HeaderPlan, Outgoing
+from trunkline.protocol.headers import HeaderValueError
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN}

@@ -14,8 +14,9 @@ import textwrap
 from typing import Any
 
 import aiohttp
-import httppeers
 import pytest
+
+import httppeers
 import realpeers
 from conftest import child_pids, group_alive, run
 from httppeers import http_peer, start_http_peer  # noqa: F401  (http_peer is a fixture)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import run
 
 import httppeers
+from conftest import run
 from httppeers import http_peer  # noqa: F401  (a fixture)
 from trunkline import http
 from trunkline.channel import ServerState

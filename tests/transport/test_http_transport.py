@@ -8,20 +8,19 @@ evidence and the allowlist), and which exchanges the client closed (cancellation
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import asyncio
 import base64
 import logging
 import socket
 import subprocess
+from dataclasses import replace
 
 import pytest
-from conftest import run
-from mcp_schema import LEGACY, MODERN, validate_message
 
 import httppeers
+from conftest import run
 from httppeers import http_peer  # noqa: F401  (a fixture)
+from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline import http
 from trunkline.errors import (
     AuthenticationFailed,
@@ -31,9 +30,9 @@ from trunkline.errors import (
     StreamBroken,
     TransportLost,
 )
-from trunkline.worker.peer import Peer, PeerState
 from trunkline.protocol.era import Era, NegotiationConfig
 from trunkline.protocol.identity import ClientIdentity
+from trunkline.worker.peer import Peer, PeerState
 
 FAST = NegotiationConfig(discover_timeout_s=10.0, legacy_probe_timeout_s=10.0)
 

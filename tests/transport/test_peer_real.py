@@ -4,21 +4,20 @@ reached the server (recorded by tests/peers/tap.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import sys
+from dataclasses import replace
 
 import orjson
 import pytest
-from conftest import PEERS, group_alive, run
-from mcp_schema import LEGACY, MODERN, validate_message
+import taplog
 
 import realpeers
-import taplog
+from conftest import PEERS, group_alive, run
+from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline.errors import EraRefused
-from trunkline.worker.peer import Peer
-from trunkline.protocol import Era, NegotiationConfig
 from trunkline.params import stdio
+from trunkline.protocol import Era, NegotiationConfig
+from trunkline.worker.peer import Peer
 
 pytestmark = pytest.mark.real_servers
 

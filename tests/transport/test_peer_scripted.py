@@ -4,20 +4,19 @@ ids, late answers, floods)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import asyncio
 import time
+from dataclasses import replace
 
 import orjson
 import pytest
+import taplog
+
 from conftest import group_alive, run, scripted
 from mcp_schema import LEGACY, MODERN, validate_message
-
-import taplog
 from trunkline.errors import EraRefused, RequestTimeout, TransportLost
-from trunkline.worker.peer import Peer, PeerState
 from trunkline.protocol import ClientIdentity, Era, NegotiationConfig
+from trunkline.worker.peer import Peer, PeerState
 
 FAST = NegotiationConfig(discover_timeout_s=1.0, legacy_probe_timeout_s=1.0)
 META_KEYS = {

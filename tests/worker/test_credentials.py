@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import run
 
+from conftest import run
 from trunkline import channel as ch
 from trunkline.errors import AuthorizationFailed
 from trunkline.worker.credentials import HostCredentials

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import orjson
-from conftest import run
 
+from conftest import run
 from trunkline import channel as ch
 from trunkline._codec import FRAME_STAMPED, Correlator, FrameSplitter, encode_submit
 from trunkline.errors import MalformedMessage, RequestTimeout

@@ -7,9 +7,9 @@ import asyncio
 
 import orjson
 import pytest
+
 from conftest import run
 from mcp_schema import LEGACY, MODERN, validate_message
-
 from trunkline._codec import Correlator, StreamDecoder
 from trunkline.errors import EraRefused
 from trunkline.protocol.era import Era, NegotiationConfig

@@ -269,7 +269,7 @@ class OAuthClient:
         return token.refresh_at(self.refresh_margin_s)
 
     async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
-                           *, rejected: str | None | Sent = Sent.UNKNOWN,
+                           *, rejected: str | Sent | None = Sent.UNKNOWN,
                            legacy_fallbacks: bool = False) -> str:
         """Answer a 401 or 403 from ``server_url`` (``www_authenticate``: its header, several
         fields joined with ``", "``) with the ``Authorization`` header value to send the
@@ -312,7 +312,7 @@ class OAuthClient:
 
     def _answer(self, key: str, server_url: str, status: int,
                 challenge: BearerChallenge | None, binding: Binding | None,
-                rejected: str | None | Sent,
+                rejected: str | Sent | None,
                 legacy_fallbacks: bool) -> str | Coroutine[Any, Any, str | None]:
         """A held header that answers the challenge, or the flow that will get one.
         Synchronous, so no other flight can start between deciding and flying."""
@@ -389,7 +389,7 @@ class OAuthClient:
                  scope_param(scope) or "not sent")
         try:
             landed = await self.authorizer(request.url)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise AuthorizationFailed(f"the authorization step at {meta.issuer} failed: "
                                       f"{type(exc).__name__}", reason="unreachable",
                                       issuer=meta.issuer) from None
@@ -701,12 +701,12 @@ class OAuthClient:
                             reason="unreachable")
                     chunks.append(chunk)
                 return response.status, b"".join(chunks)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise AuthorizationFailed(f"{method} {url} failed: {type(exc).__name__}",
                                       reason="unreachable") from None
 
 
-def _same(a: str | None | Sent, b: str) -> bool:
+def _same(a: str | Sent | None, b: str) -> bool:
     return isinstance(a, str) and hmac.compare_digest(a.encode(), b.encode())
 
 

@@ -77,14 +77,14 @@ from .names import MODEL_SAFE, assign_aliases, is_model_safe
 from .search import ToolIndex, ToolMatch, ToolSearch
 
 __all__ = [
+    "DEFAULT_MAX_PAGES",
+    "MODEL_SAFE",
     "AuthContext",
     "CacheScope",
     "Catalog",
     "CatalogWarning",
     "CollisionPolicy",
-    "DEFAULT_MAX_PAGES",
     "ListingDriver",
-    "MODEL_SAFE",
     "ToolCache",
     "ToolCollision",
     "ToolEntry",

@@ -532,7 +532,7 @@ def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any
     return CallInput(handlers=handlers, capabilities=capabilities)
 
 
-def _log_level(request: p.Request, client: Client) -> str | None | dict[str, Any]:
+def _log_level(request: p.Request, client: Client) -> str | dict[str, Any] | None:
     """The level the request's log messages are wanted at (None: none are), or the error
     for a level that is not one: a modern client names it in ``_meta``, a legacy one set
     it for its session."""

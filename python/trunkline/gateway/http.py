@@ -61,8 +61,8 @@ from opentelemetry import context as otel_context
 from .._codec import wide_integer_at
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
-from ..protocol import headers as mcp_headers
 from ..parent.bridged_calls import TOKEN_PREFIX
+from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from ..telemetry.carried import picked
 from . import bearer
@@ -72,8 +72,8 @@ from .admission import retry_after
 from .answers import (
     CALL,
     LISTEN,
-    SUBSCRIBING,
     NO_CLIENT,
+    SUBSCRIBING,
     Admitted,
     Answerer,
     Client,

@@ -45,7 +45,7 @@ from . import protocol as p
 from .admission import OVERLOADED, RETRY_AFTER_S
 from .answers import Admitted, Answerer, Client, resource_updated
 from .asks import Asks
-from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore, sse
+from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore
 from .exchange import Exchange
 from .outbox import StreamWriter, client_stream
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import orjson
 
+from .._codec import KIND_RESULT, RT_ABSENT, RT_COMPLETE
 from ..catalog import ToolEntry
 from ..errors import MalformedMessage
 from ..loop.awaitables import raising
 from ..params import HttpParams
-from .._codec import KIND_RESULT, RT_ABSENT, RT_COMPLETE
 from ..protocol import wide_ints
 from ..protocol.reply import Reply, decoded_result
 from ..protocol.retry import (

@@ -134,7 +134,7 @@ class Generation:
         if self.process is not None:
             try:
                 await asyncio.wait_for(self.process.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self.kill()
                 await self.process.wait()
         if self.watcher is not None:

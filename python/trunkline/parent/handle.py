@@ -20,9 +20,9 @@ import collections
 import logging
 import random
 import time
-from time import perf_counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import channel as ch
@@ -489,7 +489,7 @@ class WorkerHandle:
                     server=self.name, method=method, sent=False)
             try:
                 await asyncio.wait_for(self._next_change(), deadline - loop.time())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise RequestTimeout(
                     f"server was not ready within {timeout:g} s ({self.state.value})",
                     timeout_s=timeout, server=self.name, method=method, sent=False,
@@ -504,7 +504,7 @@ class WorkerHandle:
             self._slot_waiters.append(waiter)
             try:
                 await asyncio.wait_for(waiter, deadline - loop.time())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise RequestTimeout(
                     f"no free in-flight slot within {timeout:g} s "
                     f"(max_inflight={self._max_inflight})",

@@ -35,8 +35,8 @@ from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..protocol.identity import ClientIdentity
-from ..protocol.listen import can_subscribe
 from ..protocol.input_bridge import bridgeable
+from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, InputHandler, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.versions import LOG_LEVELS

@@ -231,7 +231,7 @@ class ZygoteLauncher:
         if template is not None:
             try:
                 await asyncio.wait_for(template.wait(), 5.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 template.kill()
                 await template.wait()
         for worker in self._workers.values():

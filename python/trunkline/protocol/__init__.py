@@ -23,6 +23,8 @@ from .identity import ClientIdentity
 from .versions import LEGACY_VERSIONS, MODERN_VERSIONS
 
 __all__ = [
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
     "Abandon",
     "ClientIdentity",
     "Closed",
@@ -31,8 +33,6 @@ __all__ = [
     "EraNegotiation",
     "ErrorReplied",
     "Fail",
-    "LEGACY_VERSIONS",
-    "MODERN_VERSIONS",
     "NegotiationConfig",
     "Probe",
     "Refusal",

@@ -79,7 +79,7 @@ def filter_for(capabilities: dict[str, Any], wanted: dict[str, bool]) -> dict[st
     says it can announce (``capabilities.<list>.listChanged``)."""
     out = {}
     for key, want in wanted.items():
-        cap = capabilities.get(CAPABILITY_FOR.get(key, ""), None)
+        cap = capabilities.get(CAPABILITY_FOR.get(key, ""))
         if want and isinstance(cap, dict) and cap.get("listChanged") is True:
             out[key] = True
     return out

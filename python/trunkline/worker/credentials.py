@@ -24,7 +24,6 @@ from collections.abc import Callable
 from .. import channel as ch
 from ..errors import AuthorizationFailed
 
-
 #: Seconds before a renewal that left the header as it was is asked for again.
 _RENEW_AGAIN_S = 5.0
 

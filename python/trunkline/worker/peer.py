@@ -232,7 +232,7 @@ class Peer:
         request_id, future = self.open_request(method, params)
         try:
             return await asyncio.wait_for(future, timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             if self._correlator.discard(request_id) is not None:
                 self._send_cancelled(request_id, "timeout" if isinstance(
                     exc, asyncio.TimeoutError) else "cancelled by the caller")

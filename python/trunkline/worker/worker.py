@@ -30,10 +30,10 @@ from ..errors import (
 from ..loop.batching import TickBatcher
 from ..params import HttpParams
 from ..protocol.era import Verdict
+from .credentials import HostCredentials
 from .forwarding import Forwarder
 from .notices import NotificationRouter
 from .peer import Peer
-from .credentials import HostCredentials
 from .questions import HostQuestions
 
 # Exit codes, for the parent's logs; the STATE frame sent before exiting is authoritative.

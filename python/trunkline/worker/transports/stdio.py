@@ -269,7 +269,7 @@ class StdioTransport:
         try:
             await asyncio.wait_for(asyncio.shield(self._exited), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def _signal_group(self, sig: signal.Signals) -> None:
