@@ -1,4 +1,4 @@
-"""Ctrl-C for a command on an event loop (``trunkline.interrupt``), in this process: where
+"""Ctrl-C for a command on an event loop (``trunkline.cli.interrupt``), in this process: where
 a SIGINT lands before, as and while the loop runs, and what a second one does. (The
 command run as a user runs it, on a terminal: ``tests/gateway/test_serve_status.py``.)"""
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from trunkline.interrupt import Interrupt
+from trunkline.cli.interrupt import Interrupt
 
 
 @pytest.fixture

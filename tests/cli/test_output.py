@@ -1,4 +1,4 @@
-"""A command's output written from its loop (``trunkline.output``): a reader that does not
+"""A command's output written from its loop (``trunkline.cli.output``): a reader that does not
 read holds it back, not the loop; the last words go out without waiting, on a terminal
 in place of what it held unread; a file is written where it stands."""
 
@@ -9,7 +9,7 @@ import os
 import termios
 
 from conftest import run
-from trunkline.output import Output
+from trunkline.cli.output import Output
 
 LAST_WORDS = "\x1b[?25h"  # the cursor shown again
 

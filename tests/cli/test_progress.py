@@ -14,8 +14,8 @@ import pytest
 from conftest import scripted
 from gateways import fleet_config
 from trunkline.channel import ServerState
+from trunkline.cli.progress import FleetBoard, describe
 from trunkline.parent.handle import ServerStatus
-from trunkline.progress import FleetBoard, describe
 
 
 def trunkline(*args: str) -> subprocess.CompletedProcess[str]:

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from .errors import ConfigurationError, TrunklineError
-from .gateway.admin import SCHEMA
+from ..errors import ConfigurationError, TrunklineError
+from ..gateway.admin import SCHEMA
 
 COLUMNS = ("SERVER", "STATE", "ERA", "VERSION", "IN FLIGHT", "CALLS", "P50", "P99",
            "RESTARTS", "LAST ERROR")

@@ -21,18 +21,18 @@ from typing import Any
 
 import orjson
 
-from . import __version__
-from .channel import ServerState
-from .config import load_config
-from .errors import ConfigurationError, TrunklineError
-from .log_format import FORMATS, LEVELS
-from .log_format import configure as configure_logs
-from .parent.handle import ServerStatus
-from .parent.host import Host
-from .parent.results import CallToolResult
-from .parent.supervisor import Supervisor
+from .. import __version__
+from ..channel import ServerState
+from ..config import load_config
+from ..errors import ConfigurationError, TrunklineError
+from ..log_format import FORMATS, LEVELS
+from ..log_format import configure as configure_logs
+from ..parent.handle import ServerStatus
+from ..parent.host import Host
+from ..parent.results import CallToolResult
+from ..parent.supervisor import Supervisor
+from ..settings import HostSettings, ServerConfig
 from .progress import FleetProgress, log_change
-from .settings import HostSettings, ServerConfig
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -149,8 +149,8 @@ async def demo(json_mode: bool) -> int:
     """Bundled servers: two modern servers and one allowlisted legacy server, all three
     exposing ``search``, plus the same legacy server *not* allowlisted to show the
     fail-closed verdict."""
-    from .demo import demo_servers
-    from .params import stdio
+    from ..demo import demo_servers
+    from ..params import stdio
 
     out = Out(json_mode)
     doc: dict[str, Any] = {}
@@ -301,9 +301,9 @@ async def serve(ns: argparse.Namespace) -> int:
     """The whole fleet as one MCP server: on stdin/stdout until the client closes stdin
     (stdout then carries protocol messages only), or over HTTP until SIGTERM, which
     drains; with ``--processes N``, N such HTTP gateways on one socket."""
-    from .gateway.admission import Admission
-    from .gateway.answers import Answerer
-    from .gateway.limits import Limits
+    from ..gateway.admission import Admission
+    from ..gateway.answers import Answerer
+    from ..gateway.limits import Limits
 
     main = asyncio.current_task()
     assert main is not None
@@ -313,7 +313,7 @@ async def serve(ns: argparse.Namespace) -> int:
     if ns.processes > 1:
         return await _serve_copies(ns)
     if ns.listen_fd is not None:
-        from .lifetime import die_with_parent
+        from ..lifetime import die_with_parent
 
         die_with_parent()  # a copy of `serve --processes N`
     info = {"name": "trunkline", "version": __version__}
@@ -342,7 +342,7 @@ async def serve(ns: argparse.Namespace) -> int:
             _settle_heap()
             try:
                 if ns.stdio:
-                    from .gateway.stdio import serve_stdio
+                    from ..gateway.stdio import serve_stdio
 
                     await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
                 else:
@@ -364,7 +364,7 @@ def _telemetry(ns: argparse.Namespace) -> Any:
                                                "OTEL_EXPORTER_OTLP_")) for key in os.environ)
     if not wanted:
         return None
-    from .telemetry.sdk import MissingExtra, configure
+    from ..telemetry.sdk import MissingExtra, configure
 
     try:
         return configure(prometheus=ns.metrics)
@@ -382,9 +382,9 @@ def _placement(ns: argparse.Namespace) -> tuple[str, Any]:
     """This gateway process's instance name (``http_rules``: the replica's name, and for a
     copy of ``serve --processes N`` its index after it), which leads the legacy session ids
     it mints and names it in the input rounds it holds; and its sibling copies, if any."""
-    from .gateway.http_rules import valid_instance
-    from .gateway.processes import REPLICA_ENV, copy_instance
-    from .gateway.siblings import from_environment
+    from ..gateway.http_rules import valid_instance
+    from ..gateway.processes import REPLICA_ENV, copy_instance
+    from ..gateway.siblings import from_environment
 
     replica = getattr(ns, "replica", None) or os.environ.get(REPLICA_ENV) or os.urandom(3).hex()
     if "_" in replica or not valid_instance(replica):
@@ -397,10 +397,10 @@ def _placement(ns: argparse.Namespace) -> tuple[str, Any]:
 
 async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any,
                       instance: str, siblings: Any) -> None:
-    from .gateway.copy_metrics import CopyPages
-    from .gateway.copy_metrics import served as served_metrics
-    from .gateway.http import HttpFace
-    from .gateway.http_rules import SessionSigner
+    from ..gateway.copy_metrics import CopyPages
+    from ..gateway.copy_metrics import served as served_metrics
+    from ..gateway.http import HttpFace
+    from ..gateway.http_rules import SessionSigner
 
     bind, port = _bind_address(ns.http)
     shared = None if ns.listen_fd is None else socket.socket(fileno=ns.listen_fd)
@@ -430,7 +430,7 @@ async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any,
 
 
 async def _serve_copies(ns: argparse.Namespace) -> int:
-    from .gateway.processes import Copies
+    from ..gateway.processes import Copies
 
     bind, port = _bind_address(ns.http)
     one = [a for a in ns.argv if not a.startswith("--processes")]
@@ -537,10 +537,10 @@ def _oauth(ns: argparse.Namespace) -> Any:
             if getattr(ns, flag):
                 raise ConfigurationError(f"--{flag.replace('_', '-')} needs --oauth-issuer")
         return None
-    from .auth.discovery import check_issuer
-    from .auth.resource import canonical_uri
-    from .errors import AuthorizationFailed
-    from .gateway.bearer import ResourceSettings
+    from ..auth.discovery import check_issuer
+    from ..auth.resource import canonical_uri
+    from ..errors import AuthorizationFailed
+    from ..gateway.bearer import ResourceSettings
 
     for issuer in ns.oauth_issuer:
         try:
@@ -779,7 +779,7 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
     if ns.command == "serve":
         return serve(ns)
     if ns.command == "pins":
-        from .pins_cli import pins
+        from .pins import pins
 
         return pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
     if ns.command == "login":
@@ -789,6 +789,3 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
     return call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout,
                 ns.log_format)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

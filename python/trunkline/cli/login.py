@@ -18,10 +18,10 @@ import webbrowser
 import aiohttp
 import orjson
 
-from .config import load_config, load_oauth_config
-from .errors import ConfigurationError
-from .params import HttpParams
-from .protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS
+from ..config import load_config, load_oauth_config
+from ..errors import ConfigurationError
+from ..params import HttpParams
+from ..protocol.versions import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS
 
 _PROBE_TIMEOUT_S = 30.0
 _VERSION = MODERN_VERSIONS[0]
@@ -36,8 +36,8 @@ async def login(path: str, server: str, *, open_browser: bool) -> int:
     if not isinstance(config.params, HttpParams):
         raise ConfigurationError(f"{path}: server {server!r} runs over stdio: only a "
                                  "Streamable HTTP server signs people in")
-    from .auth.configured import oauth_client_from
-    from .auth.sign_in import LoopbackAuthorizer
+    from ..auth.configured import oauth_client_from
+    from ..auth.sign_in import LoopbackAuthorizer
 
     oauth_config = load_oauth_config(path)
 

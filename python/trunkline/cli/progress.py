@@ -22,8 +22,8 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from .channel import ServerState
-from .parent.handle import ServerStatus
+from ..channel import ServerState
+from ..parent.handle import ServerStatus
 
 _COLOURS = {ServerState.READY: "green", ServerState.UNAVAILABLE: "red",
             ServerState.RESTARTING: "yellow", ServerState.STOPPED: "dim"}

@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 
-from .catalog.pins import PinRecord, approve, diff, server_identity
-from .config import load_config, load_oauth_config
-from .errors import ConfigurationError
-from .parent.pin_store import PinStore, pins_for
-from .settings import ServerConfig
+from ..catalog.pins import PinRecord, approve, diff, server_identity
+from ..config import load_config, load_oauth_config
+from ..errors import ConfigurationError
+from ..parent.pin_store import PinStore, pins_for
+from ..settings import ServerConfig
 
 EXIT_OK = 0
 
