@@ -12,6 +12,8 @@ import sys
 import orjson
 import pytest
 import taplog
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
 import realpeers
@@ -20,6 +22,7 @@ from otelsdk import Recorded, meta_of, traceparent
 from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable
 from trunkline.params import stdio
 from trunkline.parent.host import Host
+from trunkline.parent.telemetry import Telemetry
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.retry import RetryPolicy
 from trunkline.settings import HostSettings, RestartPolicy
@@ -216,6 +219,26 @@ def test_telemetry_off_sends_no_trace_context(no_leaks, tmp_path):
     assert set(meta_of(call)) == {"io.modelcontextprotocol/protocolVersion",
                                   "io.modelcontextprotocol/clientCapabilities",
                                   "io.modelcontextprotocol/clientInfo"}
+
+
+def test_a_meter_provider_the_api_defines_makes_no_instruments():
+    """The OpenTelemetry API's own meter providers record nothing: its no-op, and its
+    stand-in (what ``metrics.get_meter_provider()`` returns while none is set, as in these
+    tests, which never set one globally). A telemetry given either makes no instruments;
+    one given an SDK's provider, or an application's own, does."""
+    stand_in = metrics.get_meter_provider()
+    assert not isinstance(stand_in, (SdkMeterProvider, metrics.NoOpMeterProvider))
+    assert Telemetry(meter_provider=stand_in).instruments() is None
+    assert Telemetry(meter_provider=metrics.NoOpMeterProvider()).instruments() is None
+
+    class OwnProvider(metrics.MeterProvider):
+        def get_meter(self, name, version=None, schema_url=None, attributes=None):
+            return metrics.NoOpMeter(name, version)
+
+    assert Telemetry(meter_provider=OwnProvider()).instruments() is not None
+    rec = Recorded()
+    assert Telemetry(meter_provider=rec.meter_provider).instruments() is not None
+    rec.shutdown()
 
 
 @pytest.mark.real_servers

@@ -12,6 +12,9 @@ sees each when it happens rather than when a long span ends: ``trunkline.server.
 ``.era_verdict`` (era, version, evidence), ``.restart`` (cause, delay), ``.crash_loop``
 (the cut-off: cool-down and why), ``.reprobe``, ``.list_changed``.
 
+The gateway's requests are recorded by ``telemetry/served.py`` with this host's tracer
+and meter.
+
 Metrics (names the conventions lack are ``trunkline.server.*``, each with
 ``trunkline.server``): ``mcp.client.operation.duration`` and, in the gateway,
 ``mcp.server.operation.duration`` (histograms, s); ``retries``, ``timeouts`` and
@@ -27,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace import SpanKind
 
 from ..channel import ServerState
 from ..telemetry import conventions as c
+from ..telemetry import served
 from ..telemetry.calls import CallRecord
 from ..telemetry.instruments import STATE, Instruments
 from ..version import VERSION
@@ -39,31 +43,38 @@ from .restarts import CoolDown, ReprobeIn, RestartIn
 if TYPE_CHECKING:
     from .handle import ServerStatus, WorkerHandle
 
-try:  # the API's stand-in until a meter provider is set
-    from opentelemetry.metrics._internal import _ProxyMeterProvider
-except ImportError:  # pragma: no cover - a later API may move it
-    _ProxyMeterProvider = metrics.NoOpMeterProvider  # type: ignore[misc,assignment]
-
 _OFF_TRACING = (trace.NoOpTracerProvider, trace.ProxyTracerProvider, type(None))
-_OFF_METRICS = (metrics.NoOpMeterProvider, _ProxyMeterProvider, type(None))
+_API_METRICS = metrics.__name__
 _SCOPE = "trunkline"
+
+
+def _defined_by_the_api(provider: metrics.MeterProvider) -> bool:
+    """Whether ``provider`` is one the OpenTelemetry API itself defines (its no-op, and its
+    stand-in that ``metrics.get_meter_provider()`` returns until one is set), which record
+    nothing: only an SDK's provider records. The API names its tracing stand-in
+    (``trace.ProxyTracerProvider``), not its metrics one: that one is known by the package
+    that defines it."""
+    module = type(provider).__module__
+    return module == _API_METRICS or module.startswith(_API_METRICS + ".")
 
 
 # The API's public getters look into os.environ on every call (~2 µs each: twice per
 # request), so the globals they return are read directly, and the getters called once per
 # host (they load a provider named by OTEL_PYTHON_*_PROVIDER). None: not set yet, off.
 if hasattr(trace, "_TRACER_PROVIDER"):
-    def _global_tracer_provider() -> object:
+    def _global_tracer_provider() -> trace.TracerProvider | None:
         return trace._TRACER_PROVIDER
 else:  # pragma: no cover - an API without that global: the public getter
-    _global_tracer_provider = trace.get_tracer_provider
+    def _global_tracer_provider() -> trace.TracerProvider | None:
+        return trace.get_tracer_provider()
 
-_METRICS_GLOBALS = getattr(metrics, "_internal", None)
+_METRICS_GLOBALS: Any = getattr(metrics, "_internal", None)
 if hasattr(_METRICS_GLOBALS, "_METER_PROVIDER"):
-    def _global_meter_provider() -> object:
-        return _METRICS_GLOBALS._METER_PROVIDER  # type: ignore[union-attr]
+    def _global_meter_provider() -> metrics.MeterProvider | None:
+        return _METRICS_GLOBALS._METER_PROVIDER
 else:  # pragma: no cover
-    _global_meter_provider = metrics.get_meter_provider
+    def _global_meter_provider() -> metrics.MeterProvider | None:
+        return metrics.get_meter_provider()
 
 
 class Telemetry:
@@ -100,8 +111,9 @@ class Telemetry:
         provider = self._meter_provider or _global_meter_provider()
         if provider is not self._seen_metrics:
             self._seen_metrics = provider
-            self._instruments = (None if isinstance(provider, _OFF_METRICS) else Instruments(
-                provider.get_meter(_SCOPE, VERSION), self._statuses))
+            self._instruments = (
+                None if provider is None or _defined_by_the_api(provider)
+                else Instruments(provider.get_meter(_SCOPE, VERSION), self._statuses))
         return self._instruments
 
     def recording(self) -> bool:
@@ -133,39 +145,16 @@ class Telemetry:
         return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.CLIENT,
                           method, attributes, parent=parent)
 
+    # -- requests the gateway serves (their spans: telemetry/served.py) ---------------------
+
     def serve(self, method: str, params: Mapping[str, Any], request_id: Any,
               version: str | None, transport: str | None = None) -> CallRecord | None:
-        """The record of one request the gateway serves. Its parent is the context in the
-        request's ``_meta``, else the ambient one (the HTTP face's, from the W3C headers);
-        when both exist the ambient one is a link."""
-        tracer = self.tracer()
-        instruments = self.instruments()
-        if tracer is None and instruments is None:
-            return None
-        target, attributes = c.request_attributes(method, params)
-        if request_id is not None:
-            attributes[c.REQUEST_ID] = str(request_id)
-        if version is not None:
-            attributes[c.PROTOCOL_VERSION] = version
-        if transport is not None:
-            attributes[c.TRANSPORT] = transport
-        parent = links = None
-        meta = params.get("_meta")
-        if tracer is not None and isinstance(meta, dict) and "traceparent" in meta:
-            carried = {k: v for k, v in meta.items() if isinstance(v, str)}
-            parent = propagate.extract(carried)
-            ambient = trace.get_current_span().get_span_context()
-            if ambient.is_valid:
-                links = [Link(ambient)]
-        return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.SERVER,
-                          method, attributes, parent=parent, links=links, server_side=True)
+        """The record of one request the gateway serves (``served.record``)."""
+        return served.record(self, method, params, request_id, version, transport)
 
     def incoming(self, headers: Mapping[str, str]) -> otel_context.Context | None:
-        """The context an HTTP request's W3C headers (``traceparent``, ``tracestate``,
-        ``baggage``; lower-cased names) carry, when tracing is on and they carry one."""
-        if "traceparent" not in headers or self.tracer() is None:
-            return None
-        return propagate.extract(headers)
+        """The trace context of an HTTP request's headers (``served.incoming``)."""
+        return served.incoming(self, headers)
 
     def _transport(self, handle: WorkerHandle) -> dict[str, Any]:
         known = self._transports.get(handle.name)

@@ -1,6 +1,7 @@
 """OpenTelemetry traces and metrics of the parent side (the host and the gateway): see
-``telemetry.Telemetry`` (a host's), ``calls.CallRecord`` (one request's), ``conventions``
-(the names, pure) and ``sdk`` (the SDK and exporters ``trunkline serve`` sets up from
-``OTEL_*``, and the Prometheus page; needs ``trunkline[otel]``).
+``parent.telemetry.Telemetry`` (a host's), ``calls.CallRecord`` (one request's), ``served``
+(the gateway's side: a request it serves, the context of an HTTP request's headers),
+``conventions`` (the names, pure) and ``sdk`` (the SDK and exporters ``trunkline serve``
+sets up from ``OTEL_*``, and the Prometheus page; needs ``trunkline[otel]``).
 
 Nothing is imported here: the call path imports ``calls`` alone."""

@@ -20,11 +20,16 @@ STATE = "trunkline.server.state"
 class ServerFigures(Protocol):
     """What the instruments read of one server's status (the parent's ``ServerStatus``)."""
 
-    name: str
-    state: ServerState
-    in_flight: int
-    restarts: int
-    late_replies: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def state(self) -> ServerState: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def late_replies(self) -> int: ...
 
 
 class Instruments:
