@@ -13,11 +13,10 @@ import asyncio
 import gc
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -31,8 +30,12 @@ from ..parent.handle import ServerStatus
 from ..parent.host import Host
 from ..parent.results import CallToolResult
 from ..parent.supervisor import Supervisor
-from ..settings import HostSettings, ServerConfig
+from ..settings import ServerConfig
 from .progress import FleetProgress, log_change
+
+if TYPE_CHECKING:
+    from ..gateway.bearer import ResourceSettings
+    from ..gateway.serve import GatewaySettings
 
 EXIT_OK, EXIT_CALL_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -185,9 +188,16 @@ async def demo(json_mode: bool) -> int:
         out.heading("4. A server killed (SIGKILL) and restarted; its calls still answered")
         victim = next(s for s in host.servers() if s.name == "docs")
         assert victim.server_pid is not None
+        gone = asyncio.Event()
+
+        def watch_docs(status: ServerStatus) -> None:
+            if status.name == "docs" and status.state is not ServerState.READY:
+                gone.set()
+
+        unwatch = host.watch_servers(watch_docs)
         os.kill(victim.server_pid, signal.SIGKILL)
-        while next(s for s in host.servers() if s.name == "docs").state is ServerState.READY:
-            await asyncio.sleep(0.005)
+        await gone.wait()
+        unwatch()
         out.line(f"killed docs server pid {victim.server_pid}; state now "
                  f"{next(s for s in host.servers() if s.name == 'docs').state.value}")
         args = {"query": "cancellation"}
@@ -206,11 +216,11 @@ async def demo(json_mode: bool) -> int:
     return EXIT_OK
 
 
-async def probe(path: str, json_mode: bool, discover_timeout: float | None,
+async def probe(path: str, json_mode: bool, discover_timeout_s: float | None,
                 log_format: str | None = None) -> int:
     """Era verdict, evidence, time to verdict and stderr tail per server; no tool is
     listed or called."""
-    configs = load_config(path, discover_timeout=discover_timeout)
+    configs = load_config(path, discover_timeout=discover_timeout_s)
     out = Out(json_mode)
     progress = FleetProgress(FleetProgress.mode_for(json_mode, log_format), transient=True)
     try:
@@ -231,10 +241,10 @@ async def probe(path: str, json_mode: bool, discover_timeout: float | None,
     return EXIT_OK
 
 
-async def tools(path: str, json_mode: bool, discover_timeout: float | None,
+async def tools(path: str, json_mode: bool, discover_timeout_s: float | None,
                 log_format: str | None = None) -> int:
     out = Out(json_mode)
-    async with _started(Host.from_config(path, discover_timeout=discover_timeout),
+    async with _started(Host.from_config(path, discover_timeout=discover_timeout_s),
                         FleetProgress.mode_for(json_mode, log_format)) as host:
         out.tools(host)
         if json_mode:
@@ -244,14 +254,14 @@ async def tools(path: str, json_mode: bool, discover_timeout: float | None,
 
 
 async def call(path: str, tool: str, arguments: str, json_mode: bool,
-               discover_timeout: float | None, log_format: str | None = None) -> int:
+               discover_timeout_s: float | None, log_format: str | None = None) -> int:
     try:
         args = orjson.loads(arguments)
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
-    async with _started(Host.from_config(path, discover_timeout=discover_timeout),
+    async with _started(Host.from_config(path, discover_timeout=discover_timeout_s),
                         FleetProgress.mode_for(json_mode, log_format)) as host:
         # An unknown tool's error names the servers not ready that could own it, and why.
         result = await host.call_tool(tool, args)
@@ -280,96 +290,68 @@ async def _started(host: Host, progress_mode: str, *,
         await host.__aexit__(None, None, None)
 
 
-#: What ``trunkline serve`` declares to the servers behind it: every kind of input, since
-#: it passes each request for input on to its client (see gateway/answers.py), except a
-#: legacy server's roots, which are its session's and so every client's: those are the
-#: entry's ``roots``, else none (``_no_roots``).
-RELAYED_CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
-#: What ``trunkline serve`` asks each modern server behind it to announce on its listen
-#: stream: every list it serves and relays changes of (a legacy server announces its
-#: changes unasked).
-RELAYED_LISTS = {"toolsListChanged": True, "promptsListChanged": True,
-                 "resourcesListChanged": True}
-
-
-async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:
-    """A legacy server's ``roots/list`` behind the gateway, when its entry names none."""
-    return {"roots": []}
-
-
 async def serve(ns: argparse.Namespace) -> int:
-    """The whole fleet as one MCP server: on stdin/stdout until the client closes stdin
-    (stdout then carries protocol messages only), or over HTTP until SIGTERM, which
-    drains; with ``--processes N``, N such HTTP gateways on one socket."""
-    from ..gateway.admission import Admission
-    from ..gateway.answers import Answerer
-    from ..gateway.limits import Limits
+    """The whole fleet as one MCP server (``gateway.serve``, from ``gateway_settings``):
+    on stdin/stdout until the client closes stdin (stdout then carries protocol messages
+    only), or over HTTP until SIGTERM, which drains; with ``--processes N``, N such HTTP
+    gateways on one socket. The fleet coming up is shown on stderr, ``LISTENING <url>``
+    printed once HTTP clients can be served, later changes of the servers logged."""
+    from ..gateway.serve import serve as serve_gateway
 
     main = asyncio.current_task()
     assert main is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main.cancel)
-    if ns.processes > 1:
-        return await _serve_copies(ns)
-    if ns.listen_fd is not None:
-        from ..lifetime import die_with_parent
+    settings = gateway_settings(ns)
+    shown: list[FleetProgress] = []
 
-        die_with_parent()  # a copy of `serve --processes N`
-    info = {"name": "trunkline", "version": __version__}
-    telemetry = _telemetry(ns)
-    instance, siblings = _placement(ns)
-    limits = Limits.parse(ns.limit)
-    try:
-        # The gateway relays any input a server behind asks for to its own client (which
-        # must have declared it: the gateway checks), so it declares all of it upstream.
-        async with _started(Host.from_config(ns.config, discover_timeout=ns.discover_timeout,
-                                             max_discover_timeout=ns.max_discover_timeout,
-                                             capabilities=RELAYED_CAPABILITIES,
-                                             input_handlers={"roots/list": _no_roots},
-                                             model_safe_names=ns.model_safe_names,
-                                             settings=HostSettings(instance=instance,
-                                                                   listen=RELAYED_LISTS)),
-                            _serve_progress(ns), transient=False) as host:
-            answerer = Answerer(host, server_info=info, admission=Admission(
-                total=ns.max_in_flight, per_server=ns.max_per_server,
-                client_calls=limits.client_calls,
-                client_server_share=limits.client_server_share, timeout_of=host.call_timeout,
-                slots_of=host.call_slots),
-                tool_search=ns.tool_search, transport="pipe" if ns.stdio else "tcp",
-                limits=limits)
-            host.watch_servers(log_change)  # after start-up, changes are log lines
+    def starting(status: ServerStatus) -> None:
+        if not shown:
+            shown.append(FleetProgress(_serve_progress(ns), transient=False))
+        shown[0].update(status)
+
+    def serving(url: str | None) -> None:
+        for progress in shown:
+            progress.close()
+        if settings.processes == 1:
             _settle_heap()
-            try:
-                if ns.stdio:
-                    from ..gateway.stdio import serve_stdio
+        if url is not None:
+            print(f"LISTENING {url}", flush=True)
 
-                    await serve_stdio(answerer, max_line_bytes=host.settings.max_line_bytes)
-                else:
-                    await _serve_http(answerer, ns, telemetry, instance, siblings)
-            finally:
-                answerer.close()
+    try:
+        return await serve_gateway(settings, starting=starting, watch=log_change,
+                                   serving=serving)
     except asyncio.CancelledError:
         main.uncancel()
+        return EXIT_OK
     finally:
-        if telemetry is not None:
-            telemetry.shutdown()
-    return EXIT_OK
+        for progress in shown:
+            progress.close()
 
 
-def _telemetry(ns: argparse.Namespace) -> Any:
-    """The SDK from ``OTEL_*`` (and ``--metrics``), when anything asks for it; the OTel
-    API's no-op otherwise, without importing the SDK."""
-    wanted = ns.metrics or any(key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
-                                               "OTEL_EXPORTER_OTLP_")) for key in os.environ)
-    if not wanted:
-        return None
-    from ..telemetry.sdk import MissingExtra, configure
+def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
+    """``serve``'s arguments as a gateway's settings, with what its environment adds over
+    HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_SESSION_KEY``, ``TRUNKLINE_REPLICA``."""
+    from ..gateway.limits import Limits
+    from ..gateway.processes import REPLICA_ENV
+    from ..gateway.serve import GatewaySettings
 
-    try:
-        return configure(prometheus=ns.metrics)
-    except (MissingExtra, ValueError) as exc:
-        raise ConfigurationError(str(exc)) from None
+    http: dict[str, Any] = {}
+    if ns.http:
+        bind, port = _bind_address(ns.http)
+        http = {"bind": bind, "port": port, "api_keys": tuple(_api_keys(ns.api_key_file)),
+                "oauth": _oauth(ns), "session_key": _session_key(),
+                "replica": ns.replica or os.environ.get(REPLICA_ENV),
+                "copy_arguments": _copy_arguments(ns.argv)}
+    return GatewaySettings(
+        config=ns.config, stdio=ns.stdio, discover_timeout_s=ns.discover_timeout_s,
+        max_discover_timeout_s=ns.max_discover_timeout_s,
+        model_safe_names=ns.model_safe_names, tool_search=ns.tool_search,
+        max_in_flight=ns.max_in_flight, max_per_server=ns.max_per_server,
+        limits=Limits.parse(ns.limit), max_body_bytes=ns.max_body_bytes,
+        drain_timeout_s=ns.drain_timeout_s, metrics=ns.metrics, processes=ns.processes,
+        listen_fd=ns.listen_fd, **http)
 
 
 def _serve_progress(ns: argparse.Namespace) -> str:
@@ -378,73 +360,14 @@ def _serve_progress(ns: argparse.Namespace) -> str:
     return "lines" if mode == "live" and ns.listen_fd is not None else mode
 
 
-def _placement(ns: argparse.Namespace) -> tuple[str, Any]:
-    """This gateway process's instance name (``http_rules``: the replica's name, and for a
-    copy of ``serve --processes N`` its index after it), which leads the legacy session ids
-    it mints and names it in the input rounds it holds; and its sibling copies, if any."""
-    from ..gateway.http_rules import valid_instance
-    from ..gateway.processes import REPLICA_ENV, copy_instance
-    from ..gateway.siblings import from_environment
-
-    replica = getattr(ns, "replica", None) or os.environ.get(REPLICA_ENV) or os.urandom(3).hex()
-    if "_" in replica or not valid_instance(replica):
-        raise ConfigurationError(f"replica name {replica!r}: letters, digits and '-' only")
-    siblings = from_environment(replica)
-    if siblings is None:
-        return replica, None
-    return copy_instance(replica, siblings.index), siblings
-
-
-async def _serve_http(answerer: Any, ns: argparse.Namespace, telemetry: Any,
-                      instance: str, siblings: Any) -> None:
-    from ..gateway.copy_metrics import CopyPages
-    from ..gateway.copy_metrics import served as served_metrics
-    from ..gateway.http import HttpFace
-    from ..gateway.http_rules import SessionSigner
-
-    bind, port = _bind_address(ns.http)
-    shared = None if ns.listen_fd is None else socket.socket(fileno=ns.listen_fd)
-    metrics = pages = None
-    if telemetry is not None and telemetry.prometheus:
-        # A copy of `serve --processes N` serves every copy's metrics, not its own alone.
-        pages = CopyPages.from_environment(telemetry.metrics_page)
-        metrics = served_metrics(telemetry.metrics_page, pages)
-    face = HttpFace(answerer, bind=bind, port=port,
-                    api_keys=_api_keys(ns.api_key_file),
-                    signer=SessionSigner(_session_key(), instance),
-                    max_body_bytes=ns.max_body_bytes or answerer.host.settings.max_line_bytes,
-                    drain_s=ns.drain_timeout, sock=shared, oauth=_oauth(ns), metrics=metrics,
-                    siblings=siblings)
-    if pages is not None:
-        await pages.start()
-    try:
-        url = await face.start()
-        print(f"LISTENING {url}", flush=True)
-        try:
-            await asyncio.get_running_loop().create_future()  # until SIGTERM
-        finally:
-            await face.stop()
-    finally:
-        if pages is not None:
-            await pages.stop()
-
-
-async def _serve_copies(ns: argparse.Namespace) -> int:
-    from ..gateway.processes import Copies
-
-    bind, port = _bind_address(ns.http)
-    one = [a for a in ns.argv if not a.startswith("--processes")]
-    if "--processes" in ns.argv:  # "--processes N" as two arguments
-        at = ns.argv.index("--processes")
-        one = [*ns.argv[:at], *ns.argv[at + 2:]]
-    copies = Copies(one, ns.processes, bind, port, ns.drain_timeout)
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    ready.add_done_callback(lambda f: print(f"LISTENING {f.result()}", flush=True))
-    try:
-        return await copies.run(ready)
-    except asyncio.CancelledError:
-        asyncio.current_task().uncancel()  # type: ignore[union-attr]
-        return EXIT_OK
+def _copy_arguments(argv: list[str]) -> tuple[str, ...]:
+    """The arguments of one copy of ``serve --processes N``: the command's without
+    ``--processes``."""
+    one = [a for a in argv if not a.startswith("--processes")]
+    if "--processes" in argv:  # "--processes N" as two arguments
+        at = argv.index("--processes")
+        one = [*argv[:at], *argv[at + 2:]]
+    return tuple(one)
 
 
 #: The width of a table written to a file or pipe (nothing there wraps it for us).
@@ -466,9 +389,10 @@ async def status(ns: argparse.Namespace) -> int:
     out, err = Output(sys.stdout), Output(sys.stderr)
     live: Any = None
     try:
-        console = Console(file=out, highlight=False)
+        stream = cast("IO[str]", out)  # what rich writes to: Output is a stream of text
+        console = Console(file=stream, highlight=False)
         if not console.is_terminal:
-            console = Console(file=out, highlight=False, width=_UNWRAPPED)  # whole lines
+            console = Console(file=stream, highlight=False, width=_UNWRAPPED)  # whole lines
         if ns.watch and not ns.json and console.is_terminal:
             from rich.live import Live
 
@@ -530,7 +454,7 @@ def _api_keys(path: str | None) -> list[bytes]:
     return [k.strip().encode() for k in keys]
 
 
-def _oauth(ns: argparse.Namespace) -> Any:
+def _oauth(ns: argparse.Namespace) -> ResourceSettings | None:
     """The gateway as an OAuth protected resource, if ``--oauth-issuer`` says so."""
     if not ns.oauth_issuer:
         for flag in ("oauth_resource", "oauth_audience", "oauth_scopes"):
@@ -558,12 +482,12 @@ def _oauth(ns: argparse.Namespace) -> Any:
                             ns.oauth_audience, tuple((ns.oauth_scopes or "").split()))
 
 
-def _session_key() -> bytes:
+def _session_key() -> bytes | None:
     """The key legacy session ids are signed with: ``TRUNKLINE_SESSION_KEY`` when replicas
-    share their sessions, else a fresh one for this process."""
+    share their sessions, else None (a fresh one for this process)."""
     key = os.environ.get("TRUNKLINE_SESSION_KEY")
     if key is None:
-        return os.urandom(32)
+        return None
     if len(key) < 16:
         raise ConfigurationError("TRUNKLINE_SESSION_KEY needs at least 16 characters")
     return key.encode()
@@ -652,7 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one of the bounds on what a client may make the gateway hold "
                         "(gateway/limits.py: client_calls, listen_uris, session_idle_s, "
                         "connections, ...); repeatable")
-    g.add_argument("--drain-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+    g.add_argument("--drain-timeout", dest="drain_timeout_s", type=_seconds, default=10.0,
+                   metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may take to finish")
     g.add_argument("--replica", metavar="NAME", default=None,
                    help="with --http: this gateway's name among its replicas (letters, "
@@ -677,11 +602,13 @@ def build_parser() -> argparse.ArgumentParser:
                              help="the least severe log lines written (default: warning)")
     for command in (p, t, c, g):
         command.add_argument(
-            "--discover-timeout", type=_seconds, default=None, metavar="SECONDS",
+            "--discover-timeout", dest="discover_timeout_s", type=_seconds, default=None,
+            metavar="SECONDS",
             help="deadline of each server/discover, for servers whose entry sets no "
                  "\"discoverTimeoutMs\" (default: 10)")
     g.add_argument(
-        "--max-discover-timeout", type=_seconds, default=None, metavar="SECONDS",
+        "--max-discover-timeout", dest="max_discover_timeout_s", type=_seconds,
+        default=None, metavar="SECONDS",
         help="how far each server/discover deadline may grow while a server stays silent "
              "(it doubles with each silent start), for servers whose entry sets no "
              "\"maxDiscoverTimeoutMs\" (default: 120)")
@@ -773,9 +700,9 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
     if ns.command == "demo":
         return demo(ns.json)
     if ns.command == "probe":
-        return probe(ns.config, ns.json, ns.discover_timeout, ns.log_format)
+        return probe(ns.config, ns.json, ns.discover_timeout_s, ns.log_format)
     if ns.command == "tools":
-        return tools(ns.config, ns.json, ns.discover_timeout, ns.log_format)
+        return tools(ns.config, ns.json, ns.discover_timeout_s, ns.log_format)
     if ns.command == "serve":
         return serve(ns)
     if ns.command == "pins":
@@ -786,6 +713,6 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
         from .login import login
 
         return login(ns.config, ns.server, open_browser=not ns.no_browser)
-    return call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout,
+    return call(ns.config, ns.tool, ns.arguments, ns.json, ns.discover_timeout_s,
                 ns.log_format)
 

@@ -73,6 +73,6 @@ async def _ask_unauthenticated(params: HttpParams) -> tuple[int, str | None]:
     timeout = aiohttp.ClientTimeout(total=_PROBE_TIMEOUT_S)
     async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
             params.url, data=body, headers=headers, allow_redirects=False,
-            ssl=None if params.verify_tls else False) as response:
+            ssl=params.verify_tls) as response:
         await response.read()
         return response.status, response.headers.get("WWW-Authenticate")

@@ -65,7 +65,7 @@ def _status(record: PinRecord, tool: str) -> dict[str, Any]:
 
 
 async def _list(store: PinStore, configs: dict[str, ServerConfig], json_mode: bool) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, config in configs.items():
         record = await store.load(server_identity(config.params.identity()))
         record = PinRecord(record.identity, name, config.params.describe(), record.approved,

@@ -1,0 +1,317 @@
+"""A gateway from its settings, without a command line: ``GatewaySettings`` (everything
+``trunkline serve`` is told), ``Gateway`` (one process's gateway: its Host, its answers
+and its face, started and stopped by ``async with``) and ``serve`` (a gateway until it is
+cancelled, or N copies of the command on one socket). The command line only fills the
+settings in (``cli.commands``); a program embeds the gateway the same way::
+
+    settings = GatewaySettings(config="mcp.json", port=8000)
+    async with Gateway(settings) as gateway:
+        print(gateway.url)          # http://127.0.0.1:8000/mcp
+        await gateway.serve()       # until cancelled
+
+Rules:
+
+- The host behind the gateway declares every kind of input to its servers
+  (``RELAYED_CAPABILITIES``): the gateway relays each request for input to its own client,
+  which must have declared it (``answers``). A legacy server's roots are its session's,
+  so every client's: the entry's ``roots``, else none (``_no_roots``).
+- Each modern server is asked to announce every list it serves (``RELAYED_LISTS``), so the
+  gateway can relay the changes.
+- Starting: the OpenTelemetry SDK from ``OTEL_*`` (and ``metrics``) when anything asks
+  for it (``telemetry.sdk``), then the host and its servers, then the face (HTTP: bound and
+  accepting when ``async with`` is entered). A start that fails stops what it started.
+- Stopping (leaving ``async with``, also by cancellation): the HTTP face drains the calls
+  in flight for up to ``drain_timeout_s``, then the answers, the host (its workers) and the
+  telemetry set up here stop, in that order. Nothing outlives the gateway.
+- ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
+  copies of the command (``copy_arguments``) on one socket (``processes``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Self
+
+from ..errors import ConfigurationError
+from ..settings import HostSettings
+from ..version import VERSION
+from .limits import Limits
+
+if TYPE_CHECKING:
+    from ..parent.handle import ServerStatus
+    from ..parent.host import Host
+    from ..telemetry.sdk import Configured
+    from .answers import Answerer
+    from .bearer import ResourceSettings
+    from .siblings import Siblings
+
+#: A callback told one server's status (``Host.watch_servers``).
+ServerWatcher = Callable[["ServerStatus"], None]
+
+#: What the gateway's host declares to the servers behind it: every kind of input, since
+#: it passes each request for input on to its client, except a legacy server's roots.
+RELAYED_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}},
+                                        "sampling": {}, "roots": {}}
+#: What the gateway's host asks each modern server to announce on its listen stream:
+#: every list it serves (a legacy server announces its changes unasked).
+RELAYED_LISTS = {"toolsListChanged": True, "promptsListChanged": True,
+                 "resourcesListChanged": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewaySettings:
+    """Everything a gateway is told (``trunkline serve``'s arguments, as values)."""
+
+    #: The ``mcpServers`` file of the servers behind the gateway.
+    config: str | os.PathLike[str]
+    #: The face: one client on stdin/stdout (True), else Streamable HTTP at
+    #: ``http://bind:port/mcp`` (port 0: the kernel picks one; ``Gateway.url`` names it).
+    stdio: bool = False
+    bind: str = "127.0.0.1"
+    port: int = 0
+    #: Each ``server/discover`` deadline, and how far it may grow while a server stays
+    #: silent, for servers whose entry sets no ``discoverTimeoutMs`` /
+    #: ``maxDiscoverTimeoutMs`` (seconds; None: the host's defaults).
+    discover_timeout_s: float | None = None
+    max_discover_timeout_s: float | None = None
+    #: Tools served under model-safe aliases instead of their canonical names.
+    model_safe_names: bool = False
+    #: Two tools (``search_tools``, ``call_tool``) instead of the whole catalog.
+    tool_search: bool = False
+    #: Requests behind the gateway at once, in all and for one server (``admission``).
+    max_in_flight: int = 16384
+    max_per_server: int = 2048
+    #: What a client may make the gateway hold (``limits``).
+    limits: Limits = field(default_factory=Limits)
+    #: Largest request body over HTTP; None: the host's largest message line.
+    max_body_bytes: int | None = None
+    #: On stopping, how long calls in flight may take to finish.
+    drain_timeout_s: float = 10.0
+    #: The API keys a client may send (HTTP); never shown.
+    api_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    #: The gateway as an OAuth protected resource (HTTP); None: no access tokens.
+    oauth: ResourceSettings | None = None
+    #: The key legacy session ids are signed with (replicas that share their sessions
+    #: share it); None: a fresh one for this process. Never shown.
+    session_key: bytes | None = field(default=None, repr=False)
+    #: This gateway's name among its replicas (letters, digits, '-'); None: a random one.
+    replica: str | None = None
+    #: Prometheus metrics at ``/metrics`` (HTTP; needs ``trunkline[otel]``).
+    metrics: bool = False
+    #: Gateway processes on one socket (HTTP), each a copy of the command started with
+    #: ``copy_arguments`` (``trunkline`` arguments, without ``--processes``).
+    processes: int = 1
+    copy_arguments: tuple[str, ...] = ()
+    #: The inherited listening socket of a copy of ``serve --processes N``.
+    listen_fd: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.stdio:
+            for needs_http, asked in (("processes > 1", self.processes > 1),
+                                      ("metrics", self.metrics), ("oauth", self.oauth)):
+                if asked:
+                    raise ConfigurationError(f"{needs_http} needs HTTP, not stdio")
+        if self.processes < 1 or self.max_in_flight < 1 or self.max_per_server < 1:
+            raise ConfigurationError("processes, max_in_flight and max_per_server must be "
+                                     "at least 1")
+        if self.processes > 1 and not self.copy_arguments:
+            raise ConfigurationError("processes > 1 needs copy_arguments (what starts a copy)")
+        if self.session_key is not None and len(self.session_key) < 16:
+            raise ConfigurationError("the session key needs at least 16 bytes")
+
+
+class Gateway:
+    """One process's gateway, from its settings: ``async with`` starts it (``url``: where
+    HTTP clients reach it), ``serve`` serves until stdin closes (stdio) or until
+    cancelled (HTTP), leaving ``async with`` stops it. ``starting``: told each server's
+    status while the fleet comes up (a progress display), not after."""
+
+    def __init__(self, settings: GatewaySettings, *,
+                 starting: ServerWatcher | None = None) -> None:
+        if settings.processes > 1:
+            raise ConfigurationError("a Gateway is one process: serve() runs its copies")
+        self.settings = settings
+        self._starting = starting
+        self._stack = AsyncExitStack()
+        self._host: Host | None = None
+        self._answerer: Answerer | None = None
+        #: The URL HTTP clients reach the gateway at (``http://HOST:PORT/mcp``); None on
+        #: stdio, and until started.
+        self.url: str | None = None
+
+    @property
+    def host(self) -> Host:
+        """The host behind the gateway (started)."""
+        if self._host is None:
+            raise RuntimeError("the gateway is not started")
+        return self._host
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._start(self._stack)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._stack.aclose()
+        finally:
+            self._host = self._answerer = None
+            self.url = None
+
+    async def serve(self) -> None:
+        """Serve: one client on stdin/stdout until it closes stdin, or HTTP clients until
+        cancelled."""
+        if self._answerer is None:
+            raise RuntimeError("the gateway is not started")
+        if self.settings.stdio:
+            from .stdio import serve_stdio
+
+            await serve_stdio(self._answerer, max_line_bytes=self.host.settings.max_line_bytes)
+        else:
+            await asyncio.get_running_loop().create_future()
+
+    async def _start(self, stack: AsyncExitStack) -> None:
+        from ..parent.host import Host
+        from .admission import Admission
+        from .answers import Answerer
+
+        settings = self.settings
+        if settings.listen_fd is not None:
+            from ..lifetime import die_with_parent
+
+            die_with_parent()  # a copy of `serve --processes N`
+        telemetry = _telemetry(settings.metrics)
+        if telemetry is not None:
+            stack.callback(telemetry.shutdown)
+        instance, siblings = _placement(settings.replica)
+        host = Host.from_config(settings.config, discover_timeout=settings.discover_timeout_s,
+                                max_discover_timeout=settings.max_discover_timeout_s,
+                                capabilities=RELAYED_CAPABILITIES,
+                                input_handlers={"roots/list": _no_roots},
+                                model_safe_names=settings.model_safe_names,
+                                settings=HostSettings(instance=instance, listen=RELAYED_LISTS))
+        unwatch = None if self._starting is None else host.watch_servers(self._starting)
+        try:
+            self._host = await stack.enter_async_context(host)
+        finally:
+            if unwatch is not None:
+                unwatch()
+        limits = settings.limits
+        answerer = self._answerer = Answerer(
+            host, server_info={"name": "trunkline", "version": VERSION},
+            admission=Admission(total=settings.max_in_flight,
+                                per_server=settings.max_per_server,
+                                client_calls=limits.client_calls,
+                                client_server_share=limits.client_server_share,
+                                timeout_of=host.call_timeout, slots_of=host.call_slots),
+            tool_search=settings.tool_search, transport="pipe" if settings.stdio else "tcp",
+            limits=limits)
+        stack.callback(answerer.close)
+        if not settings.stdio:
+            self.url = await self._start_http(stack, answerer, telemetry, instance, siblings)
+
+    async def _start_http(self, stack: AsyncExitStack, answerer: Answerer,
+                          telemetry: Configured | None, instance: str,
+                          siblings: Siblings | None) -> str:
+        from .copy_metrics import CopyPages
+        from .copy_metrics import served as served_metrics
+        from .http import HttpFace
+        from .http_rules import SessionSigner
+
+        settings = self.settings
+        shared = (None if settings.listen_fd is None
+                  else socket.socket(fileno=settings.listen_fd))
+        metrics = pages = None
+        if telemetry is not None and telemetry.prometheus:
+            # A copy of `serve --processes N` serves every copy's metrics, not its own alone.
+            pages = CopyPages.from_environment(telemetry.metrics_page)
+            metrics = served_metrics(telemetry.metrics_page, pages)
+        face = HttpFace(answerer, bind=settings.bind, port=settings.port,
+                        api_keys=list(settings.api_keys),
+                        signer=SessionSigner(settings.session_key or os.urandom(32), instance),
+                        max_body_bytes=(settings.max_body_bytes
+                                        or self.host.settings.max_line_bytes),
+                        drain_s=settings.drain_timeout_s, sock=shared, oauth=settings.oauth,
+                        metrics=metrics, siblings=siblings)
+        if pages is not None:
+            await pages.start()
+            stack.push_async_callback(pages.stop)
+        url: str = await face.start()
+        stack.push_async_callback(face.stop)
+        return url
+
+
+async def serve(settings: GatewaySettings, *, starting: ServerWatcher | None = None,
+                watch: ServerWatcher | None = None,
+                serving: Callable[[str | None], None] | None = None) -> int:
+    """Run a gateway until it is cancelled (stdio: or until its client closes stdin),
+    then stop it; with ``processes`` > 1, that many copies of the command on one socket
+    until cancelled. ``starting``: told each server's status while the fleet comes up;
+    ``watch``: each change after; ``serving``: called once clients can be served, with the
+    URL (None on stdio). Returns the exit status (a copy's that failed to start, else 0)."""
+    if settings.processes > 1:
+        return await _serve_copies(settings, serving)
+    async with Gateway(settings, starting=starting) as gateway:
+        if watch is not None:
+            gateway.host.watch_servers(watch)
+        if serving is not None:
+            serving(gateway.url)
+        await gateway.serve()
+    return 0
+
+
+async def _serve_copies(settings: GatewaySettings,
+                        serving: Callable[[str | None], None] | None) -> int:
+    from .processes import Copies
+
+    copies = Copies(settings.copy_arguments, settings.processes, settings.bind,
+                    settings.port, settings.drain_timeout_s)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    if serving is not None:
+        ready.add_done_callback(lambda f: serving(f.result()))
+    return await copies.run(ready)
+
+
+async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:
+    """A legacy server's ``roots/list`` behind the gateway, when its entry names none."""
+    return {"roots": []}
+
+
+def _telemetry(metrics: bool) -> Configured | None:
+    """The SDK from ``OTEL_*`` (and ``metrics``), when anything asks for it; the OTel API's
+    no-op otherwise, without importing the SDK."""
+    wanted = metrics or any(key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
+                                            "OTEL_EXPORTER_OTLP_")) for key in os.environ)
+    if not wanted:
+        return None
+    from ..telemetry.sdk import MissingExtra, configure
+
+    try:
+        return configure(prometheus=metrics)
+    except (MissingExtra, ValueError) as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def _placement(replica: str | None) -> tuple[str, Siblings | None]:
+    """This gateway process's instance name (``http_rules``: the replica's name, and for a
+    copy of ``serve --processes N`` its index after it), which leads the legacy session ids
+    it mints and names it in the input rounds it holds; and its sibling copies, if any."""
+    from .http_rules import valid_instance
+    from .processes import copy_instance
+    from .siblings import from_environment
+
+    replica = replica or os.urandom(3).hex()
+    if "_" in replica or not valid_instance(replica):
+        raise ConfigurationError(f"replica name {replica!r}: letters, digits and '-' only")
+    siblings = from_environment(replica)
+    if siblings is None:
+        return replica, None
+    return copy_instance(replica, siblings.index), siblings
