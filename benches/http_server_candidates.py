@@ -161,7 +161,7 @@ def serve(kind: str) -> None:
 
         async def main_own() -> None:
             sock = _listening_socket()
-            server = HttpServer(handle, sock, drain_s=1.0)
+            server = HttpServer(handle, sock, drain_timeout_s=1.0)
             await server.start()
             print(f"LISTENING http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
             await asyncio.Event().wait()

@@ -33,8 +33,8 @@ class Served:
     def __init__(self, handler: Handler, **options) -> None:
         self.sock = listening()
         self.port = self.sock.getsockname()[1]
-        self.server = HttpServer(handler, self.sock, drain_s=options.pop("drain_s", 1.0),
-                                 **options)
+        self.server = HttpServer(handler, self.sock,
+                                 drain_timeout_s=options.pop("drain_timeout_s", 1.0), **options)
 
     async def __aenter__(self) -> Served:
         await self.server.start()
@@ -370,7 +370,7 @@ def test_stopping_finishes_the_answers_under_way_and_closes_the_rest():
             await go.wait()
             exchange.respond(200, b"late")
 
-        async with Served(slow, drain_s=10) as served:
+        async with Served(slow, drain_timeout_s=10) as served:
             idle_reader, idle_writer = await served.connect()
             busy_reader, busy_writer = await served.connect()
             busy_writer.write(post("/", b""))
@@ -400,7 +400,7 @@ def test_a_handler_that_outlives_the_drain_deadline_is_cancelled():
             finally:
                 ended.set()
 
-        async with Served(stuck, drain_s=0.2) as served:
+        async with Served(stuck, drain_timeout_s=0.2) as served:
             reader, writer = await served.connect()
             writer.write(post("/", b""))
             while served.server.idle:

@@ -515,7 +515,7 @@ class Connection(asyncio.Protocol):
 class HttpServer:
     """``app`` served on ``sock`` until ``stop``."""
 
-    def __init__(self, app: App, sock: socket.socket, drain_s: float, *,
+    def __init__(self, app: App, sock: socket.socket, drain_timeout_s: float, *,
                  max_body: int = 4 * 1024 * 1024, keep_alive_s: float = KEEP_ALIVE_S,
                  limits: Limits | None = None, body_window_s: float = BODY_WINDOW_S,
                  internal: bool = False) -> None:
@@ -535,7 +535,7 @@ class HttpServer:
         self._peers: dict[str, int] = {}
         self._descriptors = Descriptors()
         self._sock = sock
-        self._drain_s = drain_s
+        self._drain_timeout_s = drain_timeout_s
         self._keep_alive_s = keep_alive_s
         self._listener: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
@@ -638,7 +638,8 @@ class HttpServer:
             conn.close()
         try:
             if self.tasks:
-                _done, late = await asyncio.wait(list(self.tasks), timeout=max(self._drain_s, 0.1))
+                _done, late = await asyncio.wait(list(self.tasks),
+                                                 timeout=max(self._drain_timeout_s, 0.1))
                 for task in late:
                     task.cancel()
                 if late:

@@ -90,14 +90,14 @@ class Copies:
     the command's arguments for one copy (the socket's flag is added here)."""
 
     def __init__(self, argv: Sequence[str], count: int, host: str, port: int,
-                 drain_s: float) -> None:
+                 drain_timeout_s: float) -> None:
         first = bind_socket(host, port, reuse_port=True)
         port = first.getsockname()[1]
         self._socks = [first, *(bind_socket(host, port, reuse_port=True)
                                 for _ in range(count - 1))]
         self._argv = list(argv)
         self._count = count
-        self._drain_s = drain_s
+        self._drain_timeout_s = drain_timeout_s
         self._procs: dict[int, asyncio.subprocess.Process] = {}
         self._env = dict(os.environ)
         self._env.setdefault("TRUNKLINE_SESSION_KEY", os.urandom(24).hex())
@@ -169,7 +169,7 @@ class Copies:
                 proc.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(asyncio.gather(*(p.wait() for p in live)),
-                                   self._drain_s + _KILL_GRACE_S)
+                                   self._drain_timeout_s + _KILL_GRACE_S)
         except TimeoutError:
             for proc in live:
                 if proc.returncode is None:

@@ -122,12 +122,12 @@ class Peer:
                 params, on_data=self._on_data, on_closed=self._on_closed,
                 on_failed=self._on_exchange_failed,
                 is_pending=self._correlator.__contains__, server=name,
-                max_message_bytes=max_line_bytes, close_timeout_s=close_wait_s,
+                max_message_bytes=max_line_bytes, close_wait_s=close_wait_s,
                 credentials=credentials)
         else:
             self._transport = StdioTransport(params, on_data=self._on_data,
                                              on_closed=self._on_closed,
-                                             close_timeout_s=close_wait_s,
+                                             close_wait_s=close_wait_s,
                                              term_timeout_s=term_wait_s)
         self._scope = TaskScope(f"server {name!r}")
         self._negotiator: Negotiator | None = None

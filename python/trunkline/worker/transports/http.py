@@ -115,7 +115,7 @@ class HttpTransport:
         is_pending: Callable[[Any], bool] = lambda _request_id: True,
         server: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        close_timeout_s: float = 2.0,
+        close_wait_s: float = 2.0,
         credentials: HostCredentials | None = None,
     ) -> None:
         """``credentials``: the host's OAuth client, asked for an ``Authorization`` header
@@ -129,7 +129,7 @@ class HttpTransport:
         # request answered elsewhere (on the standalone stream), timed out or cancelled.
         self._is_pending = is_pending
         self._max_message_bytes = max_message_bytes
-        self._close_timeout_s = close_timeout_s
+        self._close_wait_s = close_wait_s
         self._session: HttpClient | None = None
         #: Every exchange, one-way POST and stream runs in this scope; closing it ends them.
         self._scope = TaskScope(f"HTTP transport to {params.url}")
@@ -171,14 +171,14 @@ class HttpTransport:
         if session is not None:
             if self._headers.session_id is not None:
                 await self._end_legacy_session(session)
-            await session.aclose(self._close_timeout_s)
+            await session.aclose(self._close_wait_s)
         self._report_closed("transport closed by the client")
         return None
 
     async def _end_legacy_session(self, session: HttpClient) -> None:
         headers = self._authorized(self._headers.one_way())
         try:
-            async with asyncio.timeout(self._close_timeout_s):
+            async with asyncio.timeout(self._close_wait_s):
                 async with self._http("DELETE", headers, session=session) as resp:
                     await resp.read()
         except (HttpClientError, TimeoutError, OSError, RedirectRefused) as exc:

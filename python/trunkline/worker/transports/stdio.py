@@ -114,14 +114,14 @@ class StdioTransport:
         on_data: Callable[[bytes], None],
         on_closed: Callable[[str], None],
         stderr_limit: int = 64 * 1024,
-        close_timeout_s: float = 2.0,
+        close_wait_s: float = 2.0,
         term_timeout_s: float = 2.0,
     ) -> None:
         self.params = params
         self.stderr = StderrRing(stderr_limit)
         self._on_data = on_data
         self._on_closed_cb = on_closed
-        self._close_timeout_s = close_timeout_s
+        self._close_wait_s = close_wait_s
         self._term_timeout_s = term_timeout_s
         self._transport: asyncio.SubprocessTransport | None = None
         self._stdin: asyncio.WriteTransport | None = None
@@ -247,7 +247,7 @@ class StdioTransport:
             self._writes.flush()
         if self._stdin is not None and not self._stdin.is_closing():
             self._stdin.close()
-        if not await self._wait_exit(self._close_timeout_s):
+        if not await self._wait_exit(self._close_wait_s):
             self._signal_group(signal.SIGTERM)
             if not await self._wait_exit(self._term_timeout_s):
                 self._signal_group(signal.SIGKILL)
