@@ -145,16 +145,12 @@ class Telemetry:
         return CallRecord(tracer, instruments, c.span_name(method, target), SpanKind.CLIENT,
                           method, attributes, parent=parent)
 
-    # -- requests the gateway serves (their spans: telemetry/served.py) ---------------------
+    # -- requests the gateway serves -------------------------------------------------------
 
-    def serve(self, method: str, params: Mapping[str, Any], request_id: Any,
-              version: str | None, transport: str | None = None) -> CallRecord | None:
-        """The record of one request the gateway serves (``served.record``)."""
-        return served.record(self, method, params, request_id, version, transport)
-
-    def incoming(self, headers: Mapping[str, str]) -> otel_context.Context | None:
-        """The trace context of an HTTP request's headers (``served.incoming``)."""
-        return served.incoming(self, headers)
+    #: The record of one request the gateway serves, and the trace context of an HTTP
+    #: request's headers, with this host's tracer and meter (``telemetry/served.py``).
+    serve = served.record
+    incoming = served.incoming
 
     def _transport(self, handle: WorkerHandle) -> dict[str, Any]:
         known = self._transports.get(handle.name)
