@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pydoc
+import re
 import subprocess
 import sys
 import warnings
@@ -111,3 +112,34 @@ def test_from_config_reads_a_file_as_before_and_path_is_a_deprecated_keyword(
     assert caught[0].filename == __file__  # it points at the caller's line
     with pytest.raises(TypeError, match="needs a configuration"):
         trunkline.Host.from_config()
+
+
+@pytest.mark.real_servers
+def test_real_servers_names_do_not_depend_on_the_file_order_and_old_names_warn(no_leaks):
+    # The Python and TypeScript SDK servers both offer echo, search and sleep.
+    py, ts = (_entry(realpeers.MODERN_PY_ECHO), _entry(realpeers.MODERN_TS))
+
+    async def catalog(servers: dict) -> dict:
+        async with trunkline.Host.from_config({"mcpServers": servers}) as host:
+            names = {t.name: (t.server, t.local_name) for t in host.tools()}
+            if list(servers) == ["py", "ts"]:
+                with pytest.warns(DeprecationWarning, match="'ts/echo'") as caught:
+                    moved = host.call_tool("ts/echo", {"text": "old name"})
+                assert caught[0].filename == __file__
+                assert (await moved).server == "ts"
+                with pytest.warns(DeprecationWarning, match="'py' and 'ts' all offer 'echo'"):
+                    first = host.call_tool("echo", {"text": "contested"})
+                assert (await first).server == "py"  # where it went before, for one release
+                assert (await host.call_tool("ts_echo", {"text": "t"})).text == "t"
+            return names
+
+    one = run(catalog({"py": py, "ts": ts}))
+    other = run(catalog({"ts": ts, "py": py}))
+    assert one == other
+    assert one["py_echo"] == ("py", "echo") and one["ts_echo"] == ("ts", "echo")
+    assert "echo" not in one and all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", n) for n in one)
+
+
+def _entry(server: realpeers.RealServer) -> dict:
+    realpeers.require(server)
+    return {"command": server.argv[0], "args": server.argv[1:], "env": dict(server.env)}

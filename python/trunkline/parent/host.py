@@ -147,10 +147,13 @@ class Host:
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.
         self.retry_policy = retry or RetryPolicy()
+        if model_safe_names:
+            warn_deprecated("Host(model_safe_names=True) is deprecated: every tool name is "
+                            "model-safe now")
         self._catalog = CatalogKeeper(
-            self._servers, policy=collision, model_safe=model_safe_names,
-            list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
-            on_rebuilt=self._on_rebuilt, pins=pins, bounds=tool_bounds,
+            self._servers, policy=collision, list_timeout=list_timeout,
+            retry_policy=self.retry_policy, scope=self._scope, on_rebuilt=self._on_rebuilt,
+            pins=pins, bounds=tool_bounds,
             first_sight="approve" if approve_first_sight else "trust", telemetry=self.telemetry,
             gaps=self.settings.relist,
             # A listing that failed is tried again on the restarts' curve, capped as a
