@@ -22,7 +22,9 @@ new tools wait for approval too) and ``bounds`` (``descriptionChars``, ``schemaB
 ``schemaDepth``, ``toolsPerServer``). Pins are kept where the tokens are (``oauth.store``).
 
 ``read_host_config`` reads all of it at once, from a file or from the mapping a host
-already holds (the decoded file: ``{"mcpServers": {...}, "oauth": ..., "pins": ...}``).
+already holds (the decoded file: ``{"mcpServers": {...}, "oauth": ..., "pins": ...}``),
+with the top-level ``"collision"``: ``"prefix"`` (the default), ``"prefix-all"`` (every
+tool named ``<server>_<tool>``) or ``"reject"``.
 
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
@@ -362,6 +364,9 @@ def _pin_config(data: Any, source: str) -> PinConfig:
 
 # --- the whole configuration ------------------------------------------------------------
 
+#: The values of the top-level ``"collision"`` (``catalog.merge.CollisionPolicy``).
+_COLLISIONS = ("prefix", "prefix-all", "reject")
+
 #: What ``read_host_config`` reads: a file's path, or the decoded file itself.
 ConfigSource = str | os.PathLike[str] | Mapping[str, Any]
 
@@ -374,6 +379,9 @@ class HostConfig:
     servers: list[ServerConfig]
     oauth: OAuthConfig
     pins: PinConfig
+    #: The top-level ``"collision"`` (``"prefix"``, ``"prefix-all"``, ``"reject"``), if
+    #: set: how the catalog keeps tool names apart (``catalog.merge``).
+    collision: str | None
     #: The file's path, or ``"<mapping>"``: where error messages say the fault is.
     source: str
     #: The file's path, or None for a mapping (for ``trunkline login FILE NAME``).
@@ -396,5 +404,8 @@ def read_host_config(source: ConfigSource, *, discover_timeout: float | None = N
     servers = parse_config(data, source=name, base_dir=base_dir,
                            discover_timeout=discover_timeout,
                            max_discover_timeout=max_discover_timeout)
+    collision = data.get("collision")
+    if collision is not None and collision not in _COLLISIONS:
+        raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")
     return HostConfig(servers, _oauth_config(data, name, base_dir, env), _pin_config(data, name),
-                      name, path)
+                      collision, name, path)

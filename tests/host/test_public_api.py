@@ -84,11 +84,24 @@ def test_from_config_takes_the_mcp_servers_mapping_a_host_already_holds(no_leaks
     run(main())
 
 
+@pytest.mark.real_servers
+def test_a_configuration_may_prefix_every_tool_with_its_server(no_leaks) -> None:
+    config = {"collision": "prefix-all", "mcpServers": {"clock": _time_server()}}
+    async def main():
+        async with trunkline.Host.from_config(config) as host:
+            names = {t.name for t in host.tools()}
+            assert names == {"clock_get_current_time", "clock_convert_time"}
+            result = await host.call_tool("clock_get_current_time", {"timezone": "UTC"})
+            assert "UTC" in result.text
+    run(main())
+
+
 @pytest.mark.parametrize("bad,message", [
     ({"servers": {}}, "<mapping>: expected an object with an \"mcpServers\" object"),
     ({"mcpServers": {"x": {"command": "c", "args": "a b"}}}, "<mapping>: server 'x'.*args"),
     ({"mcpServers": {}, "pins": {"approveFirstSight": "yes"}}, "<mapping>.*approveFirstSight"),
     ({"mcpServers": {}, "oauth": {"store": 7}}, "<mapping>.*store"),
+    ({"mcpServers": {}, "collision": "first-wins"}, "<mapping>: \"collision\" must be one of"),
 ])
 def test_a_bad_mapping_is_refused_naming_the_key(bad, message, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))

@@ -207,7 +207,8 @@ class Host:
         authorization that needs a person fails saying to run ``trunkline login``.
 
         Pins are kept where the tokens are (the ``"oauth"`` ``store``: its ``pins``
-        subdirectory, or the same Redis), with the ``"pins"`` settings."""
+        subdirectory, or the same Redis), with the ``"pins"`` settings. A top-level
+        ``"collision"`` is the ``collision`` policy (unless given here)."""
         if "path" in kwargs:  # the name ``config`` had while it could only be a path
             warn_deprecated("Host.from_config(path=...) is deprecated: pass the file's path "
                             "(or the mcpServers mapping) first, or as config=...")
@@ -217,6 +218,8 @@ class Host:
                             "{\"mcpServers\": {...}} mapping")
         read = read_host_config(config, discover_timeout=discover_timeout,
                                 max_discover_timeout=max_discover_timeout)
+        if read.collision is not None:
+            kwargs.setdefault("collision", read.collision)
         kwargs.setdefault("approve_first_sight", read.pins.approve_first_sight)
         if read.pins.bounds:
             kwargs.setdefault("tool_bounds", ToolBounds(**read.pins.bounds))
