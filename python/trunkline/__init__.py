@@ -1,7 +1,13 @@
 """trunkline: a high-fanout MCP client host with fail-closed era negotiation.
 
+Everything a host program touches is here (``__all__``): ``Host`` and what it takes
+(``ServerConfig``, ``HostSettings``, ``RetryPolicy``, ``stdio``/``http``, ...), what it
+gives back (``ToolEntry`` with ``to_openai()``/``to_anthropic()``, ``CallToolResult``,
+``ServerStatus``, ...) and every exception it raises (``TrunklineError`` and its family).
+
 Attributes are loaded on first use: ``python -m trunkline.demo.server`` (a bundled demo
 server) imports this package and should not pay for asyncio and importlib.metadata.
+``dir(trunkline)`` (and so ``help(trunkline)``) names them all.
 """
 
 from __future__ import annotations
@@ -9,31 +15,112 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .auth import OAuthClient
+    from .catalog import CatalogWarning, CollisionPolicy, ToolEntry, ToolMatch
+    from .catalog.filters import ToolBounds
+    from .catalog.pins import Quarantine
     from .channel import ServerState
+    from .errors import (
+        AuthenticationFailed,
+        AuthorizationFailed,
+        ConfigurationError,
+        ConnectionFailure,
+        EraRefused,
+        HttpStatusError,
+        InputNotSupported,
+        InputRoundUnknown,
+        MalformedMessage,
+        OversizedMessage,
+        ProtocolFailure,
+        RedirectRefused,
+        RequestTimeout,
+        SchemaViolation,
+        ServerError,
+        ServerUnavailable,
+        SpawnFailed,
+        StoreUnavailable,
+        StreamBroken,
+        ToolCandidate,
+        ToolCollision,
+        ToolFiltered,
+        ToolQuarantined,
+        ToolWithheld,
+        TransportLost,
+        TrunklineError,
+        UnknownTool,
+    )
     from .params import HttpParams, StdioParams, http, stdio
+    from .parent.handle import ServerWarning
     from .parent.host import Host, ServerStatus
     from .parent.input_rounds import CallInput, InputRequired
+    from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
-    from .settings import HostSettings, ServerConfig
+    from .protocol.identity import ClientIdentity
+    from .protocol.mrtr import MrtrLimits
+    from .protocol.retry import RetryPolicy
+    from .records import FileRecords, MemoryRecords, RedisRecords
+    from .settings import HostSettings, RestartPolicy, Root, ServerConfig
 
-__all__ = ["CallInput", "CallToolResult", "Host", "HostSettings", "HttpParams", "InputRequired",
-           "ServerConfig", "ServerState", "ServerStatus", "StdioParams", "__version__", "http",
-           "stdio"]
+_ERRORS = (
+    "AuthenticationFailed", "AuthorizationFailed", "ConfigurationError", "ConnectionFailure",
+    "EraRefused", "HttpStatusError", "InputNotSupported", "InputRoundUnknown",
+    "MalformedMessage", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
+    "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable", "SpawnFailed",
+    "StoreUnavailable", "StreamBroken", "ToolCandidate", "ToolCollision", "ToolFiltered",
+    "ToolQuarantined", "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool",
+)
 
-_LAZY = {
+#: Each public name: the module it is defined in, and its name there.
+_LAZY: dict[str, tuple[str, str]] = {
+    # the host and what it is given
     "Host": ("parent.host", "Host"),
-    "ServerStatus": ("parent.handle", "ServerStatus"),
-    "CallToolResult": ("parent.results", "CallToolResult"),
-    "CallInput": ("parent.input_rounds", "CallInput"),
-    "InputRequired": ("parent.input_rounds", "InputRequired"),
-    "ServerState": ("channel", "ServerState"),
     "ServerConfig": ("settings", "ServerConfig"),
     "HostSettings": ("settings", "HostSettings"),
+    "RestartPolicy": ("settings", "RestartPolicy"),
+    "Root": ("settings", "Root"),
+    "RetryPolicy": ("protocol.retry", "RetryPolicy"),
+    "MrtrLimits": ("protocol.mrtr", "MrtrLimits"),
+    "ClientIdentity": ("protocol.identity", "ClientIdentity"),
+    "CollisionPolicy": ("catalog.merge", "CollisionPolicy"),
+    "ToolBounds": ("catalog.filters", "ToolBounds"),
+    "PinStore": ("parent.pin_store", "PinStore"),
+    "FileRecords": ("records", "FileRecords"),
+    "MemoryRecords": ("records", "MemoryRecords"),
+    "RedisRecords": ("records", "RedisRecords"),
+    "OAuthClient": ("auth", "OAuthClient"),
     "StdioParams": ("params", "StdioParams"),
     "stdio": ("params", "stdio"),
     "HttpParams": ("params", "HttpParams"),
     "http": ("params", "http"),
+    # what it gives back
+    "ToolEntry": ("catalog.model", "ToolEntry"),
+    "ToolMatch": ("catalog.search", "ToolMatch"),
+    "CatalogWarning": ("catalog.model", "CatalogWarning"),
+    "Quarantine": ("catalog.pins", "Quarantine"),
+    "CallToolResult": ("parent.results", "CallToolResult"),
+    "CallInput": ("parent.input_rounds", "CallInput"),
+    "InputRequired": ("parent.input_rounds", "InputRequired"),
+    "ServerStatus": ("parent.handle", "ServerStatus"),
+    "ServerWarning": ("parent.handle", "ServerWarning"),
+    "ServerState": ("channel", "ServerState"),
+    # what it raises
+    **{name: ("errors", name) for name in _ERRORS},
 }
+
+__all__ = [
+    "AuthenticationFailed", "AuthorizationFailed", "CallInput", "CallToolResult",
+    "CatalogWarning", "ClientIdentity", "CollisionPolicy", "ConfigurationError",
+    "ConnectionFailure", "EraRefused", "FileRecords", "Host", "HostSettings", "HttpParams",
+    "HttpStatusError", "InputNotSupported", "InputRequired", "InputRoundUnknown",
+    "MalformedMessage", "MemoryRecords", "MrtrLimits", "OAuthClient", "OversizedMessage",
+    "PinStore", "ProtocolFailure", "Quarantine", "RedirectRefused", "RedisRecords",
+    "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation", "ServerConfig",
+    "ServerError", "ServerState", "ServerStatus", "ServerUnavailable", "ServerWarning",
+    "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken", "ToolBounds",
+    "ToolCandidate", "ToolCollision", "ToolEntry", "ToolFiltered", "ToolMatch", "ToolQuarantined",
+    "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool", "__version__", "http",
+    "stdio",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -50,3 +137,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'trunkline' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    # The lazy names too: pydoc (``help``) and completion list what ``dir`` gives.
+    return sorted({*globals(), *__all__})

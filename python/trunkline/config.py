@@ -21,6 +21,11 @@ Pins (``load_pin_config``): a top-level ``"pins"`` object, ``approveFirstSight``
 new tools wait for approval too) and ``bounds`` (``descriptionChars``, ``schemaBytes``,
 ``schemaDepth``, ``toolsPerServer``). Pins are kept where the tokens are (``oauth.store``).
 
+``read_host_config`` reads all of it at once, from a file or from the mapping a host
+already holds (the decoded file: ``{"mcpServers": {...}, "oauth": ..., "pins": ...}``),
+with the top-level ``"collision"``: ``"prefix"`` (the default), ``"prefix-all"`` (every
+tool named ``<server>_<tool>``) or ``"reject"``.
+
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
 """
@@ -117,7 +122,8 @@ def _roots(raw: Any) -> tuple[Root, ...] | None:
             roots.append(Root(entry))
         elif isinstance(entry, dict) and set(entry) <= {"uri", "name"} and isinstance(
                 entry.get("name", ""), str):
-            roots.append(Root(entry.get("uri"), entry.get("name")))
+            uri: Any = entry.get("uri")  # Root says what is wrong with one that is no URI
+            roots.append(Root(uri, entry.get("name")))
         else:
             raise ConfigurationError(f"\"roots\": {entry!r} is neither a file:// URI nor a "
                                      "{\"uri\", \"name\"} object")
@@ -177,8 +183,8 @@ def _stdio_params(raw: dict[str, Any], source: str, name: str,
 def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None = None,
                  discover_timeout: float | None = None,
                  max_discover_timeout: float | None = None) -> list[ServerConfig]:
-    """Servers in file order (the order that decides who keeps a contested tool name)."""
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers"), dict):
+    """Servers in file order (the order in which they start)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers"), Mapping):
         raise _fail(source, None, "expected an object with an \"mcpServers\" object")
     servers: Mapping[str, Any] = data["mcpServers"]
     entries = []
@@ -194,16 +200,20 @@ def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None =
     return entries
 
 
-def load_config(path: str | os.PathLike[str], *, discover_timeout: float | None = None,
-                max_discover_timeout: float | None = None) -> list[ServerConfig]:
+def _read(path: str | os.PathLike[str]) -> Any:
     p = Path(path)
     try:
-        data = orjson.loads(p.read_bytes())
+        return orjson.loads(p.read_bytes())
     except OSError as exc:
         raise ConfigurationError(f"{p}: cannot read: {exc.strerror}") from exc
     except orjson.JSONDecodeError as exc:
         raise ConfigurationError(f"{p}: not valid JSON: {exc}") from exc
-    return parse_config(data, source=str(p), base_dir=p.parent,
+
+
+def load_config(path: str | os.PathLike[str], *, discover_timeout: float | None = None,
+                max_discover_timeout: float | None = None) -> list[ServerConfig]:
+    p = Path(path)
+    return parse_config(_read(p), source=str(p), base_dir=p.parent,
                         discover_timeout=discover_timeout,
                         max_discover_timeout=max_discover_timeout)
 
@@ -255,10 +265,14 @@ def load_oauth_config(path: str | os.PathLike[str],
     ``clientSecretEnv`` names are looked up (``os.environ``)."""
     p = Path(path)
     data = orjson.loads(p.read_bytes())  # load_config read it already: errors said there
-    source = str(p)
+    return _oauth_config(data, str(p), p.parent, env)
+
+
+def _oauth_config(data: Any, source: str, base_dir: Path | None,
+                  env: Mapping[str, str] | None) -> OAuthConfig:
     env = os.environ if env is None else env
-    raw = data.get("oauth", {}) if isinstance(data, dict) else {}
-    if not isinstance(raw, dict) or set(raw) - _OAUTH_KEYS:
+    raw = data.get("oauth", {}) if isinstance(data, Mapping) else {}
+    if not isinstance(raw, Mapping) or set(raw) - _OAUTH_KEYS:
         raise _fail(source, None, "\"oauth\" must be an object with only the keys "
                     f"{sorted(_OAUTH_KEYS)}")
     for key in _OAUTH_KEYS:
@@ -268,11 +282,11 @@ def load_oauth_config(path: str | os.PathLike[str],
     if "store" in raw:
         store = raw["store"] if raw["store"].startswith(("redis://", "rediss://")) \
             else Path(raw["store"])
-    if isinstance(store, Path) and not store.is_absolute():
-        store = p.parent / store
+    if isinstance(store, Path) and not store.is_absolute() and base_dir is not None:
+        store = base_dir / store
     servers = {}
     for name, entry in (data.get("mcpServers") or {}).items():
-        if isinstance(entry, dict) and "oauth" in entry:
+        if isinstance(entry, Mapping) and "oauth" in entry:
             servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env)
     defaults = OAuthConfig()
     return OAuthConfig(
@@ -327,19 +341,71 @@ def load_pin_config(path: str | os.PathLike[str]) -> PinConfig:
     """The file's ``"pins"`` object (defaults where it has none)."""
     p = Path(path)
     data = orjson.loads(p.read_bytes())  # load_config read it already: errors said there
-    source = str(p)
-    raw = data.get("pins", {}) if isinstance(data, dict) else {}
-    if not isinstance(raw, dict) or set(raw) - _PIN_KEYS:
+    return _pin_config(data, str(p))
+
+
+def _pin_config(data: Any, source: str) -> PinConfig:
+    raw = data.get("pins", {}) if isinstance(data, Mapping) else {}
+    if not isinstance(raw, Mapping) or set(raw) - _PIN_KEYS:
         raise _fail(source, None, f"\"pins\" must be an object with only the keys "
                     f"{sorted(_PIN_KEYS)}")
     first = raw.get("approveFirstSight", False)
     if not isinstance(first, bool):
         raise _fail(source, None, "\"pins\": \"approveFirstSight\" must be true or false")
     bounds = raw.get("bounds", {})
-    if not isinstance(bounds, dict) or set(bounds) - set(_BOUND_KEYS):
+    if not isinstance(bounds, Mapping) or set(bounds) - set(_BOUND_KEYS):
         raise _fail(source, None, f"\"pins\": \"bounds\" must be an object with only the "
                     f"keys {sorted(_BOUND_KEYS)}")
     for key, value in bounds.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise _fail(source, None, f"\"pins\": bound \"{key}\" must be a positive integer")
     return PinConfig(first, {_BOUND_KEYS[k]: v for k, v in bounds.items()})
+
+
+# --- the whole configuration ------------------------------------------------------------
+
+#: The values of the top-level ``"collision"`` (``catalog.merge.CollisionPolicy``).
+_COLLISIONS = ("prefix", "prefix-all", "reject")
+
+#: What ``read_host_config`` reads: a file's path, or the decoded file itself.
+ConfigSource = str | os.PathLike[str] | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Everything ``Host.from_config`` takes from one configuration: its servers (in
+    file order), the host's OAuth settings and its pin settings."""
+
+    servers: list[ServerConfig]
+    oauth: OAuthConfig
+    pins: PinConfig
+    #: The top-level ``"collision"`` (``"prefix"``, ``"prefix-all"``, ``"reject"``), if
+    #: set: how the catalog keeps tool names apart (``catalog.merge``).
+    collision: str | None
+    #: The file's path, or ``"<mapping>"``: where error messages say the fault is.
+    source: str
+    #: The file's path, or None for a mapping (for ``trunkline login FILE NAME``).
+    path: Path | None
+
+
+def read_host_config(source: ConfigSource, *, discover_timeout: float | None = None,
+                     max_discover_timeout: float | None = None,
+                     env: Mapping[str, str] | None = None) -> HostConfig:
+    """A configuration file's path, or the ``{"mcpServers": {...}}`` mapping a host
+    already holds (as ``json.load`` gives it), read once and checked whole. Relative
+    paths in it (a server's ``"cwd"``, the ``"oauth"`` ``"store"``) are relative to the
+    file's directory, or for a mapping to the working directory."""
+    if isinstance(source, Mapping):
+        data: Any = source
+        name, path, base_dir = "<mapping>", None, None
+    else:
+        path = Path(source)
+        data, name, base_dir = _read(path), str(path), path.parent
+    servers = parse_config(data, source=name, base_dir=base_dir,
+                           discover_timeout=discover_timeout,
+                           max_discover_timeout=max_discover_timeout)
+    collision = data.get("collision")
+    if collision is not None and collision not in _COLLISIONS:
+        raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")
+    return HostConfig(servers, _oauth_config(data, name, base_dir, env), _pin_config(data, name),
+                      collision, name, path)

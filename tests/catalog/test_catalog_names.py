@@ -1,10 +1,14 @@
-"""Model-safe aliases: always in the LLM alphabet, injective over the whole catalog."""
+"""Tool names: always in the LLM alphabet, injective over the whole catalog, and declared
+in the shapes the LLM APIs take."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
+import jsonschema
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -110,39 +114,122 @@ def _listing(server: str, *tools: str):  # type: ignore[no-untyped-def]
     return driver.finish()
 
 
-def test_catalog_aliases_route_back_to_the_owner() -> None:
-    catalog = build_catalog([_listing("a", "search", "fs.read"), _listing("b", "search")], model_safe_aliases=True)
-    by_alias = {e.alias: (e.server, e.local_name) for e in catalog}
-    assert by_alias["search"] == ("a", "search")
-    for alias, owner in by_alias.items():
-        assert alias is not None and LLM_NAME.match(alias)
-        assert catalog.route(alias) == owner
-    assert catalog.route("b/search") == ("b", "search")  # canonical names still resolve
-    assert [d["name"] for d in catalog.for_model()] == [e.alias for e in catalog]
-    assert catalog.lookup(escaped_alias("b/search")).server == "b"
+def test_catalog_names_are_model_safe_and_route_back_to_the_owner() -> None:
+    catalog = build_catalog([_listing("a", "search", "fs.read"), _listing("b", "search")])
+    by_name = {e.name: (e.server, e.local_name) for e in catalog}
+    assert by_name["a_search"] == ("a", "search") and by_name["b_search"] == ("b", "search")
+    assert by_name[escaped_alias("fs.read")] == ("a", "fs.read")
+    for name, owner in by_name.items():
+        assert LLM_NAME.match(name)
+        assert catalog.route(name) == owner
+    assert [d["name"] for d in catalog.for_model()] == [e.name for e in catalog]
+    assert [e.alias for e in catalog] == [None, None, None]  # a name needs no alias now
 
 
-def test_catalog_without_aliases_has_none() -> None:
-    catalog = build_catalog([_listing("a", "fs.read")])
-    assert [e.alias for e in catalog] == [None]
-    assert catalog.for_model()[0]["name"] == "fs.read"
-
-
-@given(st.lists(st.tuples(st.sampled_from(["a", "a.b", "a b", "x"]),
+@given(st.lists(st.tuples(st.sampled_from(["a", "a.b", "a b", "x", "a_b"]),
                           st.lists(st.text(_tricky, min_size=1, max_size=6), max_size=5)),
-                max_size=4, unique_by=lambda s: s[0]))
-def test_every_catalog_entry_is_reachable_by_exactly_its_alias(servers: list[tuple[str, list[str]]]) -> None:
+                max_size=4, unique_by=lambda s: s[0]),
+       st.sampled_from(["prefix", "prefix-all", "reject"]))
+def test_every_catalog_entry_is_reachable_by_exactly_its_name(
+        servers: list[tuple[str, list[str]]], policy: str) -> None:
     try:
-        catalog = build_catalog([_listing(s, *tools) for s, tools in servers], model_safe_aliases=True)
+        catalog = build_catalog([_listing(s, *tools) for s, tools in servers],
+                                policy=policy)  # type: ignore[arg-type]
     except ToolCollision:
-        # Refused rather than shadowed: only when a later claimant's prefixed name is
-        # already some tool's own name (tool names may hold "/"; these server ids do not).
+        # Refused rather than shadowed: under reject, two servers offering one name; else
+        # only when a contested tool's key "<server>/<tool>" is another tool's own name.
         local_names = {t for _, tools in servers for t in tools}
-        assert any(f"{s}/{t}" in local_names for s, tools in servers for t in tools)
+        assert policy == "reject" or any(
+            f"{s}/{t}" in local_names for s, tools in servers for t in tools)
         return
-    aliases = [e.alias for e in catalog]
-    assert len(set(aliases)) == len(aliases)
+    names = [e.name for e in catalog]
+    assert len(set(names)) == len(names)
     for entry in catalog:
-        assert entry.alias is not None and LLM_NAME.match(entry.alias)
-        assert catalog.lookup(entry.alias) is entry
+        assert LLM_NAME.match(entry.name)
         assert catalog.lookup(entry.name) is entry
+
+
+# --- the LLM APIs' declarations -------------------------------------------------------
+
+#: The shapes OpenAI's and Anthropic's APIs take a tool in, as JSON Schemas of their own
+#: (their documented required fields and types; not imported from the code).
+_PARAMETERS = {"type": "object", "required": ["type"],
+               "properties": {"type": {"const": "object"}}}
+OPENAI_CHAT = {
+    "type": "object", "required": ["type", "function"], "additionalProperties": False,
+    "properties": {
+        "type": {"const": "function"},
+        "function": {"type": "object", "required": ["name"], "additionalProperties": False,
+                     "properties": {"name": {"type": "string", "pattern": LLM_NAME.pattern[2:-2]},
+                                    "description": {"type": "string"},
+                                    "parameters": _PARAMETERS,
+                                    "strict": {"type": "boolean"}}},
+    },
+}
+OPENAI_RESPONSES = {
+    "type": "object", "required": ["type", "name", "parameters", "strict"],
+    "additionalProperties": False,
+    "properties": {"type": {"const": "function"},
+                   "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                   "description": {"type": "string"}, "parameters": _PARAMETERS,
+                   "strict": {"type": "boolean"}},
+}
+ANTHROPIC = {
+    "type": "object", "required": ["name", "input_schema"], "additionalProperties": False,
+    "properties": {"name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+                   "description": {"type": "string"}, "input_schema": _PARAMETERS},
+}
+
+
+def _declared_tools():  # type: ignore[no-untyped-def]
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    described = {"name": "search", "description": "Find things.", "inputSchema": schema}
+    return build_catalog([
+        _listing_raw("github", {"name": "search", "inputSchema": {"type": "object"}}),
+        _listing_raw("gitlab", described),
+        _listing("my server", "fs.read", "x" * 100),
+    ])
+
+
+def _listing_raw(server: str, *tools: dict):  # type: ignore[no-untyped-def]
+    driver = ListingDriver(server, "modern")
+    driver.add_page({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
+                     "tools": list(tools)})
+    return driver.finish()
+
+
+def test_to_openai_and_to_anthropic_are_what_those_apis_accept() -> None:
+    catalog = _declared_tools()
+    for entry in catalog:
+        for declared, shape in ((entry.to_openai(), OPENAI_CHAT),
+                                (entry.to_openai("responses"), OPENAI_RESPONSES),
+                                (entry.to_anthropic(), ANTHROPIC)):
+            jsonschema.validate(declared, shape)
+            assert orjson.loads(orjson.dumps(declared)) == declared  # plain JSON
+    gitlab = catalog.lookup("gitlab_search")
+    assert gitlab.to_openai() == {"type": "function", "function": {
+        "name": "gitlab_search", "description": "Find things.",
+        "parameters": gitlab.input_schema}}
+    assert gitlab.to_openai("responses") == {
+        "type": "function", "name": "gitlab_search", "description": "Find things.",
+        "parameters": gitlab.input_schema, "strict": False}
+    assert gitlab.to_anthropic() == {"name": "gitlab_search", "description": "Find things.",
+                                     "input_schema": gitlab.input_schema}
+    # No description: no key (both APIs take it as optional, neither takes null).
+    assert "description" not in catalog.lookup("github_search").to_anthropic()
+    # The name a model calls back is the name the catalog routes.
+    for entry in catalog:
+        assert catalog.route(entry.to_anthropic()["name"]) == (entry.server, entry.local_name)
+    with pytest.raises(ValueError, match="'chat' or 'responses'"):
+        gitlab.to_openai("assistants")  # type: ignore[arg-type]
+
+
+def test_tools_of_real_servers_declare_for_both_apis() -> None:
+    # Every tool of the real servers' listings in tests/catalog/real_tools.json.
+    fleet = orjson.loads((Path(__file__).parent / "real_tools.json").read_bytes())
+    listings = [_listing_raw(s["server"], *s["tools"]) for s in fleet["servers"]]
+    catalog = build_catalog(listings)
+    assert len(catalog) > 20
+    for entry in catalog:
+        jsonschema.validate(entry.to_openai(), OPENAI_CHAT)
+        jsonschema.validate(entry.to_anthropic(), ANTHROPIC)

@@ -22,8 +22,8 @@ def listing(server: str, *tools: dict[str, Any]):
     return driver.finish()
 
 
-def catalog(*listings, aliases: bool = False):
-    return build_catalog(listings, policy="prefix", model_safe_aliases=aliases)
+def catalog(*listings):
+    return build_catalog(listings, policy="prefix")
 
 
 # --- words ----------------------------------------------------------------------------
@@ -103,13 +103,11 @@ def test_a_run_together_or_differently_spelled_name_finds_the_tool():
 
 
 def test_results_carry_the_entry_its_callable_name_and_server():
-    merged = catalog(listing("github", {"name": "search"}), listing("gitlab", {"name": "search"}),
-                     aliases=True)
+    merged = catalog(listing("github", {"name": "search"}), listing("gitlab", {"name": "search"}))
     matches = ToolIndex(merged.entries).search("search", limit=5)
     assert [(m.name, m.server) for m in matches] == [
-        ("search", "github"), ("gitlab_search_" + merged.lookup("gitlab/search").alias[-8:],
-                               "gitlab")]
-    assert matches[1].entry.name == "gitlab/search" and matches[1].entry.local_name == "search"
+        ("github_search", "github"), ("gitlab_search", "gitlab")]
+    assert matches[1].entry.name == "gitlab_search" and matches[1].entry.local_name == "search"
     assert merged.lookup(matches[1].name) is matches[1].entry
 
 

@@ -43,13 +43,13 @@ def test_demo_json_shows_verdicts_catalog_routing_and_a_restart(no_leaks):
     assert servers["unlisted"]["state"] == "unavailable"
     assert "allow_legacy=False" in servers["unlisted"]["reason"]
     tools = {t["name"]: (t["server"], t["local_name"]) for t in doc["tools"]}
-    assert tools["search"] == ("web", "search")
-    assert tools["docs/search"] == ("docs", "search")
-    assert tools["archive/search"] == ("archive", "search")
+    assert tools["web_search"] == ("web", "search")
+    assert tools["docs_search"] == ("docs", "search")
+    assert tools["archive_search"] == ("archive", "search")
     assert all(server != "unlisted" for server, _ in tools.values())
     routed = {c["name"]: c["server"] for c in doc["calls"]}
-    assert routed == {"search": "web", "docs/search": "docs", "summarize": "docs",
-                      "lookup": "archive", "archive/search": "archive"}
+    assert routed == {"web_search": "web", "docs_search": "docs", "summarize": "docs",
+                      "lookup": "archive", "archive_search": "archive"}
     assert not any(c["is_error"] for c in doc["calls"])
     restart = doc["restart"]
     assert restart["state"] == "ready" and restart["restarts"] == 1
@@ -60,7 +60,7 @@ def test_demo_json_shows_verdicts_catalog_routing_and_a_restart(no_leaks):
 def test_demo_renders_for_a_terminal(no_leaks):
     done = trunkline("demo")
     assert done.returncode == 0, done.stderr
-    for expected in ("Era verdicts", "merged catalog", "docs/search", "unavailable",
+    for expected in ("Era verdicts", "merged catalog", "docs_search", "unavailable",
                      "restart"):
         assert expected in done.stdout
 
@@ -72,8 +72,8 @@ def test_probe_tools_and_call(config, no_leaks):
         ("alpha", "modern"), ("beta", "modern")]
     listed = trunkline("tools", str(config), "--json")
     names = [t["name"] for t in orjson.loads(listed.stdout)]
-    assert "echo" in names and "beta/echo" in names
-    called = trunkline("call", str(config), "beta/echo", '{"hello": "world"}', "--json")
+    assert "alpha_echo" in names and "beta_echo" in names
+    called = trunkline("call", str(config), "beta_echo", '{"hello": "world"}', "--json")
     assert called.returncode == 0, called.stderr
     result = orjson.loads(called.stdout)
     assert result["server"] == "beta" and orjson.loads(result["text"]) == {"hello": "world"}

@@ -103,20 +103,20 @@ def test_a_clients_calls_across_servers_are_bounded_by_client_calls(gateways, tm
     async def main():
         gw = await HttpGateway.start(path, gateways, "--limit", "client_calls=2", *QUICK_STOP)
         hog, _ = await gw.legacy_session()
-        for tool in ("sleep", "beta/sleep"):
+        for tool in ("alpha_sleep", "beta_sleep"):
             status, _, _ = await hung_up(gw, gw.message(
                 "tools/call", {**SLEEP, "name": tool}), hog)
             assert status == 200
         # Neither server is anywhere near full (2048 places each): the session's own
         # budget in all is, whichever server and whatever else it asks.
-        for message in (gw.message("tools/call", {"name": "beta/echo", "arguments": {}}),
+        for message in (gw.message("tools/call", {"name": "beta_echo", "arguments": {}}),
                         gw.message("prompts/list", {})):
             status, answer, got = await hung_up(gw, message, hog)
             assert status == 429, (status, answer)
             refused_for(answer, got, "client_calls", 2)
-        status, answer = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        status, answer = await gw.modern("tools/call", {"name": "beta_echo", "arguments": {}})
         assert status == 200 and "result" in answer, answer
-        message = gw.message("tools/call", {"name": "echo", "arguments": {},
+        message = gw.message("tools/call", {"name": "alpha_echo", "arguments": {},
                                             "_meta": modern_meta()})
         status, answer, _ = await gw.post(message, gw.modern_headers(message, BOTH))
         assert status == 200 and "result" in answer, answer

@@ -68,7 +68,7 @@ def test_serve_starts_and_serves_the_good_server_beside_one_whose_first_listing_
                       if line.startswith("bad ")]
             if servers["bad"]["state"] == "ready":  # a crashing one is restarting
                 assert "ready (listing failed)" in row and "tools/list failed: " in row
-            _, answer = await gw.modern("tools/call", {"name": "bad/echo", "arguments": {}})
+            _, answer = await gw.modern("tools/call", {"name": "bad_echo", "arguments": {}})
             assert answer["error"]["code"] == -32602 and "'bad'" in answer["error"]["message"]
         finally:
             assert await gw.stop() == 0
@@ -87,7 +87,7 @@ def test_serve_over_stdio_starts_beside_a_server_whose_cursor_loops(gateways, tm
         called = await gw.call("tools/call", {"name": "echo", "arguments": {"n": 2},
                                               "_meta": modern_meta()})
         assert called["result"]["content"][0]["text"] == '{"n":2}'
-        refused = await gw.call("tools/call", {"name": "bad/echo", "arguments": {},
+        refused = await gw.call("tools/call", {"name": "bad_echo", "arguments": {},
                                                "_meta": modern_meta()})
         message = refused["error"]["message"]
         assert "server 'bad' is ready" in message

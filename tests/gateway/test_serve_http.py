@@ -48,8 +48,8 @@ def test_a_modern_client_gets_the_fleet_over_http(gateways, tmp_path, tap):
         _, listed = await gw.modern("tools/list")
         conforms(listed["result"], MODERN, "ListToolsResult")
         names = [t["name"] for t in listed["result"]["tools"]]
-        assert "echo" in names and "beta/echo" in names, names
-        _, called = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {"k": 1}})
+        assert "alpha_echo" in names and "beta_echo" in names, names
+        _, called = await gw.modern("tools/call", {"name": "beta_echo", "arguments": {"k": 1}})
         conforms(called["result"], MODERN, "CallToolResult")
         assert json.loads(called["result"]["content"][0]["text"]) == {"k": 1}
         assert not any(key.startswith("io.modelcontextprotocol/")
@@ -373,7 +373,7 @@ def test_the_official_python_clients_of_both_eras_over_http(gateways, tmp_path, 
     async def main():
         gw = await HttpGateway.start(path, gateways)
         client = await asyncio.create_subprocess_exec(
-            str(python), str(PEERS / "sdk_client.py"), "beta/echo",
+            str(python), str(PEERS / "sdk_client.py"), "beta_echo",
             json.dumps({"hello": venv}), "--", gw.url,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(client.communicate(), 120)
@@ -381,7 +381,7 @@ def test_the_official_python_clients_of_both_eras_over_http(gateways, tmp_path, 
         assert await gw.stop() == 0
         return json.loads(out.decode().strip().splitlines()[-1])
     done = run(main())
-    assert "beta/echo" in done["tools"] and "echo" in done["tools"]
+    assert "beta_echo" in done["tools"] and "alpha_echo" in done["tools"]
     assert json.loads(done["result"]["content"][0]["text"]) == {"hello": venv}
     if venv == "py-modern":
         assert done["sdk"].startswith("2.") and MODERN in done["protocol"]
@@ -412,12 +412,12 @@ def test_a_flood_is_refused_with_retry_after_and_disturbs_no_one(gateways, tmp_p
                                                "limit": 2, "retryAfterS": 1, "server": "alpha"}
             conforms(answer, MODERN, "JSONRPCErrorResponse")
         # beta is not alpha: its calls go on, until the gateway as a whole is full.
-        status, answer = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        status, answer = await gw.modern("tools/call", {"name": "beta_echo", "arguments": {}})
         assert status == 200 and "result" in answer
         beta_slow = asyncio.ensure_future(gw.modern("tools/call", {
-            "name": "beta/sleep", "arguments": {"seconds": 60}}))
+            "name": "beta_sleep", "arguments": {"seconds": 60}}))
         await wait_for_tap(beta_tap, lambda m: m.get("params", {}).get("name") == "sleep")
-        status, answer = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        status, answer = await gw.modern("tools/call", {"name": "beta_echo", "arguments": {}})
         assert status == 503 and answer["error"]["data"]["scope"] == "gateway"
         assert not any(task.done() for task in (*slow, beta_slow)), "none was disturbed"
         # The clients give up on their slow calls: that frees their places.
@@ -470,12 +470,12 @@ def test_a_call_to_a_gone_servers_tool_names_the_server(gateways, tmp_path):
             async with gw.http.get(f"{gw.base}/readyz") as response:
                 if (await response.json())["unavailable"] == ["beta"]:
                     break
-            await gw.modern("tools/call", {"name": "beta/crash", "arguments": {}})
+            await gw.modern("tools/call", {"name": "beta_crash", "arguments": {}})
         else:
             raise AssertionError("beta never became unavailable")
         _, listed = await gw.modern("tools/list")
-        assert not any(t["name"].startswith("beta/") for t in listed["result"]["tools"])
-        status, gone = await gw.modern("tools/call", {"name": "beta/echo", "arguments": {}})
+        assert not any(t["name"].startswith("beta_") for t in listed["result"]["tools"])
+        status, gone = await gw.modern("tools/call", {"name": "beta_echo", "arguments": {}})
         assert gone["error"]["code"] == -32602
         assert gone["error"]["data"] == {"server": "beta", "state": "unavailable"}
         assert "'beta' is unavailable" in gone["error"]["message"], gone

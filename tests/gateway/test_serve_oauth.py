@@ -76,8 +76,8 @@ def test_a_client_discovers_the_issuer_from_the_401_and_its_token_is_served(
         status, listed, _ = await list_tools(gw, token)
         assert status == 200, listed
         names = [t["name"] for t in listed["result"]["tools"]]
-        assert "echo" in names and "remote/echo" in names, names
-        call = gw.message("tools/call", {"name": "remote/echo", "arguments": {"text": "hi"},
+        assert "local_echo" in names and "remote_echo" in names, names
+        call = gw.message("tools/call", {"name": "remote_echo", "arguments": {"text": "hi"},
                                          "_meta": modern_meta()})
         status, called, _ = await gw.post(call, {**gw.modern_headers(call),
                                                  "Authorization": f"Bearer {token}"})
@@ -209,7 +209,7 @@ def test_the_official_python_sdk_client_with_a_bearer_token(gateways, tmp_path, 
                                      "--oauth-scopes", SCOPE)
         token = await provider.token(gw.url, SCOPE)
         client = await asyncio.create_subprocess_exec(
-            str(python), str(PEERS / "sdk_client.py"), "beta/echo", json.dumps({"k": 1}),
+            str(python), str(PEERS / "sdk_client.py"), "beta_echo", json.dumps({"k": 1}),
             "--", gw.url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env={**__import__("os").environ, "SDK_CLIENT_BEARER": token})
         out, err = await asyncio.wait_for(client.communicate(), 120)
@@ -217,7 +217,7 @@ def test_the_official_python_sdk_client_with_a_bearer_token(gateways, tmp_path, 
         assert await gw.stop() == 0
         return json.loads(out.decode().strip().splitlines()[-1])
     done = run(main())
-    assert "beta/echo" in done["tools"]
+    assert "beta_echo" in done["tools"]
     assert json.loads(done["result"]["content"][0]["text"]) == {"k": 1}
 
 

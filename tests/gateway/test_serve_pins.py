@@ -72,9 +72,9 @@ def test_a_rug_pull_behind_the_gateway_is_held_until_the_command_approves_it(
     async def main():
         gw = await StdioGateway.start(path, gateways)
         names = await listed(gw)
-        assert "echo" in names and "narrow/search" in names
-        assert [n for n in names if n.startswith("narrow/")] == ["narrow/search"]
-        refused = await call(gw, "narrow/rewrite_tool", {"name": "echo", "description": "x"})
+        assert "echo" in names and "narrow_search" in names
+        assert [n for n in names if n.startswith("narrow_")] == ["narrow_search"]
+        refused = await call(gw, "narrow_rewrite_tool", {"name": "echo", "description": "x"})
         assert refused["error"]["code"] == -32602
         assert "enabledTools/disabledTools" in refused["error"]["message"]
 
@@ -85,7 +85,7 @@ def test_a_rug_pull_behind_the_gateway_is_held_until_the_command_approves_it(
         assert refused["error"]["code"] == -32602
         assert "'echo'" in refused["error"]["message"]
         assert "description" in refused["error"]["message"]
-        assert "narrow/search" in await listed(gw)  # the other identity is untouched
+        assert "narrow_search" in await listed(gw)  # the other identity is untouched
 
         done = trunkline("pins", "list", str(path), "--json")
         assert done.returncode == 0, done.stderr

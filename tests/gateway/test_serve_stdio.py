@@ -29,20 +29,20 @@ def test_a_modern_client_gets_one_server_with_every_tool(gateways, tmp_path, tap
         listed = await gw.call("tools/list", {"_meta": modern_meta()})
         conforms(listed["result"], MODERN, "ListToolsResult")
         names = [t["name"] for t in listed["result"]["tools"]]
-        assert "echo" in names and "beta/echo" in names, names
-        called = await gw.call("tools/call", {"name": "beta/echo", "arguments": {"k": 1},
+        assert "alpha_echo" in names and "beta_echo" in names, names
+        called = await gw.call("tools/call", {"name": "beta_echo", "arguments": {"k": 1},
                                               "_meta": modern_meta()})
         conforms(called["result"], MODERN, "CallToolResult")
         assert json.loads(called["result"]["content"][0]["text"]) == {"k": 1}
         # The result is the gateway's own: no upstream's protocol metadata in it.
         assert not any(key.startswith("io.modelcontextprotocol/")
                        for key in called["result"].get("_meta", {}))
-        local = await gw.call("tools/call", {"name": "echo", "arguments": {"k": 2},
+        local = await gw.call("tools/call", {"name": "alpha_echo", "arguments": {"k": 2},
                                              "_meta": modern_meta()})
         assert json.loads(local["result"]["content"][0]["text"]) == {"k": 2}
         assert await gw.close() == 0
     run(main())
-    # "echo" went to alpha under its own name; alpha never saw "beta/echo".
+    # "alpha_echo" went to alpha under its own name; alpha never saw "beta_echo".
     calls = [m for m in taplog.messages(tap) if m.get("method") == "tools/call"]
     assert [c["params"]["name"] for c in calls] == ["echo"]
     assert not alive_with("alpha-gw-1") and not alive_with("beta-gw-1")
@@ -194,8 +194,8 @@ def test_a_listen_stream_hears_of_a_changed_catalog(gateways, tmp_path):
 def test_the_official_python_clients_of_both_eras(gateways, tmp_path, venv):
     python = realpeers.PEERS_DIR / venv / "bin" / "python"
     path = fleet_config(tmp_path, {"alpha": scripted(), "beta": scripted("--name", "beta")})
-    done = _run_sdk_client(python, "beta/echo", {"hello": venv}, path)
-    assert "beta/echo" in done["tools"] and "echo" in done["tools"]
+    done = _run_sdk_client(python, "beta_echo", {"hello": venv}, path)
+    assert "beta_echo" in done["tools"] and "alpha_echo" in done["tools"]
     assert json.loads(done["result"]["content"][0]["text"]) == {"hello": venv}
     if venv == "py-modern":
         assert done["sdk"].startswith("2.") and MODERN in done["protocol"]

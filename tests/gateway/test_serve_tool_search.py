@@ -84,15 +84,15 @@ async def exercise(face: Face, listed) -> None:
     # Prefixed names come back as they are called; structured content passes through.
     (echo, other) = (await face.result("search_tools", {"query": "echo", "limit": 2}))[
         "structuredContent"]["tools"]
-    assert {echo["name"], other["name"]} <= {"echo", "everything/echo", "errs/echo"}
+    assert {echo["name"], other["name"]} <= {"echo_echo", "everything_echo", "errs_echo"}
     hits = await face.result("call_tool", {"name": "search",
                                            "arguments": {"query": "q", "limit": 2}})
     assert hits["structuredContent"] == {"query": "q", "hits": ["q result 1", "q result 2"]}
 
     # The tool's own isError result passes through; so does a server's JSON-RPC error.
-    failed = await face.result("call_tool", {"name": "echo", "arguments": {}})
+    failed = await face.result("call_tool", {"name": "echo_echo", "arguments": {}})
     assert failed["isError"] is True and "text" in text(failed)
-    refused = await face.call("call_tool", {"name": "errs/echo", "arguments": {"x": 1}})
+    refused = await face.call("call_tool", {"name": "errs_echo", "arguments": {"x": 1}})
     assert refused["error"]["code"] == -32099, refused
 
     # A model's mistakes are execution errors it can read and correct.

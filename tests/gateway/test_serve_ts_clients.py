@@ -95,8 +95,8 @@ def test_the_official_typescript_clients(gateways, tmp_path, sdk, transport):
             target: tuple[str, ...] = (gw.url,)
         else:
             target = (sys.executable, "-m", "trunkline", "serve", str(path), "--stdio")
-        echoed = await ts_client(major, "beta/echo", {"hello": sdk}, *target)
-        chatted = await ts_client(major, "chatty", {"a": 1}, *target)
+        echoed = await ts_client(major, "beta_echo", {"hello": sdk}, *target)
+        chatted = await ts_client(major, "alpha_chatty", {"a": 1}, *target)
         if transport == "http":
             assert await gw.stop() == 0, gw.stderr.decode()[-3000:]
         assert await gone(str(path), mark), "a gateway or an upstream outlived its client"
@@ -108,8 +108,9 @@ def test_the_official_typescript_clients(gateways, tmp_path, sdk, transport):
         assert done["sdk"] == PINNED[package]
         assert done["protocol"] == protocol
         assert done["era"] == ("modern" if protocol == MODERN else "legacy")
-        # alpha's tools under their own names, beta's colliding ones under its prefix
-        assert sorted(done["tools"]) == sorted(names + [f"beta/{n}" for n in names])
+        # every tool is offered by both: each under its server's prefix
+        assert sorted(done["tools"]) == sorted([f"{server}_{n}" for n in names
+                                                for server in ("alpha", "beta")])
     assert echoed["result"]["isError"] is False
     [block] = echoed["result"]["content"]
     assert block["type"] == "text" and json.loads(block["text"]) == {"hello": sdk}

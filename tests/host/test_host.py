@@ -60,11 +60,11 @@ def test_prefix_policy_routes_each_name_to_its_owner_with_the_local_name(tmp_pat
             await host.add_server("alpha", scripted("--tools", "echo,search", tap=tap_a))
             await host.add_server("beta", scripted("--tools", "echo,search", tap=tap_b))
             names = [(t.name, t.server, t.local_name) for t in host.tools()]
-            assert names == [("echo", "alpha", "echo"), ("search", "alpha", "search"),
-                             ("beta/echo", "beta", "echo"), ("beta/search", "beta", "search")]
-            assert any("beta/echo" in str(w) for w in host.warnings)
-            first = await host.call_tool("echo", {"who": "alpha"})
-            second = await host.call_tool("beta/echo", {"who": "beta"})
+            assert names == [("alpha_echo", "alpha", "echo"), ("alpha_search", "alpha", "search"),
+                             ("beta_echo", "beta", "echo"), ("beta_search", "beta", "search")]
+            assert any("beta_echo" in str(w) for w in host.warnings)
+            first = await host.call_tool("alpha_echo", {"who": "alpha"})
+            second = await host.call_tool("beta_echo", {"who": "beta"})
             assert orjson.loads(first.text) == {"who": "alpha"} and first.server == "alpha"
             assert orjson.loads(second.text) == {"who": "beta"} and second.server == "beta"
             assert second.is_error is False
@@ -109,7 +109,7 @@ def test_from_config_starts_servers_in_file_order_and_honours_allow_legacy(tmp_p
             assert status["stranger"].state is ServerState.UNAVAILABLE
             assert "era refused" in status["stranger"].reason
             assert {t.server for t in host.tools()} == {"modern", "old"}
-            result = await host.call_tool("old/echo", {"via": "legacy"})
+            result = await host.call_tool("old_echo", {"via": "legacy"})
             assert orjson.loads(result.text) == {"via": "legacy"}
     run(main())
 
@@ -228,7 +228,7 @@ def test_unknown_tool_is_error_results_and_server_errors(no_leaks):
             await host.add_server("e", scripted("--tools-list", failing,
                                                 "--tools-call", "error:-32602"))
             with pytest.raises(ServerError) as info:
-                await host.call_tool("e/echo", {})
+                await host.call_tool("e_echo", {})
             assert info.value.code == -32602 and info.value.server == "e"
     run(main())
 
@@ -272,12 +272,12 @@ def test_output_schema_is_enforced_on_structured_content(no_leaks):
                                                   answer(',"structuredContent":{"n":"three"}')))
             await host.add_server("none", scripted("--tools-list", listing,
                                                    "--tools-call", answer("")))
-            assert (await host.call_tool("count", {})).structured_content == {"n": 3}
+            assert (await host.call_tool("good_count", {})).structured_content == {"n": 3}
             with pytest.raises(SchemaViolation, match="violates its outputSchema") as info:
-                await host.call_tool("bad/count", {})
+                await host.call_tool("bad_count", {})
             assert info.value.server == "bad"
             with pytest.raises(SchemaViolation, match="no structuredContent"):
-                await host.call_tool("none/count", {})
+                await host.call_tool("none_count", {})
     run(main())
 
 
@@ -354,12 +354,12 @@ def test_real_servers_collide_and_route_under_prefix(tmp_path, no_leaks):
             await host.add_server("old", tapped(realpeers.LEGACY_PY_TIME, "old"),
                                   allow_legacy=True)
             names = {t.name: (t.server, t.local_name) for t in host.tools()}
-            assert names["echo"] == ("py", "echo") and names["ts/echo"] == ("ts", "echo")
-            assert names["get_current_time"] == ("new", "get_current_time")
-            assert names["old/get_current_time"] == ("old", "get_current_time")
-            a = await host.call_tool("echo", {"text": "to python"})
-            b = await host.call_tool("ts/echo", {"text": "to typescript"})
-            c = await host.call_tool("old/get_current_time", {"timezone": "UTC"})
+            assert names["py_echo"] == ("py", "echo") and names["ts_echo"] == ("ts", "echo")
+            assert names["new_get_current_time"] == ("new", "get_current_time")
+            assert names["old_get_current_time"] == ("old", "get_current_time")
+            a = await host.call_tool("py_echo", {"text": "to python"})
+            b = await host.call_tool("ts_echo", {"text": "to typescript"})
+            c = await host.call_tool("old_get_current_time", {"timezone": "UTC"})
             assert "to python" in a.text and "to typescript" in b.text and "UTC" in c.text
     run(main())
     sent = {n: [(m["params"]["name"], m["params"].get("arguments")) for m in calls(t)]

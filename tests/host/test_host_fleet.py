@@ -96,7 +96,7 @@ def test_a_server_whose_first_listing_fails_is_left_out_and_the_others_serve(
             assert [(w.server, w.kind, w.message) for w in host.warnings
                     if w.kind == "listing-failed"] == [("bad", "listing-failed", error)]
             with pytest.raises(UnknownTool) as unknown:
-                await host.call_tool("bad/echo", {})
+                await host.call_tool("bad_echo", {})
             assert [c.server for c in unknown.value.candidates] == ["bad"]
             # Listed again in the background (a crashing one on its new connections).
             await until(lambda: listings(tap, after=entered) > 0, "bad listed again")
@@ -114,9 +114,9 @@ def test_a_server_that_recovers_is_listed_and_merged_without_anyone_asking(tmp_p
             changed = []
             host.watch_catalog(lambda catalog: changed.append(len(catalog)))
             assert "repeats an earlier cursor" in status(host, "bad").listing_error
-            await until(lambda: "bad/echo" in {t.name for t in host.tools()}, "bad merged")
+            await until(lambda: "bad_echo" in {t.name for t in host.tools()}, "bad merged")
             assert changed and status(host, "bad").listing_error is None
-            assert (await host.call_tool("bad/echo", {"n": 2})).text == '{"n":2}'
+            assert (await host.call_tool("bad_echo", {"n": 2})).text == '{"n":2}'
     run(main(), timeout=120)
     assert listings(tap) == 3  # two failed, one merged, no more
 
@@ -152,7 +152,7 @@ def test_a_server_that_changes_its_tools_all_the_time_is_listed_far_less_often(
             made = answered = 0
             while announced(tap) < 150:
                 made += 1
-                if (await host.call_tool("echo", {"n": made})).text == f'{{"n":{made}}}':
+                if (await host.call_tool("good_echo", {"n": made})).text == f'{{"n":{made}}}':
                     answered += 1
                 await asyncio.sleep(0.005)
             assert made > 0 and answered == made
@@ -163,7 +163,7 @@ def test_a_server_that_changes_its_tools_all_the_time_is_listed_far_less_often(
             # One line per listing at most (its quarantines), never one per tool.
             assert len(said) <= listed, said[:5]
             assert any("200 tools quarantined (200 renamed" in line for line in said)
-            assert (await host.call_tool("churn/echo", {"n": 0}, timeout=60)).text == '{"n":0}'
+            assert (await host.call_tool("churn_echo", {"n": 0}, timeout=60)).text == '{"n":0}'
 
     with caplog.at_level(logging.INFO, logger="trunkline"):
         run(main(), timeout=180)

@@ -183,7 +183,7 @@ def test_approvals_survive_a_restart_and_are_never_shared(no_leaks, tmp_path):
             assert {q.tool for q in host.quarantined() if q.server == "twin"} >= {
                 "echo", "rewritten_calls", "rewrite_tool"}
             with pytest.raises(ToolQuarantined):
-                await host.call_tool("twin/echo", {"text": "x"})
+                await host.call_tool("twin_echo", {"text": "x"})
             assert (await host.call_tool("echo", {"text": "again"})).text == "again"
 
     async def renamed_server():

@@ -61,12 +61,12 @@ def test_search_finds_real_tools_and_each_is_callable_as_found(no_leaks):
             assert (add.name, add.server) == ("get-sum", "everything")
             assert "5" in (await host.call_tool(add.name, {"a": 2, "b": 3})).text
 
-            # Both servers have "echo": the second is found under its prefixed name.
+            # Both servers have "echo": each is found under its prefixed name.
             # (The echo server's other tools match "echo" too, by its name: lower.)
             echoes = host.search_tools("echo", limit=5)
             assert [m.entry.local_name for m in echoes[:2]] == ["echo", "echo"]
             by_server = {m.server: m.name for m in echoes[:2]}
-            assert by_server == {"echo": "echo", "everything": "everything/echo"}
+            assert by_server == {"echo": "echo_echo", "everything": "everything_echo"}
             said = await host.call_tool(by_server["everything"], {"message": "hi"})
             assert "hi" in said.text
             assert (await host.call_tool(by_server["echo"], {"text": "ho"})).text == "ho"
@@ -79,12 +79,14 @@ def test_search_finds_real_tools_and_each_is_callable_as_found(no_leaks):
 
 def test_model_safe_names_are_what_search_returns(no_leaks):
     async def main():
-        async with Host(settings=SETTINGS, model_safe_names=True) as host:
+        with pytest.warns(DeprecationWarning, match="model_safe_names"):
+            host = Host(settings=SETTINGS, model_safe_names=True)  # every name is, now
+        async with host:
             await fleet(host)
             echoes = {m.server: m for m in host.search_tools("echo", limit=2)}
             prefixed = echoes["everything"]
-            assert prefixed.entry.name == "everything/echo"
-            assert prefixed.name == prefixed.entry.alias and "/" not in prefixed.name
+            assert prefixed.entry.name == "everything_echo"
+            assert prefixed.name == prefixed.entry.name and "/" not in prefixed.name
             assert "hey" in (await host.call_tool(prefixed.name, {"message": "hey"})).text
     run(main())
 

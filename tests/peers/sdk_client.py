@@ -9,7 +9,9 @@ It lists the tools (every page), calls TOOL with ARGS_JSON with a progress callb
 prints {"sdk", "protocol", "tools", "result", "progress"}. mcp 2.x connects with
 ``mode="auto"`` (server/discover first), mcp 1.x with the initialize handshake. With
 ``SDK_CLIENT_BEARER`` in its environment, mcp 2.x sends ``Authorization: Bearer <it>`` on
-every HTTP request (as a host holding an access token does).
+every HTTP request (as a host holding an access token does). A stdio COMMAND gets this
+process's environment (the SDKs' default keeps only a few variables), so the test decides
+it: ``PYTHONPATH`` picks the trunkline under test, as ``ts_client.mjs`` does.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ async def modern(tool: str, arguments: dict, command: str, args: list[str]) -> d
     from mcp import Client, StdioServerParameters
 
     progress: list[list] = []
-    target = command if _is_url(command) else StdioServerParameters(command=command, args=args)
+    target = command if _is_url(command) else StdioServerParameters(
+        command=command, args=args, env=dict(os.environ))
     bearer = os.environ.get("SDK_CLIENT_BEARER")
     if bearer and _is_url(command):
         from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -63,7 +66,8 @@ async def legacy(tool: str, arguments: dict, command: str, args: list[str]) -> d
 
         transport = streamablehttp_client(command)
     else:
-        transport = stdio_client(StdioServerParameters(command=command, args=args))
+        transport = stdio_client(StdioServerParameters(command=command, args=args,
+                                                       env=dict(os.environ)))
     async with transport as (r, w, *_):
         async with ClientSession(r, w) as session:
             init = await session.initialize()

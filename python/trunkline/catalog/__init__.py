@@ -18,8 +18,7 @@ anonymous; any hashable, e.g. the token's ``(issuer, subject)``)::
         listing = driver.finish()
         cache.put(s, ctx, listing, received, generation=generation)
     ...
-    catalog = build_catalog(listings, policy="prefix", server_order=configured_ids,
-                            model_safe_aliases=True)
+    catalog = build_catalog(listings, policy="prefix", server_order=configured_ids)
     server, local_name = catalog.route(name_the_model_called)   # -> tools/call name
 
     on notifications/tools/list_changed from s:  cache.invalidate(s), then rebuild on use
@@ -45,17 +44,20 @@ Public API
     generation=None) -> bool``; ``.generation(server) -> int``;
     ``.invalidate(server) -> int`` (list changed); ``.drop(server) -> int`` (transport
     restarted). A private listing answers only the context that fetched it.
-``build_catalog(listings, *, policy="prefix", model_safe_aliases=False,
-server_order=None) -> Catalog``
+``build_catalog(listings, *, policy="prefix", server_order=None) -> Catalog``
+    (``policy``: ``"prefix"``, ``"prefix-all"`` or ``"reject"``; names as
+    ``catalog.names`` says.)
     ``Catalog``: ``.entries`` (ordered ``ToolEntry``), ``.warnings``, ``.policy``,
-    ``.lookup(name) -> ToolEntry`` (canonical name or alias; ``KeyError`` otherwise),
-    ``.route(name) -> (server, local_name)``, ``.for_model() -> [{"name",
-    "description"?, "inputSchema"}]``, ``len``/``iter``/``in``.
+    ``.lookup(name) -> ToolEntry`` (a name, a ``<server>_<tool>``, or a deprecated
+    name from before; ``KeyError`` otherwise), ``.route(name) -> (server,
+    local_name)``, ``.for_model() -> [{"name", "description"?, "inputSchema"}]``,
+    ``len``/``iter``/``in``.
     Raises ``ToolCollision`` (a ``ConfigurationError``) under ``reject``, or when a
-    ``<server>/<tool>`` name is itself taken under ``prefix``.
-``ToolEntry``: ``name`` (canonical), ``server``, ``local_name``, ``title``,
+    contested tool's ``<server>/<tool>`` is another tool's own name.
+``ToolEntry``: ``name`` (model-safe), ``server``, ``local_name``, ``title``,
     ``description``, ``input_schema``, ``output_schema``, ``annotations``, ``raw``,
-    ``alias``, ``display_name``, ``model_name``.
+    ``display_name``, ``model_name`` (``name``), ``to_openai(api="chat")``,
+    ``to_anthropic()``; ``alias`` (deprecated, ``None``).
 ``CatalogWarning``: ``server``, ``kind``, ``message``, ``tool``; ``str()`` reads well.
 ``prefixed_names(claimants) -> list[str]``: the ``prefix`` naming rule on its own, for
 anything else named per server (the gateway's prompts).
@@ -65,15 +67,15 @@ anything else named per server (the gateway's prompts).
     first. ``ToolSearch(entries_fn)``: the index of a changing catalog, rebuilt at the
     first ``.search`` after ``.changed()`` (see ``trunkline.catalog.search``).
 
-``assign_aliases(names) -> dict[str, str]``, ``is_model_safe(name)``: the alias scheme
-    (see ``trunkline.catalog.names``).
+``tool_names(claimants, *, prefix_all=False)``, ``assign_aliases(names) -> dict[str,
+    str]``, ``is_model_safe(name)``: the naming scheme (see ``trunkline.catalog.names``).
 """
 
 from .cache import AuthContext, ToolCache
 from .listing import DEFAULT_MAX_PAGES, ListingDriver
 from .merge import Catalog, CollisionPolicy, ToolCollision, build_catalog, prefixed_names
 from .model import CacheScope, CatalogWarning, ToolEntry, ToolListing, WarningKind
-from .names import MODEL_SAFE, assign_aliases, is_model_safe
+from .names import MODEL_SAFE, assign_aliases, is_model_safe, tool_names
 from .search import ToolIndex, ToolMatch, ToolSearch
 
 __all__ = [
@@ -97,4 +99,5 @@ __all__ = [
     "build_catalog",
     "is_model_safe",
     "prefixed_names",
+    "tool_names",
 ]

@@ -4,36 +4,46 @@ Order: servers in their *configured* order, each server's tools sorted by name (
 point order, so no locale can change it). The order in which servers became ready never
 matters.
 
-Collisions, never a silent overwrite (docs/architecture.md, "Tool names"):
+Names (``catalog.names``): every tool's name matches ``[a-zA-Z0-9_-]{1,64}``, so it goes
+to an LLM API as it is, and depends on which tools the servers offer, never on the order
+they are configured in. Collisions, never a silent overwrite (docs/architecture.md, "Tool
+names"), as the policy says:
 
-- ``prefix``: the first server (in configured order) keeps the plain name; every later
-  server offering the same name exposes it as ``<server>/<tool>``, ``<server>`` being the
-  host's own configuration id (never ``serverInfo.name``, which is not unique). Plain
-  names are settled first, then prefixed ones are checked against everything taken; a
-  prefixed name that is already taken raises ``ToolCollision`` rather than inventing a
-  third name the operator never chose.
+- ``prefix`` (the default): a name one server offers stays that server's; a name two or
+  more offer is *contested*, and every one of them is exposed as ``<server>_<tool>``
+  (``<server>`` being the host's own configuration id, never ``serverInfo.name``, which
+  is not unique), each with a ``prefixed`` warning. No server keeps a contested name, so
+  none can take another's by being configured first.
+- ``prefix-all``: every tool is ``<server>_<tool>``, contested or not (as fastmcp's
+  multi-server client and langchain-mcp-adapters' ``tool_name_prefix`` name them).
 - ``reject``: any name offered by two servers raises ``ToolCollision`` naming the tool and
   every server offering it.
+
+Names from before (``<server>/<tool>``, the aliases of ``model_safe_aliases``, and a
+contested name, which reached its first configured server) are still found by
+``Catalog.lookup`` for one release, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
+from ..deprecations import warn_deprecated
 from ..errors import ConfigurationError, ToolCollision
 from .model import CatalogWarning, ToolEntry, ToolListing
-from .names import assign_aliases
+from .names import escaped_alias, is_model_safe, tool_names
 
-CollisionPolicy = Literal["prefix", "reject"]
+CollisionPolicy = Literal["prefix", "prefix-all", "reject"]
 COLLISION_POLICIES: tuple[str, ...] = get_args(CollisionPolicy)
 
 
 class Catalog:
     """The merged, routed tool catalog. Immutable; rebuild it when a listing changes."""
 
-    __slots__ = ("entries", "warnings", "policy", "_index")
+    __slots__ = ("_index", "_other", "entries", "policy", "warnings")
 
     def __init__(
         self,
@@ -49,23 +59,31 @@ class Catalog:
             index[entry.name] = entry
             if entry.alias is not None:
                 index[entry.alias] = entry
-        # An alias is either its own canonical name or model-safe where the canonical
-        # names it could equal are not, so the two name spaces cannot shadow each other.
         self._index: Mapping[str, ToolEntry] = index
+        #: The names ``lookup`` finds besides the entries' own (built at the first miss).
+        self._other: Mapping[str, tuple[ToolEntry, bool]] | None = None
 
     def lookup(self, name: str) -> ToolEntry:
-        """The entry whose canonical name or alias is ``name``."""
+        """The entry whose name is ``name``; else the one whose ``<server>_<tool>`` it is
+        (every tool answers to that too, when it is no other tool's name, so a name a
+        model was given still works after the servers around it came or went: a contested
+        name that is no longer contested is bare again); else the one whose name it was
+        before every name was model-safe (with a ``DeprecationWarning``, for one
+        release)."""
         entry = self._index.get(name)
         if entry is None:
-            raise KeyError(
-                f"no tool named {name!r} in the catalog "
-                f"({len(self.entries)} tools; names are canonical names or model-safe aliases)"
-            )
+            entry, deprecated = self._other_names().get(name, (None, False))
+            if entry is None:
+                raise KeyError(f"no tool named {name!r} in the catalog ({len(self.entries)} "
+                               "tools)")
+            if deprecated:
+                warn_deprecated(self._old_name_said(name, entry))
         return entry
 
     def server_of(self, name: str) -> str | None:
-        """The server whose tool ``name`` is, or None when no tool has that name."""
-        entry = self._index.get(name)
+        """The server whose tool ``name`` is (as ``lookup`` finds it, without a warning),
+        or None when no tool has that name."""
+        entry = self._index.get(name) or self._other_names().get(name, (None, False))[0]
         return None if entry is None else entry.server
 
     def route(self, name: str) -> tuple[str, str]:
@@ -74,8 +92,8 @@ class Catalog:
         return entry.server, entry.local_name
 
     def for_model(self) -> list[dict[str, Any]]:
-        """Tool declarations for an LLM: the alias (when built with aliases) or the
-        canonical name, the description, and the input schema."""
+        """Tool declarations in MCP's shape: the name, the description, the input schema
+        (``ToolEntry.to_openai`` and ``to_anthropic`` give the LLM APIs' shapes)."""
         declarations = []
         for entry in self.entries:
             declaration: dict[str, Any] = {"name": entry.model_name}
@@ -84,6 +102,42 @@ class Catalog:
             declaration["inputSchema"] = entry.input_schema
             declarations.append(declaration)
         return declarations
+
+    def _other_names(self) -> Mapping[str, tuple[ToolEntry, bool]]:
+        """Each name ``lookup`` finds besides the entries' own, with whether it is
+        deprecated: every tool's ``<server>_<tool>`` (left out where two tools have the
+        same), then the names tools had before every name was model-safe (the first
+        configured server's tool kept its own name, a later one's was
+        ``<server>/<tool>``; and the model-safe alias of either; none under
+        ``prefix-all``, which is newer). Never another tool's name."""
+        if self._other is None:
+            other: dict[str, tuple[ToolEntry, bool]] = {}
+            prefixed = Counter(f"{e.server}_{e.local_name}" for e in self.entries)
+            for entry in self.entries:
+                spelling = f"{entry.server}_{entry.local_name}"
+                if prefixed[spelling] == 1 and spelling not in self._index:
+                    other[spelling] = (entry, False)
+            first: dict[str, ToolEntry] = {}
+            for entry in self.entries if self.policy != "prefix-all" else ():
+                first.setdefault(entry.local_name, entry)
+                was = entry.local_name if first[entry.local_name] is entry \
+                    else f"{entry.server}/{entry.local_name}"
+                for spelling in (was, was if is_model_safe(was) else escaped_alias(was)):
+                    if spelling not in self._index:
+                        other.setdefault(spelling, (entry, True))
+            self._other = other
+        return self._other
+
+    def _old_name_said(self, name: str, entry: ToolEntry) -> str:
+        said = (f"tool name {name!r} is deprecated and stops working in the next release: "
+                f"call {entry.name!r}")
+        if name == entry.local_name and name != entry.name:
+            others = [e.server for e in self.entries
+                      if e.local_name == name and e is not entry]
+            if others:
+                said += (f" (servers {_and([entry.server, *others])} all offer {name!r}; it "
+                         f"reaches {entry.server!r}, the first configured, until then)")
+        return said
 
     def __iter__(self) -> Iterator[ToolEntry]:
         return iter(self.entries)
@@ -112,23 +166,27 @@ def build_catalog(
 
     ``listings`` are in configured order, unless ``server_order`` (the configured server
     ids) is given, in which case they may come in any order, e.g. as servers became
-    ready. Configured servers without a listing are simply absent.
+    ready. Configured servers without a listing are simply absent. ``model_safe_aliases``
+    is deprecated: every name is model-safe.
 
     Raises ``ConfigurationError`` for an unknown policy, two listings of one server, or a
     listing of a server not in ``server_order``; ``ToolCollision`` as the policy says."""
     if policy not in COLLISION_POLICIES:
-        raise ConfigurationError(f"unknown collision policy {policy!r}; use 'prefix' or 'reject'")
+        raise ConfigurationError(f"unknown collision policy {policy!r}; use 'prefix', "
+                                 "'prefix-all' or 'reject'")
+    if model_safe_aliases:
+        warn_deprecated("model_safe_aliases is deprecated: every tool name is model-safe")
     ordered = _in_configured_order(list(listings), server_order)
     tools = [entry for listing in ordered for entry in _by_name(listing.tools)]
     warnings = [warning for listing in ordered for warning in listing.warnings]
     if policy == "reject":
         _reject_collisions(tools)
-        entries = tools
-    else:
-        entries = _prefix_collisions(tools, warnings)
-    if model_safe_aliases:
-        aliases = assign_aliases(entry.name for entry in entries)
-        entries = [replace(entry, alias=aliases[entry.name]) for entry in entries]
+    names = tool_names([(entry.server, entry.local_name) for entry in tools],
+                       prefix_all=policy == "prefix-all")
+    entries = [entry if entry.name == name else replace(entry, name=name)
+               for entry, name in zip(tools, names, strict=True)]
+    if policy == "prefix":
+        warnings.extend(_prefixed_warnings(entries))
     return Catalog(entries, warnings, policy)
 
 
@@ -185,11 +243,12 @@ def _reject_collisions(tools: Sequence[ToolEntry]) -> None:
 
 
 def prefixed_names(claimants: Sequence[tuple[str, str]], kind: str = "tool") -> list[str]:
-    """The name each ``(server, local name)`` is exposed as under the ``prefix`` policy,
-    in the same order: the first claimant of a name keeps it, every later one becomes
-    ``<server>/<name>``. Plain names are settled first, so a prefixed name can never
-    displace one; a prefixed name that is already taken raises ``ToolCollision``
-    (``kind`` names what collided in its message: "tool", "prompt")."""
+    """The name each ``(server, local name)`` is exposed as under the rule the gateway
+    names prompts by (they go to no LLM API as function names), in the same order: the
+    first claimant of a name keeps it, every later one becomes ``<server>/<name>``.
+    Plain names are settled first, so a prefixed name can never displace one; a prefixed
+    name that is already taken raises ``ToolCollision`` (``kind`` names what collided in
+    its message: "tool", "prompt")."""
     first: dict[str, int] = {}
     for position, (_, local) in enumerate(claimants):
         first.setdefault(local, position)
@@ -208,24 +267,18 @@ def prefixed_names(claimants: Sequence[tuple[str, str]], kind: str = "tool") -> 
     return names
 
 
-def _prefix_collisions(
-    tools: Sequence[ToolEntry], warnings: list[CatalogWarning]
-) -> list[ToolEntry]:
-    names = prefixed_names([(entry.server, entry.local_name) for entry in tools])
-    first_server: dict[str, str] = {}
-    entries = list(tools)
-    for position, (entry, name) in enumerate(zip(tools, names, strict=True)):
-        first_server.setdefault(entry.local_name, entry.server)
-        if name == entry.local_name:
-            continue
-        entries[position] = replace(entry, name=name)
-        warnings.append(CatalogWarning(
-            entry.server, "prefixed",
-            f"exposed as {name!r} because server {first_server[entry.local_name]!r} already "
-            f"offers {entry.local_name!r}",
-            entry.local_name,
-        ))
-    return entries
+def _prefixed_warnings(entries: Sequence[ToolEntry]) -> list[CatalogWarning]:
+    """One ``prefixed`` warning per tool whose name is contested."""
+    offering: dict[str, list[str]] = {}
+    for entry in entries:
+        offering.setdefault(entry.local_name, []).append(entry.server)
+    return [
+        CatalogWarning(entry.server, "prefixed",
+                       f"exposed as {entry.name!r} because servers "
+                       f"{_and(offering[entry.local_name])} all offer {entry.local_name!r}",
+                       entry.local_name)
+        for entry in entries if len(offering[entry.local_name]) > 1
+    ]
 
 
 def _prefixed_collision(kind: str, loser: tuple[str, str], first: tuple[str, str],

@@ -24,7 +24,7 @@ CacheScope = Literal["public", "private"]
 #: - ``bad-field``: an optional display field of the wrong type, treated as absent.
 #: - ``cache-scope``: missing, unknown or inconsistent ``cacheScope``; read as private.
 #: - ``ttl``: a ``ttlMs`` that is not a non-negative integer; read as 0.
-#: - ``prefixed``: a tool exposed as ``<server>/<tool>`` because its name was taken.
+#: - ``prefixed``: a tool exposed as ``<server>_<tool>`` because other servers offer its name.
 #: - ``withheld``: a well-formed tool kept out by its pin or a bound (``catalog.screen``).
 WarningKind = Literal[
     "quarantined",
@@ -59,9 +59,10 @@ class CatalogWarning:
 class ToolEntry:
     """One tool as the host exposes it.
 
-    ``name`` is the canonical name the model sees; ``local_name`` is what ``tools/call``
-    carries to ``server``. In a ``ToolListing`` (before merging) ``name == local_name``
-    and ``alias`` is ``None``; ``build_catalog`` assigns both.
+    ``name`` is the name the model sees and calls (always ``[a-zA-Z0-9_-]{1,64}``: see
+    ``catalog.names``); ``local_name`` is what ``tools/call`` carries to ``server``. In a
+    ``ToolListing`` (before merging) ``name == local_name``; ``build_catalog`` names it.
+    ``to_openai()`` and ``to_anthropic()`` are the tool as those APIs declare one.
 
     Dict-valued fields are excluded from the hash (they are unhashable) but not from
     equality, so equal entries still hash alike.
@@ -77,12 +78,13 @@ class ToolEntry:
     annotations: Mapping[str, Any] | None = field(default=None, hash=False)
     #: The tool object exactly as the server sent it (icons, ``_meta``, ... for display).
     raw: Mapping[str, Any] = field(default_factory=dict, hash=False, repr=False)
-    #: The model-safe alias, when the catalog was built with ``model_safe_aliases``.
+    #: Deprecated: ``None`` (every ``name`` is model-safe now, so it needs no alias).
     alias: str | None = None
 
     @property
     def display_name(self) -> str:
-        """The precedence of MCP 2026-07-28, server/tools: ``title``, then ``annotations.title``, then ``name``."""
+        """The precedence of MCP 2026-07-28, server/tools: ``title``, then
+        ``annotations.title``, then ``name``."""
         if self.title:
             return self.title
         annotated = self.annotations.get("title") if self.annotations else None
@@ -92,8 +94,37 @@ class ToolEntry:
 
     @property
     def model_name(self) -> str:
-        """The name a model calls this tool by: the alias when there is one."""
+        """The name a model calls this tool by: ``name``."""
         return self.alias if self.alias is not None else self.name
+
+    def to_openai(self, api: Literal["chat", "responses"] = "chat") -> dict[str, Any]:
+        """The tool as OpenAI's function calling declares one: for the Chat Completions
+        API (``tools=[...]``) ``{"type": "function", "function": {"name", "description",
+        "parameters"}}``; for the Responses API (``api="responses"``) ``{"type":
+        "function", "name", "description", "parameters", "strict": false}`` (``strict``
+        is true there unless said, and strict mode refuses most MCP input schemas: it
+        needs every property required and ``additionalProperties: false``). No
+        description, no ``description`` key. The schema is the catalog's own object:
+        copy it before changing it."""
+        function: dict[str, Any] = {"name": self.model_name}
+        if self.description is not None:
+            function["description"] = self.description
+        function["parameters"] = self.input_schema
+        if api == "chat":
+            return {"type": "function", "function": function}
+        if api == "responses":
+            return {"type": "function", **function, "strict": False}
+        raise ValueError(f"api must be 'chat' or 'responses', not {api!r}")
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The tool as Anthropic's Messages API declares one (``tools=[...]``): ``{"name",
+        "description", "input_schema"}`` (no description, no ``description`` key). The
+        schema is the catalog's own object: copy it before changing it."""
+        tool: dict[str, Any] = {"name": self.model_name}
+        if self.description is not None:
+            tool["description"] = self.description
+        tool["input_schema"] = self.input_schema
+        return tool
 
 
 @dataclass(frozen=True)

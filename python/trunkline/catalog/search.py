@@ -113,7 +113,7 @@ class ToolMatch:
 
     @property
     def name(self) -> str:
-        """The name the model calls the tool by (its alias when the host has them)."""
+        """The name the model calls the tool by (its catalog name)."""
         return self.entry.model_name
 
     @property

@@ -176,11 +176,11 @@ async def demo(json_mode: bool) -> int:
 
         out.heading("3. Calls routed to their owners")
         doc["calls"] = []
-        for name, args in (("search", {"query": "model context protocol"}),
-                           ("docs/search", {"query": "server discover"}),
+        for name, args in (("web_search", {"query": "model context protocol"}),
+                           ("docs_search", {"query": "server discover"}),
                            ("summarize", {"text": "Routing is a lookup. Nothing else."}),
                            ("lookup", {"id": "mcp-2025-06-18"}),
-                           ("archive/search", {"query": "streamable http"})):
+                           ("archive_search", {"query": "streamable http"})):
             result = await host.call_tool(name, args, timeout=30)
             out.call(name, args, result)
             doc["calls"].append({"name": name, "arguments": args, **result_json(result)})
@@ -201,15 +201,15 @@ async def demo(json_mode: bool) -> int:
         out.line(f"killed docs server pid {victim.server_pid}; state now "
                  f"{next(s for s in host.servers() if s.name == 'docs').state.value}")
         args = {"query": "cancellation"}
-        result = await host.call_tool("docs/search", args, timeout=30)
-        out.call("docs/search", args, result)
+        result = await host.call_tool("docs_search", args, timeout=30)
+        out.call("docs_search", args, result)
         after = next(s for s in host.servers() if s.name == "docs")
         out.line(f"docs is {after.state.value} again after {after.restarts} restart(s), "
                  f"server pid {after.server_pid}, era {after.era} renegotiated")
         doc["restart"] = {"server": "docs", "killed_pid": victim.server_pid,
                           "new_pid": after.server_pid, "state": after.state.value,
                           "restarts": after.restarts,
-                          "call": {"name": "docs/search", "arguments": args,
+                          "call": {"name": "docs_search", "arguments": args,
                                    **result_json(result)}}
     if json_mode:
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -561,8 +561,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest request body over HTTP (default: the largest message line, "
                         "16 MiB)")
     g.add_argument("--model-safe-names", action="store_true",
-                   help="serve tools under model-safe aliases ([A-Za-z0-9_-], at most 64 "
-                        "characters) instead of their canonical names")
+                   help="deprecated: every tool name is model-safe ([A-Za-z0-9_-], at most "
+                        "64 characters)")
     g.add_argument("--tool-search", action="store_true",
                    help="serve two tools, search_tools and call_tool, instead of the whole "
                         "catalog: a model finds and calls any tool at a constant context cost")

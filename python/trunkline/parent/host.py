@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,8 @@ from ..catalog.filters import ToolBounds
 from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
-from ..config import load_config, load_oauth_config, load_pin_config
+from ..config import ConfigSource, read_host_config
+from ..deprecations import warn_deprecated
 from ..errors import RequestTimeout, ToolCandidate, ToolCollision, UnknownTool
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
@@ -147,10 +147,13 @@ class Host:
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.
         self.retry_policy = retry or RetryPolicy()
+        if model_safe_names:
+            warn_deprecated("Host(model_safe_names=True) is deprecated: every tool name is "
+                            "model-safe now")
         self._catalog = CatalogKeeper(
-            self._servers, policy=collision, model_safe=model_safe_names,
-            list_timeout=list_timeout, retry_policy=self.retry_policy, scope=self._scope,
-            on_rebuilt=self._on_rebuilt, pins=pins, bounds=tool_bounds,
+            self._servers, policy=collision, list_timeout=list_timeout,
+            retry_policy=self.retry_policy, scope=self._scope, on_rebuilt=self._on_rebuilt,
+            pins=pins, bounds=tool_bounds,
             first_sight="approve" if approve_first_sight else "trust", telemetry=self.telemetry,
             gaps=self.settings.relist,
             # A listing that failed is tried again on the restarts' curve, capped as a
@@ -187,42 +190,54 @@ class Host:
     # -- lifetime ------------------------------------------------------------------------
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str], *, discover_timeout: float | None = None,
+    def from_config(cls, config: ConfigSource | None = None, *,
+                    discover_timeout: float | None = None,
                     max_discover_timeout: float | None = None, **kwargs: Any) -> Host:
-        """A host for the servers of an ``{"mcpServers": {...}}`` file; they start when the
-        host is entered (``async with``). ``discover_timeout`` (seconds) applies to the
-        servers whose entry sets no ``"discoverTimeoutMs"``, ``max_discover_timeout`` to
-        those that set no ``"maxDiscoverTimeoutMs"``.
+        """A host for the servers of an ``{"mcpServers": {...}}`` configuration: a file's
+        path, or that mapping itself (the decoded file a host already holds); they start
+        when the host is entered (``async with``). ``discover_timeout`` (seconds) applies
+        to the servers whose entry sets no ``"discoverTimeoutMs"``,
+        ``max_discover_timeout`` to those that set no ``"maxDiscoverTimeoutMs"``. Other
+        keyword arguments go to ``Host()``.
 
-        With a Streamable HTTP server in the file (and no ``oauth=`` given), the host has an
-        OAuth client of its own, as the file's ``"oauth"`` keys describe
-        (``config.load_oauth_config``), closed with the host: tokens a person stored with
+        With a Streamable HTTP server in it (and no ``oauth=`` given), the host has an
+        OAuth client of its own, as the ``"oauth"`` keys describe
+        (``config.read_host_config``), closed with the host: tokens a person stored with
         ``trunkline login`` are used and refreshed, client credentials are obtained, and an
         authorization that needs a person fails saying to run ``trunkline login``.
 
         Pins are kept where the tokens are (the ``"oauth"`` ``store``: its ``pins``
-        subdirectory, or the same Redis), with the file's ``"pins"`` settings
-        (``config.load_pin_config``)."""
-        configs = load_config(path, discover_timeout=discover_timeout,
-                              max_discover_timeout=max_discover_timeout)
-        pin_config, oauth_config = load_pin_config(path), load_oauth_config(path)
-        kwargs.setdefault("approve_first_sight", pin_config.approve_first_sight)
-        if pin_config.bounds:
-            kwargs.setdefault("tool_bounds", ToolBounds(**pin_config.bounds))
+        subdirectory, or the same Redis), with the ``"pins"`` settings. A top-level
+        ``"collision"`` is the ``collision`` policy (unless given here)."""
+        if "path" in kwargs:  # the name ``config`` had while it could only be a path
+            warn_deprecated("Host.from_config(path=...) is deprecated: pass the file's path "
+                            "(or the mcpServers mapping) first, or as config=...")
+            config = kwargs.pop("path")
+        if config is None:
+            raise TypeError("Host.from_config() needs a configuration: a file's path or an "
+                            "{\"mcpServers\": {...}} mapping")
+        read = read_host_config(config, discover_timeout=discover_timeout,
+                                max_discover_timeout=max_discover_timeout)
+        if read.collision is not None:
+            kwargs.setdefault("collision", read.collision)
+        kwargs.setdefault("approve_first_sight", read.pins.approve_first_sight)
+        if read.pins.bounds:
+            kwargs.setdefault("tool_bounds", ToolBounds(**read.pins.bounds))
         owned_pins = None
         if "pins" not in kwargs:
-            owned_pins = kwargs["pins"] = pins_for(oauth_config.store)
+            owned_pins = kwargs["pins"] = pins_for(read.oauth.store)
         owned = None
-        if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in configs):
+        if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in read.servers):
             from ..auth.configured import oauth_client_from
             from ..auth.sign_in import SignInRequired
 
+            file = read.path if read.path is not None else "CONFIG.json"
             owned = kwargs["oauth"] = oauth_client_from(
-                oauth_config, SignInRequired(f"trunkline login {path} NAME"))
+                read.oauth, SignInRequired(f"trunkline login {file} NAME"))
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
-        host._pending_config = configs
+        host._pending_config = read.servers
         return host
 
     async def __aenter__(self) -> Host:

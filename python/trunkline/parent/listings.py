@@ -51,7 +51,7 @@ from ..catalog import (
     build_catalog,
 )
 from ..catalog.filters import ToolBounds, ToolFilter
-from ..catalog.names import escaped_alias, is_model_safe
+from ..catalog.names import escaped_alias
 from ..catalog.pins import (
     VOLATILE_META_KEYS,
     FirstSight,
@@ -88,8 +88,8 @@ _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTIN
 
 
 class CatalogKeeper:
-    def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, model_safe: bool,
-                 list_timeout: float, retry_policy: RetryPolicy, scope: TaskScope,
+    def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, list_timeout: float,
+                 retry_policy: RetryPolicy, scope: TaskScope,
                  on_rebuilt: Callable[[bool], None], pins: PinStore | None = None,
                  first_sight: FirstSight = "trust", bounds: ToolBounds | None = None,
                  telemetry: Telemetry | None = None, gaps: Backoff | None = None,
@@ -100,7 +100,6 @@ class CatalogKeeper:
         self._servers = servers
         self._telemetry = telemetry or Telemetry()
         self.policy = policy
-        self.model_safe = model_safe
         self.list_timeout = list_timeout
         self._retry_policy = retry_policy
         self._scope = scope
@@ -138,7 +137,7 @@ class CatalogKeeper:
         self._listed_generation: dict[str, int] = {}
         #: Servers being added (or retried): their first listing is the adder's job.
         self.adding: set[str] = set()
-        self.catalog = build_catalog([], policy=policy, model_safe_aliases=model_safe)
+        self.catalog = build_catalog([], policy=policy)
 
     @property
     def warnings(self) -> list[CatalogWarning]:
@@ -392,8 +391,9 @@ class CatalogKeeper:
         """The error for a call to ``name`` (a tool's local or prefixed name) if a server
         has such a tool and it is filtered or quarantined: a quarantine first, then a
         filter, each in configured order."""
-        found = [self.withheld_on(server, name.removeprefix(f"{server}/"))
-                 for server in self._servers.names()]
+        found = [self.withheld_on(server, tool) for server in self._servers.names()
+                 for tool in {name, name.removeprefix(f"{server}_"),
+                              name.removeprefix(f"{server}/")}]
         quarantined = [e for e in found if isinstance(e, ToolQuarantined)]
         filtered = [e for e in found if e is not None]
         return (quarantined or filtered or [None])[0]
@@ -417,8 +417,8 @@ class CatalogKeeper:
     def unserved_owners(self, name: str) -> list[tuple[str, bool]]:
         """The servers not ready now (or ready, but whose listing failed) that could
         serve ``name``, in configured order, each with whether it is known to: it listed
-        that tool (by its own name, its prefixed name or, with model-safe names, either's
-        alias) when it was last listed. A server never listed only may; one whose last
+        that tool (by its own name or its prefixed name, or the escape of either) when
+        it was last listed. A server never listed only may; one whose last
         listing lacks it is left out."""
         owners = []
         for server in self._servers.names():
@@ -430,7 +430,7 @@ class CatalogKeeper:
             screening = self._screenings.get(server)
             if screening is None:
                 owners.append((server, False))
-            elif any(name in _names_of(server, tool.local_name, self.model_safe)
+            elif any(name in _names_of(server, tool.local_name)
                      for tool in screening.listing.tools):
                 owners.append((server, True))
         return owners
@@ -464,8 +464,7 @@ class CatalogKeeper:
             self._screenings[name].listing for name in order
             if name in self._screenings and self._servers.handle(name).state in _LISTED_STATES
         ]
-        self.catalog = build_catalog(listed, policy=self.policy,
-                                     model_safe_aliases=self.model_safe, server_order=order)
+        self.catalog = build_catalog(listed, policy=self.policy, server_order=order)
         self._on_rebuilt(announced)
 
     def rebuild_or_keep(self, announced: bool = False) -> None:
@@ -546,12 +545,11 @@ class CatalogKeeper:
             self._nudges.pop(name, None)
 
 
-def _names_of(server: str, tool: str, model_safe: bool) -> tuple[str, ...]:
-    """Every name ``server``'s ``tool`` may have had in a catalog."""
-    names = (tool, f"{server}/{tool}")
-    if not model_safe:
-        return names
-    return (*names, *(name if is_model_safe(name) else escaped_alias(name) for name in names))
+def _names_of(server: str, tool: str) -> tuple[str, ...]:
+    """Every name ``server``'s ``tool`` may have had in a catalog (``catalog.names``; the
+    first digest length only), and its names from before (``<server>/<tool>``)."""
+    prefixed, old = f"{server}_{tool}", f"{server}/{tool}"
+    return (tool, escaped_alias(tool), prefixed, escaped_alias(old), old)
 
 
 __all__ = ["Catalog", "CatalogKeeper"]
