@@ -51,7 +51,8 @@ class HeaderValueError(ValueError):
 
 
 class InvalidToolHeaders(ValueError):
-    """A tool whose x-mcp-header annotations break the custom-header rules; ``str()`` is the reason."""
+    """A tool whose x-mcp-header annotations break the custom-header rules; ``str()`` is
+    the reason."""
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def filter_tools_result(result: Mapping[str, object]) -> tuple[dict, ToolHeaderT
         name = tool.get("name") if isinstance(tool, Mapping) else None
         if isinstance(name, str):
             try:
-                params = tool_header_params(tool.get("inputSchema"))  # type: ignore[union-attr]
+                params = tool_header_params(tool.get("inputSchema"))
             except InvalidToolHeaders as exc:
                 dropped.append((name, str(exc)))
                 continue
