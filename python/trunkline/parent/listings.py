@@ -318,11 +318,11 @@ class CatalogKeeper:
             return
         except ToolCollision as exc:
             listing, screening = before
-            if screening is None:
+            if listing is None or screening is None:  # the two are kept together
                 self._listings.pop(name, None)
                 self._screenings.pop(name, None)
             else:
-                self._listings[name] = listing  # type: ignore[assignment]
+                self._listings[name] = listing
                 self._screenings[name] = screening
             handle = self._servers.handle(name)
             handle.note_listing(f"its new tools were not merged: {exc.message}")

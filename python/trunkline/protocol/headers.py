@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeGuard
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
@@ -208,14 +208,14 @@ def param_headers(params: Sequence[HeaderParam],
                 f"argument {_pointer(param.path)} for header {param.header} is a "
                 f"{type(value).__name__}, not a JSON {param.json_type}")
         try:
-            headers.append((param.header, encode_header_value(value)))  # type: ignore[arg-type]
+            headers.append((param.header, encode_header_value(value)))
         except HeaderValueError as exc:
             raise HeaderValueError(
                 f"argument {_pointer(param.path)} for header {param.header}: {exc}") from None
     return headers
 
 
-def _has_json_type(value: object, json_type: str) -> bool:
+def _has_json_type(value: object, json_type: str) -> TypeGuard[str | int | bool]:
     if json_type == "boolean":
         return isinstance(value, bool)
     if json_type == "integer":  # a float, even 3.0, is not sent as an integer
