@@ -13,7 +13,9 @@ from trunkline.errors import ConfigurationError
 
 
 def listing(server: str, *tools: str | dict[str, Any]) -> ToolListing:
-    raw = [t if isinstance(t, dict) else {"name": t, "inputSchema": {"type": "object"}} for t in tools]
+    raw = [
+        t if isinstance(t, dict) else {"name": t, "inputSchema": {"type": "object"}} for t in tools
+    ]
     driver = ListingDriver(server, "modern")
     driver.add_page({"resultType": "complete", "tools": raw, "ttlMs": 0, "cacheScope": "public"})
     return driver.finish()
@@ -60,7 +62,9 @@ def test_reject_refuses_naming_both_servers_and_the_tool() -> None:
 
 def test_reject_lists_every_collision_and_every_server() -> None:
     with pytest.raises(ToolCollision) as caught:
-        build_catalog([listing("a", "x", "y"), listing("b", "x"), listing("c", "x", "y")], policy="reject")
+        build_catalog(
+            [listing("a", "x", "y"), listing("b", "x"), listing("c", "x", "y")], policy="reject"
+        )
     text = str(caught.value)
     assert "tool 'x' is offered by servers 'a', 'b' and 'c'" in text
     assert "tool 'y' is offered by servers 'a' and 'c'" in text
@@ -73,7 +77,7 @@ def test_reject_without_collisions_builds_the_catalog() -> None:
 
 def test_unknown_policy_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="'overwrite'"):
-        build_catalog([], policy="overwrite")  # type: ignore[arg-type]
+        build_catalog([], policy="overwrite")  # type: ignore[arg-type]  # an unknown policy on purpose
 
 
 # --- prefixed names that collide -----------------------------------------------------
@@ -117,11 +121,23 @@ def test_each_servers_tools_are_sorted_by_code_point() -> None:
 
 
 def test_entries_keep_every_field_through_prefixing() -> None:
-    rich = {"name": "search", "title": "Search", "description": "find", "inputSchema": {"type": "object", "properties": {}},
-            "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}, "icons": []}
+    rich = {
+        "name": "search",
+        "title": "Search",
+        "description": "find",
+        "inputSchema": {"type": "object", "properties": {}},
+        "outputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+        "icons": [],
+    }
     catalog = build_catalog([listing("a", "search"), listing("b", rich)])
     entry = catalog.lookup("b/search")
-    assert (entry.server, entry.local_name, entry.title, entry.description) == ("b", "search", "Search", "find")
+    assert (entry.server, entry.local_name, entry.title, entry.description) == (
+        "b",
+        "search",
+        "Search",
+        "find",
+    )
     assert entry.input_schema == rich["inputSchema"] and entry.output_schema == {"type": "object"}
     assert entry.annotations == {"readOnlyHint": True} and entry.raw is rich
 
@@ -179,7 +195,9 @@ _slashy = st.text("ab/", min_size=1, max_size=3)
 
 
 def _servers(names: st.SearchStrategy[str]) -> st.SearchStrategy[list[tuple[str, list[str]]]]:
-    return st.lists(st.tuples(names, st.lists(names, max_size=5)), max_size=5, unique_by=lambda s: s[0])
+    return st.lists(
+        st.tuples(names, st.lists(names, max_size=5)), max_size=5, unique_by=lambda s: s[0]
+    )
 
 
 def _build(servers: list[tuple[str, list[str]]], **kw: Any) -> Catalog | ToolCollision:
@@ -190,8 +208,9 @@ def _build(servers: list[tuple[str, list[str]]], **kw: Any) -> Catalog | ToolCol
 
 
 @given(st.data(), _servers(_slashy), st.sampled_from(["prefix", "reject"]))
-def test_catalog_does_not_depend_on_arrival_order(data: st.DataObject, servers: list[tuple[str, list[str]]],
-                                                  policy: str) -> None:
+def test_catalog_does_not_depend_on_arrival_order(
+    data: st.DataObject, servers: list[tuple[str, list[str]]], policy: str
+) -> None:
     configured = [s for s, _ in servers]
     arrived = data.draw(st.permutations(servers))
     reference = _build(servers, policy=policy)
@@ -222,7 +241,9 @@ def test_prefix_loses_no_tool_and_never_shares_a_name(servers: list[tuple[str, l
 
 
 @given(_servers(_slashy))
-def test_prefix_either_maps_injectively_or_names_a_real_clash(servers: list[tuple[str, list[str]]]) -> None:
+def test_prefix_either_maps_injectively_or_names_a_real_clash(
+    servers: list[tuple[str, list[str]]],
+) -> None:
     result = _build(servers)
     if isinstance(result, ToolCollision):
         assert len(set(result.claimants)) == 2
@@ -238,7 +259,9 @@ def test_prefix_either_maps_injectively_or_names_a_real_clash(servers: list[tupl
 
 
 @given(_servers(_plain))
-def test_reject_fails_exactly_when_two_servers_share_a_name(servers: list[tuple[str, list[str]]]) -> None:
+def test_reject_fails_exactly_when_two_servers_share_a_name(
+    servers: list[tuple[str, list[str]]],
+) -> None:
     owners: dict[str, list[str]] = {}
     for s, tools in servers:
         for t in dict.fromkeys(tools):

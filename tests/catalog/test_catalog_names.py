@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from trunkline.catalog import ListingDriver, assign_aliases, build_catalog, is_model_safe
 from trunkline.catalog import names as names_module
+from trunkline.catalog.model import ToolListing
 from trunkline.catalog.names import escaped_alias
 from trunkline.errors import ConfigurationError, ToolCollision
 
@@ -77,7 +78,7 @@ def test_is_model_safe_rejects_a_trailing_newline() -> None:
 
 # --- properties ----------------------------------------------------------------------
 
-_tricky = st.sampled_from(list("aZ09_-./ ,:\t\n") + ["\u00e9", "\u0301", "\u00a0", "\ud800", "😀", "Ω"])
+_tricky = st.sampled_from([*"aZ09_-./ ,:\t\n", "\u00e9", "\u0301", "\u00a0", "\ud800", "😀", "Ω"])
 _names = st.one_of(
     st.text(_tricky, min_size=1, max_size=8),
     st.text(_tricky, min_size=60, max_size=140),
@@ -89,7 +90,9 @@ _names = st.one_of(
 def test_aliases_are_injective_and_model_safe(data: st.DataObject, names: list[str]) -> None:
     # Adversarial extras: other names' first-choice aliases, and their unsafe variants.
     victims = data.draw(st.lists(st.sampled_from(names), max_size=4))
-    extras = [escaped_alias(v) for v in victims] + [escaped_alias(v).replace("_", ".") for v in victims]
+    extras = [escaped_alias(v) for v in victims] + [
+        escaped_alias(v).replace("_", ".") for v in victims
+    ]
     everything = list(dict.fromkeys(names + extras))
     check(assign_aliases(everything))
 
@@ -103,15 +106,25 @@ def test_aliases_depend_only_on_the_set_of_names(data: st.DataObject, names: lis
 # --- through the catalog -------------------------------------------------------------
 
 
-def _listing(server: str, *tools: str):  # type: ignore[no-untyped-def]
+def _listing(server: str, *tools: str) -> ToolListing:
     driver = ListingDriver(server, "modern")
-    driver.add_page({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
-                     "tools": [{"name": t, "inputSchema": {"type": "object"}, "description": t} for t in tools]})
+    driver.add_page(
+        {
+            "resultType": "complete",
+            "ttlMs": 0,
+            "cacheScope": "public",
+            "tools": [
+                {"name": t, "inputSchema": {"type": "object"}, "description": t} for t in tools
+            ],
+        }
+    )
     return driver.finish()
 
 
 def test_catalog_aliases_route_back_to_the_owner() -> None:
-    catalog = build_catalog([_listing("a", "search", "fs.read"), _listing("b", "search")], model_safe_aliases=True)
+    catalog = build_catalog(
+        [_listing("a", "search", "fs.read"), _listing("b", "search")], model_safe_aliases=True
+    )
     by_alias = {e.alias: (e.server, e.local_name) for e in catalog}
     assert by_alias["search"] == ("a", "search")
     for alias, owner in by_alias.items():
@@ -131,9 +144,13 @@ def test_catalog_without_aliases_has_none() -> None:
 @given(st.lists(st.tuples(st.sampled_from(["a", "a.b", "a b", "x"]),
                           st.lists(st.text(_tricky, min_size=1, max_size=6), max_size=5)),
                 max_size=4, unique_by=lambda s: s[0]))
-def test_every_catalog_entry_is_reachable_by_exactly_its_alias(servers: list[tuple[str, list[str]]]) -> None:
+def test_every_catalog_entry_is_reachable_by_exactly_its_alias(
+    servers: list[tuple[str, list[str]]],
+) -> None:
     try:
-        catalog = build_catalog([_listing(s, *tools) for s, tools in servers], model_safe_aliases=True)
+        catalog = build_catalog(
+            [_listing(s, *tools) for s, tools in servers], model_safe_aliases=True
+        )
     except ToolCollision:
         # Refused rather than shadowed: only when a later claimant's prefixed name is
         # already some tool's own name (tool names may hold "/"; these server ids do not).
