@@ -49,7 +49,10 @@ META_BYTES = orjson.dumps(META)
 
 def _prose(n: int, seed: int = 7) -> str:
     rnd = random.Random(seed)
-    words = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9))) for _ in range(400)]
+    words = [
+        "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9)))
+        for _ in range(400)
+    ]
     out: list[str] = []
     size = 0
     while size < n:
@@ -61,12 +64,18 @@ def _prose(n: int, seed: int = 7) -> str:
 
 
 def _jsontext(n: int) -> str:
-    rows = [{"id": i, "name": f"item-{i}", "tags": ["a", "b"], "score": i / 7} for i in range(n // 40)]
+    rows = [
+        {"id": i, "name": f"item-{i}", "tags": ["a", "b"], "score": i / 7} for i in range(n // 40)
+    ]
     return orjson.dumps(rows).decode()[:n]
 
 
 def _response(i: int, text: str) -> bytes:
-    result = {"content": [{"type": "text", "text": text}], "isError": False, "resultType": "complete"}
+    result = {
+        "content": [{"type": "text", "text": text}],
+        "isError": False,
+        "resultType": "complete",
+    }
     return orjson.dumps({"jsonrpc": "2.0", "id": i, "result": result}) + b"\n"
 
 
@@ -91,7 +100,9 @@ def _codec_read(benchmark, buf: bytes, n: int) -> None:
     def run(decoder):
         return decoder.feed(buf)
 
-    events = benchmark.pedantic(run, setup=setup, rounds=60 if n == LARGE_N else 200, warmup_rounds=2)
+    events = benchmark.pedantic(
+        run, setup=setup, rounds=60 if n == LARGE_N else 200, warmup_rounds=2
+    )
     assert len(events) == n and all(e.token is not None for e in events)
     benchmark.extra_info["lines"] = n
 
@@ -247,9 +258,17 @@ def test_stamp_orjson(benchmark, size):
     params = STAMP_PARAMS[size]
 
     def build():
-        return orjson.dumps(
-            {"jsonrpc": "2.0", "id": 12345, "method": "tools/call", "params": {**params, "_meta": META}}
-        ) + b"\n"
+        return (
+            orjson.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 12345,
+                    "method": "tools/call",
+                    "params": {**params, "_meta": META},
+                }
+            )
+            + b"\n"
+        )
 
     line = benchmark(build)
     assert orjson.loads(line)["params"]["_meta"] == META

@@ -86,9 +86,15 @@ def test_fanout(benchmark: Any, echo_server: str, scenario: fanout.Scenario, cli
         helpers_cpu_us=statistics.median(r.helpers_cpu_us for r in results),
         server_cpu_us=statistics.median(r.server_cpu_us for r in results),
         per_round=[
-            {"calls_per_s": r.calls_per_s, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "seconds": r.seconds,
-             "parent_cpu_us": r.parent_cpu_us, "helpers_cpu_us": r.helpers_cpu_us,
-             "server_cpu_us": r.server_cpu_us}
+            {
+                "calls_per_s": r.calls_per_s,
+                "p50_ms": r.p50_ms,
+                "p99_ms": r.p99_ms,
+                "seconds": r.seconds,
+                "parent_cpu_us": r.parent_cpu_us,
+                "helpers_cpu_us": r.helpers_cpu_us,
+                "server_cpu_us": r.server_cpu_us,
+            }
             for r in results
         ],
     )

@@ -58,7 +58,7 @@ from trunkline.worker.transports.sse import SseDecoder
 BENCHES = Path(__file__).resolve().parent
 SERVER_SCRIPT = BENCHES / "http_echo_server.py"
 sys.path.insert(0, str(BENCHES))
-import http_echo_server as srv  # noqa: E402  (the expected texts, shared with the server)
+import http_echo_server as srv  # noqa: E402 - the expected texts, shared with the server
 
 POOL = 100  # connections per client: aiohttp TCPConnector(limit=), httpx max_connections
 # Smoke rounds (--benchmark-disable) keep 256 in flight but queue them on a pool of 16:
@@ -188,7 +188,9 @@ OnEvent = Callable[[dict[str, Any]], None]
 class Client(Protocol):
     name: str
 
-    async def call(self, mode: str, body: bytes, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
+    async def call(
+        self, mode: str, body: bytes, on_event: OnEvent | None = None
+    ) -> list[dict[str, Any]]:
         """POST ``body`` to ``/mcp/<mode>``; the JSON-RPC messages of the response, in order
         (one for ``application/json``, every event's data for ``text/event-stream``)."""
         ...
@@ -212,7 +214,9 @@ async def _read_sse(chunks: AsyncIterator[bytes], on_event: OnEvent | None) -> l
 
 def _sse_end(dec: SseDecoder) -> None:
     if dec.pending_bytes:
-        raise HttpFailure(f"event stream cut off with {dec.pending_bytes} bytes of an event pending")
+        raise HttpFailure(
+            f"event stream cut off with {dec.pending_bytes} bytes of an event pending"
+        )
     dec.finish()
 
 
@@ -231,7 +235,9 @@ class AiohttpClient:
         )
         self._urls = {m: yarl.URL(f"{base_url}/mcp/{m}") for m in MODES}
 
-    async def call(self, mode: str, body: bytes, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
+    async def call(
+        self, mode: str, body: bytes, on_event: OnEvent | None = None
+    ) -> list[dict[str, Any]]:
         async with self._session.post(self._urls[mode], data=body, headers=MCP_HEADERS) as resp:
             if resp.status != 200:
                 raise HttpFailure(f"HTTP {resp.status}")
@@ -263,8 +269,12 @@ class HttpxClient:
         )
         self._urls = {m: mod.URL(f"{base_url}/mcp/{m}") for m in MODES}
 
-    async def call(self, mode: str, body: bytes, on_event: OnEvent | None = None) -> list[dict[str, Any]]:
-        async with self._client.stream("POST", self._urls[mode], content=body, headers=MCP_HEADERS) as resp:
+    async def call(
+        self, mode: str, body: bytes, on_event: OnEvent | None = None
+    ) -> list[dict[str, Any]]:
+        async with self._client.stream(
+            "POST", self._urls[mode], content=body, headers=MCP_HEADERS
+        ) as resp:
             if resp.status_code != 200:
                 raise HttpFailure(f"HTTP {resp.status_code}")
             ctype = resp.headers.get("Content-Type", "")
@@ -314,7 +324,11 @@ def verify(msgs: list[dict[str, Any]], rid: int | str, mode: str) -> None:
             raise EchoMismatch(f"id {rid}: {len(msgs)} events, expected 3")
         for n, note in enumerate(msgs[:2], 1):
             p = note.get("params") or {}
-            if note.get("method") != "notifications/progress" or p.get("progressToken") != rid or p.get("progress") != n:
+            if (
+                note.get("method") != "notifications/progress"
+                or p.get("progressToken") != rid
+                or p.get("progress") != n
+            ):
                 raise EchoMismatch(f"id {rid}: event {n} is {note!r}")
     elif len(msgs) != 1:
         raise EchoMismatch(f"id {rid}: {len(msgs)} messages, expected 1")
@@ -324,7 +338,9 @@ def verify(msgs: list[dict[str, Any]], rid: int | str, mode: str) -> None:
     text = final["result"]["content"][0]["text"]
     expected = srv.large_text(rid) if mode == "large" else srv.small_text(rid)
     if text != expected:
-        raise EchoMismatch(f"id {rid}: text of {len(text)} chars is not the expected {len(expected)}")
+        raise EchoMismatch(
+            f"id {rid}: text of {len(text)} chars is not the expected {len(expected)}"
+        )
 
 
 @dataclass
@@ -356,7 +372,9 @@ async def _quiet(server: EchoServer, timeout: float = 3.0) -> dict[str, Any]:
     return server.get("/stats?reset-peak")
 
 
-async def _round(name: str, case: Case, server: EchoServer, requests: int, pool: int, warmup: int | None) -> RoundResult:
+async def _round(
+    name: str, case: Case, server: EchoServer, requests: int, pool: int, warmup: int | None
+) -> RoundResult:
     before = await _quiet(server)
     client = open_client(name, server.base_url, pool)
     try:
@@ -410,7 +428,12 @@ async def _round(name: str, case: Case, server: EchoServer, requests: int, pool:
 
 
 def run_round(
-    name: str, case: Case, server: EchoServer, requests: int, pool: int = POOL, warmup: int | None = None
+    name: str,
+    case: Case,
+    server: EchoServer,
+    requests: int,
+    pool: int = POOL,
+    warmup: int | None = None,
 ) -> RoundResult:
     return run_on_uvloop(_round(name, case, server, requests, pool, warmup))
 
@@ -447,7 +470,9 @@ POOL_WAIT_S = 10.0
 CANCEL_N = 16  # the probe's pool size, and how many requests it holds and cancels
 
 
-async def _slow_counts(server: EchoServer, prefix: str) -> tuple[dict[str, int], list[float], dict[str, int]]:
+async def _slow_counts(
+    server: EchoServer, prefix: str
+) -> tuple[dict[str, int], list[float], dict[str, int]]:
     doc = server.get(f"/slow?prefix={prefix}")
     return doc["counts"], doc["closed_at"], doc["how"]
 
@@ -469,7 +494,8 @@ async def _cancel_probe(name: str, phase: str, server: EchoServer, n: int) -> Ca
                 all_streaming.set()
 
         tasks = [
-            asyncio.create_task(client.call(mode, request_body(f"{prefix}{i}"), on_event)) for i in range(n)
+            asyncio.create_task(client.call(mode, request_body(f"{prefix}{i}"), on_event))
+            for i in range(n)
         ]
         # Every request is held by the server (and, mid-stream, has its first event read).
         deadline = time.monotonic() + 10
@@ -508,7 +534,9 @@ async def _cancel_probe(name: str, phase: str, server: EchoServer, n: int) -> Ca
             async def one(rid: int) -> None:
                 verify(await client.call("small", request_body(rid), None), rid, "small")
 
-            await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(1, 2 * n + 1))), POOL_WAIT_S)
+            await asyncio.wait_for(
+                asyncio.gather(*(one(i) for i in range(1, 2 * n + 1))), POOL_WAIT_S
+            )
         except (TimeoutError, Exception) as exc:  # noqa: BLE001 - reported, asserted by the test
             pool_error = f"{type(exc).__name__}: {exc}"
         after = server.stats()
@@ -605,7 +633,9 @@ def _rate(v: float) -> str:
 
 
 def _ms(v: float) -> str:
-    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+    return (
+        f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+    )
 
 
 def table(cells: dict[tuple[str, str], dict[str, Any]]) -> str:
@@ -661,7 +691,8 @@ def _cmd_run(args: argparse.Namespace) -> None:
                     rounds.setdefault((case.name, name), []).append(r)
                     print(
                         f"round {i + 1} {case.name:<11} {name:<8} {r.requests_per_s:9,.0f} req/s  "
-                        f"p50 {r.p50_ms:8.3f} ms  opened {r.connections:3d}  peak {r.peak_open:3d}  "
+                        f"p50 {r.p50_ms:8.3f} ms  opened {r.connections:3d}  "
+                        f"peak {r.peak_open:3d}  "
                         f"server cpu {r.server_cpu_s:.2f} s / {r.seconds:.2f} s",
                         file=sys.stderr,
                         flush=True,
@@ -682,8 +713,11 @@ def _cmd_run(args: argparse.Namespace) -> None:
 def _cmd_cancel(args: argparse.Namespace) -> None:
     server = EchoServer()
     try:
-        print("| client | cancelled while | requests (= pool) | ended in CancelledError | server saw closed "
-              "| closed by | cancel → last close seen | 2n requests afterwards | connections opened for them |")
+        print(
+            "| client | cancelled while | requests (= pool) | ended in CancelledError "
+            "| server saw closed | closed by | cancel → last close seen "
+            "| 2n requests afterwards | connections opened for them |"
+        )
         print("|---|---|---:|---:|---:|---|---:|---|---:|")
         for name in CLIENTS:
             if not available(name):
@@ -691,10 +725,14 @@ def _cmd_cancel(args: argparse.Namespace) -> None:
             for phase in ("stream", "headers"):
                 r = cancel_probe(name, phase, server, args.n)
                 close = f"{r.close_ms_max:.1f} ms" if r.close_ms_max is not None else "–"
-                print(f"| {name} | {'SSE stream' if phase == 'stream' else 'awaiting headers'} | {r.requests} "
-                      f"| {r.cancelled} | {r.closed} | {', '.join(f'{k} {v}' for k, v in sorted(r.how.items()))} "
-                      f"| {close} | {'ok' if r.pool_ok else r.pool_error} "
-                      f"| {r.new_connections} |", flush=True)
+                print(
+                    f"| {name} | {'SSE stream' if phase == 'stream' else 'awaiting headers'} "
+                    f"| {r.requests} | {r.cancelled} | {r.closed} "
+                    f"| {', '.join(f'{k} {v}' for k, v in sorted(r.how.items()))} "
+                    f"| {close} | {'ok' if r.pool_ok else r.pool_error} "
+                    f"| {r.new_connections} |",
+                    flush=True,
+                )
     finally:
         server.stop()
 
@@ -717,35 +755,53 @@ def _cmd_mem_child(args: argparse.Namespace) -> None:
     finally:
         server.stop()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"import_ms": import_s * 1e3, "import_kib": imported - base, "peak_over_base_kib": peak - base,
-                      "requests_per_s": r.requests_per_s}))
+    print(
+        json.dumps(
+            {
+                "import_ms": import_s * 1e3,
+                "import_kib": imported - base,
+                "peak_over_base_kib": peak - base,
+                "requests_per_s": r.requests_per_s,
+            }
+        )
+    )
 
 
 def _cmd_mem(args: argparse.Namespace) -> None:
-    print("| client | import time | RSS added by the import | peak RSS over the pre-import baseline, "
-          "2,000 × 64 KiB at 256 in flight |")
+    print(
+        "| client | import time | RSS added by the import | peak RSS over the pre-import baseline, "
+        "2,000 × 64 KiB at 256 in flight |"
+    )
     print("|---|---:|---:|---:|")
     for name in CLIENTS:
         if not available(name):
             continue
-        out = subprocess.run([sys.executable, __file__, "_mem", name], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "_mem", name], check=True, capture_output=True, text=True
+        )
         d = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"| {name} | {d['import_ms']:.0f} ms | {d['import_kib'] / 1024:.1f} MiB "
               f"| {d['peak_over_base_kib'] / 1024:.1f} MiB |", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("run", help="interleaved rounds of every case, then the table")
     p.add_argument("--rounds", type=int, default=ROUNDS)
-    p.add_argument("--requests", type=int, default=0, help="per round (default: the case's full count)")
+    p.add_argument(
+        "--requests", type=int, default=0, help="per round (default: the case's full count)"
+    )
     p.add_argument("--pool", type=int, default=POOL)
     p.add_argument("--cases", nargs="*", choices=list(CASE_BY_NAME))
     p.add_argument("--clients", nargs="*", choices=list(CLIENTS))
     p = sub.add_parser("report", help="the table from a pytest --benchmark-json file")
     p.add_argument("json", type=Path)
-    p = sub.add_parser("cancel", help="hold n requests (the whole pool) per client and phase, cancel them")
+    p = sub.add_parser(
+        "cancel", help="hold n requests (the whole pool) per client and phase, cancel them"
+    )
     p.add_argument("-n", type=int, default=CANCEL_N)
     sub.add_parser("mem", help="import cost and peak RSS, each client in a fresh interpreter")
     p = sub.add_parser("_mem")

@@ -36,7 +36,7 @@ import pytest
 
 import http_fanout
 import report
-from bench_http_client import EchoServer, http_server  # noqa: F401  (a module-scoped fixture: the server, reaped)
+from bench_http_client import EchoServer, http_server  # noqa: F401 - a module-scoped fixture: the server, reaped
 
 ROUNDS = 3
 LABEL = {"trunkline": "trunkline", "sdk": "SDK", "raw": "raw aiohttp"}
@@ -56,9 +56,10 @@ class ServerView:
 
 def _server_view(before: dict[str, Any], after: dict[str, Any]) -> ServerView:
     return ServerView(
-        tool_calls=after["echo_methods"].get("tools/call", 0) - before["echo_methods"].get("tools/call", 0),
+        tool_calls=after["echo_methods"].get("tools/call", 0)
+        - before["echo_methods"].get("tools/call", 0),
         header_violations=after["header_violations"] - before["header_violations"],
-        violation_samples=after["violation_samples"][len(before["violation_samples"]):],
+        violation_samples=after["violation_samples"][len(before["violation_samples"]) :],
         connections_opened=after["mcp_connections"] - before["mcp_connections"],
         peak_open=after["peak_open_mcp"],
         cpu_s=after["cpu_s"] - before["cpu_s"],
@@ -92,7 +93,9 @@ def run_checked_round(server: EchoServer, client: str, case: http_fanout.Case, c
     kids = _children()
     before = server.get("/stats?reset-peak")
     try:
-        res = http_fanout.run_round(client, case, f"{server.base_url}/mcp/echo", calls, isolate=not smoke)
+        res = http_fanout.run_round(
+            client, case, f"{server.base_url}/mcp/echo", calls, isolate=not smoke
+        )
     finally:
         leaked = _children() - kids
         _kill(leaked)
@@ -102,7 +105,9 @@ def run_checked_round(server: EchoServer, client: str, case: http_fanout.Case, c
         f"{client} {case.name}: {view.header_violations} requests without MCP-Protocol-Version "
         f"{http_fanout.MODERN} or a matching Mcp-Method, e.g. {view.violation_samples}")
     assert view.tool_calls == calls + 1, (
-        f"{client} {case.name}: the server saw {view.tool_calls} tools/call for {calls} calls + 1 warm-up")
+        f"{client} {case.name}: the server saw {view.tool_calls} tools/call "
+        f"for {calls} calls + 1 warm-up"
+    )
     return res, view
 
 
@@ -110,7 +115,9 @@ def run_checked_round(server: EchoServer, client: str, case: http_fanout.Case, c
     pytest.param(case, client, id=f"{case.name}-{client}")
     for case in http_fanout.CASES for client in http_fanout.CLIENTS
 ])
-def test_http_fanout(benchmark: Any, http_server: EchoServer, case: http_fanout.Case, client: str) -> None:
+def test_http_fanout(
+    benchmark: Any, http_server: EchoServer, case: http_fanout.Case, client: str
+) -> None:
     if client == "sdk" and not http_fanout.SDK_PYTHON.exists():
         pytest.fail(f"the SDK column needs {http_fanout.SDK_PYTHON} (.ci/install-peers creates it)")
     smoke = bool(benchmark.disabled)
@@ -129,10 +136,19 @@ def test_http_fanout(benchmark: Any, http_server: EchoServer, case: http_fanout.
 def summary(client: str, case: http_fanout.Case, smoke: bool,
             rounds: list[tuple[http_fanout.fanout.RunResult, ServerView]]) -> dict[str, Any]:
     """``extra_info``: medians over rounds, and every round as measured."""
-    med = {key: statistics.median(getattr(r, key) for r, _ in rounds) for key in ("calls_per_s", "p50_ms", "p99_ms")}
+    med = {
+        key: statistics.median(getattr(r, key) for r, _ in rounds)
+        for key in ("calls_per_s", "p50_ms", "p99_ms")
+    }
     return {
-        "fanout_client": client, "fanout_case": case.name, "inflight": case.inflight, "text_bytes": case.size,
-        "calls": rounds[0][0].calls, "rounds": len(rounds), "smoke": smoke, **med,
+        "fanout_client": client,
+        "fanout_case": case.name,
+        "inflight": case.inflight,
+        "text_bytes": case.size,
+        "calls": rounds[0][0].calls,
+        "rounds": len(rounds),
+        "smoke": smoke,
+        **med,
         "server_cpu_share": statistics.median(v.cpu_s / r.seconds for r, v in rounds),
         "connections_opened": statistics.median(v.connections_opened for _, v in rounds),
         "per_round": [{**asdict(r), "server": asdict(v)} for r, v in rounds],
@@ -154,13 +170,22 @@ def _cells(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 def render(path: Path) -> str:
     cells = _cells(path)
     if not cells:
-        return f"No HTTP fan-out results in {path} (run bench_http_fanout.py with --benchmark-json).\n"
+        return (
+            f"No HTTP fan-out results in {path} (run bench_http_fanout.py with --benchmark-json).\n"
+        )
     clients = [c for c in http_fanout.CLIENTS if any(k[1] == c for k in cells)]
     cases = [c for c in http_fanout.CASES if any(k[0] == c.name for k in cells)]
-    ratios = [("trunkline/SDK", "trunkline", "sdk"), ("trunkline/raw", "trunkline", "raw"), ("raw/SDK", "raw", "sdk")]
+    ratios = [
+        ("trunkline/SDK", "trunkline", "sdk"),
+        ("trunkline/raw", "trunkline", "raw"),
+        ("raw/SDK", "raw", "sdk"),
+    ]
     out = []
     if any(info.get("smoke") for info in cells.values()):
-        out.append("> **Smoke run** (`--benchmark-disable`, tiny call counts): these numbers mean nothing.\n")
+        out.append(
+            "> **Smoke run** (`--benchmark-disable`, tiny call counts): "
+            "these numbers mean nothing.\n"
+        )
 
     def table(title: str, columns: list[str], row: Any) -> None:
         out.append(f"{title}\n")
@@ -171,7 +196,9 @@ def render(path: Path) -> str:
         out.append("")
 
     def per_client(fmt: Any) -> Any:
-        return lambda case: [fmt(cells[(case.name, c)]) if (case.name, c) in cells else "–" for c in clients]
+        return lambda case: [
+            fmt(cells[(case.name, c)]) if (case.name, c) in cells else "–" for c in clients
+        ]
 
     def ratio(case: http_fanout.Case, a: str, b: str) -> str:
         x, y = cells.get((case.name, a)), cells.get((case.name, b))
@@ -181,12 +208,22 @@ def render(path: Path) -> str:
           [LABEL[c] for c in clients] + [r[0] for r in ratios],
           lambda case: per_client(lambda i: report._rate(i["calls_per_s"]))(case)
           + [ratio(case, a, b) for _, a, b in ratios])
-    table("Latency per call, p50 / p99 in ms (submit to verified result):", [LABEL[c] for c in clients],
-          per_client(lambda i: f"{report._ms(i['p50_ms'])} / {report._ms(i['p99_ms'])}"))
-    table("Calls per round × rounds; connections the server saw opened per round; the server's CPU "
-          "during the round as a share of one core:", [LABEL[c] for c in clients],
-          per_client(lambda i: f"{i['calls']:,} × {i['rounds']}; {i['connections_opened']:.0f} conn; "
-                               f"{100 * i['server_cpu_share']:.0f}%"))
+    table(
+        "Latency per call, p50 / p99 in ms (submit to verified result):",
+        [LABEL[c] for c in clients],
+        per_client(lambda i: f"{report._ms(i['p50_ms'])} / {report._ms(i['p99_ms'])}"),
+    )
+    table(
+        "Calls per round × rounds; connections the server saw opened per round; the server's CPU "
+        "during the round as a share of one core:",
+        [LABEL[c] for c in clients],
+        per_client(
+            lambda i: (
+                f"{i['calls']:,} × {i['rounds']}; {i['connections_opened']:.0f} conn; "
+                f"{100 * i['server_cpu_share']:.0f}%"
+            )
+        ),
+    )
     return "\n".join(out)
 
 

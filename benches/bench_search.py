@@ -21,9 +21,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "catalog"))
 
-import tool_fleet  # noqa: E402
+import tool_fleet
 
-from trunkline.catalog import ToolIndex  # noqa: E402
+from trunkline.catalog import ToolIndex
 
 COPIES = 130
 FLEET = tool_fleet.fleet(COPIES)

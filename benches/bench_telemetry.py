@@ -30,7 +30,7 @@ class _Handle:
     name = "s0"
     version = "2026-07-28"
 
-    class config:  # noqa: N801 - stands for the handle's config attribute
+    class config:  # stands for the handle's config attribute
         params = stdio("echo")
 
 
@@ -42,7 +42,7 @@ def _one_call(telemetry: Telemetry, loop: asyncio.AbstractEventLoop) -> None:
     """The telemetry steps of one call: the record, the trace context into ``_meta``, the
     params serialized, the request run and ended."""
     body = dict(BODY)
-    record = telemetry.call(_Handle, "tools/call", body)  # type: ignore[arg-type]
+    record = telemetry.call(_Handle, "tools/call", body)  # type: ignore[arg-type]  # a stand-in handle
     if record is not None:
         record.stamp(body)
     orjson.dumps(body)

@@ -58,7 +58,9 @@ REPO = BENCHES.parent
 ECHO_SRC = BENCHES / "echo_server" / "echo.c"
 RELAY_SRC = BENCHES / "echo_server" / "relay.c"
 BUILD_DIR = Path(os.environ.get("TRUNKLINE_BENCH_BUILD", REPO / ".peers" / "bench"))
-SDK_PYTHON = Path(os.environ.get("TRUNKLINE_BENCH_SDK_PYTHON", REPO / ".peers" / "py-modern" / "bin" / "python"))
+SDK_PYTHON = Path(
+    os.environ.get("TRUNKLINE_BENCH_SDK_PYTHON", REPO / ".peers" / "py-modern" / "bin" / "python")
+)
 MODERN = "2026-07-28"
 PAD = "."  # echo.c pads the token with this byte; tokens never contain it
 
@@ -100,11 +102,14 @@ class Scenario:
     inflight: int  # per server
     size: int | None  # None: small result (token only); else pad the text to this many bytes
     calls: int  # total calls in one full round
-    slow_calls: int | None = None  # the cap for clients marked `slow` (the SDK); None: same as calls
+    slow_calls: int | None = (
+        None  # the cap for clients marked `slow` (the SDK); None: same as calls
+    )
 
     @property
     def name(self) -> str:
-        return f"{self.servers}x{self.inflight}-{'small' if self.size is None else f'{self.size // 1024}k'}"
+        size = "small" if self.size is None else f"{self.size // 1024}k"
+        return f"{self.servers}x{self.inflight}-{size}"
 
     @property
     def total_inflight(self) -> int:
@@ -203,7 +208,7 @@ class SdkClient:
         result = await self._clients[server_index].call_tool("echo", args)
         if result.is_error:
             raise RuntimeError(f"isError result: {result!r}")
-        return result.content[0].text  # type: ignore[no-any-return]
+        return result.content[0].text  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         await self._stack.aclose()
@@ -228,8 +233,8 @@ class _RawServer(asyncio.SubprocessProtocol):
         self.stdin: Any = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[union-attr]
+        self.transport = transport  # type: ignore[assignment]  # a subprocess transport
+        self.stdin = self.transport.get_pipe_transport(0)  # type: ignore[union-attr]  # pipe 0: its stdin
 
     def send(self, line: bytes) -> None:
         self.queue.append(line)
@@ -316,14 +321,21 @@ class RawClient:
             {
                 "io.modelcontextprotocol/protocolVersion": MODERN,
                 "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "trunkline-bench-raw", "version": "0.1.0"},
+                "io.modelcontextprotocol/clientInfo": {
+                    "name": "trunkline-bench-raw",
+                    "version": "0.1.0",
+                },
             }
         )
-        self._call_head = b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","_meta":' + meta
+        self._call_head = (
+            b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","_meta":' + meta
+        )
         self._call_args = b',"arguments":'
         self._call_id = b'},"id":'
         self._discover = (
-            b'{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":' + meta + b"}}\n"
+            b'{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":'
+            + meta
+            + b"}}\n"
         )
         loop = asyncio.get_running_loop()
         self._loop = loop
@@ -354,12 +366,16 @@ class RawClient:
         args = {"token": token} if size is None else {"token": token, "size": size}
         fut = self._loop.create_future()
         srv.pending[rid] = fut
-        srv.send(b"".join((self._call_head, self._call_args, self._dumps(args), self._call_id, b"%d}\n" % rid)))
+        srv.send(
+            b"".join(
+                (self._call_head, self._call_args, self._dumps(args), self._call_id, b"%d}\n" % rid)
+            )
+        )
         msg = await fut
         result = msg.get("result")
         if result is None or result.get("isError"):
             raise RuntimeError(f"error answer: {msg!r}")
-        return result["content"][0]["text"]  # type: ignore[no-any-return]
+        return result["content"][0]["text"]  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         for srv in self._servers:
@@ -417,9 +433,9 @@ ADAPTERS: dict[str, type[FanoutClient]] = {"sdk": SdkClient, "raw": RawClient,
 # `ADAPTERS` (client name -> a FanoutClient class): "trunkline" (the public Host API),
 # "trunkline-traced" (the same with OpenTelemetry on: every call sampled, spans
 # batched, metrics recorded) and "trunkline-supervisor" (the layer below, a second
-# figure). If the file exists, those columns exist and the module must import cleanly (a broken adapter fails
-# loudly); if it is absent, they are simply absent. It is imported lazily, so an
-# interpreter without trunkline (the SDK fallback) never touches it.
+# figure). If the file exists, those columns exist and the module must import cleanly (a
+# broken adapter fails loudly); if it is absent, they are simply absent. It is imported
+# lazily, so an interpreter without trunkline (the SDK fallback) never touches it.
 TRUNKLINE_ADAPTER = BENCHES / "fanout_trunkline.py"
 TRUNKLINE_CLIENTS = ("trunkline", "trunkline-traced", "trunkline-supervisor")
 
@@ -427,7 +443,7 @@ TRUNKLINE_CLIENTS = ("trunkline", "trunkline-traced", "trunkline-supervisor")
 def _load_trunkline(name: str) -> type[FanoutClient]:
     if str(BENCHES) not in sys.path:
         sys.path.insert(0, str(BENCHES))
-    return importlib.import_module("fanout_trunkline").ADAPTERS[name]  # type: ignore[no-any-return]
+    return importlib.import_module("fanout_trunkline").ADAPTERS[name]  # type: ignore[no-any-return]  # FanoutClient classes
 
 
 # ==========================================================================
@@ -501,7 +517,7 @@ class CpuReading:
         servers = sum(cpu for pid, cpu in used.items()
                       if pid != me and proc_tree.executable(pid) == self._echo)
         helpers = sum(used.values()) - used[me] - servers
-        return tuple(1e6 * cpu / calls for cpu in (used[me], helpers, servers))  # type: ignore[return-value]
+        return tuple(1e6 * cpu / calls for cpu in (used[me], helpers, servers))  # type: ignore[return-value]  # three values
 
 
 class EchoMismatch(AssertionError):
@@ -524,7 +540,9 @@ def _checker(size: int | None) -> Callable[[str, str], None]:
         if tail is None:
             tail = tails[n] = PAD * max(0, size - n)
         if len(text) != max(size, n) or not text.startswith(token) or not text.endswith(tail):
-            raise EchoMismatch(f"sent {token!r} size {size}, got {len(text)} chars starting {text[:40]!r}")
+            raise EchoMismatch(
+                f"sent {token!r} size {size}, got {len(text)} chars starting {text[:40]!r}"
+            )
 
     return check_padded
 
@@ -545,7 +563,9 @@ async def drive(client: FanoutClient, scenario: Scenario, calls: int) -> RunResu
     await client.start(argvs)
     try:
         warm = [f"warm-s{i}" for i in range(scenario.servers)]
-        for i, text in enumerate(await asyncio.gather(*(client.call(i, warm[i], size) for i in range(scenario.servers)))):
+        for i, text in enumerate(
+            await asyncio.gather(*(client.call(i, warm[i], size) for i in range(scenario.servers)))
+        ):
             check(warm[i], text)
 
         share, extra = divmod(calls, scenario.servers)
@@ -569,7 +589,9 @@ async def drive(client: FanoutClient, scenario: Scenario, calls: int) -> RunResu
                 del text  # else each idle worker pins its last (64 KiB) result
 
         workers = [
-            worker(i, w) for i in range(scenario.servers) for w in range(min(scenario.inflight, budget[i]))
+            worker(i, w)
+            for i in range(scenario.servers)
+            for w in range(min(scenario.inflight, budget[i]))
         ]
         gc.collect()
         cpu = CpuReading(exe)
@@ -637,14 +659,26 @@ def fresh_round(argv: Sequence[str], what: str, timeout: float = 900) -> dict[st
     proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{what} round failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]  # the run's JSON line
 
 
 def _run_in_subprocess(python: Path, client_name: str, scenario: Scenario, calls: int) -> RunResult:
     shape = scenario.name  # parse_scenario() turns it back into the same shape
-    return RunResult(**fresh_round(
-        [str(python), str(Path(__file__).resolve()), "run", client_name, shape, "--calls", str(calls), "--json"],
-        f"{client_name} {shape} under {python}"))
+    return RunResult(
+        **fresh_round(
+            [
+                str(python),
+                str(Path(__file__).resolve()),
+                "run",
+                client_name,
+                shape,
+                "--calls",
+                str(calls),
+                "--json",
+            ],
+            f"{client_name} {shape} under {python}",
+        )
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -654,7 +688,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("build", help="compile the echo server, print its path")
     run = sub.add_parser("run", help="run one round of one scenario")
     run.add_argument("client", choices=client_names())
-    run.add_argument("scenario", help="e.g. " + ", ".join(SCENARIOS_BY_NAME) + ", or any NxK-small / NxK-<n>k")
+    run.add_argument(
+        "scenario", help="e.g. " + ", ".join(SCENARIOS_BY_NAME) + ", or any NxK-small / NxK-<n>k"
+    )
     run.add_argument("--calls", type=int, default=None)
     run.add_argument("--json", action="store_true")
     ns = ap.parse_args(argv)

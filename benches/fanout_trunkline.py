@@ -64,7 +64,7 @@ class TrunklineClient:
         result = await self._host.call_tool(self._tools[server_index], _arguments(token, size))
         if result.is_error:
             raise RuntimeError(f"isError result: {result.raw!r}")
-        return result.content[0]["text"]  # type: ignore[no-any-return]
+        return result.content[0]["text"]  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         await self._host.__aexit__(None, None, None)
@@ -128,7 +128,7 @@ class SupervisorClient:
         result = reply.decode()
         if result.get("isError"):
             raise RuntimeError(f"isError result: {result!r}")
-        return result["content"][0]["text"]  # type: ignore[no-any-return]
+        return result["content"][0]["text"]  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         await self._sup.aclose()

@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fanout  # noqa: E402 - the benches folder is put on the path just above
-import gateway_load  # noqa: E402
+import fanout  # the benches folder is put on the path just above
+import gateway_load
 
 
 def _counted_instructions(dump: Path) -> int:

@@ -46,8 +46,8 @@ BENCHES = Path(__file__).resolve().parent
 REPO = BENCHES.parent
 if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
-import fanout
-from proc_tree import cpu_by_pid, cpu_used, descendants, rss_bytes
+import fanout  # noqa: E402 - on sys.path above
+from proc_tree import cpu_by_pid, cpu_used, descendants, rss_bytes  # noqa: E402 - on sys.path above
 
 WRK_SCRIPT = BENCHES / "wrk" / "tools_call.lua"
 HTTP_ECHO = BENCHES / "http_echo_server.py"

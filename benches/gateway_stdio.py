@@ -32,9 +32,9 @@ from typing import Any
 BENCHES = Path(__file__).resolve().parent
 if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
-import fanout
-import gateway_load
-import proc_tree
+import fanout  # noqa: E402 - on sys.path above
+import gateway_load  # noqa: E402 - on sys.path above
+import proc_tree  # noqa: E402 - on sys.path above
 
 META = {"io.modelcontextprotocol/protocolVersion": fanout.MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -106,7 +106,7 @@ class GatewayOverStdio:
         result = msg.get("result")
         if result is None or result.get("isError"):
             raise RuntimeError(f"error answer: {msg!r}")
-        return result["content"][0]["text"]  # type: ignore[no-any-return]
+        return result["content"][0]["text"]  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         srv = self._srv

@@ -55,7 +55,7 @@ REPO = BENCHES.parent
 PEERS = REPO / "tests" / "peers"
 if str(BENCHES) not in sys.path:
     sys.path.insert(0, str(BENCHES))
-from proc_tree import descendants, rss_bytes  # noqa: E402
+from proc_tree import descendants, rss_bytes  # noqa: E402 - on sys.path above
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"

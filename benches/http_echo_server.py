@@ -68,11 +68,17 @@ def large_text(rid: Any) -> str:
 
 
 def _result(rid: Any, text: str) -> bytes:
-    return orjson.dumps({
-        "jsonrpc": "2.0",
-        "id": rid,
-        "result": {"content": [{"type": "text", "text": text}], "isError": False, "resultType": "complete"},
-    })
+    return orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "result": {
+                "content": [{"type": "text", "text": text}],
+                "isError": False,
+                "resultType": "complete",
+            },
+        }
+    )
 
 
 def _progress(rid: Any, n: int) -> bytes:
@@ -103,12 +109,21 @@ MODERN_BYTES = MODERN.encode()
 TTL_MS = 300_000  # no re-listing during a run
 _COMPLETE = {
     "resultType": "complete",
-    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "trunkline-bench-http-echo", "version": "0.1.0"}},
+    "_meta": {
+        "io.modelcontextprotocol/serverInfo": {
+            "name": "trunkline-bench-http-echo",
+            "version": "0.1.0",
+        }
+    },
 }
 ECHO_TOOL = {
     "name": "echo",
     "description": "Returns its text argument.",
-    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    "inputSchema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
 }
 _FIXED_RESULTS = {
     "server/discover": {**_COMPLETE, "supportedVersions": [MODERN], "capabilities": {"tools": {}},
@@ -198,7 +213,7 @@ class Conn(asyncio.Protocol):
         self.got_eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a socket transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.mcp:
@@ -246,7 +261,9 @@ class Conn(asyncio.Protocol):
                         length = int(value)
                     elif name == b"connection":
                         v = value.strip().lower()
-                        self.close_after = v == b"close" or (self.close_after and v != b"keep-alive")
+                        self.close_after = v == b"close" or (
+                            self.close_after and v != b"keep-alive"
+                        )
                     elif name == b"mcp-protocol-version":
                         self.version_header = value.strip()
                     elif name == b"mcp-method":
@@ -262,9 +279,13 @@ class Conn(asyncio.Protocol):
             self.need = None
             self._handle(body)
 
-    def _reply(self, status: int, body: bytes, ctype: bytes = b"text/plain", close: bool = False) -> None:
+    def _reply(
+        self, status: int, body: bytes, ctype: bytes = b"text/plain", close: bool = False
+    ) -> None:
         assert self.transport is not None
-        reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 501: b"Not Implemented"}[status]
+        reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 501: b"Not Implemented"}[
+            status
+        ]
         close = close or self.close_after or status != 200
         self.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%s\r\n%s"

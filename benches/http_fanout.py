@@ -21,7 +21,8 @@ case's size (100 B or 64 KiB), and the server sends it back.
 Command line (the parent, ``bench_http_fanout.py``, starts the server and passes --url):
 
     python benches/http_fanout.py list
-    python benches/http_fanout.py run trunkline c64-small --url http://127.0.0.1:P/mcp/echo [--calls N] [--json]
+    python benches/http_fanout.py run trunkline c64-small --url http://127.0.0.1:P/mcp/echo \\
+        [--calls N] [--json]
 
 This module imports only the standard library and ``fanout`` at the top: the SDK's
 interpreter, which has neither trunkline nor aiohttp nor orjson, runs it too.
@@ -132,7 +133,9 @@ class TrunklineHttpClient(_HttpAdapter):
         settings = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
         self._host = trunkline.Host(settings=settings, call_timeout=CALL_TIMEOUT_S)
         try:
-            status = await self._host.add_server("echo-http", trunkline.http(self.url, max_connections=POOL))
+            status = await self._host.add_server(
+                "echo-http", trunkline.http(self.url, max_connections=POOL)
+            )
             if status.era != "modern":
                 raise RuntimeError(f"the echo endpoint is not ready and modern: {status}")
             self._tool = next(t.name for t in self._host.tools() if t.server == "echo-http")
@@ -144,7 +147,7 @@ class TrunklineHttpClient(_HttpAdapter):
         result = await self._host.call_tool(self._tool, {"text": text})
         if result.is_error:
             raise RuntimeError(f"isError result: {result!r}")
-        return result.content[0]["text"]  # type: ignore[no-any-return]
+        return result.content[0]["text"]  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         await self._host.aclose()
@@ -166,7 +169,9 @@ class SdkHttpClient(_HttpAdapter):
         try:
             self._client = await self._stack.enter_async_context(Client(self.url, mode="auto"))
             if self._client.protocol_version != MODERN:
-                raise RuntimeError(f"the SDK negotiated {self._client.protocol_version!r}, not {MODERN}")
+                raise RuntimeError(
+                    f"the SDK negotiated {self._client.protocol_version!r}, not {MODERN}"
+                )
         except BaseException:
             await self._stack.aclose()
             raise
@@ -175,7 +180,7 @@ class SdkHttpClient(_HttpAdapter):
         result = await self._client.call_tool("echo", {"text": text})
         if result.is_error:
             raise RuntimeError(f"isError result: {result!r}")
-        return result.content[0].text  # type: ignore[no-any-return]
+        return result.content[0].text  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         await self._stack.aclose()
@@ -197,12 +202,19 @@ class RawAiohttpClient(_HttpAdapter):
 
         self._loads, self._dumps = orjson.loads, orjson.dumps
         self._url = yarl.URL(self.url)
-        meta = orjson.dumps({
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "trunkline-bench-raw-aiohttp", "version": "0.1.0"},
-        })
-        self._call_head = b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","_meta":' + meta
+        meta = orjson.dumps(
+            {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {
+                    "name": "trunkline-bench-raw-aiohttp",
+                    "version": "0.1.0",
+                },
+            }
+        )
+        self._call_head = (
+            b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo","_meta":' + meta
+        )
         self._call_args = b',"arguments":'
         base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                 "MCP-Protocol-Version": MODERN}
@@ -212,7 +224,9 @@ class RawAiohttpClient(_HttpAdapter):
             connector=aiohttp.TCPConnector(limit=POOL),
             timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT_S))
         try:
-            discover = b'{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":%s}}' % meta
+            discover = (
+                b'{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":%s}}' % meta
+            )
             msg = await self._post(discover, {**base, "Mcp-Method": "server/discover"}, 0)
             if MODERN not in msg.get("result", {}).get("supportedVersions", ()):
                 raise RuntimeError(f"the echo endpoint is not modern: {msg!r}")
@@ -227,7 +241,7 @@ class RawAiohttpClient(_HttpAdapter):
             msg = self._loads(await resp.read())
         if msg.get("id") != rid:
             raise RuntimeError(f"answer to id {msg.get('id')!r}, expected {rid}")
-        return msg  # type: ignore[no-any-return]
+        return msg  # type: ignore[no-any-return]  # a JSON object
 
     async def _echo(self, text: str) -> str:
         rid = self._next_id
@@ -238,13 +252,15 @@ class RawAiohttpClient(_HttpAdapter):
         result = msg.get("result")
         if result is None or result.get("isError"):
             raise RuntimeError(f"error answer: {msg!r}")
-        return result["content"][0]["text"]  # type: ignore[no-any-return]
+        return result["content"][0]["text"]  # type: ignore[no-any-return]  # the echoed text
 
     async def close(self) -> None:
         await self._session.close()
 
 
-ADAPTERS: dict[str, type[_HttpAdapter]] = {c.name: c for c in (TrunklineHttpClient, SdkHttpClient, RawAiohttpClient)}
+ADAPTERS: dict[str, type[_HttpAdapter]] = {
+    c.name: c for c in (TrunklineHttpClient, SdkHttpClient, RawAiohttpClient)
+}
 CLIENTS = tuple(ADAPTERS)
 
 
@@ -263,7 +279,9 @@ def _child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
 
 
-def run_round(client: str, case: Case, url: str, calls: int, *, isolate: bool = True) -> fanout.RunResult:
+def run_round(
+    client: str, case: Case, url: str, calls: int, *, isolate: bool = True
+) -> fanout.RunResult:
     """One round against the server at ``url``. The SDK always runs in a subprocess under
     its own venv; the others in a fresh interpreter with ``isolate`` (full rounds), else
     in this one (smoke). A subprocess runs in its own session and is killed with its
@@ -284,9 +302,14 @@ def run_round(client: str, case: Case, url: str, calls: int, *, isolate: bool = 
         if proc.returncode is None:
             proc.communicate()
     if proc.returncode != 0:
-        raise RuntimeError(f"{client} {case.name} round under {python} failed (rc {proc.returncode}):\n{err[-4000:]}")
+        raise RuntimeError(
+            f"{client} {case.name} round under {python} failed (rc {proc.returncode}):\n"
+            f"{err[-4000:]}"
+        )
     if stragglers:
-        raise RuntimeError(f"{client} {case.name}: processes of the round outlived it (killed): {err[-2000:]}")
+        raise RuntimeError(
+            f"{client} {case.name}: processes of the round outlived it (killed): {err[-2000:]}"
+        )
     return fanout.RunResult(**json.loads(out.strip().splitlines()[-1]))
 
 

@@ -204,7 +204,7 @@ def serve(kind: str) -> None:
 
 
 def _available(python: str, kind: str) -> bool:
-    mods = NEEDS[kind].replace(" ", "").split(",") + ["orjson"]
+    mods = [*NEEDS[kind].replace(" ", "").split(","), "orjson"]
     check = subprocess.run([python, "-c", "import " + ", ".join(mods)], capture_output=True,
                            check=False)
     return check.returncode == 0

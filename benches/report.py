@@ -23,8 +23,14 @@ from formats import ms as _ms
 from formats import rate as _rate
 
 CLIENT_ORDER = ("trunkline", "trunkline-supervisor", "sdk", "raw", "raw-relay", "null")
-LABEL = {"trunkline": "trunkline (Host.call_tool)", "trunkline-supervisor": "trunkline (Supervisor)",
-         "sdk": "SDK", "raw": "raw uvloop", "raw-relay": "raw + C relay", "null": "null (harness)"}
+LABEL = {
+    "trunkline": "trunkline (Host.call_tool)",
+    "trunkline-supervisor": "trunkline (Supervisor)",
+    "sdk": "SDK",
+    "raw": "raw uvloop",
+    "raw-relay": "raw + C relay",
+    "null": "null (harness)",
+}
 
 
 def load(path: Path) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
@@ -64,13 +70,16 @@ def _cpu_ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
 def _shape(name: str) -> str:
     shape, _, payload = name.partition("-")
     n, _, k = shape.partition("x")
-    return f"{int(n)} × {int(k):,} | {'~100 B' if payload == 'small' else payload.replace('k', ' KiB')}"
+    size = "~100 B" if payload == "small" else payload.replace("k", " KiB")
+    return f"{int(n)} × {int(k):,} | {size}"
 
 
 def render(path: Path) -> str:
     scenarios, cells, machine = load(path)
     if not scenarios:
-        return f"No fan-out results in {path} (run benches/bench_fanout.py with --benchmark-json).\n"
+        return (
+            f"No fan-out results in {path} (run benches/bench_fanout.py with --benchmark-json).\n"
+        )
     clients = [c for c in CLIENT_ORDER if any((s, c) in cells for s in scenarios)]
     clients += sorted({c for (_, c) in cells} - set(clients))
     ratios: list[tuple[str, str, str]] = []
@@ -80,13 +89,22 @@ def render(path: Path) -> str:
 
     out: list[str] = []
     if any(info.get("smoke") for info in cells.values()):
-        out.append("> **Smoke run** (`--benchmark-disable`, tiny call counts): these numbers mean nothing.\n")
+        out.append(
+            "> **Smoke run** (`--benchmark-disable`, tiny call counts): "
+            "these numbers mean nothing.\n"
+        )
     cpu = machine.get("cpu", {}).get("brand_raw") or machine.get("processor") or ""
     if cpu or machine.get("python_version"):
         out.append(f"Machine: {cpu} · Python {machine.get('python_version', '?')}\n")
 
-    out.append("Throughput, calls/s (median of rounds; servers × calls in flight **per server**):\n")
-    head = ["servers × in flight", "result"] + [LABEL.get(c, c) for c in clients] + [r[0] for r in ratios]
+    out.append(
+        "Throughput, calls/s (median of rounds; servers × calls in flight **per server**):\n"
+    )
+    head = (
+        ["servers × in flight", "result"]
+        + [LABEL.get(c, c) for c in clients]
+        + [r[0] for r in ratios]
+    )
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * 2 + "---:|" * (len(clients) + len(ratios)))
     for s in scenarios:
@@ -118,9 +136,14 @@ def render(path: Path) -> str:
             "+ its helper processes (trunkline's workers); the echo servers' CPU is not counted:",
             _cpu)
         if "trunkline" in clients and "raw" in clients:
-            out.append("\ntrunkline's client CPU per call / raw's: " + ", ".join(
-                f"{_shape(s).replace(' | ', ' ')} {_cpu_ratio(cells.get((s, 'trunkline')), cells.get((s, 'raw')))}"
-                for s in scenarios))
+            out.append(
+                "\ntrunkline's client CPU per call / raw's: "
+                + ", ".join(
+                    f"{_shape(s).replace(' | ', ' ')} "
+                    f"{_cpu_ratio(cells.get((s, 'trunkline')), cells.get((s, 'raw')))}"
+                    for s in scenarios
+                )
+            )
     per_client_table("Calls per round × rounds:",
                      lambda info: f"{info['calls']:,} × {info['rounds']}")
     return "\n".join(out) + "\n"

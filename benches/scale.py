@@ -32,14 +32,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-BENCHES = Path(__file__).resolve().parent
-if str(BENCHES) not in sys.path:
-    sys.path.insert(0, str(BENCHES))
-import fanout
 from trunkline import Host
 from trunkline.params import stdio
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings, ServerConfig
+
+BENCHES = Path(__file__).resolve().parent
+if str(BENCHES) not in sys.path:
+    sys.path.insert(0, str(BENCHES))
+import fanout  # noqa: E402 - on sys.path above
 
 #: How workers start (``HostSettings.worker_start``).
 STARTS = ("spawn", "zygote")

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "catalog"))
 
-import tool_fleet  # noqa: E402
+import tool_fleet
 
-from trunkline.catalog.search import ToolIndex, document, words  # noqa: E402
+from trunkline.catalog.search import ToolIndex, document, words
 
 COPIES = 130
 ROUNDS = 5

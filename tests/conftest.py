@@ -43,7 +43,9 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-def scripted(*flags: str, tap: Path | None = None, env: dict[str, str] | None = None) -> StdioParams:
+def scripted(
+    *flags: str, tap: Path | None = None, env: dict[str, str] | None = None
+) -> StdioParams:
     """A ``tests/peers/scripted.py`` server with the given behaviour flags."""
     extra = dict(env or {})
     if tap is not None:

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import pytest
 
@@ -47,7 +47,9 @@ _TAIL = 200  # lines of stdout/stderr kept for failure messages
 class HttpPeerProcess:
     """A running HTTP test server: ``url``, its records, and ``stop()``."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], argv: Sequence[str], record_path: Path | None):
+    def __init__(
+        self, proc: subprocess.Popen[bytes], argv: Sequence[str], record_path: Path | None
+    ):
         self.proc = proc
         self.argv = list(argv)
         self.record_path = record_path
@@ -163,7 +165,7 @@ class HttpPeerProcess:
             if pipe is not None:
                 pipe.close()
 
-    def __enter__(self) -> HttpPeerProcess:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -184,8 +186,15 @@ def start_http_peer(argv: Sequence[str], env: Mapping[str, str] | None = None, t
         record_path = Path(argv[argv.index("--record") + 1])
     full_env = dict(os.environ)
     full_env.update(env or {})
-    proc = subprocess.Popen(argv, env=full_env, cwd=cwd or realpeers.REPO_ROOT, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=full_env,
+        cwd=cwd or realpeers.REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     peer = HttpPeerProcess(proc, argv, record_path)
     try:
         peer._wait_listening(timeout)
@@ -232,7 +241,9 @@ def http_peer() -> Iterator[Callable[..., HttpPeerProcess]]:
     Use it from a test module with ``from httppeers import http_peer``."""
     started: list[HttpPeerProcess] = []
 
-    def start(argv: Sequence[str], env: Mapping[str, str] | None = None, **kw: Any) -> HttpPeerProcess:
+    def start(
+        argv: Sequence[str], env: Mapping[str, str] | None = None, **kw: Any
+    ) -> HttpPeerProcess:
         peer = start_http_peer(argv, env, **kw)
         started.append(peer)
         return peer

@@ -126,9 +126,7 @@ def installed(server: RealServer) -> bool:
                 return False
         else:  # pragma: no cover
             raise ValueError(kind)
-    if server.argv and server.argv[0] == NODE and shutil.which(NODE) is None:
-        return False
-    return True
+    return not (server.argv and server.argv[0] == NODE and shutil.which(NODE) is None)
 
 
 def missing_reason(server: RealServer) -> str:
@@ -162,8 +160,9 @@ LEGACY_PY_TIME = RealServer(
     env=_PY_ENV,
     era_expected="legacy",
     notes=(
-        f"mcp-server-time=={PINS['LEGACY_PY_TIME']} on mcp=={PINS['LEGACY_PY_MCP']} (Python SDK 1.x, "
-        "lowlevel Server). Probe server/discover -> -32602 'Invalid request parameters' data ''; "
+        f"mcp-server-time=={PINS['LEGACY_PY_TIME']} on mcp=={PINS['LEGACY_PY_MCP']} "
+        "(Python SDK 1.x, lowlevel Server). "
+        "Probe server/discover -> -32602 'Invalid request parameters' data ''; "
         "initialize still works after it. tools/call before initialize -> -32602. "
         "Tools: get_current_time, convert_time."
     ),
@@ -180,8 +179,9 @@ MODERN_PY_TIME = RealServer(
     env=_PY_ENV,
     era_expected="dual",
     notes=(
-        f"mcp-server-time=={PINS['MODERN_PY_TIME']} on mcp=={PINS['MODERN_PY_MCP']} (Python SDK 2.x "
-        "MCPServer, dual-era stdio loop: first request pins the era; after server/discover an "
+        f"mcp-server-time=={PINS['MODERN_PY_TIME']} on mcp=={PINS['MODERN_PY_MCP']} "
+        "(Python SDK 2.x MCPServer, dual-era stdio loop: first request pins the era; "
+        "after server/discover an "
         "initialize gets -32022). Tools: get_current_time, convert_time."
     ),
     checks=(
@@ -255,7 +255,8 @@ MODERN_TS = RealServer(
     env={},
     era_expected="dual",
     notes=(
-        f"our tests/peers/ts-modern/server.mjs on @modelcontextprotocol/server@{PINS['MODERN_TS_SERVER']} "
+        "our tests/peers/ts-modern/server.mjs on "
+        f"@modelcontextprotocol/server@{PINS['MODERN_TS_SERVER']} "
         "serveStdio(legacy:'serve'); tools echo{text}, search{query,limit?}, sleep{ms}. "
         "server/discover does not pin the era (a later initialize is served as legacy); a "
         "claim-less tools/call is executed without initialize."
@@ -300,8 +301,12 @@ def _py_http(name: str, venv: Path, script: str, era: str, notes: str,
 
 
 PY_HTTP_MODERN = _py_http(
-    "py-http-modern", PY_MODERN_VENV, "py_http_modern.py", "dual",
-    f"our tests/peers/py_http_modern.py: mcp=={PINS['MODERN_PY_MCP']} MCPServer.streamable_http_app; "
+    "py-http-modern",
+    PY_MODERN_VENV,
+    "py_http_modern.py",
+    "dual",
+    f"our tests/peers/py_http_modern.py: mcp=={PINS['MODERN_PY_MCP']} "
+    "MCPServer.streamable_http_app; "
     "a 2026-07-28 MCP-Protocol-Version header routes to the modern single-exchange handler, "
     "anything else to the legacy stateful (Mcp-Session-Id) transport. "
     "Tools add, echo, headered (x-mcp-header Region/Count/Flag), count, slow.",
@@ -315,10 +320,15 @@ PY_HTTP_LEGACY = _py_http(
     f"mcp=={PINS['LEGACY_PY_MCP']}",
 )
 FASTMCP_HTTP = _py_http(
-    "fastmcp-http", FASTMCP_VENV, "fastmcp_http.py", "dual",
-    f"our tests/peers/fastmcp_http.py: fastmcp=={PINS['FASTMCP']} (on mcp=={PINS['MODERN_PY_MCP']}) "
+    "fastmcp-http",
+    FASTMCP_VENV,
+    "fastmcp_http.py",
+    "dual",
+    f"our tests/peers/fastmcp_http.py: fastmcp=={PINS['FASTMCP']} "
+    f"(on mcp=={PINS['MODERN_PY_MCP']}) "
     "FastMCP.http_app; dual-era like py-http-modern. Same tools.",
-    f"fastmcp=={PINS['FASTMCP']}", f"mcp=={PINS['MODERN_PY_MCP']}",
+    f"fastmcp=={PINS['FASTMCP']}",
+    f"mcp=={PINS['MODERN_PY_MCP']}",
 )
 
 LOOPBACK_ONLY_CJS = PEERS_SRC / "loopback-only.cjs"

@@ -35,8 +35,10 @@ MAX_NESTING_DEPTH: Final[int]  # deeper JSON is classified invalid, never recurs
 
 # Parent <-> worker channel frames: ``u32 LE length | u8 type | body``, the length counting
 # the type byte and the body. Other frame types are opaque here: returned as (type, body).
-FRAME_SUBMIT: Final[int]  # 1, parent -> worker: ``u64 call_id | u32 timeout_ms | u16 method_len | method | params``
-FRAME_RESULT: Final[int]  # 16, worker -> parent: ``u64 call_id | i64 request_id | u8 kind | u8 result_type | payload``
+# 1, parent -> worker: ``u64 call_id | u32 timeout_ms | u16 method_len | method | params``
+FRAME_SUBMIT: Final[int]
+# 16, worker -> parent: ``u64 call_id | i64 request_id | u8 kind | u8 result_type | payload``
+FRAME_RESULT: Final[int]
 # 255: never on the wire. ``SubmitStamper.feed`` reports a SUBMIT it could not stamp (params
 # not a JSON object, truncated head, method not UTF-8, call id already pending) as this
 # pseudo-frame, body ``u64 LE call_id | reason (UTF-8)``, so the worker fails just that call.
@@ -174,8 +176,9 @@ class StreamDecoder(Generic[_T]):
         """``feed`` for a worker: every response (KIND_RESULT or KIND_ERROR) that resolves
         CORR_MATCHED to a forwarded call (``Correlator.allocate_call``) is appended to the
         returned bytes as a whole RESULT frame, ``u64 call_id | i64 request_id | u8 kind | u8
-        result_type | payload`` (``request_id``: the id the request went out with), where payload is the raw ``result`` value for a result and the whole line
-        (without its newline) for an error; no Python object is made for it. Every other line
+        result_type | payload`` (``request_id``: the id the request went out with), where
+        payload is the raw ``result`` value for a result and the whole line (without its
+        newline) for an error; no Python object is made for it. Every other line
         comes back as an Event exactly as ``feed`` returns it, in order: a malformed answer
         to a forwarded call too (KIND_INVALID, CORR_MATCHED, its call id as the token), for
         the worker to fail the call with the reason. The bytes are empty when no forwarded

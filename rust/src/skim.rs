@@ -126,10 +126,9 @@ impl Skim {
                         self.member = Member::Colon;
                     }
                 }
-                Member::Id if self.depth == 1 => {
-                    if !Self::keep(&mut self.id, MAX_ID, b) {
-                        self.member = Member::Skip;
-                    }
+                // An over-long id is no id to correlate: the rest of it is skipped.
+                Member::Id if self.depth == 1 && !Self::keep(&mut self.id, MAX_ID, b) => {
+                    self.member = Member::Skip;
                 }
                 _ => {}
             }
@@ -143,10 +142,11 @@ impl Skim {
                     self.member = Member::InKey;
                     self.key.clear();
                     self.key.push(b);
-                } else if self.depth == 1 && self.member == Member::Id {
-                    if !Self::keep(&mut self.id, MAX_ID, b) {
-                        self.member = Member::Skip;
-                    }
+                } else if self.depth == 1
+                    && self.member == Member::Id
+                    && !Self::keep(&mut self.id, MAX_ID, b)
+                {
+                    self.member = Member::Skip;
                 }
             }
             b'{' | b'[' => {

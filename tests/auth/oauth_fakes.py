@@ -13,7 +13,7 @@ import base64
 import hashlib
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote_plus, urlencode
 
 from aiohttp import web
@@ -89,7 +89,7 @@ class FakeAuthServer:
         parts += [f'{k}="{v}"' for k, v in params.items()]
         return "Bearer " + ", ".join(parts)
 
-    async def __aenter__(self) -> FakeAuthServer:
+    async def __aenter__(self) -> Self:
         app = web.Application(middlewares=[self._record])
         app.router.add_get("/.well-known/oauth-protected-resource/{path:.*}", self._prm)
         app.router.add_get("/.well-known/oauth-authorization-server", self._metadata)

@@ -72,7 +72,7 @@ KEY_TYPES = {"ES256": "EC", "ES384": "EC", "RS256": "RSA", "PS256": "RSA", "Ed25
 
 
 def verify(assertion: str, private: Any, algorithm: str) -> jwt.Token:
-    public = jwk.import_key(public_pem(private), KEY_TYPES[algorithm])  # type: ignore[arg-type]
+    public = jwk.import_key(public_pem(private), KEY_TYPES[algorithm])  # type: ignore[arg-type]  # KEY_TYPES holds key types as str
     return jwt.decode(assertion, public, algorithms=[algorithm])
 
 

@@ -156,7 +156,7 @@ def test_a_refused_flow_leaves_the_server_unavailable_saying_why(no_leaks):
             doc = orjson.loads((await own_prm(request)).body)
             doc["resource"] = "https://elsewhere.example/mcp"
             return web.json_response(doc)
-        fake._prm = elsewhere  # type: ignore[method-assign]
+        fake._prm = elsewhere  # type: ignore[method-assign]  # the fake answers from elsewhere
         async with fake:
             echo.fake = fake
             async with OAuthClient() as oauth, Host(oauth=oauth) as host:

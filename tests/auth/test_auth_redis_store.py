@@ -18,7 +18,7 @@ import redis  # the test extra's; redis-server comes from .ci/install-system
 from oauth_fakes import Clock, FakeAuthServer
 
 from conftest import run
-from redisserver import RedisServer, free_port, redis_server  # noqa: F401  (a fixture)
+from redisserver import RedisServer, free_port, redis_server  # noqa: F401 - a fixture
 from trunkline.auth import ClientSettings, MemoryStore, OAuthClient, RedisStore
 from trunkline.auth.registration import BASIC, REGISTERED, ClientIdentity
 from trunkline.auth.resource import canonical_uri

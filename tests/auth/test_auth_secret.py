@@ -30,4 +30,4 @@ def test_secrets_compare_by_value_and_are_not_hashable() -> None:
 @pytest.mark.parametrize("value", ["", None, 7])
 def test_a_secret_is_a_non_empty_string(value: object) -> None:
     with pytest.raises(ValueError):
-        Secret(value)  # type: ignore[arg-type]
+        Secret(value)  # type: ignore[arg-type]  # not a str on purpose

@@ -17,17 +17,28 @@ from trunkline.catalog import ListingDriver, ToolCache, ToolListing
 VERSION = "2026-07-28"
 
 
-def fetched(server: str = "srv", *, tools: tuple[str, ...] = ("t",), ttl: Any = 10_000,
-            scope: Any = "private", era: str = "modern", version: str | None = VERSION) -> ToolListing:
+def fetched(
+    server: str = "srv",
+    *,
+    tools: tuple[str, ...] = ("t",),
+    ttl: Any = 10_000,
+    scope: Any = "private",
+    era: str = "modern",
+    version: str | None = VERSION,
+) -> ToolListing:
     driver = ListingDriver(server, era, protocol_version=version)
-    result: dict[str, Any] = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in tools]}
+    result: dict[str, Any] = {
+        "tools": [{"name": n, "inputSchema": {"type": "object"}} for n in tools]
+    }
     if era == "modern":
         result.update(resultType="complete", ttlMs=ttl, cacheScope=scope)
     assert not driver.add_page(result)
     return driver.finish()
 
 
-def get(cache: ToolCache, ctx: Any, now: float, server: str = "srv", **kw: Any) -> ToolListing | None:
+def get(
+    cache: ToolCache, ctx: Any, now: float, server: str = "srv", **kw: Any
+) -> ToolListing | None:
     return cache.get(server, ctx, now, protocol_version=VERSION, **kw)
 
 
@@ -171,7 +182,9 @@ def test_other_servers_and_protocol_versions_miss() -> None:
     cache.put("srv", None, fetched(scope="public"), 0.0)
     assert cache.get("other", None, 1.0, protocol_version=VERSION) is None
     assert cache.get("srv", None, 1.0, protocol_version="2025-11-25") is None
-    assert cache.get("srv", None, 1.0) is None  # the key includes the version; None is a version too
+    assert (
+        cache.get("srv", None, 1.0) is None
+    )  # the key includes the version; None is a version too
 
 
 def test_put_under_another_server_is_a_caller_bug() -> None:

@@ -141,7 +141,7 @@ def test_a_list_of_exactly_max_pages_is_fine() -> None:
         ([], "JSON array, not an object"),
         (None, "JSON null, not an object"),
         ({"resultType": "complete", "ttlMs": 0, "cacheScope": "public"}, "no 'tools'"),
-        (page({"name": "a"}), "'tools' is a JSON object, not an array"),  # type: ignore[arg-type]
+        (page({"name": "a"}), "'tools' is a JSON object, not an array"),  # type: ignore[arg-type]  # a bad shape on purpose
         (page([], 7), "nextCursor is a JSON number"),
         (page([], {"c": 1}), "nextCursor is a JSON object"),
     ],
@@ -220,7 +220,9 @@ def test_legacy_list_without_any_modern_field_is_complete() -> None:
 
 
 def test_legacy_result_type_if_sent_is_still_checked() -> None:
-    assert names(listing({None: {"resultType": "complete", "tools": [tool("a")]}}, "legacy")) == ["a"]
+    assert names(listing({None: {"resultType": "complete", "tools": [tool("a")]}}, "legacy")) == [
+        "a"
+    ]
     with pytest.raises(MalformedMessage):
         serve({None: {"resultType": "input_required", "tools": []}}, "legacy")
 
@@ -234,10 +236,14 @@ def test_legacy_cache_fields_are_not_read() -> None:
 # --- cache hints ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ttls", [(90_000, 30_000, 60_000), (30_000, 90_000, 60_000), (60_000, 90_000, 30_000)])
+@pytest.mark.parametrize(
+    "ttls", [(90_000, 30_000, 60_000), (30_000, 90_000, 60_000), (60_000, 90_000, 30_000)]
+)
 def test_ttl_of_a_list_is_the_minimum_over_its_pages(ttls: tuple[int, int, int]) -> None:
     first, second, third = ttls
-    result = listing({None: page([], "2", ttl=first), "2": page([], "3", ttl=second), "3": page([], ttl=third)})
+    result = listing(
+        {None: page([], "2", ttl=first), "2": page([], "3", ttl=second), "3": page([], ttl=third)}
+    )
     assert result.ttl_ms == 30_000 and result.warnings == ()
 
 
@@ -263,7 +269,9 @@ def test_scope_public_only_when_every_page_says_public() -> None:
     ("public", "private", "pages disagree"),
     ("private", "public", "pages disagree"),
 ])
-def test_missing_unknown_or_mixed_scope_makes_the_list_private(first: Any, second: Any, message: str) -> None:
+def test_missing_unknown_or_mixed_scope_makes_the_list_private(
+    first: Any, second: Any, message: str
+) -> None:
     result = listing({None: page([], "n", scope=first), "n": page([], scope=second)})
     assert result.cache_scope == "private"
     [warning] = result.warnings
@@ -289,8 +297,12 @@ MALFORMED_TOOLS = [
 ]
 
 
-@pytest.mark.parametrize("label, bad, message", MALFORMED_TOOLS, ids=[m[0] for m in MALFORMED_TOOLS])
-def test_malformed_tool_is_quarantined_and_the_rest_load(label: str, bad: Any, message: str) -> None:
+@pytest.mark.parametrize(
+    "label, bad, message", MALFORMED_TOOLS, ids=[m[0] for m in MALFORMED_TOOLS]
+)
+def test_malformed_tool_is_quarantined_and_the_rest_load(
+    label: str, bad: Any, message: str
+) -> None:
     result = listing({None: page([tool("before"), bad, tool("after")])})
     assert names(result) == ["before", "after"]
     [warning] = result.warnings
@@ -319,7 +331,9 @@ def test_execution_field_means_nothing_to_a_modern_server() -> None:
 def test_output_schema_root_must_be_object_only_in_the_legacy_era() -> None:
     array_out = tool("listy", outputSchema={"type": "array"})
     assert names(listing({None: page([array_out])})) == ["listy"]
-    result = listing({None: legacy_page([array_out, tool("ok", outputSchema={"type": "object"})])}, "legacy")
+    result = listing(
+        {None: legacy_page([array_out, tool("ok", outputSchema={"type": "object"})])}, "legacy"
+    )
     assert names(result) == ["ok"] and kinds(result) == ["quarantined"]
 
 
@@ -336,18 +350,32 @@ def test_standard_names_raise_no_warning(name: str) -> None:
 
 
 def test_duplicate_name_keeps_the_first_and_warns() -> None:
-    result = listing({
-        None: page([tool("dup", description="first"), tool("other"), tool("dup", description="second")], "n"),
-        "n": page([tool("dup", description="third")]),
-    })
+    result = listing(
+        {
+            None: page(
+                [
+                    tool("dup", description="first"),
+                    tool("other"),
+                    tool("dup", description="second"),
+                ],
+                "n",
+            ),
+            "n": page([tool("dup", description="third")]),
+        }
+    )
     assert names(result) == ["dup", "other"]
     assert result.tools[0].description == "first"
-    assert [(w.kind, w.tool) for w in result.warnings] == [("duplicate", "dup"), ("duplicate", "dup")]
+    assert [(w.kind, w.tool) for w in result.warnings] == [
+        ("duplicate", "dup"),
+        ("duplicate", "dup"),
+    ]
     assert "page 2" in result.warnings[1].message
 
 
 def test_a_malformed_first_copy_does_not_block_a_valid_second() -> None:
-    result = listing({None: page([{"name": "t", "inputSchema": None}, tool("t", description="ok")])})
+    result = listing(
+        {None: page([{"name": "t", "inputSchema": None}, tool("t", description="ok")])}
+    )
     assert [t.description for t in result.tools] == ["ok"]
     assert kinds(result) == ["quarantined"]
 
@@ -363,9 +391,17 @@ def test_entry_keeps_every_field_of_the_tool() -> None:
     raw = tool("t", title="T", description="does t", outputSchema={"type": "object"},
                annotations={"readOnlyHint": True}, icons=[{"src": "x.png"}], _meta={"k": 1})
     [entry] = listing({None: page([raw])}).tools
-    assert entry == ToolEntry(name="t", server="srv", local_name="t", title="T", description="does t",
-                              input_schema={"type": "object"}, output_schema={"type": "object"},
-                              annotations={"readOnlyHint": True}, raw=raw)
+    assert entry == ToolEntry(
+        name="t",
+        server="srv",
+        local_name="t",
+        title="T",
+        description="does t",
+        input_schema={"type": "object"},
+        output_schema={"type": "object"},
+        annotations={"readOnlyHint": True},
+        raw=raw,
+    )
     assert entry.raw["icons"] == [{"src": "x.png"}]
     hash(entry)  # usable in sets despite dict fields
 
@@ -392,8 +428,10 @@ _junk_tools = st.one_of(
 
 @given(st.lists(st.lists(_junk_tools, max_size=6), min_size=1, max_size=4))
 def test_every_sent_tool_is_either_loaded_or_warned_about(pages: list[list[Any]]) -> None:
-    chained = {None if i == 0 else str(i): page(tools, str(i + 1) if i + 1 < len(pages) else _ABSENT)
-               for i, tools in enumerate(pages)}
+    chained = {
+        None if i == 0 else str(i): page(tools, str(i + 1) if i + 1 < len(pages) else _ABSENT)
+        for i, tools in enumerate(pages)
+    }
     result = listing(chained)
     sent = [t for tools in pages for t in tools]
     expected: list[str] = []

@@ -20,7 +20,9 @@ LLM_NAME = re.compile(r"\A[a-zA-Z0-9_-]{1,64}\Z")
 
 
 def listing(server: str, *tools: str | dict[str, Any]) -> ToolListing:
-    raw = [t if isinstance(t, dict) else {"name": t, "inputSchema": {"type": "object"}} for t in tools]
+    raw = [
+        t if isinstance(t, dict) else {"name": t, "inputSchema": {"type": "object"}} for t in tools
+    ]
     driver = ListingDriver(server, "modern")
     driver.add_page({"resultType": "complete", "tools": raw, "ttlMs": 0, "cacheScope": "public"})
     return driver.finish()
@@ -43,7 +45,9 @@ def test_prefix_names_every_server_offering_a_contested_name_after_itself() -> N
     assert catalog.route("github_search") == ("github", "search")
     assert catalog.route("gitlab_search") == ("gitlab", "search")  # the wire carries the local name
     assert [(w.server, w.kind, w.tool) for w in catalog.warnings] == [
-        ("github", "prefixed", "search"), ("gitlab", "prefixed", "search")]
+        ("github", "prefixed", "search"),
+        ("gitlab", "prefixed", "search"),
+    ]
     message = catalog.warnings[1].message
     assert "'gitlab_search'" in message and "'github' and 'gitlab'" in message
     assert "search" not in catalog  # no server keeps a contested name
@@ -55,14 +59,19 @@ def test_reordering_the_configuration_changes_no_name() -> None:
     other = build_catalog(arrived, server_order=["gitlab", "github"])
     owners = {e.name: (e.server, e.local_name) for e in one}
     assert {e.name: (e.server, e.local_name) for e in other} == owners
-    assert owners == {"issues": ("github", "issues"), "github_search": ("github", "search"),
-                      "gitlab_search": ("gitlab", "search"), "wiki": ("gitlab", "wiki")}
+    assert owners == {
+        "issues": ("github", "issues"),
+        "github_search": ("github", "search"),
+        "gitlab_search": ("gitlab", "search"),
+        "wiki": ("gitlab", "wiki"),
+    }
     assert [e.server for e in other] == ["gitlab", "gitlab", "github", "github"]  # its order
 
 
 def test_prefix_all_names_every_tool_after_its_server() -> None:
-    catalog = build_catalog([listing("github", "search", "issues"), listing("gitlab", "wiki")],
-                            policy="prefix-all")
+    catalog = build_catalog(
+        [listing("github", "search", "issues"), listing("gitlab", "wiki")], policy="prefix-all"
+    )
     assert [e.name for e in catalog] == ["github_issues", "github_search", "gitlab_wiki"]
     assert catalog.route("gitlab_wiki") == ("gitlab", "wiki") and catalog.warnings == ()
     with pytest.raises(KeyError):
@@ -78,6 +87,8 @@ def test_a_name_outside_the_llm_alphabet_is_escaped_readably() -> None:
     assert names[("my server", "echo")].startswith("my_server_echo_")
     assert names[("b", "echo")] == "b_echo"
     assert all(LLM_NAME.match(name) for name in names.values())
+
+
 def test_reject_refuses_naming_both_servers_and_the_tool() -> None:
     # Two servers offering one name.
     with pytest.raises(ToolCollision) as caught:
@@ -91,7 +102,9 @@ def test_reject_refuses_naming_both_servers_and_the_tool() -> None:
 
 def test_reject_lists_every_collision_and_every_server() -> None:
     with pytest.raises(ToolCollision) as caught:
-        build_catalog([listing("a", "x", "y"), listing("b", "x"), listing("c", "x", "y")], policy="reject")
+        build_catalog(
+            [listing("a", "x", "y"), listing("b", "x"), listing("c", "x", "y")], policy="reject"
+        )
     text = str(caught.value)
     assert "tool 'x' is offered by servers 'a', 'b' and 'c'" in text
     assert "tool 'y' is offered by servers 'a' and 'c'" in text
@@ -168,10 +181,12 @@ def test_names_from_before_still_reach_their_tool_with_a_deprecation_warning() -
         warnings.simplefilter("error")  # today's names warn of nothing
         for entry in catalog:
             assert catalog.lookup(entry.name) is entry
-    old = {"gitlab/search": ("gitlab", "search"),
-           escaped_alias("gitlab/search"): ("gitlab", "search"),  # its model-safe alias
-           "search": ("github", "search"),  # a contested name reached the first configured
-           "fs.read": ("gitlab", "fs.read")}
+    old = {
+        "gitlab/search": ("gitlab", "search"),
+        escaped_alias("gitlab/search"): ("gitlab", "search"),  # its model-safe alias
+        "search": ("github", "search"),  # a contested name reached the first configured
+        "fs.read": ("gitlab", "fs.read"),
+    }
     for name, owner in old.items():
         with pytest.warns(DeprecationWarning, match=re.escape(repr(name))) as caught:
             assert catalog.route(name) == owner
@@ -182,8 +197,9 @@ def test_names_from_before_still_reach_their_tool_with_a_deprecation_warning() -
     with pytest.raises(KeyError):
         catalog.route("github/search")  # never a name: the first claimant kept "search"
     with pytest.raises(KeyError):
-        build_catalog([listing("github", "search"), listing("gitlab", "search")],
-                      policy="prefix-all").lookup("gitlab/search")  # newer than those names
+        build_catalog(
+            [listing("github", "search"), listing("gitlab", "search")], policy="prefix-all"
+        ).lookup("gitlab/search")  # newer than those names
 
 
 def test_model_safe_aliases_is_deprecated_and_changes_nothing() -> None:
@@ -202,11 +218,23 @@ def test_each_servers_tools_are_sorted_by_code_point() -> None:
 
 
 def test_entries_keep_every_field_through_prefixing() -> None:
-    rich = {"name": "search", "title": "Search", "description": "find", "inputSchema": {"type": "object", "properties": {}},
-            "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}, "icons": []}
+    rich = {
+        "name": "search",
+        "title": "Search",
+        "description": "find",
+        "inputSchema": {"type": "object", "properties": {}},
+        "outputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True},
+        "icons": [],
+    }
     catalog = build_catalog([listing("a", "search"), listing("b", rich)])
     entry = catalog.lookup("b_search")
-    assert (entry.server, entry.local_name, entry.title, entry.description) == ("b", "search", "Search", "find")
+    assert (entry.server, entry.local_name, entry.title, entry.description) == (
+        "b",
+        "search",
+        "Search",
+        "find",
+    )
     assert entry.input_schema == rich["inputSchema"] and entry.output_schema == {"type": "object"}
     assert entry.annotations == {"readOnlyHint": True} and entry.raw is rich
 
@@ -216,7 +244,11 @@ def test_listing_warnings_come_first_in_configured_order() -> None:
     second = listing("b", "has space", "dup")
     catalog = build_catalog([second, first], server_order=["a", "b"])
     assert [(w.server, w.kind) for w in catalog.warnings] == [
-        ("a", "duplicate"), ("b", "nonstandard-name"), ("a", "prefixed"), ("b", "prefixed")]
+        ("a", "duplicate"),
+        ("b", "nonstandard-name"),
+        ("a", "prefixed"),
+        ("b", "prefixed"),
+    ]
 
 
 def test_two_listings_for_one_server_are_refused() -> None:
@@ -264,7 +296,9 @@ _slashy = st.text("ab/", min_size=1, max_size=3)
 
 
 def _servers(names: st.SearchStrategy[str]) -> st.SearchStrategy[list[tuple[str, list[str]]]]:
-    return st.lists(st.tuples(names, st.lists(names, max_size=5)), max_size=5, unique_by=lambda s: s[0])
+    return st.lists(
+        st.tuples(names, st.lists(names, max_size=5)), max_size=5, unique_by=lambda s: s[0]
+    )
 
 
 def _build(servers: list[tuple[str, list[str]]], **kw: Any) -> Catalog | ToolCollision:
@@ -275,8 +309,9 @@ def _build(servers: list[tuple[str, list[str]]], **kw: Any) -> Catalog | ToolCol
 
 
 @given(st.data(), _servers(_slashy), st.sampled_from(["prefix", "prefix-all", "reject"]))
-def test_catalog_does_not_depend_on_arrival_order(data: st.DataObject, servers: list[tuple[str, list[str]]],
-                                                  policy: str) -> None:
+def test_catalog_does_not_depend_on_arrival_order(
+    data: st.DataObject, servers: list[tuple[str, list[str]]], policy: str
+) -> None:
     configured = [s for s, _ in servers]
     arrived = data.draw(st.permutations(servers))
     reference = _build(servers, policy=policy)
@@ -289,8 +324,9 @@ def test_catalog_does_not_depend_on_arrival_order(data: st.DataObject, servers: 
 
 
 @given(_servers(_plain), st.sampled_from(["prefix", "prefix-all"]))
-def test_prefix_loses_no_tool_and_never_shares_a_name(servers: list[tuple[str, list[str]]],
-                                                      policy: str) -> None:
+def test_prefix_loses_no_tool_and_never_shares_a_name(
+    servers: list[tuple[str, list[str]]], policy: str
+) -> None:
     # Without "_" or "/" in any id, a prefixed name cannot meet another name.
     catalog = build_catalog([listing(s, *tools) for s, tools in servers], policy=policy)  # type: ignore[arg-type]
     offered = {(s, t) for s, tools in servers for t in tools}
@@ -306,10 +342,14 @@ def test_prefix_loses_no_tool_and_never_shares_a_name(servers: list[tuple[str, l
         assert entry.name == (entry.local_name if alone else f"{entry.server}_{entry.local_name}")
 
 
-@given(st.data(), _servers(st.text("ab_", min_size=1, max_size=3)),
-       st.sampled_from(["prefix", "prefix-all"]))
+@given(
+    st.data(),
+    _servers(st.text("ab_", min_size=1, max_size=3)),
+    st.sampled_from(["prefix", "prefix-all"]),
+)
 def test_names_are_model_safe_and_do_not_depend_on_the_configured_order(
-        data: st.DataObject, servers: list[tuple[str, list[str]]], policy: str) -> None:
+    data: st.DataObject, servers: list[tuple[str, list[str]]], policy: str
+) -> None:
     reordered = data.draw(st.permutations(servers))
     one, other = _build(servers, policy=policy), _build(reordered, policy=policy)
     assert isinstance(one, Catalog) and isinstance(other, Catalog)  # no "/": never refused
@@ -320,7 +360,9 @@ def test_names_are_model_safe_and_do_not_depend_on_the_configured_order(
 
 
 @given(_servers(_slashy))
-def test_prefix_either_maps_injectively_or_names_a_real_clash(servers: list[tuple[str, list[str]]]) -> None:
+def test_prefix_either_maps_injectively_or_names_a_real_clash(
+    servers: list[tuple[str, list[str]]],
+) -> None:
     result = _build(servers)
     if isinstance(result, ToolCollision):
         assert len(set(result.claimants)) == 2
@@ -337,7 +379,9 @@ def test_prefix_either_maps_injectively_or_names_a_real_clash(servers: list[tupl
 
 
 @given(_servers(_plain))
-def test_reject_fails_exactly_when_two_servers_share_a_name(servers: list[tuple[str, list[str]]]) -> None:
+def test_reject_fails_exactly_when_two_servers_share_a_name(
+    servers: list[tuple[str, list[str]]],
+) -> None:
     owners: dict[str, list[str]] = {}
     for s, tools in servers:
         for t in dict.fromkeys(tools):

@@ -81,7 +81,7 @@ def test_is_model_safe_rejects_a_trailing_newline() -> None:
 
 # --- properties ----------------------------------------------------------------------
 
-_tricky = st.sampled_from(list("aZ09_-./ ,:\t\n") + ["\u00e9", "\u0301", "\u00a0", "\ud800", "😀", "Ω"])
+_tricky = st.sampled_from([*"aZ09_-./ ,:\t\n", "\u00e9", "\u0301", "\u00a0", "\ud800", "😀", "Ω"])
 _names = st.one_of(
     st.text(_tricky, min_size=1, max_size=8),
     st.text(_tricky, min_size=60, max_size=140),
@@ -93,7 +93,9 @@ _names = st.one_of(
 def test_aliases_are_injective_and_model_safe(data: st.DataObject, names: list[str]) -> None:
     # Adversarial extras: other names' first-choice aliases, and their unsafe variants.
     victims = data.draw(st.lists(st.sampled_from(names), max_size=4))
-    extras = [escaped_alias(v) for v in victims] + [escaped_alias(v).replace("_", ".") for v in victims]
+    extras = [escaped_alias(v) for v in victims] + [
+        escaped_alias(v).replace("_", ".") for v in victims
+    ]
     everything = list(dict.fromkeys(names + extras))
     check(assign_aliases(everything))
 
@@ -109,8 +111,16 @@ def test_aliases_depend_only_on_the_set_of_names(data: st.DataObject, names: lis
 
 def _listing(server: str, *tools: str):  # type: ignore[no-untyped-def]
     driver = ListingDriver(server, "modern")
-    driver.add_page({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
-                     "tools": [{"name": t, "inputSchema": {"type": "object"}, "description": t} for t in tools]})
+    driver.add_page(
+        {
+            "resultType": "complete",
+            "ttlMs": 0,
+            "cacheScope": "public",
+            "tools": [
+                {"name": t, "inputSchema": {"type": "object"}, "description": t} for t in tools
+            ],
+        }
+    )
     return driver.finish()
 
 
@@ -126,21 +136,29 @@ def test_catalog_names_are_model_safe_and_route_back_to_the_owner() -> None:
     assert [e.alias for e in catalog] == [None, None, None]  # a name needs no alias now
 
 
-@given(st.lists(st.tuples(st.sampled_from(["a", "a.b", "a b", "x", "a_b"]),
-                          st.lists(st.text(_tricky, min_size=1, max_size=6), max_size=5)),
-                max_size=4, unique_by=lambda s: s[0]),
-       st.sampled_from(["prefix", "prefix-all", "reject"]))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "a.b", "a b", "x", "a_b"]),
+            st.lists(st.text(_tricky, min_size=1, max_size=6), max_size=5),
+        ),
+        max_size=4,
+        unique_by=lambda s: s[0],
+    ),
+    st.sampled_from(["prefix", "prefix-all", "reject"]),
+)
 def test_every_catalog_entry_is_reachable_by_exactly_its_name(
-        servers: list[tuple[str, list[str]]], policy: str) -> None:
+    servers: list[tuple[str, list[str]]], policy: str
+) -> None:
     try:
-        catalog = build_catalog([_listing(s, *tools) for s, tools in servers],
-                                policy=policy)  # type: ignore[arg-type]
+        catalog = build_catalog([_listing(s, *tools) for s, tools in servers], policy=policy)  # type: ignore[arg-type]
     except ToolCollision:
         # Refused rather than shadowed: under reject, two servers offering one name; else
         # only when a contested tool's key "<server>/<tool>" is another tool's own name.
         local_names = {t for _, tools in servers for t in tools}
         assert policy == "reject" or any(
-            f"{s}/{t}" in local_names for s, tools in servers for t in tools)
+            f"{s}/{t}" in local_names for s, tools in servers for t in tools
+        )
         return
     names = [e.name for e in catalog]
     assert len(set(names)) == len(names)
@@ -153,68 +171,101 @@ def test_every_catalog_entry_is_reachable_by_exactly_its_name(
 
 #: The shapes OpenAI's and Anthropic's APIs take a tool in, as JSON Schemas of their own
 #: (their documented required fields and types; not imported from the code).
-_PARAMETERS = {"type": "object", "required": ["type"],
-               "properties": {"type": {"const": "object"}}}
+_PARAMETERS = {"type": "object", "required": ["type"], "properties": {"type": {"const": "object"}}}
 OPENAI_CHAT = {
-    "type": "object", "required": ["type", "function"], "additionalProperties": False,
+    "type": "object",
+    "required": ["type", "function"],
+    "additionalProperties": False,
     "properties": {
         "type": {"const": "function"},
-        "function": {"type": "object", "required": ["name"], "additionalProperties": False,
-                     "properties": {"name": {"type": "string", "pattern": LLM_NAME.pattern[2:-2]},
-                                    "description": {"type": "string"},
-                                    "parameters": _PARAMETERS,
-                                    "strict": {"type": "boolean"}}},
+        "function": {
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string", "pattern": LLM_NAME.pattern[2:-2]},
+                "description": {"type": "string"},
+                "parameters": _PARAMETERS,
+                "strict": {"type": "boolean"},
+            },
+        },
     },
 }
 OPENAI_RESPONSES = {
-    "type": "object", "required": ["type", "name", "parameters", "strict"],
+    "type": "object",
+    "required": ["type", "name", "parameters", "strict"],
     "additionalProperties": False,
-    "properties": {"type": {"const": "function"},
-                   "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
-                   "description": {"type": "string"}, "parameters": _PARAMETERS,
-                   "strict": {"type": "boolean"}},
+    "properties": {
+        "type": {"const": "function"},
+        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+        "description": {"type": "string"},
+        "parameters": _PARAMETERS,
+        "strict": {"type": "boolean"},
+    },
 }
 ANTHROPIC = {
-    "type": "object", "required": ["name", "input_schema"], "additionalProperties": False,
-    "properties": {"name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
-                   "description": {"type": "string"}, "input_schema": _PARAMETERS},
+    "type": "object",
+    "required": ["name", "input_schema"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
+        "description": {"type": "string"},
+        "input_schema": _PARAMETERS,
+    },
 }
 
 
 def _declared_tools():  # type: ignore[no-untyped-def]
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
     described = {"name": "search", "description": "Find things.", "inputSchema": schema}
-    return build_catalog([
-        _listing_raw("github", {"name": "search", "inputSchema": {"type": "object"}}),
-        _listing_raw("gitlab", described),
-        _listing("my server", "fs.read", "x" * 100),
-    ])
+    return build_catalog(
+        [
+            _listing_raw("github", {"name": "search", "inputSchema": {"type": "object"}}),
+            _listing_raw("gitlab", described),
+            _listing("my server", "fs.read", "x" * 100),
+        ]
+    )
 
 
 def _listing_raw(server: str, *tools: dict):  # type: ignore[no-untyped-def]
     driver = ListingDriver(server, "modern")
-    driver.add_page({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
-                     "tools": list(tools)})
+    driver.add_page(
+        {"resultType": "complete", "ttlMs": 0, "cacheScope": "public", "tools": list(tools)}
+    )
     return driver.finish()
 
 
 def test_to_openai_and_to_anthropic_are_what_those_apis_accept() -> None:
     catalog = _declared_tools()
     for entry in catalog:
-        for declared, shape in ((entry.to_openai(), OPENAI_CHAT),
-                                (entry.to_openai("responses"), OPENAI_RESPONSES),
-                                (entry.to_anthropic(), ANTHROPIC)):
+        for declared, shape in (
+            (entry.to_openai(), OPENAI_CHAT),
+            (entry.to_openai("responses"), OPENAI_RESPONSES),
+            (entry.to_anthropic(), ANTHROPIC),
+        ):
             jsonschema.validate(declared, shape)
             assert orjson.loads(orjson.dumps(declared)) == declared  # plain JSON
     gitlab = catalog.lookup("gitlab_search")
-    assert gitlab.to_openai() == {"type": "function", "function": {
-        "name": "gitlab_search", "description": "Find things.",
-        "parameters": gitlab.input_schema}}
+    assert gitlab.to_openai() == {
+        "type": "function",
+        "function": {
+            "name": "gitlab_search",
+            "description": "Find things.",
+            "parameters": gitlab.input_schema,
+        },
+    }
     assert gitlab.to_openai("responses") == {
-        "type": "function", "name": "gitlab_search", "description": "Find things.",
-        "parameters": gitlab.input_schema, "strict": False}
-    assert gitlab.to_anthropic() == {"name": "gitlab_search", "description": "Find things.",
-                                     "input_schema": gitlab.input_schema}
+        "type": "function",
+        "name": "gitlab_search",
+        "description": "Find things.",
+        "parameters": gitlab.input_schema,
+        "strict": False,
+    }
+    assert gitlab.to_anthropic() == {
+        "name": "gitlab_search",
+        "description": "Find things.",
+        "input_schema": gitlab.input_schema,
+    }
     # No description: no key (both APIs take it as optional, neither takes null).
     assert "description" not in catalog.lookup("github_search").to_anthropic()
     # The name a model calls back is the name the catalog routes.

@@ -3,6 +3,7 @@ again, decided without a process, a loop or a clock of its own."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -97,7 +98,7 @@ def test_a_server_announcing_a_change_every_200_ms_is_listed_less_and_less():
         now = round(now + 0.2, 6)
     # 100 announcements, a handful of listings, ever further apart.
     assert len(starts) <= 8
-    apart = [b - a for a, b in zip(starts, starts[1:])]
+    apart = [b - a for a, b in itertools.pairwise(starts)]
     assert apart == sorted(apart)
 
 

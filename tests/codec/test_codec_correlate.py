@@ -76,7 +76,11 @@ def test_drain_hands_everything_back_and_replies_become_stale():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["alloc", "resolve", "discard"]), st.integers(0, 30)), max_size=60))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["alloc", "resolve", "discard"]), st.integers(0, 30)), max_size=60
+    )
+)
 def test_correlator_matches_a_model(ops):
     c = Correlator()
     pending: dict[int, int] = {}
@@ -88,7 +92,11 @@ def test_correlator_matches_a_model(ops):
             used.add(i)
             pending[i] = n
         elif op == "resolve":
-            want = (CORR_MATCHED, pending.pop(n)) if n in pending else ((CORR_STALE if n in used else CORR_UNKNOWN), None)
+            want = (
+                (CORR_MATCHED, pending.pop(n))
+                if n in pending
+                else ((CORR_STALE if n in used else CORR_UNKNOWN), None)
+            )
             assert c.resolve(n) == want
         else:
             assert c.discard(n) == pending.pop(n, None)
@@ -97,20 +105,38 @@ def test_correlator_matches_a_model(ops):
 
 def _lines(n: int, size: int) -> list[bytes]:
     text = "x" * size
-    return [encode_result(i, orjson.dumps({"content": [{"type": "text", "text": text}]})) for i in range(1, n + 1)]
+    return [
+        encode_result(i, orjson.dumps({"content": [{"type": "text", "text": text}]}))
+        for i in range(1, n + 1)
+    ]
 
 
 def test_stream_decoder_correlates_a_read_buffer():
     c = Correlator()
     ids = [c.allocate(f"call{i}") for i in range(3)]
     d: StreamDecoder[str] = StreamDecoder(c)
-    buf = b"".join(_lines(3, 10)) + b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n'
-    buf += encode_result(2, b"{}") + encode_error(None, -32700, "Parse error") + b"garbage\n" + b'{"jsonrpc"'
+    buf = (
+        b"".join(_lines(3, 10))
+        + b'{"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n'
+    )
+    buf += (
+        encode_result(2, b"{}")
+        + encode_error(None, -32700, "Parse error")
+        + b"garbage\n"
+        + b'{"jsonrpc"'
+    )
     events = d.feed(buf)
     kinds = [e.kind for e in events]
     assert kinds == [KIND_RESULT] * 3 + [KIND_NOTIFICATION, KIND_RESULT, KIND_ERROR, KIND_INVALID]
-    assert [e.correlation for e in events] == [CORR_MATCHED] * 3 + [CORR_NONE, CORR_STALE, CORR_UNKNOWN, CORR_NONE]
-    assert [e.token for e in events[:3]] == ["call0", "call1", "call2"] and [e.id for e in events[:3]] == ids
+    assert [e.correlation for e in events] == [CORR_MATCHED] * 3 + [
+        CORR_NONE,
+        CORR_STALE,
+        CORR_UNKNOWN,
+        CORR_NONE,
+    ]
+    assert [e.token for e in events[:3]] == ["call0", "call1", "call2"] and [
+        e.id for e in events[:3]
+    ] == ids
     assert orjson.loads(events[0].result) == {"content": [{"type": "text", "text": "x" * 10}]}
     assert events[0].line == buf.split(b"\n")[0] and events[0].size == len(events[0].line)
     assert events[3].result is None and events[6].reason
@@ -141,18 +167,23 @@ def test_events_do_not_depend_on_chunking(cuts, size):
         events = [e for p in pieces for e in d.feed(p)] + d.finish()
         return [(e.kind, e.id, e.correlation, e.token, e.line, e.result) for e in events]
 
-    pieces = [buf[a:b] for a, b in zip([0, *cuts], [*cuts, len(buf)])]
+    pieces = [buf[a:b] for a, b in zip([0, *cuts], [*cuts, len(buf)], strict=True)]
     assert run(pieces) == run([buf])
 
 
 def test_large_result_line_is_sliced_exactly():
-    result = {"content": [{"type": "text", "text": 'He said "hi"\n' * 6000}], "resultType": "complete"}
+    result = {
+        "content": [{"type": "text", "text": 'He said "hi"\n' * 6000}],
+        "resultType": "complete",
+    }
     line = encode_result(42, orjson.dumps(result))
     assert len(line) > 64 * 1024
     c = Correlator(first_id=42)
     c.allocate("big")
     events = StreamDecoder(c).feed(line * 3)
-    assert [(e.correlation, e.result_type) for e in events] == [(CORR_MATCHED, "complete")] + [(CORR_STALE, "complete")] * 2
+    assert [(e.correlation, e.result_type) for e in events] == [(CORR_MATCHED, "complete")] + [
+        (CORR_STALE, "complete")
+    ] * 2
     assert all(orjson.loads(e.result) == result for e in events)
 
 

@@ -45,7 +45,7 @@ def test_malformed_lists_are_refused_clearly() -> None:
     with pytest.raises(ValueError, match="pairs"):
         header_map([b"Host"])
     with pytest.raises(TypeError):
-        header_map([b"Host", "not bytes"])  # type: ignore[list-item]
+        header_map([b"Host", "not bytes"])  # type: ignore[list-item]  # a str among bytes on purpose
 
 
 header_bytes = st.binary(max_size=24)

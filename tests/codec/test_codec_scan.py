@@ -119,13 +119,23 @@ def test_nesting_limit_is_exact():
 VALID = [
     (R + b'"id":1,"method":"tools/call","params":{}}', KIND_REQUEST, 1, "tools/call"),
     (R + b'"id":"1","method":"tools/call"}', KIND_REQUEST, "1", "tools/call"),
-    (R + b'"method":"notifications/progress","params":{"p":1}}', KIND_NOTIFICATION, None, "notifications/progress"),
+    (
+        R + b'"method":"notifications/progress","params":{"p":1}}',
+        KIND_NOTIFICATION,
+        None,
+        "notifications/progress",
+    ),
     (R + b'"id":9223372036854775807,"result":{}}', KIND_RESULT, I64_MAX, None),
     (R + b'"id":-9223372036854775808,"result":1}', KIND_RESULT, I64_MIN, None),
     (R + b'"id":"","result":null}', KIND_RESULT, "", None),
     (R + b'"id":null,"error":{"code":-32700,"message":"Parse error"}}', KIND_ERROR, None, None),
     (R + b'"error":{"code":-32600,"message":"Invalid Request"}}', KIND_ERROR, None, None),
-    (R + b'"id":"a\\nb\\u00e9\\ud83d\\ude00","result":{}}', KIND_RESULT, "a\nb\u00e9\U0001f600", None),
+    (
+        R + b'"id":"a\\nb\\u00e9\\ud83d\\ude00","result":{}}',
+        KIND_RESULT,
+        "a\nb\u00e9\U0001f600",
+        None,
+    ),
     (R + b'"id":2,"method":"a\\\\b\\"\\/\\t"}', KIND_REQUEST, 2, 'a\\b"/\t'),
     (b' \t{ "jsonrpc" : "2.0" ,\n "id" : 3 , "result" : { } } \r\n', KIND_RESULT, 3, None),
 ]
@@ -145,7 +155,11 @@ def test_int_and_string_ids_differ():
 
 
 def test_result_span_type_and_error_fields():
-    result = {"content": [{"type": "text", "text": 'x"}\\\n' * 50}], "resultType": "complete", "n": 1e400 > 0}
+    result = {
+        "content": [{"type": "text", "text": 'x"}\\\n' * 50}],
+        "resultType": "complete",
+        "n": 1e400 > 0,
+    }
     line = orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": result})
     env = scan(line)
     assert env.kind == KIND_RESULT and env.result_type == "complete"
@@ -155,9 +169,18 @@ def test_result_span_type_and_error_fields():
     no_type = scan(R + b'"id":7,"result":{"content":[],"x":{"resultType":"nested"}}}')
     assert no_type.kind == KIND_RESULT and no_type.result_type is None
 
-    line = R + b'"id":"q","error":{"data":{"supported":["2026-07-28"]},"message":"Unsupported \\u0076ersion","code":-32022}}'
+    line = (
+        R
+        + b'"id":"q","error":{"data":{"supported":["2026-07-28"]},'
+        b'"message":"Unsupported \\u0076ersion","code":-32022}}'
+    )
     env = scan(line)
-    assert (env.kind, env.id, env.error_code, env.error_message) == (KIND_ERROR, "q", -32022, "Unsupported version")
+    assert (env.kind, env.id, env.error_code, env.error_message) == (
+        KIND_ERROR,
+        "q",
+        -32022,
+        "Unsupported version",
+    )
     assert orjson.loads(env.error_data) == {"supported": ["2026-07-28"]}
     assert env.result_span is None and env.result_type is None
     assert scan(R + b'"id":1,"error":{"code":5}}').error_message is None
@@ -187,14 +210,16 @@ def test_scan_never_raises_on_arbitrary_bytes(data):
 
 def _messages():
     request = st.fixed_dictionaries(
-        {"id": json_ids, "method": st.text(max_size=30)}, optional={"params": json_objects | st.lists(json_values)}
+        {"id": json_ids, "method": st.text(max_size=30)},
+        optional={"params": json_objects | st.lists(json_values)},
     )
     notification = st.fixed_dictionaries(
         {"method": st.text(max_size=30)}, optional={"params": json_objects | st.lists(json_values)}
     )
     result = st.fixed_dictionaries({"id": json_ids, "result": json_values})
     error_obj = st.fixed_dictionaries(
-        {"code": st.integers(I64_MIN, I64_MAX)}, optional={"message": st.text(), "data": json_values}
+        {"code": st.integers(I64_MIN, I64_MAX)},
+        optional={"message": st.text(), "data": json_values},
     )
     error = st.fixed_dictionaries({"error": error_obj}, optional={"id": json_ids | st.none()})
     extra = st.dictionaries(st.sampled_from(["x", "extra", "_meta"]), json_values, max_size=2)
@@ -210,7 +235,9 @@ def _expected(msg: dict) -> tuple[int, object, object]:
 
 
 @settings(max_examples=600, deadline=None)
-@given(_messages(), st.randoms(use_true_random=False), st.sampled_from(["orjson", "indent", "ascii"]))
+@given(
+    _messages(), st.randoms(use_true_random=False), st.sampled_from(["orjson", "indent", "ascii"])
+)
 def test_scan_agrees_with_orjson_on_valid_messages(parts, rnd: random.Random, style):
     body, extra = parts
     msg = {"jsonrpc": "2.0", **extra, **body}

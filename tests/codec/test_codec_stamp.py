@@ -28,7 +28,11 @@ from trunkline._codec import (
 PV = "io.modelcontextprotocol/protocolVersion"
 CAPS = "io.modelcontextprotocol/clientCapabilities"
 INFO = "io.modelcontextprotocol/clientInfo"
-STAMP = {PV: "2026-07-28", CAPS: {"elicitation": {"form": {}}}, INFO: {"name": "trunkline", "version": "0.1.0"}}
+STAMP = {
+    PV: "2026-07-28",
+    CAPS: {"elicitation": {"form": {}}},
+    INFO: {"name": "trunkline", "version": "0.1.0"},
+}
 STAMP_BYTES = orjson.dumps(STAMP)
 
 
@@ -43,12 +47,20 @@ def _one_line(line: bytes) -> None:
 
 
 MODERN = [
-    ("tools/call", "CallToolRequest", {"name": "get_weather", "arguments": {"location": "New York"}}),
+    (
+        "tools/call",
+        "CallToolRequest",
+        {"name": "get_weather", "arguments": {"location": "New York"}},
+    ),
     ("tools/call", "CallToolRequest", {"name": "x", "_meta": {"progressToken": 5, PV: "stale"}}),
     ("tools/list", "ListToolsRequest", None),
     ("tools/list", "ListToolsRequest", {"cursor": "abc"}),
     ("server/discover", "DiscoverRequest", None),
-    ("subscriptions/listen", "SubscriptionsListenRequest", {"notifications": {"toolsListChanged": True}}),
+    (
+        "subscriptions/listen",
+        "SubscriptionsListenRequest",
+        {"notifications": {"toolsListChanged": True}},
+    ),
     ("resources/read", "ReadResourceRequest", {"uri": "file:///project/config.json"}),
     ("resources/list", "ListResourcesRequest", {}),
     ("resources/templates/list", "ListResourceTemplatesRequest", None),
@@ -57,12 +69,17 @@ MODERN = [
     (
         "completion/complete",
         "CompleteRequest",
-        {"ref": {"type": "ref/prompt", "name": "review"}, "argument": {"name": "lang", "value": "ru"}},
+        {
+            "ref": {"type": "ref/prompt", "name": "review"},
+            "argument": {"name": "lang", "value": "ru"},
+        },
     ),
 ]
 
 
-@pytest.mark.parametrize("method,definition,params", MODERN, ids=[f"{m[0]}-{i}" for i, m in enumerate(MODERN)])
+@pytest.mark.parametrize(
+    "method,definition,params", MODERN, ids=[f"{m[0]}-{i}" for i, m in enumerate(MODERN)]
+)
 @pytest.mark.parametrize("id_", [1, "call-1", I64_MAX])
 def test_stamped_modern_requests_validate_against_the_schema(method, definition, params, id_):
     raw = None if params is None else json.dumps(params, indent=2).encode()  # pretty on purpose
@@ -129,7 +146,8 @@ def test_stamp_then_scan_round_trips(id_, method, params, caller_meta, stamp_ext
 
 
 def test_duplicate_stamp_keys_in_caller_meta_are_all_removed():
-    params = b'{"_meta":{"a":1,"io.modelcontextprotocol/protocolVersion":"x","io.modelcontextprotocol/protocolVersion":"y"}}'
+    params = (b'{"_meta":{"a":1,"io.modelcontextprotocol/protocolVersion":"x",'
+              b'"io.modelcontextprotocol/protocolVersion":"y"}}')
     line = stamp_request(1, "m", params, STAMP_BYTES)
     assert line.count(PV.encode()) == 1 and b'"a":1' in line
     assert orjson.loads(line)["params"]["_meta"] == {"a": 1, **STAMP}
@@ -144,7 +162,18 @@ def test_strings_are_escaped():
 
 @pytest.mark.parametrize(
     "params",
-    [b"[1,2]", b"3", b'"s"', b"null", b"", b"{", b'{"a":1} {}', b'{"a":"x\ny"}', b'{"a":"\xff"}', b'{"_meta":[]}'],
+    [
+        b"[1,2]",
+        b"3",
+        b'"s"',
+        b"null",
+        b"",
+        b"{",
+        b'{"a":1} {}',
+        b'{"a":"x\ny"}',
+        b'{"a":"\xff"}',
+        b'{"_meta":[]}',
+    ],
 )
 def test_bad_params_raise_codec_error(params):
     with pytest.raises(CodecError):
@@ -168,7 +197,11 @@ def test_codec_error_is_a_value_error():
 def test_encoders_produce_valid_lines():
     cases = [
         (encode_request("r", "ping", None), KIND_REQUEST, "r"),
-        (encode_notification("notifications/cancelled", b'{"requestId": 3}'), KIND_NOTIFICATION, None),
+        (
+            encode_notification("notifications/cancelled", b'{"requestId": 3}'),
+            KIND_NOTIFICATION,
+            None,
+        ),
         (encode_result(5, b'{ "resultType" : "complete" }'), KIND_RESULT, 5),
         (encode_error(5, -32601, 'no "such" method\n', b'{"m": [1]}'), KIND_ERROR, 5),
         (encode_error(None, -32700, "Parse error"), KIND_ERROR, None),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import struct
 
@@ -65,7 +66,7 @@ def stamp(stamper: SubmitStamper, chunk: bytes) -> tuple[bytes, list[tuple[int, 
 def cuts(data: bytes, points: list[int]) -> list[bytes]:
     """``data`` cut at the given offsets (any order, duplicates allowed)."""
     edges = sorted({0, len(data), *(p % (len(data) + 1) for p in points)})
-    return [data[a:b] for a, b in zip(edges, edges[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 def parse_result_frames(data: bytes) -> list[tuple[int, int, int, int, bytes]]:
@@ -229,9 +230,17 @@ def test_modern_stamping_is_schema_valid_and_ids_are_monotonic():
     st_ = SubmitStamper(corr)
     st_.start_stamping(META)
     calls = [
-        (100, "tools/call", orjson.dumps({"name": "get_weather", "arguments": {"location": "Paris"}})),
+        (
+            100,
+            "tools/call",
+            orjson.dumps({"name": "get_weather", "arguments": {"location": "Paris"}}),
+        ),
         (101, "tools/list", None),
-        (102, "tools/call", orjson.dumps({"name": "x", "_meta": {"progressToken": 3, PV: "stale"}})),
+        (
+            102,
+            "tools/call",
+            orjson.dumps({"name": "x", "_meta": {"progressToken": 3, PV: "stale"}}),
+        ),
         (103, "resources/read", orjson.dumps({"uri": "file:///a"})),
     ]
     stream = b"".join(encode_submit(c, 1000, m, p) for c, m, p in calls) + frame(STATE, b"{}")
@@ -245,7 +254,7 @@ def test_modern_stamping_is_schema_valid_and_ids_are_monotonic():
     lines = stdin.splitlines(keepends=True)
     assert len(lines) == 4
     ids = []
-    for line, (_, method, _) in zip(lines, calls):
+    for line, (_, method, _) in zip(lines, calls, strict=True):
         assert line.endswith(b"\n") and line.count(b"\n") == 1
         msg = validate_message(line, MODERN)
         assert msg["method"] == method and msg["params"]["_meta"][PV] == MODERN
@@ -262,18 +271,24 @@ def test_legacy_stamping_writes_plain_requests():
     st_.start_stamping(None)
     assert st_.stamping
     params = b'{ "name" : "x" }'
-    stdin, others = stamp(st_, encode_submit(1, 5, "tools/call", params) + encode_submit(2, 5, "ping", None))
+    stdin, others = stamp(
+        st_, encode_submit(1, 5, "tools/call", params) + encode_submit(2, 5, "ping", None)
+    )
     assert others == []
     assert stdin == encode_request(40, "tools/call", params) + encode_request(41, "ping", None)
     assert b"_meta" not in stdin
 
 
-@pytest.mark.parametrize("params", [b"[1]", b"{", b'{"a":1} x', b'{"s":"\xff"}', b"3", b'{"_meta":7}'])
+@pytest.mark.parametrize(
+    "params", [b"[1]", b"{", b'{"a":1} x', b'{"s":"\xff"}', b"3", b'{"_meta":7}']
+)
 def test_rejected_submit_registers_nothing(params):
     corr: Correlator[object] = Correlator()
     st_ = SubmitStamper(corr)
     st_.start_stamping(META)
-    stdin, others = stamp(st_, encode_submit(77, 5, "tools/call", params) + encode_submit(78, 5, "ping", None))
+    stdin, others = stamp(
+        st_, encode_submit(77, 5, "tools/call", params) + encode_submit(78, 5, "ping", None)
+    )
     assert len(others) == 1
     kind, body = others[0]
     assert kind == FRAME_SUBMIT_REJECTED == 255
@@ -292,7 +307,9 @@ def test_rejected_submit_for_a_pending_call_id_and_bad_heads():
     bad_method = frame(FRAME_SUBMIT, struct.pack("<QIH", 11, 1, 2) + b"\xff\xfe")
     stdin, others = stamp(st_, encode_submit(9, 1, "ping", None) + truncated + bad_method)
     assert stdin == b""
-    assert [(k, struct.unpack_from("<Q", b)[0]) for k, b in others] == [(FRAME_SUBMIT_REJECTED, n) for n in (9, 10, 11)]
+    assert [(k, struct.unpack_from("<Q", b)[0]) for k, b in others] == [
+        (FRAME_SUBMIT_REJECTED, n) for n in (9, 10, 11)
+    ]
     assert b"already pending" in others[0][1]
     assert len(corr) == 1
 
@@ -316,8 +333,12 @@ def test_feed_forward_turns_forwarded_replies_into_result_frames():
     dec = StreamDecoder(corr)
     fut = object()
     own = corr.allocate(fut)
-    r_complete, r_input, r_other, r_none, r_err = (corr.allocate_call(c) for c in (500, 501, 502, 503, 504))
-    result_complete = b'{"content":[{"type":"text","text":"hi \\u00e9"}], "resultType" : "complete"}'
+    r_complete, r_input, r_other, r_none, r_err = (
+        corr.allocate_call(c) for c in (500, 501, 502, 503, 504)
+    )
+    result_complete = (
+        b'{"content":[{"type":"text","text":"hi \\u00e9"}], "resultType" : "complete"}'
+    )
     lines = [
         b'{"jsonrpc":"2.0","id":%d,"result":%s}' % (r_complete, result_complete),
         response(own, {"x": 1}).rstrip(b"\n"),
@@ -482,16 +503,23 @@ def test_demux_resolves_tokens_and_counts_stale_and_unknown():
     c1, c2, c3 = calls.allocate(t1), calls.allocate(t2), calls.allocate(t3)
     assert calls.discard(c3) is t3
     demux = ResultDemux(calls)
-    stream = b"".join([
-        result_frame(c1, KIND_RESULT, RT_COMPLETE, b'{"a":1}', request_id=41),
-        frame(STATE, b'{"state":"ready"}'),
-        result_frame(c2, KIND_ERROR, RT_ABSENT, b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}',
-                     request_id=2),
-        result_frame(c3, KIND_RESULT, RT_ABSENT, b"{}"),  # discarded: stale
-        result_frame(c1, KIND_RESULT, RT_ABSENT, b"{}"),  # twice: stale
-        result_frame(999, KIND_RESULT, RT_ABSENT, b"{}"),  # never allocated
-        result_frame(2**64 - 1, KIND_RESULT, RT_ABSENT, b"{}"),
-    ])
+    stream = b"".join(
+        [
+            result_frame(c1, KIND_RESULT, RT_COMPLETE, b'{"a":1}', request_id=41),
+            frame(STATE, b'{"state":"ready"}'),
+            result_frame(
+                c2,
+                KIND_ERROR,
+                RT_ABSENT,
+                b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}',
+                request_id=2,
+            ),
+            result_frame(c3, KIND_RESULT, RT_ABSENT, b"{}"),  # discarded: stale
+            result_frame(c1, KIND_RESULT, RT_ABSENT, b"{}"),  # twice: stale
+            result_frame(999, KIND_RESULT, RT_ABSENT, b"{}"),  # never allocated
+            result_frame(2**64 - 1, KIND_RESULT, RT_ABSENT, b"{}"),
+        ]
+    )
     resolved, others = [], []
     for chunk in cuts(stream, list(range(0, len(stream), 7))):
         r, o = demux.feed(chunk)
@@ -499,7 +527,13 @@ def test_demux_resolves_tokens_and_counts_stale_and_unknown():
         others += o
     assert resolved == [
         (t1, KIND_RESULT, RT_COMPLETE, b'{"a":1}', 41),
-        (t2, KIND_ERROR, RT_ABSENT, b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}', 2),
+        (
+            t2,
+            KIND_ERROR,
+            RT_ABSENT,
+            b'{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"m"}}',
+            2,
+        ),
     ]
     assert resolved[0][0] is t1
     assert others == [(STATE, b'{"state":"ready"}')]
@@ -516,7 +550,9 @@ def test_demux_corruption_resolves_nothing():
         demux.feed(result_frame(c, KIND_RESULT, RT_ABSENT, b"{}") + frame(FRAME_RESULT, b"short"))
     assert calls.drain() == [(c, tok)]
     with pytest.raises(CodecError):
-        ResultDemux(Correlator(), max_frame_bytes=16).feed(result_frame(1, KIND_RESULT, 0, b"x" * 10))
+        ResultDemux(Correlator(), max_frame_bytes=16).feed(
+            result_frame(1, KIND_RESULT, 0, b"x" * 10)
+        )
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -534,10 +570,14 @@ def fake_server(stdin: bytes) -> bytes:
             continue
         n = msg["params"]["arguments"]["n"]
         rt = [None, "complete", "input_required", "odd"][n % 4]
-        result = {"content": [{"type": "text", "text": str(n)}]} | ({} if rt is None else {"resultType": rt})
+        result = {"content": [{"type": "text", "text": str(n)}]} | (
+            {} if rt is None else {"resultType": rt}
+        )
         out.append(encode_result(rid, orjson.dumps(result)))
         if n % 5 == 0:
-            out.append(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"n":%d}}\n' % n)
+            out.append(
+                b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"n":%d}}\n' % n
+            )
     return b"".join(out)
 
 
@@ -558,7 +598,9 @@ def test_end_to_end_round_trip(modern, seed):
         if i % 7 == 3:
             channel += encode_submit(call_id, 1000, "ping", None)
         else:
-            channel += encode_submit(call_id, 1000, "tools/call", orjson.dumps({"name": "t", "arguments": {"n": i}}))
+            channel += encode_submit(
+                call_id, 1000, "tools/call", orjson.dumps({"name": "t", "arguments": {"n": i}})
+            )
     # Worker: one correlator shared by the stamper and the decoder.
     wcorr: Correlator[object] = Correlator()
     stamper = SubmitStamper(wcorr)

@@ -159,7 +159,11 @@ async def call_every_tool_concurrently(host: Host, context: dict[str, Any]) -> N
     outcomes = await asyncio.gather(
         *(call(host, e, sample_arguments(e.input_schema)) for e in entries),
         return_exceptions=True)
-    errors = [(e.local_name, o) for e, o in zip(entries, outcomes) if isinstance(o, BaseException)]
+    errors = [
+        (e.local_name, o)
+        for e, o in zip(entries, outcomes, strict=True)
+        if isinstance(o, BaseException)
+    ]
     for name, exc in errors:
         log(f"{name}: {type(exc).__name__}: {exc}")
     if errors:
@@ -225,8 +229,9 @@ PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
 def oauth_client(url: str, scenario: str, context: dict[str, Any]) -> OAuthClient:
     """The host's OAuth client, as an operator would configure one: a pre-registered
     client where the context gives one (the client credentials grant for the
-    machine-to-machine scenarios, with a client secret or a private key), else registration as the authorization server offers
-    it. The user-agent step is headless: the suite's authorization servers approve at once."""
+    machine-to-machine scenarios, with a client secret or a private key), else registration
+    as the authorization server offers it. The user-agent step is headless: the suite's
+    authorization servers approve at once."""
     servers: dict[str, ServerAuth] = {}
     client_id = context.get("client_id")
     if isinstance(client_id, str):

@@ -13,8 +13,8 @@ The verdict of a scenario is the harness's exit code: 0 passes. The harness fail
 scenario on any FAILURE or WARNING check, a client timeout, or a non-zero client exit
 (unless the scenario expects the client to refuse). Two harness passes count as failures
 here, because nothing was tested: a scenario the harness skipped as not applicable, and
-one without a single SUCCESS check (`initialize` passes a client that never connects). Exit status 1 if any
-scenario failed or none ran. Standard library only.
+one without a single SUCCESS check (`initialize` passes a client that never connects).
+Exit status 1 if any scenario failed or none ran. Standard library only.
 """
 
 from __future__ import annotations

@@ -30,7 +30,11 @@ from trunkline.worker.peer import Peer
 PV = "io.modelcontextprotocol/protocolVersion"
 CAPS = "io.modelcontextprotocol/clientCapabilities"
 INFO = "io.modelcontextprotocol/serverInfo"
-META = {PV: MODERN, CAPS: {}, "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "0"}}
+META = {
+    PV: MODERN,
+    CAPS: {},
+    "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "0"},
+}
 LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 TIMEOUT = 10.0
 
@@ -172,7 +176,9 @@ def legacy_ready(spawn: Any) -> Server:
 def tools_call(server: Server, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """A valid tools/call in the server's era; the result is schema-checked."""
     if server_modern(server):
-        result = server.call("tools/call", modern_params(name=name, arguments=arguments), revision=MODERN)
+        result = server.call(
+            "tools/call", modern_params(name=name, arguments=arguments), revision=MODERN
+        )
         return conforms(MODERN, "CallToolResult", result)
     result = server.call("tools/call", {"name": name, "arguments": arguments}, revision=LEGACY)
     return conforms(LEGACY, "CallToolResult", result)
@@ -184,8 +190,12 @@ def server_modern(server: Server) -> bool:
 
 def tool_list(server: Server) -> list[dict[str, Any]]:
     if server_modern(server):
-        return conforms(MODERN, "ListToolsResult", server.call("tools/list", modern_params(), revision=MODERN))["tools"]
-    return conforms(LEGACY, "ListToolsResult", server.call("tools/list", {}, revision=LEGACY))["tools"]
+        return conforms(
+            MODERN, "ListToolsResult", server.call("tools/list", modern_params(), revision=MODERN)
+        )["tools"]
+    return conforms(LEGACY, "ListToolsResult", server.call("tools/list", {}, revision=LEGACY))[
+        "tools"
+    ]
 
 
 MODERN_PROFILES = ["web", "docs"]
@@ -197,7 +207,9 @@ MODERN_PROFILES = ["web", "docs"]
 @pytest.mark.parametrize("profile", MODERN_PROFILES)
 def test_modern_discover_result(spawn, profile):
     server = spawn(profile)
-    result = conforms(MODERN, "DiscoverResult", server.call("server/discover", modern_params(), revision=MODERN))
+    result = conforms(
+        MODERN, "DiscoverResult", server.call("server/discover", modern_params(), revision=MODERN)
+    )
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == [MODERN]
     assert result["capabilities"] == {"tools": {"listChanged": False}}
@@ -209,8 +221,18 @@ def test_modern_discover_result(spawn, profile):
 
 @pytest.mark.parametrize("profile", MODERN_PROFILES)
 @pytest.mark.parametrize("method", ["server/discover", "tools/list", "tools/call"])
-@pytest.mark.parametrize("meta", [None, {}, {CAPS: {}}, {PV: MODERN}, {PV: 20260728, CAPS: {}}, {PV: MODERN, CAPS: []}],
-                         ids=["no-params", "empty-meta", "no-version", "no-caps", "version-not-string", "caps-not-object"])
+@pytest.mark.parametrize(
+    "meta",
+    [None, {}, {CAPS: {}}, {PV: MODERN}, {PV: 20260728, CAPS: {}}, {PV: MODERN, CAPS: []}],
+    ids=[
+        "no-params",
+        "empty-meta",
+        "no-version",
+        "no-caps",
+        "version-not-string",
+        "caps-not-object",
+    ],
+)
 def test_modern_requires_the_meta_stamp(spawn, profile, method, meta):
     server = spawn(profile)
     params = None if meta is None else {"_meta": meta}
@@ -219,7 +241,9 @@ def test_modern_requires_the_meta_stamp(spawn, profile, method, meta):
         params["arguments"] = {"query": "x"}
     assert server.error(method, params)["code"] == -32602
     # The server keeps serving after a malformed request.
-    conforms(MODERN, "DiscoverResult", server.call("server/discover", modern_params(), revision=MODERN))
+    conforms(
+        MODERN, "DiscoverResult", server.call("server/discover", modern_params(), revision=MODERN)
+    )
 
 
 @pytest.mark.parametrize("profile", MODERN_PROFILES)
@@ -245,8 +269,14 @@ def test_modern_initialize_is_32022(spawn, profile):
 @pytest.mark.parametrize("profile", MODERN_PROFILES)
 def test_modern_results_carry_result_type_and_server_info(spawn, profile):
     server = spawn(profile, "--name", "renamed")
-    tools = conforms(MODERN, "ListToolsResult", server.call("tools/list", modern_params(), revision=MODERN))
-    assert tools["resultType"] == "complete" and tools["cacheScope"] == "public" and tools["ttlMs"] >= 0
+    tools = conforms(
+        MODERN, "ListToolsResult", server.call("tools/list", modern_params(), revision=MODERN)
+    )
+    assert (
+        tools["resultType"] == "complete"
+        and tools["cacheScope"] == "public"
+        and tools["ttlMs"] >= 0
+    )
     call = tools_call(server, "search", {"query": "caching"})
     ping = conforms(MODERN, "EmptyResult", server.call("ping"))
     for result in (tools, call, ping):
@@ -269,7 +299,11 @@ def test_archive_answers_discover_with_method_not_found(spawn):
                          + [("2026-07-28", "2025-11-25"), ("1999-01-01", "2025-11-25")])
 def test_archive_initialize_echoes_known_versions(spawn, requested, expected):
     server = spawn("archive")
-    result = conforms(LEGACY, "InitializeResult", server.call("initialize", init_params(requested), revision=LEGACY))
+    result = conforms(
+        LEGACY,
+        "InitializeResult",
+        server.call("initialize", init_params(requested), revision=LEGACY),
+    )
     assert result["protocolVersion"] == expected
     assert result["capabilities"] == {"tools": {}}
     assert result["serverInfo"] == {"name": "archive", "version": "1.0.0"}
@@ -344,7 +378,9 @@ def test_all_three_profiles_expose_search(spawn):
                 jsonschema.Draft202012Validator.check_schema(tool["outputSchema"])
 
 
-@pytest.mark.parametrize("query,limit", [("model context protocol", None), ("caching", 1), ("x", 10), ("élan ✓", 4)])
+@pytest.mark.parametrize(
+    "query,limit", [("model context protocol", None), ("caching", 1), ("x", 10), ("élan ✓", 4)]
+)
 def test_web_search_structured_content_conforms(spawn, query, limit):
     server = spawn("web")
     search = next(t for t in tool_list(server) if t["name"] == "search")
@@ -376,8 +412,13 @@ def test_docs_search_and_summarize(spawn):
     none = tools_call(server, "search", {"query": "zzzz"})
     assert not none.get("isError") and "No documentation" in none["content"][0]["text"]
     text = "First one here.  Second one? Third!"
-    assert tools_call(server, "summarize", {"text": text})["content"][0]["text"] == "First one here."
-    assert tools_call(server, "summarize", {"text": "no stop\nat all"})["content"][0]["text"] == "no stop at all"
+    assert (
+        tools_call(server, "summarize", {"text": text})["content"][0]["text"] == "First one here."
+    )
+    assert (
+        tools_call(server, "summarize", {"text": "no stop\nat all"})["content"][0]["text"]
+        == "no stop at all"
+    )
     assert tools_call(server, "summarize", {"text": "   "})["isError"] is True
 
 
@@ -390,7 +431,9 @@ def test_bad_arguments_are_tool_execution_errors(spawn, arguments):
     assert result["isError"] is True and result["content"][0]["text"]
 
 
-@pytest.mark.parametrize("params", [{"name": "nope"}, {}, {"name": 3}, {"name": "search", "arguments": []}])
+@pytest.mark.parametrize(
+    "params", [{"name": "nope"}, {}, {"name": 3}, {"name": "search", "arguments": []}]
+)
 def test_protocol_errors_on_tools_call(spawn, params):
     server = spawn("docs")
     assert server.error("tools/call", {**params, "_meta": dict(META)})["code"] == -32602
@@ -420,8 +463,16 @@ def test_eof_exits_promptly(spawn, profile):
 
 def test_eof_exits_even_with_a_slow_call_pending(spawn):
     server = spawn("web")
-    server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                 "params": modern_params(name="fetch", arguments={"url": "https://a.example", "delayMs": 30000})})
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": modern_params(
+                name="fetch", arguments={"url": "https://a.example", "delayMs": 30000}
+            ),
+        }
+    )
     started = time.monotonic()
     assert server.close() == 0
     assert time.monotonic() - started < 2.0
@@ -429,7 +480,9 @@ def test_eof_exits_even_with_a_slow_call_pending(spawn):
 
 def test_notifications_get_no_answer_and_junk_gets_errors(spawn):
     server = spawn("web")
-    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}})
+    server.send(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 99}}
+    )
     server.send({"jsonrpc": "2.0", "method": "notifications/whatever"})
     server.send({"jsonrpc": "2.0", "id": 5, "result": {}})  # a response from the client: ignored
     server.send_raw(b"\n  \n")
@@ -441,8 +494,11 @@ def test_notifications_get_no_answer_and_junk_gets_errors(spawn):
     server.send_raw(b"[1,2]\n")
     assert server.recv()["error"]["code"] == -32600
     server.send({"jsonrpc": "1.0", "id": 7, "method": "ping"})
-    assert server.recv() == {"jsonrpc": "2.0", "id": 7,
-                             "error": {"code": -32600, "message": "Invalid request: bad jsonrpc or id"}}
+    assert server.recv() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32600, "message": "Invalid request: bad jsonrpc or id"},
+    }
     server.send_raw(b'{"jsonrpc":"2.0","id":8,"method":"ping","params":{"x":NaN}}\n')
     assert server.recv()["error"]["code"] == -32700
     # String ids are echoed as strings.
@@ -483,8 +539,14 @@ def test_cancelled_slow_call_is_never_answered(spawn):
 
 def test_pending_id_cannot_be_reused(spawn):
     server = spawn("web")
-    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": modern_params(name="fetch", arguments={"url": "https://a.example", "delayMs": 500})}
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": modern_params(
+            name="fetch", arguments={"url": "https://a.example", "delayMs": 500}
+        ),
+    }
     server.send(request)
     server.send(request)
     assert server.recv()["error"]["code"] == -32600
@@ -555,12 +617,17 @@ FAST = NegotiationConfig(discover_timeout_s=5.0, legacy_probe_timeout_s=5.0)
 def test_trunkline_peer_talks_to_each_demo_server(server: DemoServer):
     """End to end through trunkline's own era negotiation, as ``trunkline demo`` will."""
     async def main():
-        async with Peer(server.name, stdio(*server.argv), negotiation=replace(FAST, allow_legacy=server.allow_legacy),
-                        ) as peer:
+        async with Peer(
+            server.name,
+            stdio(*server.argv),
+            negotiation=replace(FAST, allow_legacy=server.allow_legacy),
+        ) as peer:
             assert peer.era is (Era.LEGACY if server.allow_legacy else Era.MODERN)
             tools = await peer.call("tools/list", {}, timeout=5)
             assert "search" in {t["name"] for t in tools["tools"]}
-            result = await peer.call("tools/call", {"name": "search", "arguments": {"query": "mcp"}}, timeout=5)
+            result = await peer.call(
+                "tools/call", {"name": "search", "arguments": {"query": "mcp"}}, timeout=5
+            )
             assert not result.get("isError") and result["content"]
     run(main(), timeout=30)
 

@@ -9,6 +9,7 @@ import asyncio
 import contextvars
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Self
 
 import pytest
 
@@ -36,7 +37,7 @@ class Served:
         self.server = HttpServer(handler, self.sock,
                                  drain_timeout_s=options.pop("drain_timeout_s", 1.0), **options)
 
-    async def __aenter__(self) -> Served:
+    async def __aenter__(self) -> Self:
         await self.server.start()
         return self
 
@@ -84,7 +85,7 @@ def test_headers_by_lower_case_name_first_value_trimmed_and_the_path_decoded():
             writer.write(b"POST /a%20b?x=1 HTTP/1.1\r\nHost: h\r\nAccept: application/json\r\n"
                          b"ACCEPT: text/event-stream\r\nMcp-Name:  echo \t\r\n"
                          b"Content-Length: 2\r\n\r\n{}")
-            status, headers, body = await read_response(reader)
+            status, headers, _body = await read_response(reader)
             assert status == b"HTTP/1.1 204 No Content" and headers["content-length"] == "0"
             writer.close()
         (exchange,) = seen
@@ -381,7 +382,7 @@ def test_stopping_finishes_the_answers_under_way_and_closes_the_rest():
             with pytest.raises(OSError):
                 await served.connect()
             go.set()
-            status, headers, body = await read_response(busy_reader)
+            _status, headers, body = await read_response(busy_reader)
             assert body == b"late" and headers["connection"] == "close"
             await stopping
             assert not served.server.connections and not served.server.tasks

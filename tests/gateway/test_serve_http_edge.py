@@ -85,7 +85,7 @@ async def healthz(gw: HttpGateway, http: aiohttp.ClientSession) -> int:
 
 async def until_served(gw: HttpGateway, http: aiohttp.ClientSession) -> None:
     """Wait until a new connection is served again (closes take a moment to be seen)."""
-    for n in range(400):
+    for _n in range(400):
         try:
             if await healthz(gw, http) == 200:
                 return

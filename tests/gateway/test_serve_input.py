@@ -255,7 +255,7 @@ def test_a_legacy_servers_own_request_is_a_modern_http_clients_input_round(gatew
     path = legacy_fleet(tmp_path)
     async def main():
         gw = await HttpGateway.start(path, gateways)
-        status, listed = await gw.modern("tools/list")
+        _status, listed = await gw.modern("tools/list")
         tool = eliciting_tool(listed)
 
         async def send(message: dict) -> dict:
@@ -275,8 +275,8 @@ def test_a_legacy_servers_own_request_is_a_modern_http_clients_input_round(gatew
         # left waiting, never answered by the gateway), the call ends with its word.
         plain = gw.message("tools/call", {"name": tool, "arguments": {},
                                           "_meta": modern_meta()})
-        status, answer, _ = await asyncio.wait_for(gw.post(plain, gw.modern_headers(plain)),
-                                                   60)
+        _status, answer, _ = await asyncio.wait_for(gw.post(plain, gw.modern_headers(plain)),
+                                                    60)
         assert answer["result"]["isError"] is True, answer
         assert "elicitation/create cannot be answered here" in \
             answer["result"]["content"][0]["text"], answer

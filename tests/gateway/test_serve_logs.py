@@ -24,7 +24,7 @@ from gateways import (
     real_server,
     sse_messages,
 )
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from mcp_schema import LEGACY, MODERN, conforms
 
 LEVEL = "io.modelcontextprotocol/logLevel"

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run, scripted
 from gateways import HttpGateway, fleet_config, modern_meta
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from httppeers import scripted as http_scripted
 from oidc import start_provider
 

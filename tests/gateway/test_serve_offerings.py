@@ -91,7 +91,7 @@ def test_requests_go_to_the_server_that_owns_the_name_or_uri(gateways, tmp_path)
             "argument": {"name": "department", "value": "E"}})
         assert department["result"]["completion"]["values"] == ["Engineering"]
         # What nobody owns is not found, in the 2026-07-28 way.
-        status, missing = await gw.modern("resources/read", {"uri": "nowhere://x"})
+        _status, missing = await gw.modern("resources/read", {"uri": "nowhere://x"})
         assert missing["error"]["code"] == -32602
         assert missing["error"]["data"] == {"uri": "nowhere://x"}
         conforms(missing, MODERN, "JSONRPCErrorResponse")

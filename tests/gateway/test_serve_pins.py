@@ -18,7 +18,7 @@ import httppeers
 import realpeers
 from conftest import run
 from gateways import HttpGateway, StdioGateway, modern_meta, real_server
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.real_servers
 

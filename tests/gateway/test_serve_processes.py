@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -88,7 +89,7 @@ def test_a_copy_that_dies_is_started_again_and_sigterm_leaves_nothing(gateways, 
         assert len(before) == 2
         # Where the copies serve their metrics to each other (the command's own folder).
         environ = dict(item.split(b"=", 1) for item in
-                       open(f"/proc/{before[1]}/environ", "rb").read().split(b"\0") if item)
+                       Path(f"/proc/{before[1]}/environ").read_bytes().split(b"\0") if item)
         pages_dir = environ[b"TRUNKLINE_COPIES_DIR"].decode()
         assert os.path.isdir(pages_dir)
         os.kill(before[0], signal.SIGKILL)

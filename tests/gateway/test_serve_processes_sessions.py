@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -20,7 +21,6 @@ import taplog
 import realpeers
 from conftest import run, scripted
 from gateways import (
-    BOTH,
     CAPS,
     HttpGateway,
     alive_with,
@@ -138,7 +138,7 @@ def test_a_sessions_level_cancels_and_resumptions_reach_its_copy(gateways, tmp_p
         assert len(cancelled) == 4, cancelled
         # A stream dropped before its answer is picked up with Last-Event-ID on another
         # connection (one whose answer was written out in full is not kept).
-        for i in range(4):
+        for _ in range(4):
             call = gw.message("tools/call", {"name": "sleep", "arguments": {"seconds": 1}})
             async with fresh() as http, http.post(gw.url, data=orjson.dumps(call),
                                                   headers=session) as stream:
@@ -166,6 +166,7 @@ def test_a_sessions_subscriptions_are_heard_on_any_connection(gateways, tmp_path
         assert status == 200 and answer["result"] == {}, answer
         # Four GET streams of the session, each on a connection of its own: all hear it.
         heard: list[asyncio.Queue[dict[str, Any] | None]] = []
+        pumps: list[asyncio.Future[None]] = []
         async with fresh() as http:
             streams = [await http.get(gw.url, headers={**session,
                                                        "Accept": "text/event-stream"})
@@ -175,7 +176,7 @@ def test_a_sessions_subscriptions_are_heard_on_any_connection(gateways, tmp_path
                     assert stream.status == 200
                     queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
                     heard.append(queue)
-                    asyncio.ensure_future(_into(sse_messages(stream), queue))
+                    pumps.append(asyncio.ensure_future(_into(sse_messages(stream), queue)))
                 await asyncio.sleep(0.5)  # the streams are registered where they landed
                 status, _ = await on_its_own(gw, gw.message(
                     "tools/call", {"name": "touch", "arguments": {"uri": "echo://about"}}),
@@ -198,6 +199,9 @@ def test_a_sessions_subscriptions_are_heard_on_any_connection(gateways, tmp_path
             finally:
                 for stream in streams:
                     stream.close()
+                for pump in pumps:
+                    pump.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
         assert await gw.stop() == 0
     run(main(), timeout=240)
 
@@ -212,7 +216,7 @@ def test_a_session_of_a_copy_started_again_is_gone_and_says_so(gateways, tmp_pat
         index = int(instance.rsplit("_", 1)[1])
         # The copy that opened it: the one whose environment names that index.
         [holder] = [pid for pid in copies(str(path)) if f"{COPY_INDEX_ENV}={index}".encode()
-                    in open(f"/proc/{pid}/environ", "rb").read().split(b"\0")]
+                    in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")]
         os.kill(holder, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (len(copies(str(path))) != 2

@@ -307,7 +307,7 @@ def test_a_client_gone_while_its_listen_is_routed_leaves_nothing_watched(
         head = "".join(f"{k}: {v}\r\n" for k, v in {
             "Host": f"{host}:{port}", "Content-Length": str(len(body)),
             **gw.modern_headers(listen)}.items())
-        reader, writer = await asyncio.open_connection(host, int(port))
+        _reader, writer = await asyncio.open_connection(host, int(port))
         writer.write(b"POST /mcp HTTP/1.1\r\n" + head.encode() + b"\r\n" + body)
         writer.close()  # gone at once
         await writer.wait_closed()

@@ -55,7 +55,9 @@ def check(results: list[dict[str, Any]], revision: str) -> None:
         conforms(answer["result"], revision, definition)
         if revision == LEGACY:
             assert "resultType" not in answer["result"], (method, answer)
-    reads = [a["result"] for (m, _, _), a in zip(REQUESTS, results) if m == "resources/read"]
+    reads = [
+        a["result"] for (m, _, _), a in zip(REQUESTS, results, strict=True) if m == "resources/read"
+    ]
     assert STATIC in str(reads[0]["contents"]) and len(reads) == 3
     if revision == MODERN:
         # A legacy server gives no caching hints: the conservative ones.

@@ -6,7 +6,6 @@ client's ``notifications/roots/list_changed`` is not passed on."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 

@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import sys
+from typing import Self
 
 import orjson
 import pytest
@@ -294,7 +295,7 @@ class Terminal:
         self._eof = False
         self._reading = False
 
-    async def __aenter__(self) -> Terminal:
+    async def __aenter__(self) -> Self:
         self._main, child = os.openpty()
         self._slave = os.ttyname(child)
         try:

@@ -87,7 +87,7 @@ def test_an_untagged_log_line_is_a_calls_only_while_its_request_is_the_one_in_fl
 def test_the_one_request_in_flight_that_asked_for_no_logs_keeps_them_from_any_call():
     notices = CallNotices("srv")
     got: list[dict] = []
-    a = notices.watch(None, got.append)
+    notices.watch(None, got.append)
     b = notices.watch(lambda params: None)  # progress only
     notices.sent(b)
     assert notices.log(logged(), unstreamed_modern=True, in_flight=1) is False

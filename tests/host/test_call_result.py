@@ -17,7 +17,7 @@ def _result(**kw):
 def test_a_result_is_immutable_and_compared_by_value():
     result = _result()
     with pytest.raises(AttributeError):
-        result.is_error = True  # type: ignore[misc]
+        result.is_error = True  # type: ignore[misc]  # frozen: it must raise
     assert result == _result()
     assert result != _result(is_error=True)
     assert pickle.loads(pickle.dumps(result)) == result
@@ -39,4 +39,4 @@ def test_call_input_defaults_are_its_own():
     assert CallInput(relay=True, responses={"a": {}}, request_state="s").continuation() == {
         "inputResponses": {"a": {}}, "requestState": "s"}
     with pytest.raises(AttributeError):
-        first.relay = True  # type: ignore[misc]
+        first.relay = True  # type: ignore[misc]  # frozen: it must raise

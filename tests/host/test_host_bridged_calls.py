@@ -199,7 +199,9 @@ def test_a_legacy_servers_roots_are_the_operators_never_a_calls(tap, no_leaks):
 
     async def main():
         async with host() as h:
-            await h.add_servers([h_config("ev", tap, roots=(Root("file:///srv/shared", "shared"),))])
+            await h.add_servers(
+                [h_config("ev", tap, roots=(Root("file:///srv/shared", "shared"),))]
+            )
             result = await h.call_tool("get-roots-list", {}, call_input=CallInput(
                 handlers={"roots/list": calls_roots}, capabilities={"roots": {}}))
             assert "file:///srv/shared" in result.text, result.raw

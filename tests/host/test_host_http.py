@@ -16,7 +16,7 @@ import pytest
 
 import httppeers
 from conftest import run
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline import Host, http
 from trunkline.channel import ServerState

@@ -14,7 +14,7 @@ import taplog
 
 import httppeers
 from conftest import run, scripted
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from trunkline import http
 from trunkline.errors import OversizedMessage
 from trunkline.parent.host import Host

@@ -78,10 +78,16 @@ def test_a_server_without_list_changed_gets_no_listen(tap, no_leaks):
 
 def test_stream_acceptance_rules():
     stream = ListenStream(7, {"toolsListChanged": True})
-    sub = lambda sid: {"_meta": {"io.modelcontextprotocol/subscriptionId": sid}}  # noqa: E731
+
+    def sub(sid):
+        return {"_meta": {"io.modelcontextprotocol/subscriptionId": sid}}
+
     assert stream.accept("notifications/tools/list_changed", sub(7)).verdict is Verdict.DROP
     ack = {"notifications": {"toolsListChanged": True, "promptsListChanged": True}, **sub(7)}
-    assert stream.accept("notifications/subscriptions/acknowledged", ack).verdict is Verdict.ACKNOWLEDGED
+    assert (
+        stream.accept("notifications/subscriptions/acknowledged", ack).verdict
+        is Verdict.ACKNOWLEDGED
+    )
     assert stream.honoured == {"toolsListChanged": True}, "only what was asked for"
     assert stream.accept("notifications/tools/list_changed", sub(7)).which == "tools"
     assert stream.accept("notifications/tools/list_changed", sub("7")).verdict is Verdict.DROP
@@ -97,7 +103,10 @@ def test_resource_updates_count_for_granted_uris_and_their_sub_resources():
     asked = {"resourceSubscriptions": ["file:///a", "file:///b"]}
     stream = ListenStream(3, asked)
     sub = {"_meta": {"io.modelcontextprotocol/subscriptionId": 3}}
-    update = lambda uri: {"uri": uri, **sub}  # noqa: E731
+
+    def update(uri):
+        return {"uri": uri, **sub}
+
     assert stream.accept("notifications/resources/updated", update("file:///a")).verdict \
         is Verdict.DROP, "before the acknowledgement"
     # The server grants one of the two, and claims one nobody asked for.

@@ -13,7 +13,7 @@ import taplog
 
 import httppeers
 from conftest import run, scripted
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from trunkline import http
 from trunkline.errors import MalformedMessage
 from trunkline.parent.host import Host

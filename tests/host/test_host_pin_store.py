@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from conftest import run, scripted
-from redisserver import RedisServer, free_port, redis_server  # noqa: F401  (a fixture)
+from redisserver import RedisServer, free_port, redis_server  # noqa: F401 - a fixture
 from trunkline import Host
 from trunkline.catalog import ListingDriver
 from trunkline.catalog.pins import PinRecord, judge

@@ -15,7 +15,7 @@ import pytest
 import httppeers
 import realpeers
 from conftest import run
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from trunkline import Host, http
 from trunkline.catalog.filters import ToolBounds
 from trunkline.errors import ToolFiltered, ToolQuarantined, UnknownTool

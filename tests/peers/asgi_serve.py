@@ -99,13 +99,16 @@ def add_tools(server: Any, context_type: type) -> None:
         return text
 
     @server.tool(description="Arguments mirrored into Mcp-Param-Region/-Count/-Flag headers")
-    def headered(region: Annotated[str, header("Region")], count: Annotated[int, header("Count")] = 1,
-                 flag: Annotated[bool, header("Flag")] = False) -> str:
+    def headered(
+        region: Annotated[str, header("Region")],
+        count: Annotated[int, header("Count")] = 1,
+        flag: Annotated[bool, header("Flag")] = False,
+    ) -> str:
         return f"region={region} count={count} flag={str(flag).lower()}"
 
     @server.tool(description="Send n progress notifications (and, asked for logs, n info "
                  "log messages), then answer")
-    async def count(n: int, ctx: context_type) -> str:  # type: ignore[valid-type]
+    async def count(n: int, ctx: context_type) -> str:  # type: ignore[valid-type]  # the SDK version's Context
         n = max(0, min(n, 100))
         for i in range(1, n + 1):
             await ctx.report_progress(i, n, f"step {i}")
@@ -131,7 +134,7 @@ def add_tool_adder(server: Any, context_type: type) -> None:
 
     @server.tool(description="Register a new tool <name> on this server (the tool list changes)")
     async def add_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
-                       ctx: context_type) -> str:  # type: ignore[valid-type]
+                       ctx: context_type) -> str:  # type: ignore[valid-type]  # the SDK version's Context
         def added() -> str:
             return f"{name} here"
 
@@ -145,7 +148,7 @@ def add_tool_adder(server: Any, context_type: type) -> None:
                  "description and, with note=true, a new optional parameter note in its "
                  "input schema (the tool list changes); rewritten_calls counts its calls")
     async def rewrite_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
-                           description: str, ctx: context_type,  # type: ignore[valid-type]
+                           description: str, ctx: context_type,  # type: ignore[valid-type]  # the SDK version's Context
                            note: bool = False) -> str:
         def plain(text: str) -> str:
             rewritten["calls"] += 1
@@ -168,7 +171,7 @@ def add_tool_adder(server: Any, context_type: type) -> None:
                  "(the tool list changes); the renamed tool echoes {text}")
     async def rename_tool(name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
                           new_name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")],
-                          ctx: context_type) -> str:  # type: ignore[valid-type]
+                          ctx: context_type) -> str:  # type: ignore[valid-type]  # the SDK version's Context
         (old,) = [t for t in await server.list_tools() if t.name == name]
 
         def renamed(text: str) -> str:

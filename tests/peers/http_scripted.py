@@ -90,7 +90,11 @@ CAPS_KEY = "io.modelcontextprotocol/clientCapabilities"
 SERVER_INFO = {"name": "trunkline-http-scripted", "version": "0.1.0"}
 NO_SESSION = {"jsonrpc": "2.0", "id": None,
               "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}}
-SESSION_NOT_FOUND = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Session not found"}}
+SESSION_NOT_FOUND = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32001, "message": "Session not found"},
+}
 
 
 def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -201,8 +205,14 @@ class Peer:
             return web.Response(status=202)
         accept = request.headers.get("Accept", "")
         if "application/json" not in accept or "text/event-stream" not in accept:
-            return rpc_error(body.get("id"), RpcError(
-                406, -32600, "Not Acceptable: Accept must list application/json and text/event-stream"))
+            return rpc_error(
+                body.get("id"),
+                RpcError(
+                    406,
+                    -32600,
+                    "Not Acceptable: Accept must list application/json and text/event-stream",
+                ),
+            )
         try:
             self.check_modern(request, body)
             return await self.dispatch(request, body, modern=True)
@@ -236,7 +246,10 @@ class Peer:
     async def dispatch(self, request: web.Request, body: dict[str, Any], modern: bool
                        ) -> web.StreamResponse:
         method, params, rid = body.get("method"), body.get("params") or {}, body.get("id")
-        stamp = {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
+        stamp = {
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO},
+        }
         if not modern:
             stamp = {}
         if method == "server/discover" and modern:
@@ -333,11 +346,18 @@ class Peer:
     # ---- legacy 2025-11-25 -----------------------------------------------------------
     async def legacy(self, request: web.Request, body: Any) -> web.StreamResponse:
         sid = request.headers.get("Mcp-Session-Id")
-        if request.method == "POST" and isinstance(body, dict) and body.get("method") == "initialize":
+        if (
+            request.method == "POST"
+            and isinstance(body, dict)
+            and body.get("method") == "initialize"
+        ):
             sid = uuid.uuid4().hex
             self.sessions[sid] = 0
-            result = {"protocolVersion": LEGACY_VERSIONS[0], "capabilities": {"tools": {"listChanged": False}},
-                      "serverInfo": SERVER_INFO}
+            result = {
+                "protocolVersion": LEGACY_VERSIONS[0],
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": SERVER_INFO,
+            }
             return web.json_response({"jsonrpc": "2.0", "id": body.get("id"), "result": result},
                                      headers={"Mcp-Session-Id": sid})
         if request.method not in ("POST", "DELETE"):
@@ -355,8 +375,17 @@ class Peer:
             del self.sessions[sid]
             return web.json_response(SESSION_NOT_FOUND, status=404)
         if request.headers.get("MCP-Protocol-Version") not in LEGACY_VERSIONS:
-            return web.json_response({"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32000, "message": "Bad Request: Unsupported protocol version"}}, status=400)
+            return web.json_response(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": -32000,
+                        "message": "Bad Request: Unsupported protocol version",
+                    },
+                },
+                status=400,
+            )
         if not isinstance(body, dict) or "method" not in body or "id" not in body:
             return web.Response(status=202)  # notifications and client responses
         try:
@@ -373,8 +402,13 @@ def rpc_error(rid: Any, e: RpcError) -> web.Response:
 
 
 async def sse_open(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                       "X-Accel-Buffering": "no"})
+    resp = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        }
+    )
     await resp.prepare(request)
     await resp.write(b": keep-alive\n\n")
     return resp

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import realpeers  # noqa: E402
+import realpeers
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -59,7 +59,14 @@ def line(obj: dict) -> bytes:
 
 
 def discover(id_: int, version: str = MODERN) -> bytes:
-    return line({"jsonrpc": "2.0", "id": id_, "method": "server/discover", "params": {"_meta": meta(version)}})
+    return line(
+        {
+            "jsonrpc": "2.0",
+            "id": id_,
+            "method": "server/discover",
+            "params": {"_meta": meta(version)},
+        }
+    )
 
 
 def initialize(id_: int) -> bytes:
@@ -250,7 +257,14 @@ def scenario(server: realpeers.RealServer, name: str, a: argparse.Namespace) -> 
         elif name == "ping_first":
             steps.append(exchange(p, line({"jsonrpc": "2.0", "id": 1, "method": "ping"}), 1, T))
         elif name == "discover_no_meta":
-            steps.append(exchange(p, line({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}), 1, T))
+            steps.append(
+                exchange(
+                    p,
+                    line({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}),
+                    1,
+                    T,
+                )
+            )
         elif name == "discover_no_caps":
             m = meta()
             del m["io.modelcontextprotocol/clientCapabilities"]
@@ -305,7 +319,9 @@ SCENARIOS = [
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("servers", nargs="*")
-    ap.add_argument("--runs", type=int, default=1, help="repeat discover_cold/warm N times for timings")
+    ap.add_argument(
+        "--runs", type=int, default=1, help="repeat discover_cold/warm N times for timings"
+    )
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--settle", type=float, default=2.0)
     ap.add_argument("--only", action="append", help="run only these scenarios")

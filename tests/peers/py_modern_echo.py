@@ -120,7 +120,7 @@ ITEMS = ("apple", "apricot", "banana")
 
 
 @server.completion()
-async def complete(ref, argument, context):  # noqa: ANN001 - the SDK's own types
+async def complete(ref, argument, context):  # the SDK's own types
     from mcp.types import Completion
     if getattr(ref, "uri", None) == "echo://items/{item}" and argument.name == "item":
         return Completion(values=[i for i in ITEMS if i.startswith(argument.value)])

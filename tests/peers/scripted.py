@@ -130,7 +130,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import taplog  # sibling module: sys.path[0] is this directory when run as a script
 
@@ -571,8 +571,8 @@ class Peer:
                 envelope.setdefault("error", RpcError(-32603).to_json())
             self.send_reply(req, envelope)
         elif kind in ("bad-utf8", "surrogate"):
-            envelope = self.answer(req, mutate=_set("broken", "\udcff" if kind == "bad-utf8"
-                                                   else "\ud800"))
+            broken = {"bad-utf8": "\udcff", "surrogate": "\ud800"}[kind]
+            envelope = self.answer(req, mutate=_set("broken", broken))
             if envelope is not None:
                 # surrogateescape writes "\udcff" as the byte 0xff; ensure_ascii writes
                 # "\ud800" as its escape, which no decoder may accept alone.
@@ -749,7 +749,7 @@ class Peer:
             return text_result("x" * size)
         return text_result(json.dumps(args, separators=(",", ":"), sort_keys=True))  # echo & extras
 
-    INPUT_REQUESTS: dict[str, Json] = {
+    INPUT_REQUESTS: ClassVar[dict[str, Json]] = {
         "sampling": {"method": "sampling/createMessage", "params": {
             "messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
             "maxTokens": 8}},

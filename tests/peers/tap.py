@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
             stdout=subprocess.PIPE,
             stderr=None,  # inherited: byte-for-byte with no pump at all
             bufsize=0,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads exist yet
+            preexec_fn=die_with_parent,  # no threads exist yet
         )
     except OSError as exc:
         print(f"tap.py: cannot start {command[0]!r}: {exc}", file=sys.stderr)

@@ -66,7 +66,9 @@ def test_highest_shared_version_is_selected():
 
 def test_discover_result_without_shared_version_fails_naming_both_lists():
     m, _ = machine(allow_legacy=True)
-    out = m.handle(e.Replied(e.Probe.DISCOVER, {**DISCOVER_OK, "supportedVersions": ["2099-01-01"]}))
+    out = m.handle(
+        e.Replied(e.Probe.DISCOVER, {**DISCOVER_OK, "supportedVersions": ["2099-01-01"]})
+    )
     assert kinds(out) == [e.Fail]
     assert "2099-01-01" in out[0].refusal.reason and MODERN in out[0].refusal.reason
 
@@ -442,7 +444,7 @@ def test_initialize_reply_without_initialize_is_a_violation():
 def test_verdict_is_final():
     m, _ = machine(allow_legacy=True)
     m.handle(e.Replied(e.Probe.DISCOVER, DISCOVER_OK))
-    for event in AMBIGUOUS + [e.Closed("x"), e.Replied(e.Probe.INITIALIZE, INIT_OK)]:
+    for event in [*AMBIGUOUS, e.Closed("x"), e.Replied(e.Probe.INITIALIZE, INIT_OK)]:
         assert m.handle(event) == []
     assert m.verdict is not None and m.verdict.era is e.Era.MODERN
 
@@ -488,7 +490,8 @@ def test_failed_discover_exchange_while_initializing_is_ignored():
     assert kinds(m.handle(e.Replied(e.Probe.INITIALIZE, INIT_OK))) == [e.SendInitialized, e.Decide]
 
 
-_events = st.sampled_from(AMBIGUOUS + [
+_events = st.sampled_from([
+    *AMBIGUOUS,
     e.Rejected(e.Probe.DISCOVER, "HTTP 401"),
     e.ExchangeFailed(e.Probe.INITIALIZE, "HTTP 500"),
     e.Closed("eof"),

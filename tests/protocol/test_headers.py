@@ -61,7 +61,7 @@ def annotated(name: str, json_type: object = "string", **extra: object) -> dict:
     ],
 )
 def test_encoding_table(value: object, expected: str) -> None:
-    assert h.encode_header_value(value) == expected  # type: ignore[arg-type]
+    assert h.encode_header_value(value) == expected  # type: ignore[arg-type]  # values of any type
 
 
 def test_sentinel_markers_are_exact_and_lower_case() -> None:
@@ -84,7 +84,7 @@ def test_integers_beyond_safe_range_are_refused(value: int) -> None:
 @pytest.mark.parametrize("value", [1.5, 3.0, None, b"bytes", ["a"], {"a": 1}])
 def test_other_types_are_refused(value: object) -> None:
     with pytest.raises(h.HeaderValueError):
-        h.encode_header_value(value)  # type: ignore[arg-type]
+        h.encode_header_value(value)  # type: ignore[arg-type]  # values of any type
 
 
 @given(st.text())
@@ -100,7 +100,7 @@ def test_round_trip_gives_the_string_form(value: int | bool) -> None:
 
 @given(st.one_of(st.text(), st.booleans(), st.integers(-h.MAX_SAFE_INTEGER, h.MAX_SAFE_INTEGER)))
 def test_encoded_values_are_plain_visible_ascii_without_outer_whitespace(value: object) -> None:
-    encoded = h.encode_header_value(value)  # type: ignore[arg-type]
+    encoded = h.encode_header_value(value)  # type: ignore[arg-type]  # values of any type
     assert PLAIN_HEADER_TEXT.fullmatch(encoded)
     assert encoded == encoded.strip(" \t")
 
@@ -177,7 +177,7 @@ def test_a_property_named_x_mcp_header_is_not_an_annotation() -> None:
 )
 def test_annotation_value_must_be_a_token(name: object) -> None:
     with pytest.raises(h.InvalidToolHeaders, match="token"):
-        h.tool_header_params(schema_with(a=annotated(name)))  # type: ignore[arg-type]
+        h.tool_header_params(schema_with(a=annotated(name)))  # type: ignore[arg-type]  # names of any type
 
 
 def test_duplicate_names_are_invalid_case_insensitively() -> None:
@@ -291,7 +291,7 @@ def test_present_values_are_sent_encoded_in_param_order() -> None:
      {"opts": "not an object"}, {"opts": [1, 2]}],
 )
 def test_absent_or_null_anywhere_along_the_path_omits_the_header(arguments: object) -> None:
-    assert h.param_headers(PARAMS, arguments) == []  # type: ignore[arg-type]
+    assert h.param_headers(PARAMS, arguments) == []  # type: ignore[arg-type]  # any arguments
 
 
 def test_empty_string_and_zero_and_false_are_present() -> None:
@@ -376,7 +376,7 @@ def test_table_is_read_only() -> None:
     tool = {"name": "g", "inputSchema": schema_with(r=annotated("R"))}
     _, table = h.filter_tools_result({"tools": [tool]})
     with pytest.raises(TypeError):
-        table.by_tool["x"] = ()  # type: ignore[index]
+        table.by_tool["x"] = ()  # type: ignore[index]  # read-only: it must raise
 
 
 # --- operator-configured headers -----------------------------------------------------
@@ -441,7 +441,7 @@ def test_a_name_configured_twice_is_refused() -> None:
 
 
 def test_non_mapping_is_refused() -> None:
-    assert h.configured_headers_problem([("X-Team", "a")]) is not None  # type: ignore[arg-type]
+    assert h.configured_headers_problem([("X-Team", "a")]) is not None  # type: ignore[arg-type]  # not a mapping, on purpose
 
 
 @given(st.dictionaries(

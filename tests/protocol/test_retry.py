@@ -240,14 +240,14 @@ def test_retry_reads_off_leaves_only_never_sent_retries():
 
 @pytest.mark.parametrize("method", ["tools/call", "subscriptions/listen", "vendor/doThing",
                                     "tools/list/extra", "Tools/List"])
-@pytest.mark.parametrize("exc", MAYBE_DELIVERED + [ServerError("internal", code=-32603)],
+@pytest.mark.parametrize("exc", [*MAYBE_DELIVERED, ServerError("internal", code=-32603)],
                          ids=lambda e: type(e).__name__)
 def test_writes_are_not_retried_once_they_may_have_reached_the_server(method, exc):
     plan = r.plan_call(r.RetryPolicy(max_attempts=10), method, tool="delete_file")
     assert decide(plan, exc) == GiveUp(GiveUpReason.UNSAFE, r.classify(exc))
 
 
-@pytest.mark.parametrize("exc", MAYBE_DELIVERED + [ServerError("internal", code=-32603)],
+@pytest.mark.parametrize("exc", [*MAYBE_DELIVERED, ServerError("internal", code=-32603)],
                          ids=lambda e: type(e).__name__)
 def test_tools_call_is_retried_when_the_caller_or_the_config_says_idempotent(exc):
     policy = r.RetryPolicy()
@@ -265,7 +265,7 @@ def test_tools_call_is_retried_when_the_caller_or_the_config_says_idempotent(exc
 
 
 @pytest.mark.parametrize("exc",
-                         NOT_SENT + [RequestTimeout("slot wait"), TransportLost("x")],
+                         [*NOT_SENT, RequestTimeout("slot wait"), TransportLost("x")],
                          ids=lambda e: type(e).__name__)
 def test_tools_call_that_never_left_the_parent_is_retried(exc):
     plan = r.plan_call(r.RetryPolicy(), "tools/call", tool="send_mail")
@@ -440,7 +440,7 @@ def test_driver_never_starts_an_attempt_after_the_deadline(budget, took_s, seed)
     with pytest.raises(RequestTimeout):
         drive(send, plan, clock, seed=seed)
     assert all(t < deadline for t in send.started_at)
-    for attempt, started in zip(send.attempts, send.started_at):
+    for attempt, started in zip(send.attempts, send.started_at, strict=False):
         assert attempt.remaining_s == pytest.approx(deadline - started)
     if took_s > 0:
         assert len(send.attempts) < 50  # the deadline, not the attempt limit, ended it
@@ -499,7 +499,8 @@ _META_KEY = re.compile(rf"(?:(?P<prefix>{_LABEL}(?:\.{_LABEL})*)/)?(?P<name>{_NA
 
 
 def meta_key_ok(key: str) -> bool:
-    """The _meta key syntax (MCP 2026-07-28, basic/index), written out independently of the module: valid and not reserved."""
+    """The _meta key syntax (MCP 2026-07-28, basic/index), written out independently of
+    the module: valid and not reserved."""
     m = _META_KEY.fullmatch(key)
     if m is None:
         return False

@@ -17,7 +17,7 @@ import taplog
 import realpeers
 from conftest import group_alive, run, scripted
 from trunkline.channel import ServerState
-from trunkline.errors import RequestTimeout
+from trunkline.errors import RequestTimeout, TransportLost
 from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.parent.supervisor import Supervisor
@@ -175,11 +175,11 @@ def test_request_ids_never_repeat_across_worker_generations(no_leaks, tap):
                         "s", "tools/call",
                         orjson.dumps({"name": "echo", "arguments": {"i": i}}), timeout=10)
                     assert not reply.is_error
-                with pytest.raises(Exception):
+                with pytest.raises(TransportLost):
                     await sup.request("s", "tools/call",
                                       orjson.dumps({"name": "crash", "arguments": {}}),
                                       timeout=10)
-                await until(lambda: handle.state is ServerState.READY and
+                await until(lambda round_=round_: handle.state is ServerState.READY and
                             handle.generation == round_ + 2, "the restart")
     run(main())
     ids = [m["id"] for m in sent(tap) if "id" in m and "method" in m]

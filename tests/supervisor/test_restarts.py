@@ -23,7 +23,9 @@ def test_losses_restart_with_growing_backoff_until_the_intensity_limit():
     assert [type(d) for d in decisions] == [RestartIn, RestartIn, RestartIn, CoolDown]
     for attempt, d in enumerate(decisions[:3]):
         assert 0 <= d.delay_s <= POLICY.ceiling(attempt) and d.reason.startswith("server exited")
-    assert decisions[3].delay_s == 30.0 and "crash loop: 3 restarts within 10 s" in decisions[3].reason
+    assert (
+        decisions[3].delay_s == 30.0 and "crash loop: 3 restarts within 10 s" in decisions[3].reason
+    )
     # After the cool-down, a fresh budget.
     assert isinstance(p.lost(now=200.0, cause="again"), RestartIn)
 

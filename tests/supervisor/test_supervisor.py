@@ -386,7 +386,7 @@ def test_timeout_cancels_on_the_wire_and_late_replies_are_dropped(tap, no_leaks)
             await sup.add(ServerConfig("t", scripted(tap=tap)))
             never = orjson.dumps({"name": "sleep", "arguments": {}})
             late = orjson.dumps({"name": "sleep", "arguments": {"seconds": 0.5}})
-            with pytest.raises(RequestTimeout, match="no reply within 0.2 s") as info:
+            with pytest.raises(RequestTimeout, match=r"no reply within 0\.2 s") as info:
                 await sup.request("t", "tools/call", never, timeout=0.2)
             assert info.value.server == "t" and info.value.method == "tools/call"
             # Many deadlines at once, interleaved with calls that do answer in time.

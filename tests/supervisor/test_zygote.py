@@ -15,7 +15,7 @@ from test_supervisor import echo, process_alive, settings, wait_state
 
 import httppeers
 from conftest import child_pids, group_alive, run, scripted
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from trunkline import http
 from trunkline.channel import ServerState
 from trunkline.errors import TransportLost

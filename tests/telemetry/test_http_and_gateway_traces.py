@@ -19,7 +19,7 @@ import httppeers
 import realpeers
 from conftest import PEERS, run
 from gateways import HttpGateway, modern_meta
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from otelsdk import Recorded, meta_of, traceparent
 from trunkline import Host, http
 from trunkline.gateway.answers import Answerer
@@ -35,7 +35,7 @@ SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
                                                       legacy_probe_timeout_s=20.0))
 
 
-def test_http_server_span_attributes_and_context(no_leaks, http_peer, tmp_path):  # noqa: F811
+def test_http_server_span_attributes_and_context(no_leaks, http_peer, tmp_path):
     argv, env = httppeers.py_http_modern()
     server = http_peer(argv, env, record=tmp_path / "record.jsonl")
     port = int(server.url.split(":")[2].split("/")[0])

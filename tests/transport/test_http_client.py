@@ -10,6 +10,7 @@ import asyncio
 import gzip
 import zlib
 from collections.abc import Awaitable, Callable
+from typing import Self
 
 import pytest
 
@@ -36,7 +37,7 @@ class Scripted:
         self.closed = 0
         self.server: asyncio.Server | None = None
 
-    async def __aenter__(self) -> Scripted:
+    async def __aenter__(self) -> Self:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             self.connections += 1
             try:
@@ -339,7 +340,7 @@ def test_a_caller_cancelled_while_waiting_for_a_connection_frees_its_turn(no_lea
 def test_a_url_on_another_origin_is_refused():
     async def main():
         http = client("http://127.0.0.1:9/mcp")
-        with pytest.raises(ValueError, match="not on 127.0.0.1:9"):
+        with pytest.raises(ValueError, match=r"not on 127\.0\.0\.1:9"):
             await http.request("POST", "http://example.com/mcp", {}, b"{}")
         await http.aclose()
     run(main())

@@ -19,7 +19,7 @@ import pytest
 import httppeers
 import realpeers
 from conftest import child_pids, group_alive, run
-from httppeers import http_peer, start_http_peer  # noqa: F401  (http_peer is a fixture)
+from httppeers import http_peer, start_http_peer  # noqa: F401 - http_peer is a fixture
 from mcp_schema import MODERN, conforms
 
 META = {"io.modelcontextprotocol/protocolVersion": MODERN,
@@ -87,7 +87,9 @@ def test_scripted_discover_list_call(no_leaks, http_peer, tmp_path, sse):
         assert [t["name"] for t in tools] == ["echo", "slow", "headered"]
         _, _, msgs = await answer(peer.url, *modern(
             "tools/call", 3, {"progressToken": "tok"}, name="echo", arguments={"text": "hi"}))
-        assert valid("CallToolResult", msgs[-1]["result"])["content"] == [{"type": "text", "text": "hi"}]
+        assert valid("CallToolResult", msgs[-1]["result"])["content"] == [
+            {"type": "text", "text": "hi"}
+        ]
         if sse:  # progress first, then the response that ends the stream
             assert msgs[0]["method"] == "notifications/progress"
             assert msgs[0]["params"]["progressToken"] == "tok" and len(msgs) == 2
@@ -103,7 +105,9 @@ def test_scripted_discover_list_call(no_leaks, http_peer, tmp_path, sse):
 
 def test_scripted_sse_stream_starts_with_a_comment(no_leaks, http_peer):
     peer = http_peer(*httppeers.scripted("--sse"))
-    status, rh, text = run(post(peer.url, *modern("tools/call", name="slow", arguments={"seconds": 1.2})))
+    status, rh, text = run(
+        post(peer.url, *modern("tools/call", name="slow", arguments={"seconds": 1.2}))
+    )
     comments, events = sse_parse(text)
     assert status == 200 and text.startswith(": keep-alive\n\n")
     assert len(comments) >= 2 and rh["X-Accel-Buffering"] == "no"
@@ -159,7 +163,9 @@ def test_scripted_header_encoding_and_other_errors(no_leaks, http_peer):
         # the version headers agree but the server does not speak it
         body, headers = modern("server/discover", meta={
             "io.modelcontextprotocol/protocolVersion": "2099-01-01"})
-        got, _, msgs = await answer(peer.url, body, {**headers, "MCP-Protocol-Version": "2099-01-01"})
+        got, _, msgs = await answer(
+            peer.url, body, {**headers, "MCP-Protocol-Version": "2099-01-01"}
+        )
         assert got == 400 and msgs[0]["error"]["code"] == -32022
         assert msgs[0]["error"]["data"] == {"supported": [MODERN], "requested": "2099-01-01"}
         body, headers = modern("server/discover")
@@ -184,7 +190,10 @@ def test_scripted_invalid_header_tool_is_listed(no_leaks, http_peer):
     peer = http_peer(*httppeers.scripted("--invalid-header-tool"))
     _, _, msgs = run(answer(peer.url, *modern("tools/list")))
     bad = [t for t in msgs[0]["result"]["tools"] if t["name"] == "bad_header"]
-    assert bad and bad[0]["inputSchema"]["properties"]["x"] == {"type": "number", "x-mcp-header": "X"}
+    assert bad and bad[0]["inputSchema"]["properties"]["x"] == {
+        "type": "number",
+        "x-mcp-header": "X",
+    }
 
 
 def test_scripted_auth_and_status_codes(no_leaks, http_peer, tmp_path):
@@ -259,8 +268,16 @@ def test_scripted_legacy_sessions(no_leaks, http_peer, tmp_path):
     peer = http_peer(*httppeers.scripted("--legacy", "--expire-session-after", "4"),
                      record=tmp_path / "r.jsonl")
     base = {"Accept": ACCEPT, "Content-Type": "application/json"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "s", "version": "0"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "s", "version": "0"},
+        },
+    }
 
     async def main():
         status, _, text = await post(peer.url, *modern("server/discover"))
@@ -270,8 +287,9 @@ def test_scripted_legacy_sessions(no_leaks, http_peer, tmp_path):
         assert status == 200 and json.loads(text)["result"]["protocolVersion"] == "2025-11-25"
         sid = rh["Mcp-Session-Id"]
         inside = {**base, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
-        status, _, text = await post(peer.url, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                                     inside)
+        status, _, text = await post(
+            peer.url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, inside
+        )
         assert (status, text) == (202, "")
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "echo", "arguments": {"text": "yo"}}}
@@ -371,7 +389,10 @@ def test_official_client_talks_to_the_scripted_peer(no_leaks, http_peer, tmp_pat
     call = [r for r in peer.records() if (r["body"] or {}).get("method") == "tools/call"][-1]
     if version == MODERN:
         assert call["headers"]["mcp-param-region"] == b64(" eu-ü")
-        assert (call["headers"]["mcp-param-count"], call["headers"]["mcp-param-flag"]) == ("3", "true")
+        assert (call["headers"]["mcp-param-count"], call["headers"]["mcp-param-flag"]) == (
+            "3",
+            "true",
+        )
     else:
         assert "mcp-session-id" in call["headers"]
 
@@ -381,8 +402,16 @@ def test_official_client_talks_to_the_scripted_peer(no_leaks, http_peer, tmp_pat
 MODERN_REAL = {"py-http-modern": httppeers.py_http_modern, "fastmcp-http": httppeers.fastmcp_http}
 LEGACY_REAL = {"py-http-legacy": httppeers.py_http_legacy,
                "ts-everything-http": httppeers.ts_everything_http}
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "smoke", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "smoke", "version": "0"},
+    },
+}
 
 
 @pytest.mark.real_servers
@@ -401,16 +430,25 @@ def test_real_modern_http_server(no_leaks, http_peer, tmp_path, name):
         props = tools["headered"]["inputSchema"]["properties"]
         assert [props[p]["x-mcp-header"] for p in ("region", "count", "flag")] == [
             "Region", "Count", "Flag"]
-        _, _, msgs = await answer(peer.url, *modern("tools/call", 3, name="add", arguments={"a": 2, "b": 3}))
+        _, _, msgs = await answer(
+            peer.url, *modern("tools/call", 3, name="add", arguments={"a": 2, "b": 3})
+        )
         assert msgs[0]["result"]["content"][0]["text"] == "5"
-        body, headers = modern("tools/call", 4, name="headered", arguments={"region": " eu", "count": 2})
+        body, headers = modern(
+            "tools/call", 4, name="headered", arguments={"region": " eu", "count": 2}
+        )
         headers.update({"Mcp-Param-Region": b64(" eu"), "Mcp-Param-Count": "2"})
         status, _, msgs = await answer(peer.url, body, headers)
-        assert status == 200 and msgs[0]["result"]["content"][0]["text"] == "region= eu count=2 flag=false"
+        assert (
+            status == 200
+            and msgs[0]["result"]["content"][0]["text"] == "region= eu count=2 flag=false"
+        )
         del headers["Mcp-Param-Count"]
         status, _, msgs = await answer(peer.url, body, headers)
         assert status == 400 and msgs[0]["error"]["code"] == -32020
-        status, _, msgs = await answer(peer.url, body, {**headers, "MCP-Protocol-Version": "2099-01-01"})
+        status, _, msgs = await answer(
+            peer.url, body, {**headers, "MCP-Protocol-Version": "2099-01-01"}
+        )
         assert status == 400 and msgs[0]["error"]["code"] == -32020
         # progress makes it answer with SSE
         status, rh, msgs = await answer(peer.url, *modern(
@@ -422,7 +460,9 @@ def test_real_modern_http_server(no_leaks, http_peer, tmp_path, name):
             async with s.get(peer.url, headers={"MCP-Protocol-Version": MODERN}) as r:
                 assert r.status == 405
         # dual era: initialize is served too, with a session id
-        status, rh, msgs = await answer(peer.url, INIT, {"Accept": ACCEPT, "Content-Type": "application/json"})
+        status, rh, msgs = await answer(
+            peer.url, INIT, {"Accept": ACCEPT, "Content-Type": "application/json"}
+        )
         assert status == 200 and "Mcp-Session-Id" in rh
         assert msgs[0]["result"]["protocolVersion"] == "2025-11-25"
     run(main())
@@ -446,19 +486,33 @@ def test_real_legacy_http_server(no_leaks, http_peer, tmp_path, name):
         assert status == 200 and msgs[-1]["result"]["protocolVersion"] == "2025-11-25"
         sid = rh["Mcp-Session-Id"]
         inside = {**base, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
-        status, _, _ = await answer(peer.url, {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                                    inside)
+        status, _, _ = await answer(
+            peer.url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, inside
+        )
         assert status == 202
         arguments = {"message": "yo"} if name == "ts-everything-http" else {"text": "yo"}
-        status, _, msgs = await answer(peer.url, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                                  "params": {"name": "echo", "arguments": arguments}}, inside)
+        status, _, msgs = await answer(
+            peer.url,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": arguments},
+            },
+            inside,
+        )
         assert status == 200 and "yo" in msgs[-1]["result"]["content"][0]["text"]
         assert "resultType" not in msgs[-1]["result"]
         async with aiohttp.ClientSession(timeout=TIMEOUT) as s:
             async with s.delete(peer.url, headers=inside) as r:
                 assert r.status == 200
-        status, _, _ = await answer(peer.url, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, inside)
+        status, _, _ = await answer(
+            peer.url, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, inside
+        )
         assert status in (400, 404)  # mcp 1.30.0: 404; server-everything: 400
     run(main())
     if record is not None:
-        assert [r["body"]["method"] for r in peer.records()[:2]] == ["server/discover", "initialize"]
+        assert [r["body"]["method"] for r in peer.records()[:2]] == [
+            "server/discover",
+            "initialize",
+        ]

@@ -11,7 +11,7 @@ import pytest
 
 import httppeers
 from conftest import run
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from trunkline import http
 from trunkline.channel import ServerState
 from trunkline.params import MAX_REDIRECTS

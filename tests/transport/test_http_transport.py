@@ -19,7 +19,7 @@ import pytest
 
 import httppeers
 from conftest import run
-from httppeers import http_peer  # noqa: F401  (a fixture)
+from httppeers import http_peer  # noqa: F401 - a fixture
 from mcp_schema import LEGACY, MODERN, validate_message
 from trunkline import http
 from trunkline.errors import (
@@ -236,7 +236,9 @@ def test_timeout_closes_the_exchange_instead_of_posting_a_cancel(no_leaks, http_
             assert peer.pending == 0
     run(main())
     assert [e["event"] for e in server.events()] == ["cancelled"]
-    assert "notifications/cancelled" not in methods(server)  # stdio only: over HTTP closing the exchange cancels
+    assert "notifications/cancelled" not in methods(
+        server
+    )  # stdio only: over HTTP closing the exchange cancels
 
 
 def test_legacy_endpoint_needs_the_allowlist(no_leaks, http_peer, tmp_path):

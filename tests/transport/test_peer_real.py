@@ -57,7 +57,9 @@ LEGACY_SERVERS = {
 def test_modern_server_is_modern_and_never_sees_initialize(tap, no_leaks, name, allow_legacy):
     server, (tool, args) = MODERN_SERVERS[name]
     async def main():
-        peer = Peer(name, tapped(server, tap), negotiation=replace(CONFIG, allow_legacy=allow_legacy))
+        peer = Peer(
+            name, tapped(server, tap), negotiation=replace(CONFIG, allow_legacy=allow_legacy)
+        )
         async with peer:
             assert peer.era is Era.MODERN
             assert peer.verdict.version == MODERN

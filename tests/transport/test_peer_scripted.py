@@ -58,7 +58,9 @@ def test_modern_peer_every_request_stamped_and_schema_valid(tap, no_leaks):
             assert peer.era is Era.MODERN and peer.verdict.version == MODERN
             tools = await peer.call("tools/list", {}, timeout=5)
             assert {"echo", "search"} <= {t["name"] for t in tools["tools"]}
-            result = await peer.call("tools/call", {"name": "echo", "arguments": {"x": 1}}, timeout=5)
+            result = await peer.call(
+                "tools/call", {"name": "echo", "arguments": {"x": 1}}, timeout=5
+            )
             assert result["isError"] is False
             assert orjson.loads(result["content"][0]["text"]) == {"x": 1}
     run(main())
@@ -146,8 +148,11 @@ def test_oversized_line_during_probe_is_reported_and_bounded(tap, no_leaks):
 
 def test_allowlisted_legacy_peer_becomes_legacy_after_valid_initialize(tap, no_leaks):
     async def main():
-        peer = Peer("legacy", scripted("--era", "legacy", tap=tap), negotiation=replace(FAST, allow_legacy=True),
-                    )
+        peer = Peer(
+            "legacy",
+            scripted("--era", "legacy", tap=tap),
+            negotiation=replace(FAST, allow_legacy=True),
+        )
         async with peer:
             assert peer.era is Era.LEGACY and peer.verdict.version == "2025-11-25"
             assert peer.verdict.server_info["name"] == "scripted-peer"
@@ -196,9 +201,9 @@ def test_a_discover_answer_and_an_accepted_initialize_are_two_sessions(tap, no_l
     config = NegotiationConfig(discover_timeout_s=0.3, legacy_probe_timeout_s=5.0,
                                allow_legacy=True)
     async def main():
-        err, peer = await refused(scripted("--era", "dual", "--discover", "late:1.0",
-                                           "--initialize", "late:1.5", tap=tap), config=config,
-                                  allow_legacy=True)
+        err, _peer = await refused(scripted("--era", "dual", "--discover", "late:1.0",
+                                            "--initialize", "late:1.5", tap=tap), config=config,
+                                   allow_legacy=True)
         assert err.renegotiate and err.proven_modern and not err.retry_later
         assert "two sessions" in err.message
         assert any("DiscoverResult arrived while initialize was outstanding" in line

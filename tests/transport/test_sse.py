@@ -26,7 +26,9 @@ def feed_chunks(dec: SseDecoder, chunks: list[bytes]) -> list[SseEvent]:
     return out
 
 
-def msg(data: str, event: str = "message", id: str | None = None, retry: int | None = None) -> SseEvent:
+def msg(
+    data: str, event: str = "message", id: str | None = None, retry: int | None = None
+) -> SseEvent:
     return SseEvent(event=event, data=data, id=id, retry_ms=retry)
 
 
@@ -35,7 +37,8 @@ def msg(data: str, event: str = "message", id: str | None = None, retry: int | N
 
 def test_spec_example_comment_ids_and_space_stripping() -> None:
     dec = SseDecoder()
-    raw = b": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\ndata:  third event\n\n"
+    raw = (b": test stream\n\ndata: first event\nid: 1\n\n"
+           b"data:second event\nid\n\ndata:  third event\n\n")
     events = dec.feed(raw)
     # `id` with no colon is an empty id: it resets the last-event-id, so the event says None.
     assert events == [msg("first event", id="1"), msg("second event"), msg(" third event")]
@@ -59,7 +62,9 @@ def test_multi_line_data_is_joined_with_newlines() -> None:
 
 
 def test_event_names_and_the_default_type() -> None:
-    raw = b"event: add\ndata: 73857293\n\nevent: remove\ndata: 2153\n\nevent:\ndata: x\n\ndata: y\n\n"
+    raw = (
+        b"event: add\ndata: 73857293\n\nevent: remove\ndata: 2153\n\nevent:\ndata: x\n\ndata: y\n\n"
+    )
     assert decode(raw) == [msg("73857293", "add"), msg("2153", "remove"), msg("x"), msg("y")]
 
 
@@ -220,7 +225,10 @@ def test_json_rpc_message_split_across_many_chunks() -> None:
     message = {
         "jsonrpc": "2.0",
         "id": 17,
-        "result": {"content": [{"type": "text", "text": "line\nbreak \u00e9 " * 5000}], "isError": False},
+        "result": {
+            "content": [{"type": "text", "text": "line\nbreak \u00e9 " * 5000}],
+            "isError": False,
+        },
     }
     body = json.dumps(message, ensure_ascii=False).encode()
     assert len(body) > 64 * 1024
@@ -287,8 +295,12 @@ def test_max_event_bytes_must_be_positive() -> None:
 
 # --- properties ---------------------------------------------------------------------------------
 
-line_text = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
-id_text = st.text(st.characters(blacklist_characters="\r\n\x00", blacklist_categories=("Cs",)), max_size=8)
+line_text = st.text(
+    st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12
+)
+id_text = st.text(
+    st.characters(blacklist_characters="\r\n\x00", blacklist_categories=("Cs",)), max_size=8
+)
 terminators = st.sampled_from([b"\n", b"\r\n", b"\r"])
 
 
@@ -319,12 +331,18 @@ def encoded_stream(draw: st.DrawFn) -> tuple[bytes, list[Block]]:
         if draw(st.integers(0, 5)) == 0:
             out.append(b": " + draw(line_text).encode() + draw(terminators))
         # CR then an empty LF-ended line would be one CRLF terminator: pick another ending.
-        ends = [b"\r\n", b"\r"] if not text and out and out[-1].endswith(b"\r") else [b"\n", b"\r\n", b"\r"]
+        ends = (
+            [b"\r\n", b"\r"]
+            if not text and out and out[-1].endswith(b"\r")
+            else [b"\n", b"\r\n", b"\r"]
+        )
         out.append(text + draw(st.sampled_from(ends)))
 
     def field(name: str, value: str) -> None:
         # No colon only for an empty value; no space only where the value cannot lose one.
-        forms = [b": "] + ([b":"] if not value.startswith(" ") else []) + ([b""] if not value else [])
+        forms = (
+            [b": "] + ([b":"] if not value.startswith(" ") else []) + ([b""] if not value else [])
+        )
         line(name.encode() + draw(st.sampled_from(forms)) + value.encode())
 
     for block in items:
@@ -343,7 +361,7 @@ def encoded_stream(draw: st.DrawFn) -> tuple[bytes, list[Block]]:
 @st.composite
 def chunked(draw: st.DrawFn, raw: bytes) -> list[bytes]:
     cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=30)))
-    return [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)])]
+    return [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
 
 
 def expected(items: list[Block]) -> tuple[list[SseEvent], str | None, int | None]:
@@ -378,7 +396,22 @@ def test_encoded_events_decode_back_under_any_chunking(data: st.DataObject) -> N
 # Byte soup from the pieces that matter, for streams no well-behaved server would write.
 soup = st.lists(
     st.sampled_from(
-        [b"\r", b"\n", b"\r\n", b":", b" ", b"data", b"event", b"id", b"retry", b"7", b"x", b"\x00", b"\xff", BOM]
+        [
+            b"\r",
+            b"\n",
+            b"\r\n",
+            b":",
+            b" ",
+            b"data",
+            b"event",
+            b"id",
+            b"retry",
+            b"7",
+            b"x",
+            b"\x00",
+            b"\xff",
+            BOM,
+        ]
     ),
     max_size=60,
 ).map(b"".join)

@@ -23,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, Literal
 
 from joserfc import jwk, jwt
 from joserfc.errors import JoseError
@@ -35,7 +35,7 @@ ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 LIFETIME_S = 60
 
 #: Algorithm -> the JWK key type it signs with (and, for ECDSA, the curve).
-ALGORITHMS: dict[str, tuple[str, str | None]] = {
+ALGORITHMS: dict[str, tuple[Literal["RSA", "EC", "OKP"], str | None]] = {
     **{f"RS{n}": ("RSA", None) for n in (256, 384, 512)},
     **{f"PS{n}": ("RSA", None) for n in (256, 384, 512)},
     "ES256": ("EC", "P-256"),
@@ -73,7 +73,7 @@ def _load(private_key: Secret, algorithm: str) -> Any:
                                  "asymmetric key)")
     key_type, curve = expected
     try:
-        key = jwk.import_key(private_key.reveal(), key_type)  # type: ignore[arg-type]
+        key = jwk.import_key(private_key.reveal(), key_type)
     except (JoseError, ValueError, TypeError):
         # The parser's message may quote the input: only the kind of failure is told.
         raise ConfigurationError(f"the client's private key is not a PEM {key_type} key "
@@ -81,7 +81,9 @@ def _load(private_key: Secret, algorithm: str) -> Any:
     if not key.is_private:
         raise ConfigurationError(f"the client's key for {algorithm} is a public key; "
                                  "private_key_jwt signs with the private one")
-    if curve is not None and key.curve_name != curve:
+    # Only EC and OKP keys have a curve (an RSA algorithm names none).
+    if curve is not None and isinstance(key, (jwk.ECKey, jwk.OKPKey)) \
+            and key.curve_name != curve:
         raise ConfigurationError(f"{algorithm} signs with a {key_type} key on {curve}, not "
                                  f"{key.curve_name}")
     return key

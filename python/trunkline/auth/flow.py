@@ -69,7 +69,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urljoin
 
 import aiohttp
@@ -210,7 +210,7 @@ class OAuthClient:
         # means refreshing does not help, so the next one authorizes afresh.
         self._refreshed_on_challenge: set[str] = set()
 
-    async def __aenter__(self) -> OAuthClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

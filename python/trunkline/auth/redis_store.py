@@ -47,7 +47,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from ..errors import AuthorizationFailed
 from ..records import RedisRecords, record_name
@@ -85,7 +85,7 @@ class RedisStore:
         self._redis: Any = self.records.client
         self._give_back = self._redis.register_script(GIVE_BACK)
 
-    async def __aenter__(self) -> RedisStore:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

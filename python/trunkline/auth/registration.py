@@ -222,16 +222,19 @@ def parse_registration(status: int, body: bytes, registration: Registration,
             f"the registration endpoint {registration.endpoint} answered without a client_id "
             "(not a JSON object with one)", reason="malformed_response", issuer=issuer)
     secret = doc.get("client_secret")
+    if not isinstance(secret, str) or not secret:
+        secret = None
     declared = doc.get("token_endpoint_auth_method")
     if declared is None:
         # RFC 7591 §3.2.1: the server returns the metadata it registered; without the
         # field, what was asked for stands.
         declared = registration.metadata.get("token_endpoint_auth_method")
-    has_secret = isinstance(secret, str) and bool(secret)
-    method = token_auth_method(declared if isinstance(declared, str) else None, has_secret,
+    method = token_auth_method(declared if isinstance(declared, str) else None,
+                               secret is not None,
                                meta.token_endpoint_auth_methods_supported, issuer)
     return ClientIdentity(client_id=client_id,
-                          client_secret=Secret(secret) if has_secret and method != NONE else None,
+                          client_secret=Secret(secret) if secret is not None and method != NONE
+                          else None,
                           auth_method=method, issuer=issuer, source=REGISTERED)
 
 

@@ -72,7 +72,7 @@ def _split(url: str) -> SplitResult:
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         raise ValueError(f"not an absolute http(s) URL: {url!r}")
-    parts.port  # noqa: B018 -- raises ValueError for a port out of range or not a number
+    parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
     return parts._replace(scheme=scheme)
 
 

@@ -43,4 +43,4 @@ class Secret:
         return hmac.compare_digest(self._value.encode(), other._value.encode())
 
     # Never a dict key or set member: nothing needs it, and a hash of the value is a leak.
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # None: unhashable, as the data model says

@@ -29,7 +29,8 @@ METHOD = "tools/list"
 #: A list longer than this many pages is treated as a hostile or broken server. Real
 #: servers put dozens of tools on a page; 100 pages is far past any honest catalog.
 DEFAULT_MAX_PAGES = 100
-#: The tool-name SHOULD of MCP 2026-07-28, server/tools. Names outside it are kept (clients must cope) but warned.
+#: The tool-name SHOULD of MCP 2026-07-28, server/tools. Names outside it are kept (clients
+#: must cope) but warned.
 STANDARD_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 _MISSING = object()
@@ -168,7 +169,8 @@ class ListingDriver:
                 f"page {page}: resultType 'input_required' is only legal for tools/call, "
                 "resources/read and prompts/get"
             )
-        # Unknown values are invalid (basic/index, ResultType); we advertise no extension that adds any.
+        # Unknown values are invalid (basic/index, ResultType); we advertise no extension that
+        # adds any.
         raise self._malformed(f"page {page}: unknown resultType {value!r}")
 
     def _check_next_cursor(self, result: dict[str, Any], page: int) -> str | None:
@@ -272,9 +274,9 @@ class ListingDriver:
                 problem = f"has a name that is a JSON {json_type(name)}, not a string"
             self._warn("quarantined", f"{where} {problem}")
             return None
-        problem = self._schema_problem(raw)
-        if problem is not None:
-            self._warn("quarantined", f"{where}: {problem}", name)
+        schema_problem = self._schema_problem(raw)
+        if schema_problem is not None:
+            self._warn("quarantined", f"{where}: {schema_problem}", name)
             return None
         if self._requires_task(raw):
             self._warn(

@@ -22,7 +22,8 @@ class DemoServer:
 
     #: Configured server name (also its serverInfo.name and its profile).
     name: str
-    #: Command line that starts it: ``(sys.executable, "-m", "trunkline.demo.server", "--profile", name)``.
+    #: Command line that starts it:
+    #: ``(sys.executable, "-m", "trunkline.demo.server", "--profile", name)``.
     argv: tuple[str, ...]
     #: True for the legacy (2025-11-25) server: the host must allowlist it for the
     #: ``initialize`` fallback, otherwise it fails closed.

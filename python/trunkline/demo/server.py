@@ -2,7 +2,8 @@
 
 Run one with::
 
-    python -m trunkline.demo.server --profile {web,docs,archive} [--name NAME] [--crash-after N] [-v]
+    python -m trunkline.demo.server --profile {web,docs,archive} [--name NAME] \
+        [--crash-after N] [-v]
 
 One program, three profiles. The profile picks the identity, the protocol era and
 the tools; the JSON-RPC plumbing is shared.
@@ -84,7 +85,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NoReturn, TypedDict
 
 Json = dict[str, Any]
 
@@ -204,7 +205,8 @@ def check_arguments(schema: Json, arguments: Json) -> Json:
 
 
 _QUERY = {"type": "string", "minLength": 1, "description": "What to search for."}
-_LIMIT = {"type": "integer", "minimum": 1, "maximum": 10, "description": "At most this many hits (default 3)."}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": 10,
+          "description": "At most this many hits (default 3)."}
 _SEARCH_INPUT = _object({"query": _QUERY, "limit": _LIMIT}, ["query"])
 _DEFAULT_LIMIT = 3
 
@@ -323,7 +325,8 @@ DOC_SNIPPETS = (
     (
         "server/discover",
         "Modern servers answer server/discover with their supported versions, capabilities "
-        "and identity. A dual-era client sends it first on stdio to tell modern from legacy servers.",
+        "and identity. A dual-era client sends it first on stdio to tell modern from legacy "
+        "servers.",
     ),
     (
         "Request _meta",
@@ -364,7 +367,8 @@ DOC_SNIPPETS = (
     (
         "Legacy initialize handshake",
         "Servers of revision 2025-11-25 and earlier expect initialize, then "
-        "notifications/initialized, before anything else. The client must not fall back to it after modern evidence.",
+        "notifications/initialized, before anything else. The client must not fall back to it "
+        "after modern evidence.",
     ),
     (
         "stdio framing",
@@ -418,12 +422,20 @@ DOCS_TOOLS = (
 
 # archive ------------------------------------------------------------------------
 
-ARCHIVE_RECORDS = (
+class ArchiveRecord(TypedDict):
+    id: str
+    title: str
+    year: int
+    summary: str
+
+
+ARCHIVE_RECORDS: tuple[ArchiveRecord, ...] = (
     {
         "id": "mcp-2024-11-05",
         "title": "MCP revision 2024-11-05",
         "year": 2024,
-        "summary": "First public revision: initialize handshake, stdio and HTTP+SSE transports, tools, resources and prompts.",
+        "summary": "First public revision: initialize handshake, stdio and HTTP+SSE "
+                   "transports, tools, resources and prompts.",
     },
     {
         "id": "mcp-2025-03-26",
@@ -435,25 +447,29 @@ ARCHIVE_RECORDS = (
         "id": "mcp-2025-06-18",
         "title": "MCP revision 2025-06-18",
         "year": 2025,
-        "summary": "Structured tool output with outputSchema, elicitation, resource links; JSON-RPC batching removed.",
+        "summary": "Structured tool output with outputSchema, elicitation, resource links; "
+                   "JSON-RPC batching removed.",
     },
     {
         "id": "mcp-2025-11-25",
         "title": "MCP revision 2025-11-25",
         "year": 2025,
-        "summary": "Tasks, URL elicitation, icons and sampling with tools: the last revision with the initialize handshake.",
+        "summary": "Tasks, URL elicitation, icons and sampling with tools: the last "
+                   "revision with the initialize handshake.",
     },
     {
         "id": "rfc-2119",
         "title": "RFC 2119: Key words for use in RFCs",
         "year": 1997,
-        "summary": "Defines MUST, SHOULD and MAY, the requirement levels used throughout the MCP specification.",
+        "summary": "Defines MUST, SHOULD and MAY, the requirement levels used throughout "
+                   "the MCP specification.",
     },
     {
         "id": "json-rpc-2.0",
         "title": "JSON-RPC 2.0 Specification",
         "year": 2010,
-        "summary": "The stateless request, response and notification envelope that MCP messages use.",
+        "summary": "The stateless request, response and notification envelope that MCP "
+                   "messages use.",
     },
 )
 _RECORDS_BY_ID = {record["id"]: record for record in ARCHIVE_RECORDS}
@@ -638,7 +654,8 @@ class Server:
             self.answer_error(None, RpcError(PARSE_ERROR, "Parse error"))
             return
         if not isinstance(message, dict):
-            self.answer_error(None, RpcError(INVALID_REQUEST, "Invalid request: expected a JSON object"))
+            self.answer_error(
+                None, RpcError(INVALID_REQUEST, "Invalid request: expected a JSON object"))
             return
         has_id = "id" in message
         request_id = message.get("id")
@@ -661,15 +678,17 @@ class Server:
         try:
             with self.lock:
                 if _id_key(request_id) in self.pending:
-                    raise RpcError(INVALID_REQUEST, "Request id is already in use by a pending request")
+                    raise RpcError(INVALID_REQUEST,
+                                   "Request id is already in use by a pending request")
             if params is not None and not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, "params must be an object")
             result = self.request(request_id, method, params or {})
         except RpcError as error:
             self.answer_error(request_id, error, method)
             return
-        except Exception as exc:  # a bug in this server: report it, keep serving
-            print(f"[demo {self.info['name']}] internal error in {method}: {exc!r}", file=sys.stderr, flush=True)
+        except Exception as exc:  # noqa: BLE001 - a bug in this server: report it, keep serving
+            print(f"[demo {self.info['name']}] internal error in {method}: {exc!r}",
+                  file=sys.stderr, flush=True)
             self.answer_error(request_id, RpcError(INTERNAL_ERROR, "Internal error"), method)
             return
         if result is not None:
@@ -683,13 +702,15 @@ class Server:
         self.answer(request_id, {"error": error.to_json()}, method)
 
     def notification(self, method: str, params: Any) -> None:
-        if method == "notifications/cancelled" and isinstance(params, dict) and _valid_id(params.get("requestId")):
+        if method == "notifications/cancelled" and isinstance(params, dict) \
+                and _valid_id(params.get("requestId")):
             with self.lock:
                 timer = self.pending.pop(_id_key(params["requestId"]), None)
                 if timer is not None:
                     timer.cancel()
                     self.log(f"cancelled request {params['requestId']!r}")
-        elif method == "notifications/initialized" and not self.profile.modern and self.state == "initializing":
+        elif method == "notifications/initialized" and not self.profile.modern \
+                and self.state == "initializing":
             self.state = "ready"
 
     def request(self, request_id: Any, method: str, params: Json) -> Json | None:
@@ -722,17 +743,20 @@ class Server:
         if method == "tools/list":
             if params.get("cursor") is not None:
                 raise RpcError(INVALID_PARAMS, "Invalid cursor: this server does not paginate")
-            return self.result({"tools": [t.definition() for t in self.profile.tools]}, cacheable=True)
+            return self.result({"tools": [t.definition() for t in self.profile.tools]},
+                               cacheable=True)
         return self.call_tool(request_id, params)
 
     def check_meta(self, params: Json) -> None:
         meta = params.get("_meta")
         if not isinstance(meta, dict) or not isinstance(meta.get(PROTOCOL_VERSION_KEY), str):
-            raise RpcError(INVALID_PARAMS, f"params._meta must carry {PROTOCOL_VERSION_KEY} (a string)")
+            raise RpcError(INVALID_PARAMS,
+                           f"params._meta must carry {PROTOCOL_VERSION_KEY} (a string)")
         if meta[PROTOCOL_VERSION_KEY] != MODERN_VERSION:
             raise self.unsupported(meta[PROTOCOL_VERSION_KEY])
         if not isinstance(meta.get(CLIENT_CAPABILITIES_KEY), dict):
-            raise RpcError(INVALID_PARAMS, f"params._meta must carry {CLIENT_CAPABILITIES_KEY} (an object)")
+            raise RpcError(INVALID_PARAMS,
+                           f"params._meta must carry {CLIENT_CAPABILITIES_KEY} (an object)")
 
     def unsupported(self, requested: str) -> RpcError:
         return RpcError(
@@ -763,7 +787,8 @@ class Server:
             or not isinstance(info.get("name"), str)
             or not isinstance(info.get("version"), str)
         ):
-            raise RpcError(INVALID_PARAMS, "initialize needs protocolVersion, capabilities and clientInfo {name, version}")
+            raise RpcError(INVALID_PARAMS, "initialize needs protocolVersion, capabilities and "
+                                           "clientInfo {name, version}")
         self.state = "initializing"
         return {
             "protocolVersion": requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0],
@@ -820,7 +845,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m trunkline.demo.server",
         description="A small bundled MCP stdio server for `trunkline demo`.",
     )
-    parser.add_argument("--profile", required=True, choices=list(PROFILES), help="which server to be")
+    parser.add_argument("--profile", required=True, choices=list(PROFILES),
+                        help="which server to be")
     parser.add_argument("--name", help="serverInfo.name (default: the profile name)")
     parser.add_argument(
         "--crash-after",

@@ -160,6 +160,7 @@ class Admission:
         """The refusal of a request to ``server`` of a client that ``held`` these already
         (by server), when it is over one of its budgets: back once the earliest deadline
         of the requests that hold that budget has passed."""
+        holding: list[tuple[str | None, dict[Hashable, float]]]
         admitted = held.get(server)
         if server is not None and admitted is not None and \
                 len(admitted) >= (share := self.client_share(server)):

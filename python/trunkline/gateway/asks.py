@@ -44,9 +44,10 @@ class Asks:
         answer = waiting[1]
         if response.error is not None:
             err = response.error
+            code = err.get("code")
             answer.set_exception(ServerError(
                 f"the client answered {err.get('message', 'an error')}",
-                code=err.get("code") if isinstance(err.get("code"), int) else p.INTERNAL_ERROR,
+                code=code if isinstance(code, int) else p.INTERNAL_ERROR,
                 data=err.get("data")))
         elif response.result is None:
             answer.set_exception(MalformedMessage("the client's answer has no result object"))

@@ -31,7 +31,7 @@ import base64
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
@@ -201,7 +201,7 @@ def token_scopes(claims: Mapping[str, Any]) -> frozenset[str]:
     return frozenset()
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -66,7 +66,7 @@ def merge(pages: Iterable[tuple[str, bytes]]) -> bytes:
         def collect(self) -> Iterator[Any]:
             return iter(families.values())
 
-    return generate_latest(_Families())  # type: ignore[arg-type]
+    return generate_latest(_Families())
 
 
 class CopyPages:

@@ -422,7 +422,7 @@ class Connection(asyncio.Protocol):
                 if not (exchange.gone and self.closed):
                     raise  # the server is stopping: the task ends cancelled
                 return  # the client went away, which cancelled its request (rule 4)
-            except Exception:  # noqa: BLE001 - logged; the connection closes below
+            except Exception:  # logged; the connection closes below
                 log.exception("the gateway's HTTP handler failed")
             finally:
                 self._current = None

@@ -97,8 +97,9 @@ class Limits:
             try:
                 given[field.name] = kind(text.strip())
             except ValueError:
+                number = "an integer" if kind is int else "a number"
                 raise ConfigurationError(
-                    f"--limit {pair!r}: {field.name} takes a{'n integer' if kind is int else ' number'}") from None
+                    f"--limit {pair!r}: {field.name} takes {number}") from None
         return dataclasses.replace(cls(), **given)
 
 

@@ -79,12 +79,14 @@ class OfferingsTable:
         """Merge listings given in configured order."""
         claimants = [(listed.server, item["name"]) for listed in prompts
                      for item in listed.items]
+        names: Sequence[str | None]
         try:
             names = prefixed_names(claimants, kind="prompt")
         except ConfigurationError as exc:
             log.warning("prompts: %s; the later server's prompt is left out", exc)
             names = _names_leaving_out_collisions(claimants)
-        served_prompts, prompt_routes = [], {}
+        served_prompts: list[dict[str, Any]] = []
+        prompt_routes: dict[str, tuple[str, str]] = {}
         items = [item for listed in prompts for item in listed.items]
         for (server, local), name, item in zip(claimants, names, items, strict=True):
             if name is None:
@@ -92,7 +94,8 @@ class OfferingsTable:
             served_prompts.append({**item, "name": name})
             prompt_routes[name] = (server, local)
 
-        served_resources, resource_routes = [], {}
+        served_resources: list[dict[str, Any]] = []
+        resource_routes: dict[str, str] = {}
         for listed in resources:
             for item in listed.items:
                 uri = item["uri"]
@@ -199,9 +202,9 @@ class Offerings:
         ready = [s for s in self._host.servers() if s.state is ServerState.READY]
         offering = {cap: [s.name for s in ready if (s.capabilities or {}).get(cap) is not None]
                     for cap in ("prompts", "resources")}
-        lists = await asyncio.gather(*(
+        prompts, resources, templates = await asyncio.gather(*(
             self._one_list(method, offering[LISTS[method][0]]) for method in LISTS))
-        return OfferingsTable.build(*lists, resource_servers=offering["resources"])
+        return OfferingsTable.build(prompts, resources, templates, offering["resources"])
 
     async def _one_list(self, method: str, servers: Iterable[str]) -> list[Listed]:
         listed = await asyncio.gather(*(self._pages(server, method) for server in servers))

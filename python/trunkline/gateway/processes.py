@@ -116,7 +116,9 @@ class Copies:
                 async with asyncio.TaskGroup() as group:
                     starts = [group.create_task(self._start(i)) for i in range(self._count)]
             except* _StartFailed as group_failed:
-                failed = group_failed.exceptions[0].code  # type: ignore[attr-defined]
+                # Each start raises its own _StartFailed (no nested group): the first.
+                failed = next(exc.code for exc in group_failed.exceptions
+                              if isinstance(exc, _StartFailed))
             if failed is not None:
                 return failed
             ready.set_result(starts[0].result())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -44,8 +44,9 @@ class Stdout(asyncio.Protocol):
         self._resumed: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self._batcher.attach(transport)  # type: ignore[arg-type]
+        # connect_write_pipe's transport writes (its protocol is told only BaseTransport).
+        self._transport = cast("asyncio.WriteTransport", transport)
+        self._batcher.attach(self._transport)
 
     def send(self, message: dict[str, Any]) -> None:
         if self.paused:  # (messages wait only while it is: ``resume_writing``)

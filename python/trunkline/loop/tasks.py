@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 log = logging.getLogger("trunkline.tasks")
 
@@ -35,7 +35,7 @@ class TaskScope:
         self._runner: asyncio.Task[None] | None = None
         self._closed = False
 
-    async def open(self) -> TaskScope:
+    async def open(self) -> Self:
         """Start the scope (idempotent); ``spawn`` works from here on."""
         if self._runner is None and not self._closed:
             loop = asyncio.get_running_loop()
@@ -72,7 +72,7 @@ class TaskScope:
     async def _guarded(self, coro: Coroutine[Any, Any, T]) -> T | None:
         try:
             return await coro
-        except Exception:  # noqa: BLE001 - a background job's failure is logged, not spread
+        except Exception:  # a background job's failure is logged, not spread
             log.exception("%s: a background task failed", self.name)
             return None
 
@@ -93,7 +93,7 @@ class TaskScope:
         # while a cancellation of the caller itself still propagates.
         await asyncio.wait([runner])
 
-    async def __aenter__(self) -> TaskScope:
+    async def __aenter__(self) -> Self:
         return await self.open()
 
     async def __aexit__(self, *exc: object) -> None:

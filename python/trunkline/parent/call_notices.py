@@ -124,5 +124,5 @@ class CallNotices:
     def _give(self, sink: Sink, params: dict[str, Any], what: str) -> None:
         try:
             sink(params)
-        except Exception:  # noqa: BLE001 - a host callback must not break the channel
+        except Exception:  # a host callback must not break the channel
             log.exception("server %r: %s callback failed", self._server, what)

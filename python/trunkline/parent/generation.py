@@ -105,6 +105,8 @@ class Generation:
         """Every call in flight through this worker fails now."""
         self.deadlines.cancel()
         for _call_id, future in self.calls.drain():
+            # The parent registers only futures (an int token is a call the worker forwards).
+            assert not isinstance(future, int)
             if not future.done():
                 future.set_exception(error())
 

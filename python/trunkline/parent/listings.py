@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import orjson
@@ -73,7 +73,8 @@ from ..errors import (
 )
 from ..loop.tasks import TaskScope, gather_all
 from ..protocol.backoff import Backoff
-from ..protocol.retry import RetryPolicy, plan_call
+from ..protocol.reply import Reply
+from ..protocol.retry import Attempt, RetryPolicy, plan_call
 from .handle import WorkerHandle
 from .pin_store import PinStore
 from .retrying import run_with_retries
@@ -212,10 +213,13 @@ class CatalogKeeper:
             if record is not None:
                 record.stamp(body)
             params = orjson.dumps(body)
+
+            def list_page(attempt: Attempt, params: bytes = params) -> Awaitable[Reply]:
+                return handle.request("tools/list", params,
+                                      timeout=max(attempt.remaining_s or 0.0, 0.001))
+
             listed = run_with_retries(
-                lambda attempt, params=params: handle.request(
-                    "tools/list", params, timeout=max(attempt.remaining_s or 0.0, 0.001)),
-                plan_call(self._retry_policy, "tools/list", deadline=deadline))
+                list_page, plan_call(self._retry_policy, "tools/list", deadline=deadline))
             try:
                 reply = await (listed if record is None else record.run(listed))
             except RequestTimeout:
@@ -313,11 +317,11 @@ class CatalogKeeper:
             return
         except ToolCollision as exc:
             listing, screening = before
-            if screening is None:
+            if listing is None or screening is None:  # the two are kept together
                 self._listings.pop(name, None)
                 self._screenings.pop(name, None)
             else:
-                self._listings[name] = listing  # type: ignore[assignment]
+                self._listings[name] = listing
                 self._screenings[name] = screening
             handle = self._servers.handle(name)
             handle.note_listing(f"its new tools were not merged: {exc.message}")
@@ -485,9 +489,9 @@ class CatalogKeeper:
                 # one, and its tools are listed again from scratch, at once.
                 self._cache.drop(name)
                 self._want(name, at_once=True)
-        elif handle.state in (ServerState.UNAVAILABLE, ServerState.STOPPED):
-            if name in self._listings:
-                self.rebuild_or_keep()
+        elif handle.state in (ServerState.UNAVAILABLE, ServerState.STOPPED) \
+                and name in self._listings:
+            self.rebuild_or_keep()
 
     def on_list_changed(self, handle: WorkerHandle, which: str) -> None:
         """The server said its tool list changed: the cached list is invalid at once and

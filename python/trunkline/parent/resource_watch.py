@@ -77,5 +77,5 @@ class ResourceWatchers:
             for sink in list(self._sinks.get(subscribed, {}).values()):
                 try:
                     sink(params)
-                except Exception:  # noqa: BLE001 - one watcher must not stop the others
+                except Exception:  # one watcher must not stop the others
                     log.exception("server %r: resource watcher failed", self._server)

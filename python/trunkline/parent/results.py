@@ -80,7 +80,6 @@ class ResultChecks:
                               tool=entry.name, server=entry.server, raw=result)
 
     def _check_output(self, entry: ToolEntry, result: dict[str, Any], structured: Any) -> None:
-        where = {"server": entry.server, "method": "tools/call"}
         key = (entry.server, entry.local_name)
         checker = self._checkers.get(key)
         if checker is None:
@@ -92,16 +91,16 @@ class ResultChecks:
         if isinstance(checker, SchemaRefused):
             raise SchemaViolation(
                 f"tool {entry.name!r} declares an outputSchema that cannot be used: {checker}",
-                **where)
+                server=entry.server, method="tools/call")
         if "structuredContent" not in result:
             raise SchemaViolation(
                 f"tool {entry.name!r} declares an outputSchema but returned no "
-                "structuredContent", **where)
+                "structuredContent", server=entry.server, method="tools/call")
         problems = checker.problems(structured)
         if problems:
             raise SchemaViolation(
                 f"tool {entry.name!r} returned structuredContent that violates its "
-                f"outputSchema: {'; '.join(problems)}", **where)
+                f"outputSchema: {'; '.join(problems)}", server=entry.server, method="tools/call")
 
 
 def _malformed(entry: ToolEntry, message: str) -> MalformedMessage:

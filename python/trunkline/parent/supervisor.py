@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import ConfigurationError, ServerUnavailable
 from ..loop.tasks import gather_all
@@ -103,7 +103,7 @@ class Supervisor:
                              return_exceptions=True)
         await self._launcher.aclose()
 
-    async def __aenter__(self) -> Supervisor:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

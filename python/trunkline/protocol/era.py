@@ -16,9 +16,9 @@ The machine decides the era from *positive evidence only* (``docs/architecture.m
    evidence; when it did answer (a JSON-RPC error, a malformed result, stray output), the
    refusal names that answer and ``Remedy.ALLOW_LEGACY``: allowlisting is what would let
    it prove the legacy era (an HTTP status without a JSON-RPC answer, a network error or
-   a broken stream is no such answer: a wrong URL or a server in trouble says the same). With it, exactly one ``initialize`` goes out
-   under its own deadline, and only a well-formed result with a configured legacy
-   version makes the peer legacy.
+   a broken stream is no such answer: a wrong URL or a server in trouble says the same).
+   With it, exactly one ``initialize`` goes out under its own deadline, and only a
+   well-formed result with a configured legacy version makes the peer legacy.
 4. Silence is not evidence either way: a probe whose deadline passed with nothing else
    observed fails with ``NextAttempt.LATER`` (try again on a fresh connection, after a
    backoff, with longer deadlines: ``NegotiationConfig.after_silence``). An answer that is

@@ -140,7 +140,8 @@ class HeaderPlan:
         if source is not None and isinstance(params.get(source), str):
             headers["Mcp-Name"] = mcp_headers.encode_header_value(params[source])
         if out.method == "tools/call":
-            annotated = self._tool_params.get(params.get("name"))  # type: ignore[arg-type]
+            name = params.get("name")
+            annotated = self._tool_params.get(name)  # type: ignore[arg-type]  # a non-str: None
             if annotated:
                 # Asked only now, when the table says this tool needs them: a tool learned
                 # after the call was classified still gets its headers.

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeGuard
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
@@ -51,7 +51,8 @@ class HeaderValueError(ValueError):
 
 
 class InvalidToolHeaders(ValueError):
-    """A tool whose x-mcp-header annotations break the custom-header rules; ``str()`` is the reason."""
+    """A tool whose x-mcp-header annotations break the custom-header rules; ``str()`` is
+    the reason."""
 
 
 @dataclass(frozen=True)
@@ -207,14 +208,14 @@ def param_headers(params: Sequence[HeaderParam],
                 f"argument {_pointer(param.path)} for header {param.header} is a "
                 f"{type(value).__name__}, not a JSON {param.json_type}")
         try:
-            headers.append((param.header, encode_header_value(value)))  # type: ignore[arg-type]
+            headers.append((param.header, encode_header_value(value)))
         except HeaderValueError as exc:
             raise HeaderValueError(
                 f"argument {_pointer(param.path)} for header {param.header}: {exc}") from None
     return headers
 
 
-def _has_json_type(value: object, json_type: str) -> bool:
+def _has_json_type(value: object, json_type: str) -> TypeGuard[str | int | bool]:
     if json_type == "boolean":
         return isinstance(value, bool)
     if json_type == "integer":  # a float, even 3.0, is not sent as an integer
@@ -239,7 +240,7 @@ def filter_tools_result(result: Mapping[str, object]) -> tuple[dict, ToolHeaderT
         name = tool.get("name") if isinstance(tool, Mapping) else None
         if isinstance(name, str):
             try:
-                params = tool_header_params(tool.get("inputSchema"))  # type: ignore[union-attr]
+                params = tool_header_params(tool.get("inputSchema"))
             except InvalidToolHeaders as exc:
                 dropped.append((name, str(exc)))
                 continue

@@ -1,7 +1,8 @@
 """Multi round-trip requests (MRTR) as a pure state machine: events in, decisions out.
 
 When a ``tools/call``, ``resources/read`` or ``prompts/get`` result has ``resultType:
-"input_required"`` (MCP 2026-07-28, basic/patterns/mrtr), the server wants client input before it can finish:
+"input_required"`` (MCP 2026-07-28, basic/patterns/mrtr), the server wants client input
+before it can finish:
 
 1. ``MrtrLoop.on_result`` checks the ``InputRequiredResult`` (shape, bounds, and that every
    ``inputRequests`` entry is of a kind the host *declared* in its capabilities) and
@@ -194,12 +195,12 @@ class MrtrLoop:
             if not isinstance(declared, Mapping):
                 raise ValueError(f"capability {name!r} must be an object")
         meta = original_params.get("_meta")
-        if isinstance(meta, Mapping) and META_CLIENT_CAPABILITIES in meta:
-            if meta[META_CLIENT_CAPABILITIES] != declared_capabilities:
-                raise ValueError(
-                    "original_params._meta carries clientCapabilities other than "
-                    "declared_capabilities; the retries must declare what the original did"
-                )
+        if isinstance(meta, Mapping) and META_CLIENT_CAPABILITIES in meta \
+                and meta[META_CLIENT_CAPABILITIES] != declared_capabilities:
+            raise ValueError(
+                "original_params._meta carries clientCapabilities other than "
+                "declared_capabilities; the retries must declare what the original did"
+            )
         self.method = method
         self.server = server
         self.limits = limits or MrtrLimits()
@@ -446,9 +447,8 @@ def parse_input_request(key: str, entry: Any) -> InputRequestItem | str:
                 return "form elicitation has no requestedSchema object with properties"
             if schema.get("type") != "object":
                 return "form elicitation requestedSchema type is not 'object'"
-        elif mode == "url":
-            if not isinstance(params.get("url"), str):
-                return "url elicitation has no string 'url'"
+        elif mode == "url" and not isinstance(params.get("url"), str):
+            return "url elicitation has no string 'url'"
         # Any other mode string is checked against the capabilities, which declare none.
         return InputRequestItem(key, method, params, mode)
     # sampling/createMessage

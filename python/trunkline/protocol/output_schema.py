@@ -65,13 +65,17 @@ class OutputChecker:
         if _depth(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
             raise SchemaRefused(f"outputSchema nests deeper than {MAX_SCHEMA_DEPTH} levels")
         default = jsonschema.Draft202012Validator
-        cls = jsonschema.validators.validator_for(schema, default=None)  # type: ignore[call-overload]
+        cls = jsonschema.validators.validator_for(
+            schema,
+            default=None,  # type: ignore[arg-type]  # None for an unknown $schema; stubs lack it
+        )
         if cls is None:
             if isinstance(schema, dict) and "$schema" in schema:
                 raise SchemaRefused(f"unsupported JSON Schema dialect {schema['$schema']!r}")
             cls = default
         try:
-            cls.check_schema(schema)
+            if isinstance(schema, dict):  # true and false are valid schemas as they are
+                cls.check_schema(schema)
         except SchemaError as exc:
             raise SchemaRefused(f"outputSchema is not a valid schema: {exc.message}") from exc
         # An empty registry: references resolve inside this schema or not at all.

@@ -124,8 +124,8 @@ READ_METHODS: frozenset[str] = frozenset({
 INTERNAL_ERROR = -32603
 
 #: The ``params._meta`` key that carries an idempotency key to the server, identical on
-#: every retry of one logical call. Reverse-DNS prefix (MCP 2026-07-28, basic/index, _meta) (not reserved: its
-#: second label is neither ``modelcontextprotocol`` nor ``mcp``).
+#: every retry of one logical call. Reverse-DNS prefix (MCP 2026-07-28, basic/index,
+#: _meta) (not reserved: its second label is neither ``modelcontextprotocol`` nor ``mcp``).
 IDEMPOTENCY_META_KEY = "dev.trunkline/idempotencyKey"
 
 # ServerUnavailable states in which waiting a backoff cannot help within one call.

@@ -12,8 +12,9 @@ MODERN_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
 LEGACY_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
 # The three error codes the 2026-07-28 revision defines. Only these, with their exact
-# ``data`` shapes, count as positive evidence of a modern peer (docs/architecture.md, "Recognized modern errors"); the
-# pre-release numbers -32001/-32003/-32004 deliberately do not.
+# ``data`` shapes, count as positive evidence of a modern peer (docs/architecture.md,
+# "Recognized modern errors"); the pre-release numbers -32001/-32003/-32004 deliberately
+# do not.
 HEADER_MISMATCH: Final = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022

@@ -32,7 +32,7 @@ def run(spec: bytes, fd: int) -> int:
     fresh interpreter or a fork of the template (``zygote``)."""
     try:
         worker = Worker(WorkerSpec.from_bytes(spec))
-    except Exception as exc:  # a broken parent/worker pairing: say so loudly
+    except Exception as exc:  # noqa: BLE001 - a broken parent/worker pairing: say so loudly
         print(f"trunkline worker: bad configuration: {exc}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     configure_inherited(worker.spec.server.name)

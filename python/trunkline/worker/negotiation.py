@@ -17,6 +17,7 @@ close its own stop causes, a deadline) decides nothing, and no deadline fires ag
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -137,12 +138,12 @@ class Negotiator:
         for decision in decisions:
             if isinstance(decision, era.SendDiscover):
                 meta = self._identity.modern_meta(decision.version)
-                self._send(era.Probe.DISCOVER, decision.timeout_s, lambda rid: (
-                    stamp_request(rid, "server/discover", None, meta)))
+                self._send(era.Probe.DISCOVER, decision.timeout_s, functools.partial(
+                    stamp_request, method="server/discover", params=None, meta=meta))
             elif isinstance(decision, era.SendInitialize):
                 params = self._identity.initialize_params(decision.version)
-                self._send(era.Probe.INITIALIZE, decision.timeout_s, lambda rid: (
-                    encode_request(rid, "initialize", params)))
+                self._send(era.Probe.INITIALIZE, decision.timeout_s, functools.partial(
+                    encode_request, method="initialize", params=params))
             elif isinstance(decision, era.SendInitialized):
                 self._write(encode_notification("notifications/initialized", None))
             elif isinstance(decision, era.Abandon):

@@ -19,7 +19,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import orjson
 
@@ -51,6 +51,7 @@ from ..errors import (
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..protocol import era
+from ..protocol.era import Verdict
 from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
@@ -104,7 +105,7 @@ class Peer:
         self._on_closed_cb = on_closed
         self._max_line_bytes = max_line_bytes
         self.state = PeerState.STARTING
-        self.verdict: era.Verdict | None = None
+        self.verdict: Verdict | None = None
         # Counters a host can watch: replies that came after their caller gave up, and
         # lines that broke the protocol after the era was decided.
         self.late_replies = 0
@@ -140,7 +141,7 @@ class Peer:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def start(self) -> era.Verdict:
+    async def start(self) -> Verdict:
         """Start the server and decide its era. Raises ``SpawnFailed``, ``EraRefused`` or
         ``AuthenticationFailed``; the connection is then left for ``aclose`` (the caller
         reports the verdict first: it never waits for the server's shutdown)."""
@@ -177,7 +178,7 @@ class Peer:
             self.state = PeerState.CLOSED
         self._fail_pending("transport closed by the client")
 
-    async def __aenter__(self) -> Peer:
+    async def __aenter__(self) -> Self:
         try:
             await self.start()
         except BaseException:
@@ -297,7 +298,7 @@ class Peer:
 
     # -- the verdict ---------------------------------------------------------------------
 
-    def _become_ready(self, verdict: era.Verdict) -> None:
+    def _become_ready(self, verdict: Verdict) -> None:
         self.verdict = verdict
         self._modern = verdict.era is era.Era.MODERN
         if self._modern:
@@ -331,7 +332,7 @@ class Peer:
 
     def _dispatch(self, event: Event) -> None:
         kind = event.kind
-        if kind == KIND_RESULT or kind == KIND_ERROR:
+        if kind == KIND_RESULT or kind == KIND_ERROR:  # noqa: SIM109 - per line: no tuple built
             self._on_response(event)
         elif kind == KIND_NOTIFICATION:
             if self.state is PeerState.READY and self._on_notification is not None:
@@ -350,7 +351,7 @@ class Peer:
             if isinstance(token, ProbeToken):
                 assert self._negotiator is not None
                 self._negotiator.on_reply(token.probe, event)
-            elif not token.done():
+            elif token is not None and not token.done():  # matched: a token is there
                 token.set_result(Reply.from_event(event))
         elif corr == CORR_STALE:
             self.late_replies += 1  # its caller timed out or cancelled: drop, but count

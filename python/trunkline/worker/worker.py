@@ -188,7 +188,7 @@ class Worker:
         try:
             state, code, fields = await self._serve()
         except asyncio.CancelledError:
-            if not self._stop_requested:
+            if not self._stop_requested or self._main is None:
                 raise
             self._main.uncancel()
             state, code, fields = ServerState.STOPPED, EXIT_STOPPED, {}

@@ -45,7 +45,7 @@ from . import __main__ as entry
 from .transports import stdio as _stdio  # noqa: F401 - what every stdio worker runs
 
 try:  # the loop every worker installs (``__main__._install_loop``)
-    import uvloop as _uvloop  # noqa: F401
+    import uvloop as _uvloop  # noqa: F401 - imported once here, before every fork
 except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
     pass
 
@@ -62,10 +62,10 @@ def _import_what_it_runs(spec: bytes) -> None:
         return
     try:
         params = WorkerSpec.from_bytes(spec).server.params
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the child reports a spec that does not decode
         return
     if isinstance(params, HttpParams):
-        from .transports import http as _http  # noqa: F401
+        from .transports import http as _http  # noqa: F401 - imported for the forks
 
 
 def _child(spec: bytes, fd: int, inherited: list[int], template: int) -> None:
@@ -77,17 +77,15 @@ def _child(spec: bytes, fd: int, inherited: list[int], template: int) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()  # its own session, as a spawned worker has
         die_with_parent()
-        if os.getppid() != template:  # the template died before the line above
-            code = 0
-        else:
-            code = entry.run(spec, fd)
+        # Nothing to run once the template died before the line above.
+        code = 0 if os.getppid() != template else entry.run(spec, fd)
     except BaseException:  # noqa: BLE001 - the exit status says it; the trace says why
         traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001, S110 - nothing more can be said
+            except Exception:  # noqa: BLE001 - nothing more can be said
                 pass
         os._exit(code)
 
@@ -101,9 +99,10 @@ class Template:
     def serve(self) -> None:
         signal.set_wakeup_fd(self._wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select via the pipe
+        watched: list[socket.socket | int] = [self._control, self._wake_r]
         while True:
             try:
-                readable, _, _ = select.select([self._control, self._wake_r], [], [])
+                readable, _, _ = select.select(watched, [], [])
             except InterruptedError:
                 continue
             if self._wake_r in readable:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -213,7 +214,7 @@ class HttpTransport:
         if out.kind == KIND_REQUEST:
             task = self._scope.spawn(self._request_exchange(out), name=f"{out.method} exchange")
             self._exchanges[out.id] = task
-            task.add_done_callback(lambda _t, rid=out.id: self._exchange_done(rid, _t))
+            task.add_done_callback(functools.partial(self._exchange_done, out.id))
             return
         if out.method == "notifications/cancelled" and not self._headers.legacy:
             # Closing the request's exchange *is* the cancellation; nothing is sent.
@@ -462,7 +463,7 @@ class HttpTransport:
         return None
 
     async def _stream_lines(self, resp: Response,
-                            decoder: SseDecoder) -> AsyncIterator[bytes]:
+                            decoder: SseDecoder) -> AsyncGenerator[bytes, None]:
         """The JSON-RPC messages of an SSE stream, one line each; comments, other event
         types and empty events are skipped."""
         async for chunk in resp.chunks():

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
+from typing import cast
 
 from ...errors import SpawnFailed
 from ...loop.batching import TickBatcher
@@ -85,7 +86,7 @@ class _ChildProtocol(asyncio.SubprocessProtocol):
     def __init__(self, owner: StdioTransport) -> None:
         self._owner = owner
 
-    def pipe_data_received(self, fd: int, data: bytes) -> None:  # type: ignore[override]
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
         if fd == 1:
             self._owner._on_stdout(data)
         else:
@@ -155,7 +156,9 @@ class StdioTransport:
         except (OSError, ValueError) as exc:
             raise SpawnFailed(f"could not start {self.params.describe()!r}: {exc}") from exc
         self._transport = transport
-        self._stdin = transport.get_pipe_transport(0)  # type: ignore[assignment]
+        # Pipe 0 is the child's stdin, which the loop opens for writing (typeshed says
+        # only BaseTransport | None).
+        self._stdin = cast("asyncio.WriteTransport", transport.get_pipe_transport(0))
         self._writes = TickBatcher(loop)
         self._writes.attach(self._stdin)
         self.pid = transport.get_pid()
