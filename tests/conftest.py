@@ -23,6 +23,15 @@ PEERS = TESTS / "peers"
 # The peers' tap-log reader is shared by the peers (stdlib only) and the tests.
 sys.path.append(str(PEERS))
 
+# A shell starting a command in the background without job control (`cmd &` in a
+# script, `nohup ... &`) starts it with SIGINT ignored, and every process it starts
+# inherits that: Python then installs no KeyboardInterrupt handler, and the tests that
+# press Ctrl-C (on this process or on a command they start) would wait for a signal
+# that is dropped. The tests are about a terminal's Ctrl-C, so they restore its
+# default here (a handler set here is reset to the default in each child at exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def pytest_report_header(config: Any) -> str:
     from mcp_schema import validator_name
