@@ -165,8 +165,8 @@ class ClientSession:
             note["params"]["_meta"] = {SUBSCRIPTION_ID: request.id}
             self._send(note)
         watched = await self._answerer.watch_listed(request, updated)
-        if isinstance(watched, dict):
-            return p.error_response(request.id, watched)
+        if isinstance(watched, p.InBandError):
+            return watched.response(request.id)
         resources, stop = watched
         if self._closed:  # the client went while the URIs were routed
             stop()
@@ -191,8 +191,9 @@ class ClientSession:
             return p.response(request.id, {})
         watched = await self._answerer.watch(
             uri, request.era, lambda params: self._send(resource_updated(params)))
-        if isinstance(watched, dict):
-            return p.error_response(request.id, watched)
+        if isinstance(watched, p.InBandError):
+            return watched.response(request.id)
+        assert isinstance(uri, str)  # a watch of anything else is refused
         previous = self._subscribed.pop(uri, None)
         self._subscribed[uri] = watched
         if previous is not None:
