@@ -75,7 +75,7 @@ from .http_rules import (
 )
 from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
-from .legacy_sessions import LegacySessions
+from .legacy_sessions import LegacyRequests, LegacySessions
 from .processes import bind_socket, bind_unix_socket
 from .replies import Handled, Handler, Reply, answer, json_reply, refusal
 from .siblings import Siblings
@@ -135,8 +135,9 @@ class HttpFace:
         self._origins: frozenset[tuple[str, str, int]] = frozenset()
         #: What the legacy sessions this process opened hold: a signed session id cannot
         #: carry what comes after it.
-        self._legacy = LegacySessions(answerer, signer, siblings)
-        self._posts = PostHandler(answerer, self._legacy, signer.instance, siblings)
+        self._legacy = LegacySessions(answerer)
+        self._legacy_requests = LegacyRequests(self._legacy, answerer, signer, siblings)
+        self._posts = PostHandler(answerer, self._legacy_requests, signer.instance, siblings)
         #: ``Host`` header values already judged (a client sends the same one every time).
         self._host_verdicts: dict[str, bool] = {}
         self._draining = False
@@ -360,18 +361,18 @@ class HttpFace:
         return refusal(413, p.INVALID_REQUEST, f"a body over the limit of {self._limit} bytes")
 
     async def _get(self, http: Exchange) -> Reply | None:
-        """A legacy session's stream (``LegacySessions.get``)."""
+        """A legacy session's stream (``LegacyRequests.get``)."""
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return await self._legacy.get(http)
+        return await self._legacy_requests.get(http)
 
     async def _delete(self, http: Exchange) -> Reply | None:
-        """A legacy session's end (``LegacySessions.delete``)."""
+        """A legacy session's end (``LegacyRequests.delete``)."""
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return await self._legacy.delete(http)
+        return await self._legacy_requests.delete(http)
 
     # -- health ---------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from .event_streams import sse as _sse
 from .exchange import Exchange
 from .http_relay import relayed, stream_writer
 from .http_rules import LegacySession, check_modern_headers, check_version_header, status_for
-from .legacy_sessions import LegacySessions
+from .legacy_sessions import LegacyRequests
 from .outbox import StreamWriter
 from .replies import (
     Handled,
@@ -66,7 +66,7 @@ class PostHandler:
     """The answer to one POSTed message (see the module's docstring), and the modern listen
     streams open."""
 
-    def __init__(self, answerer: Answerer, legacy: LegacySessions, instance: str,
+    def __init__(self, answerer: Answerer, legacy: LegacyRequests, instance: str,
                  siblings: Siblings | None = None) -> None:
         """``instance``: this process's name, which the input rounds it asks carry."""
         self._answerer = answerer
@@ -121,12 +121,12 @@ class PostHandler:
             return json_reply(p.error_response(inbound.id, inbound.error),
                               malformed_status(inbound.error))
         if isinstance(inbound, p.Response):
-            if not self._legacy.answered(inbound, session_id):
+            if not self._legacy.sessions.answered(inbound, session_id):
                 log.info("a client's answer to no question of its session: dropped")
         elif isinstance(inbound, p.Notification) and session_id and \
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
-            self._legacy.cancelled(session_id, inbound.params.get("requestId"))
+            self._legacy.sessions.cancelled(session_id, inbound.params.get("requestId"))
         return Reply(202)
 
     def _carrying(self, http: Exchange, request: p.Request, session_id: str | None,

@@ -4,10 +4,10 @@ streams (``event_streams``), and the questions waiting for its answers (``asks``
 
 A legacy session id is signed, not stored (``http_rules.SessionSigner``); what comes
 after its ``initialize`` is the process's that opened it (another answers 404, or passes
-the request to it: ``siblings``). The HTTP face routes, screens and authenticates; this
-answers every request of the 2025-11-25 era over HTTP (a POSTed request of it, a GET of a
-session's stream, a DELETE of a session) and holds what its sessions hold, so that era is
-one place.
+the request to it: ``siblings``). The HTTP face routes, screens and authenticates; here
+``LegacyRequests`` answers every request of the 2025-11-25 era over HTTP (a POSTed request
+of it, a GET of a session's stream, a DELETE of a session) with what ``LegacySessions``
+holds, so that era is one place.
 
 Rules:
 
@@ -99,15 +99,9 @@ class _Session:
 class LegacySessions:
     """The legacy sessions of one gateway process (rules above)."""
 
-    def __init__(self, answerer: Answerer, signer: SessionSigner,
-                 siblings: Siblings | None = None) -> None:
-        """``signer``: what mints and verifies this process's session ids; ``siblings``:
-        the other copies of this ``serve --processes N``, to which a request of a session
-        one of them holds is passed."""
+    def __init__(self, answerer: Answerer) -> None:
         self._answerer = answerer
         self._limits = answerer.limits
-        self._signer = signer
-        self._siblings = siblings
         #: Held sessions, by id.
         self._held: dict[str, _Session] = {}
         #: Those with no stream open to their client, least recently active first: the
@@ -335,8 +329,8 @@ class LegacySessions:
 
     # -- calls, on resumable streams ---------------------------------------------------
 
-    def _streamed_call(self, http: Exchange, request: p.Request, session_id: str,
-                       capabilities: dict[str, Any]) -> Awaitable[Reply | None]:
+    def call(self, http: Exchange, request: p.Request, session_id: str,
+             capabilities: dict[str, Any]) -> Awaitable[Reply | None]:
         """A session's ``tools/call`` accepting SSE, on a resumable stream
         (``event_streams``): the call runs on when the client disconnects (2025-11-25:
         that is no cancellation; its ``notifications/cancelled`` is), and a GET with
@@ -412,7 +406,22 @@ class LegacySessions:
         """A client's answer to a question of its session's: whether it was one."""
         return self._asks.answered(response, owner=session_id)
 
-    # -- a session's requests over HTTP ---------------------------------------------------
+
+class LegacyRequests:
+    """Every request of the 2025-11-25 era over HTTP (a POSTed request of it, a GET of a
+    session's stream, a DELETE of a session), answered with what ``LegacySessions`` hold:
+    a session id is verified here, its session found held and alive (else 404, or the
+    request passed to the sibling that holds it), and ``initialize`` mints one."""
+
+    def __init__(self, sessions: LegacySessions, answerer: Answerer, signer: SessionSigner,
+                 siblings: Siblings | None = None) -> None:
+        """``signer``: what mints and verifies this process's session ids; ``siblings``:
+        the other copies of this ``serve --processes N``, to which a request of a session
+        one of them holds is passed."""
+        self.sessions = sessions
+        self._answerer = answerer
+        self._signer = signer
+        self._siblings = siblings
 
     def verified(self, http: Exchange, session_id: str) -> LegacySession | None:
         """The legacy session an id stands for, if this key signed it and it is the
@@ -431,7 +440,7 @@ class LegacySessions:
             return ready(refusal(404, p.INVALID_REQUEST, "Session not found"))
         if not session.held:
             return self._elsewhere(http, body, session.instance)
-        if not self.find(session_id):
+        if not self.sessions.find(session_id):
             return ready(_session_ended())
         return None
 
@@ -448,13 +457,13 @@ class LegacySessions:
                 return ready(json_reply(p.error_response(request.id, p.error(
                     p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
                     f"session's ({request.version})")), 400))
-        limits = self._limits
+        limits = self._answerer.limits
         # The client the request counts against (``admission``).
         key: object = session_id if session is not None else http.connection
         if request.method == CALL:
             if session_id and session is not None and \
                     "text/event-stream" in http.headers.get("accept", ""):
-                return self._streamed_call(http, request, session_id, session.capabilities)
+                return self.sessions.call(http, request, session_id, session.capabilities)
             return relayed(http, limits, lambda notify: self._answerer.call(
                 request, notify, NO_CLIENT, key))
         if request.method in SUBSCRIBING and session_id:
@@ -462,12 +471,12 @@ class LegacySessions:
         answered = self._answerer.immediate(request)
         if answered is None:
             client = NO_CLIENT if session_id is None \
-                else Client(log_level=self.log_level(session_id))
+                else Client(log_level=self.sessions.log_level(session_id))
             return relayed(http, limits, lambda notify: self._answerer.from_fleet(
                 request, client, notify, key))
         headers = {}
         if request.method == "logging/setLevel" and "result" in answered and session_id:
-            self.set_log_level(session_id, request.params["level"])
+            self.sessions.set_log_level(session_id, request.params["level"])
         if request.method == "initialize" and "result" in answered:
             declared = request.params.get("capabilities")
             now = time.time()
@@ -475,14 +484,14 @@ class LegacySessions:
                 answered["result"]["protocolVersion"], declared if isinstance(declared, dict)
                 else None, now=now, owner=owner(http), lifetime_s=limits.session_lifetime_s,
                 idle_s=limits.session_idle_s)
-            refused = self.opened(minted, now + limits.session_lifetime_s)
+            refused = self.sessions.opened(minted, now + limits.session_lifetime_s)
             if refused is not None:
                 return ready(answer(refused.response(request.id)))
             headers["Mcp-Session-Id"] = minted
         return ready(answer(answered, headers))
 
     async def _subscription_reply(self, request: p.Request, session_id: str) -> Reply:
-        return answer(await self.subscription(request, session_id))
+        return answer(await self.sessions.subscription(request, session_id))
 
     async def get(self, http: Exchange) -> Reply | None:
         """A GET of ``/mcp`` (screened and authenticated): a session's stream of list
@@ -495,15 +504,15 @@ class LegacySessions:
             return Reply(405, headers={"Allow": "POST"})
         if not session.held:
             return await self._elsewhere(http, None, session.instance)
-        if not self.find(session_id):
+        if not self.sessions.find(session_id):
             return _session_ended()
         last_event_id = http.headers.get("last-event-id")
         if last_event_id is not None:
-            if not await self.resume(http, session_id, last_event_id):
+            if not await self.sessions.resume(http, session_id, last_event_id):
                 return refusal(404, p.INVALID_REQUEST,
                                "no stream of this session to resume from that event here")
             return None
-        await self.changes(http, session_id)
+        await self.sessions.changes(http, session_id)
         return None
 
     async def delete(self, http: Exchange) -> Reply | None:
@@ -517,7 +526,7 @@ class LegacySessions:
             return Reply(405, headers={"Allow": "POST"})
         if not session.held:
             return await self._elsewhere(http, None, session.instance)
-        if not self.end(session_id):
+        if not self.sessions.end(session_id):
             return _session_ended()
         return Reply(200)
 
@@ -552,4 +561,4 @@ def _ended() -> dict[str, Any]:
     return p.error(p.INVALID_REQUEST, "the session ended: start a new session")
 
 
-__all__ = ["LegacySessions"]
+__all__ = ["LegacyRequests", "LegacySessions"]
