@@ -7,7 +7,8 @@ after its ``initialize`` is the process's that opened it (another answers 404, o
 the request to it: ``siblings``). The HTTP face routes, screens and authenticates; here
 ``LegacyRequests`` answers every request of the 2025-11-25 era over HTTP (a POSTed request
 of it, a GET of a session's stream, a DELETE of a session) with what ``LegacySessions``
-holds, so that era is one place.
+holds; ``LegacyConnection`` is the session of a connection that is one client (the stdio
+face), held by that connection. So that era is one place.
 
 Rules:
 
@@ -47,7 +48,7 @@ from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
 from . import protocol as p
 from .admission import OVERLOADED, RETRY_AFTER_S
-from .answers import CALL, NO_CLIENT, SUBSCRIBING, Answerer, Client, resource_updated
+from .answers import CALL, NO_CLIENT, SUBSCRIBING, Answerer, Client, Send, resource_updated
 from .asks import Asks
 from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore
 from .exchange import Exchange
@@ -550,6 +551,79 @@ class LegacyRequests:
                              f"Session not found here: {where}; start a new session"))
 
 
+class LegacyConnection:
+    """The 2025-11-25 session of a connection that is one client (the stdio face's
+    ``ClientSession``): opened by its ``initialize``, it holds the capabilities the client
+    declared there, the log level it set (``logging/setLevel``), its resource
+    subscriptions (updates sent on the connection) and the questions asked of its client
+    for a server's input (``Asks``), until the connection ends (``close``)."""
+
+    def __init__(self, answerer: Answerer, send: Send) -> None:
+        self._answerer = answerer
+        self._send = send
+        #: Its revision once ``initialize`` was answered (None: no session).
+        self.version: str | None = None
+        self._capabilities: dict[str, Any] = {}
+        self._level: str | None = None
+        self._asks = Asks()
+        #: What stops each resource subscription, by URI.
+        self._subscribed: dict[str, Callable[[], None]] = {}
+
+    def immediate(self, request: p.Request, answered: dict[str, Any]) -> None:
+        """A legacy request answered at once: ``initialize`` opens the session,
+        ``logging/setLevel`` sets its level."""
+        if "result" not in answered:
+            return
+        if request.method == "initialize":
+            self.version = answered["result"]["protocolVersion"]
+            declared = request.params.get("capabilities")
+            self._capabilities = declared if isinstance(declared, dict) else {}
+        elif request.method == "logging/setLevel":
+            self._level = request.params["level"]
+
+    def client(self) -> Client:
+        """The client as a call of it needs it: asked for a server's input on this
+        connection, its log messages at the level it set."""
+        return Client(self._capabilities,
+                      lambda method, params: self._asks.ask(self._send, method, params),
+                      self._level)
+
+    def answered(self, response: p.Response) -> bool:
+        """The client's answer to a question asked of it: whether it was one."""
+        return self._asks.answered(response)
+
+    async def subscription(self, request: p.Request) -> dict[str, Any]:
+        """A ``resources/subscribe`` or ``resources/unsubscribe``: the session's updates
+        of that URI start (on this connection) or stop."""
+        uri = request.params.get("uri")
+        if request.method == "resources/unsubscribe":
+            stop = self._subscribed.pop(uri, None) if isinstance(uri, str) else None
+            if stop is not None:
+                stop()
+            return p.response(request.id, {})
+        watched = await self._answerer.watch(
+            uri, request.era, lambda params: self._send(resource_updated(params)))
+        if isinstance(watched, p.InBandError):
+            return watched.response(request.id)
+        assert isinstance(uri, str)  # a watch of anything else is refused
+        previous = self._subscribed.pop(uri, None)
+        self._subscribed[uri] = watched
+        if previous is not None:
+            previous()
+        return p.response(request.id, {})
+
+    def list_changed(self, which: str) -> None:
+        """A list of the fleet's changed: the session, once open, is told."""
+        if self.version is not None:
+            self._send(p.list_changed(which))
+
+    def close(self) -> None:
+        """The connection ended: its subscriptions stop."""
+        for stop in self._subscribed.values():
+            stop()
+        self._subscribed.clear()
+
+
 def _session_ended() -> Reply:
     """A request of a session this process held, which has ended (2025-11-25: 404, and
     its client starts a new one)."""
@@ -561,4 +635,4 @@ def _ended() -> dict[str, Any]:
     return p.error(p.INVALID_REQUEST, "the session ended: start a new session")
 
 
-__all__ = ["LegacyRequests", "LegacySessions"]
+__all__ = ["LegacyConnection", "LegacyRequests", "LegacySessions"]
