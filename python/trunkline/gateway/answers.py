@@ -36,11 +36,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import log_context
+from ..catalog import ToolEntry
 from ..channel import ServerState
 from ..errors import TrunklineError
 from ..loop.awaitables import raising, ready
@@ -132,7 +133,7 @@ class Answerer:
         #: Every tool name ever served, and its server: a call to the tool of a server that
         #: has since gone away is told which server and why, not just "no such tool".
         self._owners: dict[str, str] = {}
-        self._remember_owners(host.catalog)
+        self._remember_owners(host.tools())
         self._unwatch = host.watch_catalog(self._remember_owners)
 
     def close(self) -> None:
@@ -152,7 +153,7 @@ class Answerer:
                 unwatch()
         return stop
 
-    def _remember_owners(self, catalog: Any) -> None:
+    def _remember_owners(self, catalog: Iterable[ToolEntry]) -> None:
         for entry in catalog:
             self._owners[entry.model_name] = entry.server
             self._owners[entry.name] = entry.server
@@ -163,8 +164,8 @@ class Answerer:
         With telemetry on, the answer is a SERVER span of its own."""
         if request.method in FLEET_METHODS:
             return None
-        record = self.host.telemetry.serve(request.method, request.params, request.id,
-                                           request.version, self.transport)
+        record = self.host.serve_record(request.method, request.params, request.id,
+                                        request.version, self.transport)
         answer = self._immediate(request)
         if record is not None:
             record.answered(answer)
@@ -197,7 +198,7 @@ class Answerer:
 
     def call(self, request: p.Request, notify: Send, client: Client = NO_CLIENT,
              client_key: Hashable = None, admitted: Admitted | None = None
-             ) -> Awaitable[dict[str, Any]]:
+             ) -> Coroutine[Any, Any, dict[str, Any]]:
         """The response to one ``tools/call`` (a result, or an error naming the server), to
         await. Not a coroutine itself: the checks run now and the call's own coroutine
         (``_behind``'s) is what is awaited, one frame fewer for every call in flight. A
@@ -210,7 +211,8 @@ class Answerer:
             return raising(exc)
 
     def _call(self, request: p.Request, notify: Send, client: Client,
-              client_key: Hashable, admitted: Admitted | None) -> Awaitable[dict[str, Any]]:
+              client_key: Hashable, admitted: Admitted | None
+              ) -> Coroutine[Any, Any, dict[str, Any]]:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str) or not isinstance(arguments, dict):
@@ -226,14 +228,14 @@ class Answerer:
         if isinstance(token, (str, int)) and not isinstance(token, bool):
             on_progress = _progress_to(token, notify)
         level = _log_level(request, client)
-        if isinstance(level, dict):
-            return ready(p.error_response(request.id, level))
-        server = self._server_of(name)
+        if isinstance(level, p.InBandError):
+            return ready(level.response(request.id))
+        server = self.host.server_of(name)
         if server is None and (gone := self._gone(name)) is not None:
-            return ready(p.error_response(request.id, gone))
+            return ready(gone.response(request.id))
         call_input = _call_input(request, client)
-        if isinstance(call_input, dict):
-            return ready(p.error_response(request.id, call_input))
+        if isinstance(call_input, p.InBandError):
+            return ready(call_input.response(request.id))
         if call_input.request_state is not None and self._held_rounds:
             self._release_round(call_input.request_state)  # this request takes it up
         on_log = None if level is None else _logs_to(notify)
@@ -253,14 +255,14 @@ class Answerer:
         if name != tool_search.CALL:
             return p.error_response(request.id, tool_search.not_served(name))
         called = tool_search.call_arguments(arguments)
-        if isinstance(called, tuple) and (called[0] in self.host.catalog
+        if isinstance(called, tuple) and (self.host.server_of(called[0]) is not None
                                           or called[0] in self._owners):
             return called
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
         return p.response(request.id, p.served_result(refusal, request.era, CALL))
 
     def admit_call(self, request: p.Request, client_key: Hashable
-                   ) -> Admitted | dict[str, Any]:
+                   ) -> Admitted | p.InBandError:
         """Admit a ``tools/call`` of ``client_key``'s now, for a face that must choose its
         response's form before the call starts: its place (for ``call``, then
         ``release`` once the call has ended, however it ends), or the refusal."""
@@ -268,23 +270,23 @@ class Answerer:
         arguments = request.params.get("arguments")
         if self.tool_search and name == tool_search.CALL and isinstance(arguments, dict):
             name = arguments.get("name")
-        admitted = Admitted(self._server_of(name) if isinstance(name, str) else None,
+        admitted = Admitted(self.host.server_of(name) if isinstance(name, str) else None,
                             client_key)
         refusal = self.admission.enter(admitted.server, client_key, admitted)
-        return admitted if refusal is None else refusal
+        return admitted if refusal is None else p.InBandError(refusal)
 
     def release(self, admitted: Admitted) -> None:
         """The call ``admit_call`` admitted has ended."""
         self.admission.leave(admitted.server, admitted.client, admitted)
 
-    def _gone(self, tool: str) -> dict[str, Any] | None:
+    def _gone(self, tool: str) -> p.InBandError | None:
         """The error for a tool no longer served because its server is not ready."""
         owner = self._owners.get(tool)
         status = next((s for s in self.host.servers() if s.name == owner), None)
         if status is None or status.state is ServerState.READY:
             return None
         why = f": {status.reason}" if status.reason else ""
-        return p.error(p.INVALID_PARAMS, f"tool {tool!r} is not available: its server "
+        return p.in_band(p.INVALID_PARAMS, f"tool {tool!r} is not available: its server "
                        f"{owner!r} is {status.state.value}{why}",
                        {"server": owner, "state": status.state.value})
 
@@ -299,10 +301,7 @@ class Answerer:
             context = request.trace_headers
         else:
             return None  # most requests: nothing to look up
-        return context if self.host.telemetry.tracer() is None else None
-
-    def _server_of(self, tool: str) -> str | None:
-        return self.host.catalog.server_of(tool)
+        return None if self.host.tracing else context
 
     async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT,
                          notify: Send | None = None,
@@ -323,41 +322,42 @@ class Answerer:
                 return p.list_result(member, list(items), era)
             return await self._behind(request, None, merged(), client_key)
         routed = await self._route(request)
-        if "error" in routed:
-            return p.error_response(request.id, routed["error"])
+        if isinstance(routed, p.InBandError):
+            return routed.response(request.id)
+        server, params = routed
         call_input = _call_input(request, client)
-        if isinstance(call_input, dict):
-            return p.error_response(request.id, call_input)
+        if isinstance(call_input, p.InBandError):
+            return call_input.response(request.id)
         if call_input.request_state is not None and self._held_rounds:
             self._release_round(call_input.request_state)  # this request takes it up
         level = _log_level(request, client)
-        if isinstance(level, dict):
-            return p.error_response(request.id, level)
+        if isinstance(level, p.InBandError):
+            return level.response(request.id)
         on_log = _logs_to(notify) if level is not None and notify is not None else None
-        return await self._behind(request, routed["server"], self.host.request(
-            routed["server"], method, routed["params"], call_input=call_input,
+        return await self._behind(request, server, self.host.request(
+            server, method, params, call_input=call_input,
             log_level=level if on_log is not None else None, on_log=on_log,
             trace_context=self._passed_on(request)), client_key)
 
     async def watch(self, uri: Any, era: p.ClientEra,
                     on_updated: Callable[[dict[str, Any]], None]
-                    ) -> Callable[[], None] | dict[str, Any]:
+                    ) -> Callable[[], None] | p.InBandError:
         """Have ``on_updated(params)`` hear of updates to the resource ``uri`` from the
         server it belongs to: what stops that, or the error (no such resource, or its
         server offers no subscriptions). The URI is the server's own, so its updates
         need no translation."""
         routed = await self._resource_route(uri, {}, era)
-        if "error" in routed:
-            return routed["error"]
-        server = routed["server"]
+        if isinstance(routed, p.InBandError):
+            return routed
+        server, _params = routed
         try:
             return self.host.subscribe_resource(server, uri, on_updated)
         except ValueError as exc:
-            return p.error(p.INVALID_PARAMS, f"cannot subscribe to {uri}: {exc}",
+            return p.in_band(p.INVALID_PARAMS, f"cannot subscribe to {uri}: {exc}",
                            {"uri": uri, "server": server})
 
     async def watch_listed(self, request: p.Request, on_updated: Callable[[dict[str, Any]], None]
-                           ) -> tuple[list[str], Callable[[], None]] | dict[str, Any]:
+                           ) -> tuple[list[str], Callable[[], None]] | p.InBandError:
         """A modern listen request's ``resourceSubscriptions``: the URIs granted (those
         whose servers offer subscriptions) and what stops them all, or the error for a
         request naming more than ``limits.listen_uris`` (then nothing is watched). Every
@@ -370,7 +370,7 @@ class Answerer:
             if isinstance(listed, list) else []
         limit = self.limits.listen_uris
         if len(uris) > limit:
-            return p.error(p.INVALID_PARAMS, f"{RESOURCE_SUBSCRIPTIONS} names {len(uris)} "
+            return p.in_band(p.INVALID_PARAMS, f"{RESOURCE_SUBSCRIPTIONS} names {len(uris)} "
                            f"resources, over the limit of {limit} for one listen request "
                            "(listen_uris)", {"limit": "listen_uris", "max": limit})
         routes = await self._offerings.resources(uris) if uris else {}
@@ -398,9 +398,10 @@ class Answerer:
         """Run ``work`` (a request to ``server``, or to the fleet, of ``client_key``'s) if
         admitted (by the face already, when ``admitted``): its result as our response, in
         the client's era, or its failure as the client's error."""
+        # The work names the request in the admission while it runs.
+        ticket: object = work
         if admitted is None:
-            # The work names the request in the admission while it runs.
-            refusal = self.admission.enter(server, client_key, work)
+            refusal = self.admission.enter(server, client_key, ticket)
             if refusal is not None:
                 work.close()
                 return p.error_response(request.id, refusal)
@@ -410,14 +411,14 @@ class Answerer:
         started = time.perf_counter() if log.isEnabledFor(logging.INFO) else 0.0
         # The SERVER span: its context (from the request's _meta, else the face's) is
         # current while the work runs, so the host's CLIENT span continues the trace.
-        record = self.host.telemetry.serve(request.method, request.params, request.id,
-                                           request.version, self.transport)
+        record = self.host.serve_record(request.method, request.params, request.id,
+                                        request.version, self.transport)
         held = False  # the request's place is kept past its answer (a held round)
         try:
             result = await (work if record is None else record.run(_as_sent(work)))
         except asyncio.CancelledError:
             raise  # the client cancelled: it expects no answer
-        except Exception as exc:  # noqa: BLE001 - every failure becomes the client's error
+        except Exception as exc:  # every failure becomes the client's error
             if not isinstance(exc, TrunklineError):
                 log.exception("%s failed inside the gateway", request.method)
             elif started:
@@ -430,10 +431,10 @@ class Answerer:
                 log.info("%s answered in %.1f ms", request.method,
                          (time.perf_counter() - started) * 1000)
             if admitted is None and type(result) is InputRequired and result.held is not None:
-                held = self._hold_round(result, server, client_key, work)
+                held = self._hold_round(result, server, client_key, ticket)
         finally:
             if admitted is None and not held:
-                self.admission.leave(server, client_key, work)
+                self.admission.leave(server, client_key, ticket)
             log_context.unbind(bound)
         if isinstance(result, CallToolResult):
             result = result.raw  # as the server sent it: the checks are done
@@ -464,9 +465,8 @@ class Answerer:
         if held is not None:
             self.admission.leave(*held)
 
-    async def _route(self, request: p.Request) -> dict[str, Any]:
-        """``{"server", "params"}`` (the params as that server knows its things), or
-        ``{"error"}``."""
+    async def _route(self, request: p.Request) -> tuple[str, dict[str, Any]] | p.InBandError:
+        """The server a request goes to and its params as that server knows its things."""
         params = {k: v for k, v in request.params.items() if k not in _NOT_FORWARDED}
         if request.method == "prompts/get":
             return await self._prompt_route(params.get("name"), lambda local: {
@@ -475,30 +475,30 @@ class Answerer:
             return await self._resource_route(params.get("uri"), params, request.era)
         ref = params.get("ref")  # completion/complete
         if not isinstance(ref, dict):
-            return {"error": p.error(p.INVALID_PARAMS, "completion/complete needs a ref")}
+            return p.in_band(p.INVALID_PARAMS, "completion/complete needs a ref")
         if ref.get("type") == "ref/prompt":
             return await self._prompt_route(ref.get("name"), lambda local: {
                 **params, "ref": {**ref, "name": local}})
         if ref.get("type") == "ref/resource":
             return await self._resource_route(ref.get("uri"), params, request.era)
-        return {"error": p.error(p.INVALID_PARAMS, f"unknown ref type {ref.get('type')!r}")}
+        return p.in_band(p.INVALID_PARAMS, f"unknown ref type {ref.get('type')!r}")
 
-    async def _prompt_route(self, name: Any,
-                            renamed: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    async def _prompt_route(self, name: Any, renamed: Callable[[str], dict[str, Any]]
+                            ) -> tuple[str, dict[str, Any]] | p.InBandError:
         route = await self._offerings.prompt(name) if isinstance(name, str) else None
         if route is None:
-            return {"error": p.error(p.INVALID_PARAMS, f"Prompt not found: {name!r}")}
+            return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {name!r}")
         server, local = route
-        return {"server": server, "params": renamed(local)}
+        return server, renamed(local)
 
-    async def _resource_route(self, uri: Any, params: dict[str, Any],
-                              era: p.ClientEra) -> dict[str, Any]:
+    async def _resource_route(self, uri: Any, params: dict[str, Any], era: p.ClientEra
+                              ) -> tuple[str, dict[str, Any]] | p.InBandError:
         if not isinstance(uri, str):
-            return {"error": p.error(p.INVALID_PARAMS, "a resource URI is required")}
+            return p.in_band(p.INVALID_PARAMS, "a resource URI is required")
         server = await self._offerings.resource(uri)
         if server is None:
-            return {"error": p.resource_not_found(uri, era)}
-        return {"server": server, "params": params}
+            return p.InBandError(p.resource_not_found(uri, era))
+        return server, params
 
 
 #: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each
@@ -512,16 +512,16 @@ async def _as_sent(work: Coroutine[Any, Any, Any]) -> Any:
     return result.raw if isinstance(result, CallToolResult) else result
 
 
-def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any]:
+def _call_input(request: p.Request, client: Client) -> CallInput | p.InBandError:
     """How the request's input rounds go (see the module's docstring), or the error for
     answers that are not of the right shape."""
     if request.era is p.ClientEra.MODERN:
         responses = request.params.get("inputResponses")
         state = request.params.get("requestState")
         if responses is not None and not isinstance(responses, dict):
-            return p.error(p.INVALID_PARAMS, "inputResponses must be an object")
+            return p.in_band(p.INVALID_PARAMS, "inputResponses must be an object")
         if state is not None and not isinstance(state, str):
-            return p.error(p.INVALID_PARAMS, "requestState must be a string")
+            return p.in_band(p.INVALID_PARAMS, "requestState must be a string")
         return CallInput(relay=True, responses=responses, request_state=state,
                          capabilities=_relayable(request.meta.get(META_CLIENT_CAPABILITIES)))
     capabilities = _relayable(client.capabilities) if client.ask is not None else {}
@@ -532,7 +532,7 @@ def _call_input(request: p.Request, client: Client) -> CallInput | dict[str, Any
     return CallInput(handlers=handlers, capabilities=capabilities)
 
 
-def _log_level(request: p.Request, client: Client) -> str | dict[str, Any] | None:
+def _log_level(request: p.Request, client: Client) -> str | p.InBandError | None:
     """The level the request's log messages are wanted at (None: none are), or the error
     for a level that is not one: a modern client names it in ``_meta``, a legacy one set
     it for its session."""
@@ -541,7 +541,7 @@ def _log_level(request: p.Request, client: Client) -> str | dict[str, Any] | Non
     level = request.meta.get(META_LOG_LEVEL)
     if level is None or level in LOG_LEVELS:
         return level
-    return p.error(p.INVALID_PARAMS, f"unknown log level {level!r} in _meta "
+    return p.in_band(p.INVALID_PARAMS, f"unknown log level {level!r} in _meta "
                    f"{META_LOG_LEVEL}: one of {LOG_LEVELS}")
 
 

@@ -4,7 +4,11 @@ streams (``event_streams``), and the questions waiting for its answers (``asks``
 
 A legacy session id is signed, not stored (``http_rules.SessionSigner``); what comes
 after its ``initialize`` is the process's that opened it (another answers 404, or passes
-the request to it: ``siblings``). The HTTP face routes; this holds.
+the request to it: ``siblings``). The HTTP face routes, screens and authenticates; here
+``LegacyRequests`` answers every request of the 2025-11-25 era over HTTP (a POSTed request
+of it, a GET of a session's stream, a DELETE of a session) with what ``LegacySessions``
+holds; ``LegacyConnection`` is the session of a connection that is one client (the stdio
+face), held by that connection. So that era is one place.
 
 Rules:
 
@@ -36,18 +40,32 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import ServerError
+from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
 from . import protocol as p
 from .admission import OVERLOADED, RETRY_AFTER_S
-from .answers import Admitted, Answerer, Client, resource_updated
+from .answers import CALL, NO_CLIENT, SUBSCRIBING, Answerer, Client, Send, resource_updated
 from .asks import Asks
 from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore
 from .exchange import Exchange
+from .http_relay import relayed
+from .http_rules import LegacySession, SessionSigner
 from .outbox import StreamWriter, client_stream
+from .replies import (
+    Handled,
+    Reply,
+    answer,
+    json_reply,
+    owner,
+    passed,
+    refusal,
+    sibling_for,
+)
+from .siblings import Siblings
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -124,12 +142,12 @@ class LegacySessions:
 
     # -- the sessions ------------------------------------------------------------------
 
-    def opened(self, session_id: str, expires: float) -> dict[str, Any] | None:
+    def opened(self, session_id: str, expires: float) -> p.InBandError | None:
         """A session this process just minted (``expires``: its signed expiry, seconds
         since the epoch): held from now on. None, or the error refusing it (rule 3)."""
         if len(self._held) >= self._limits.sessions and not self._resting:
             limit = self._limits.sessions
-            return p.error(p.INTERNAL_ERROR, f"this gateway process holds {limit} legacy "
+            return p.in_band(p.INTERNAL_ERROR, f"this gateway process holds {limit} legacy "
                            "sessions, each with a stream open, its limit (sessions); retry "
                            f"after {RETRY_AFTER_S} s", {
                                "kind": OVERLOADED, "scope": "sessions", "limit": limit,
@@ -240,30 +258,30 @@ class LegacySessions:
             if stop is not None:
                 stop()
             return p.response(request.id, {})
-        refusal = self._over_budget(held, uri)
-        if refusal is not None:
-            return p.error_response(request.id, refusal)
+        over = self._over_budget(held, uri)
+        if over is not None:
+            return over.response(request.id)
         watched = await self._answerer.watch(
             uri, request.era, lambda params: self._tell(held, resource_updated(params)))
-        if isinstance(watched, dict):
-            return p.error_response(request.id, watched)
+        if isinstance(watched, p.InBandError):
+            return watched.response(request.id)
         # Checked again: the session may have ended, or subscribed more, meanwhile.
-        refusal = _ended() if self._held.get(session_id) is not held else \
+        over = p.InBandError(_ended()) if self._held.get(session_id) is not held else \
             self._over_budget(held, uri)
-        if refusal is not None:
+        if over is not None:
             watched()
-            return p.error_response(request.id, refusal)
+            return over.response(request.id)
         previous = held.subscribed.pop(uri, None)
         held.subscribed[uri] = watched
         if previous is not None:
             previous()
         return p.response(request.id, {})
 
-    def _over_budget(self, held: _Session, uri: str) -> dict[str, Any] | None:
+    def _over_budget(self, held: _Session, uri: str) -> p.InBandError | None:
         limit = self._limits.session_subscriptions
         if uri in held.subscribed or len(held.subscribed) < limit:
             return None
-        return p.error(p.INVALID_REQUEST, f"this session holds {limit} resource "
+        return p.in_band(p.INVALID_REQUEST, f"this session holds {limit} resource "
                        "subscriptions, its limit (session_subscriptions): unsubscribe from "
                        "some first", {"limit": "session_subscriptions", "max": limit})
 
@@ -312,23 +330,27 @@ class LegacySessions:
 
     # -- calls, on resumable streams ---------------------------------------------------
 
-    async def call(self, http: Exchange, request: p.Request, session_id: str,
-                   capabilities: dict[str, Any], admitted: Admitted) -> dict[str, Any] | None:
-        """A session's ``tools/call``, on a resumable stream (``event_streams``): the call
-        runs on when the client disconnects (2025-11-25: that is no cancellation; its
-        ``notifications/cancelled`` is), and a GET with ``Last-Event-ID`` picks it up.
-        ``admitted`` under its session (``Answerer.admit_call``), it counts against the
-        session until it ends. None once the stream was served, else the error to answer
-        with."""
+    def call(self, http: Exchange, request: p.Request, session_id: str,
+             capabilities: dict[str, Any]) -> Awaitable[Reply | None]:
+        """A session's ``tools/call`` accepting SSE, on a resumable stream
+        (``event_streams``): the call runs on when the client disconnects (2025-11-25:
+        that is no cancellation; its ``notifications/cancelled`` is), and a GET with
+        ``Last-Event-ID`` picks it up. It is admitted now, under its session, since its
+        stream opens at once and an overload must be told before, as a status; it counts
+        against the session until it ends. None once the stream was served, else the
+        reply to answer with."""
+        admitted = self._answerer.admit_call(request, session_id)
+        if isinstance(admitted, p.InBandError):
+            return ready(answer(admitted.response(request.id)))
         held = self._held.get(session_id)
         if held is None or self._closing:
             self._answerer.release(admitted)
-            return p.error_response(request.id, _ended())
+            return ready(answer(p.error_response(request.id, _ended())))
         key = p.request_key(request.id)
         if key in held.calls:
             self._answerer.release(admitted)
-            return p.error_response(request.id, p.error(
-                p.INVALID_REQUEST, f"request id {request.id!r} is already in flight"))
+            return ready(answer(p.error_response(request.id, p.error(
+                p.INVALID_REQUEST, f"request id {request.id!r} is already in flight"))))
         stream = self._kept.open(session_id)
         # A server's input is asked on this stream; the answer comes in a POST.
         client = Client(capabilities, lambda method, params: self._asks.ask(
@@ -345,8 +367,7 @@ class LegacySessions:
         # Released when the task ends, even one cancelled before it began.
         task.add_done_callback(lambda _task: self._answerer.release(admitted))
         held.calls[key] = task
-        await self._replay(http, held, stream)
-        return None
+        return self._replay(http, held, stream)
 
     async def resume(self, http: Exchange, session_id: str, last_event_id: str) -> bool:
         """A GET with ``Last-Event-ID``: the stream it names replayed from after that
@@ -366,8 +387,9 @@ class LegacySessions:
         try:
             http.cancel_when_gone()  # the call goes on; the client reads no more of it here
             await http.open_stream(SSE_HEADERS)
-            async for sent, event in stream.follow(after):
+            async for index, event in stream.follow(after):
                 await http.write(event)
+                sent = index
         finally:
             self._closed(held)
         if stream.finished and sent == stream.last and http.written_out:
@@ -386,8 +408,231 @@ class LegacySessions:
         return self._asks.answered(response, owner=session_id)
 
 
+class LegacyRequests:
+    """Every request of the 2025-11-25 era over HTTP (a POSTed request of it, a GET of a
+    session's stream, a DELETE of a session), answered with what ``LegacySessions`` hold:
+    a session id is verified here, its session found held and alive (else 404, or the
+    request passed to the sibling that holds it), and ``initialize`` mints one."""
+
+    def __init__(self, sessions: LegacySessions, answerer: Answerer, signer: SessionSigner,
+                 siblings: Siblings | None = None) -> None:
+        """``signer``: what mints and verifies this process's session ids; ``siblings``:
+        the other copies of this ``serve --processes N``, to which a request of a session
+        one of them holds is passed."""
+        self.sessions = sessions
+        self._answerer = answerer
+        self._signer = signer
+        self._siblings = siblings
+
+    def verified(self, http: Exchange, session_id: str) -> LegacySession | None:
+        """The legacy session an id stands for, if this key signed it and it is the
+        requester's own (one opened with a token answers only that token's identity)."""
+        session = self._signer.verify(session_id)
+        if session is None or session.owner != owner(http):
+            return None
+        return session
+
+    def unserved(self, http: Exchange, body: bytes | None, session_id: str,
+                 session: LegacySession | None) -> Awaitable[Reply | None] | None:
+        """A legacy POST naming ``session_id`` (verified as ``session``): None when this
+        process holds that session and it lives, else the answer (404, or the request
+        passed to the sibling that holds it)."""
+        if session is None:
+            return ready(refusal(404, p.INVALID_REQUEST, "Session not found"))
+        if not session.held:
+            return self._elsewhere(http, body, session.instance)
+        if not self.sessions.find(session_id):
+            return ready(_session_ended())
+        return None
+
+    def request(self, http: Exchange, request: p.Request, session_id: str | None,
+                session: LegacySession | None) -> Awaitable[Handled]:
+        """The answer to a POSTed request of the 2025-11-25 era (of ``session``, held
+        here, or of none: ``initialize``, a client without sessions), to await: the
+        answerer's own coroutine for one served from behind the gateway, a ready reply
+        for the rest. It counts against its session (``admission``), else against its
+        connection."""
+        if request.method != "initialize":
+            version = http.headers.get("mcp-protocol-version")
+            if version is not None and version != request.version:
+                return ready(json_reply(p.error_response(request.id, p.error(
+                    p.INVALID_REQUEST, f"MCP-Protocol-Version {version!r} is not this "
+                    f"session's ({request.version})")), 400))
+        limits = self._answerer.limits
+        # The client the request counts against (``admission``).
+        key: object = session_id if session is not None else http.connection
+        if request.method == CALL:
+            if session_id and session is not None and \
+                    "text/event-stream" in http.headers.get("accept", ""):
+                return self.sessions.call(http, request, session_id, session.capabilities)
+            return relayed(http, limits, lambda notify: self._answerer.call(
+                request, notify, NO_CLIENT, key))
+        if request.method in SUBSCRIBING and session_id:
+            return self._subscription_reply(request, session_id)
+        answered = self._answerer.immediate(request)
+        if answered is None:
+            client = NO_CLIENT if session_id is None \
+                else Client(log_level=self.sessions.log_level(session_id))
+            return relayed(http, limits, lambda notify: self._answerer.from_fleet(
+                request, client, notify, key))
+        headers = {}
+        if request.method == "logging/setLevel" and "result" in answered and session_id:
+            self.sessions.set_log_level(session_id, request.params["level"])
+        if request.method == "initialize" and "result" in answered:
+            declared = request.params.get("capabilities")
+            now = time.time()
+            minted = self._signer.mint(
+                answered["result"]["protocolVersion"], declared if isinstance(declared, dict)
+                else None, now=now, owner=owner(http), lifetime_s=limits.session_lifetime_s,
+                idle_s=limits.session_idle_s)
+            refused = self.sessions.opened(minted, now + limits.session_lifetime_s)
+            if refused is not None:
+                return ready(answer(refused.response(request.id)))
+            headers["Mcp-Session-Id"] = minted
+        return ready(answer(answered, headers))
+
+    async def _subscription_reply(self, request: p.Request, session_id: str) -> Reply:
+        return answer(await self.sessions.subscription(request, session_id))
+
+    async def get(self, http: Exchange) -> Reply | None:
+        """A GET of ``/mcp`` (screened and authenticated): a session's stream of list
+        changes and resource updates, or with ``Last-Event-ID`` one of its call streams
+        resumed. Without a session (or with an id no replica signed): 405, this endpoint
+        takes POSTs."""
+        session_id = http.headers.get("mcp-session-id")
+        session = self.verified(http, session_id) if session_id else None
+        if session is None or not session_id:
+            return Reply(405, headers={"Allow": "POST"})
+        if not session.held:
+            return await self._elsewhere(http, None, session.instance)
+        if not self.sessions.find(session_id):
+            return _session_ended()
+        last_event_id = http.headers.get("last-event-id")
+        if last_event_id is not None:
+            if not await self.sessions.resume(http, session_id, last_event_id):
+                return refusal(404, p.INVALID_REQUEST,
+                               "no stream of this session to resume from that event here")
+            return None
+        await self.sessions.changes(http, session_id)
+        return None
+
+    async def delete(self, http: Exchange) -> Reply | None:
+        """A DELETE of ``/mcp`` (screened and authenticated): a legacy session's client
+        ends it (2025-11-25): everything it held goes at once, and its id is 404 from then
+        on. Without a session (or with an id no replica signed) there is nothing to end:
+        405, this endpoint takes POSTs."""
+        session_id = http.headers.get("mcp-session-id")
+        session = self.verified(http, session_id) if session_id else None
+        if session is None or not session_id:
+            return Reply(405, headers={"Allow": "POST"})
+        if not session.held:
+            return await self._elsewhere(http, None, session.instance)
+        if not self.sessions.end(session_id):
+            return _session_ended()
+        return Reply(200)
+
+    def _elsewhere(self, http: Exchange, body: bytes | None, instance: str
+                   ) -> Awaitable[Reply | None]:
+        """A request of a legacy session another gateway process opened: passed to it if it
+        is a sibling copy, else 404 saying why (a client starts a new session on 404)."""
+        index = sibling_for(self._siblings, http, instance)
+        if index is not None:
+            assert self._siblings is not None
+            return passed(self._siblings, http, body, index)
+        if instance == self._signer.instance:
+            where = (f"gateway process {instance!r}, which opened it, was started again "
+                     "since, and what the session held is gone")
+        else:
+            where = (f"it was opened by gateway process {instance!r}, which holds its state, "
+                     f"and this is {self._signer.instance!r}: route every request of a "
+                     "session to the process that opened it (behind a load balancer: "
+                     "affinity on Mcp-Session-Id)")
+        return ready(refusal(404, p.INVALID_REQUEST,
+                             f"Session not found here: {where}; start a new session"))
+
+
+class LegacyConnection:
+    """The 2025-11-25 session of a connection that is one client (the stdio face's
+    ``ClientSession``): opened by its ``initialize``, it holds the capabilities the client
+    declared there, the log level it set (``logging/setLevel``), its resource
+    subscriptions (updates sent on the connection) and the questions asked of its client
+    for a server's input (``Asks``), until the connection ends (``close``)."""
+
+    def __init__(self, answerer: Answerer, send: Send) -> None:
+        self._answerer = answerer
+        self._send = send
+        #: Its revision once ``initialize`` was answered (None: no session).
+        self.version: str | None = None
+        self._capabilities: dict[str, Any] = {}
+        self._level: str | None = None
+        self._asks = Asks()
+        #: What stops each resource subscription, by URI.
+        self._subscribed: dict[str, Callable[[], None]] = {}
+
+    def immediate(self, request: p.Request, answered: dict[str, Any]) -> None:
+        """A legacy request answered at once: ``initialize`` opens the session,
+        ``logging/setLevel`` sets its level."""
+        if "result" not in answered:
+            return
+        if request.method == "initialize":
+            self.version = answered["result"]["protocolVersion"]
+            declared = request.params.get("capabilities")
+            self._capabilities = declared if isinstance(declared, dict) else {}
+        elif request.method == "logging/setLevel":
+            self._level = request.params["level"]
+
+    def client(self) -> Client:
+        """The client as a call of it needs it: asked for a server's input on this
+        connection, its log messages at the level it set."""
+        return Client(self._capabilities,
+                      lambda method, params: self._asks.ask(self._send, method, params),
+                      self._level)
+
+    def answered(self, response: p.Response) -> bool:
+        """The client's answer to a question asked of it: whether it was one."""
+        return self._asks.answered(response)
+
+    async def subscription(self, request: p.Request) -> dict[str, Any]:
+        """A ``resources/subscribe`` or ``resources/unsubscribe``: the session's updates
+        of that URI start (on this connection) or stop."""
+        uri = request.params.get("uri")
+        if request.method == "resources/unsubscribe":
+            stop = self._subscribed.pop(uri, None) if isinstance(uri, str) else None
+            if stop is not None:
+                stop()
+            return p.response(request.id, {})
+        watched = await self._answerer.watch(
+            uri, request.era, lambda params: self._send(resource_updated(params)))
+        if isinstance(watched, p.InBandError):
+            return watched.response(request.id)
+        assert isinstance(uri, str)  # a watch of anything else is refused
+        previous = self._subscribed.pop(uri, None)
+        self._subscribed[uri] = watched
+        if previous is not None:
+            previous()
+        return p.response(request.id, {})
+
+    def list_changed(self, which: str) -> None:
+        """A list of the fleet's changed: the session, once open, is told."""
+        if self.version is not None:
+            self._send(p.list_changed(which))
+
+    def close(self) -> None:
+        """The connection ended: its subscriptions stop."""
+        for stop in self._subscribed.values():
+            stop()
+        self._subscribed.clear()
+
+
+def _session_ended() -> Reply:
+    """A request of a session this process held, which has ended (2025-11-25: 404, and
+    its client starts a new one)."""
+    return refusal(404, p.INVALID_REQUEST, "Session not found: it ended (its client "
+                   "deleted it, or it was idle or past its lifetime); start a new session")
+
+
 def _ended() -> dict[str, Any]:
     return p.error(p.INVALID_REQUEST, "the session ended: start a new session")
 
 
-__all__ = ["LegacySessions"]
+__all__ = ["LegacyConnection", "LegacyRequests", "LegacySessions"]

@@ -210,6 +210,25 @@ def error_response(request_id: Any, err: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": err}
 
 
+class InBandError:
+    """A step of answering a request that ended in an error its client is told in band (a
+    JSON-RPC error, ``error`` its object), instead of the step's value: one type for every
+    such step, told from a value by ``type(x) is InBandError``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, err: dict[str, Any]) -> None:
+        self.error = err
+
+    def response(self, request_id: Any) -> dict[str, Any]:
+        """The error answer to request ``request_id``."""
+        return error_response(request_id, self.error)
+
+
+def in_band(code: int, message: str, data: Any = None) -> InBandError:
+    return InBandError(error(code, message, data))
+
+
 def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
@@ -339,9 +358,10 @@ def error_for(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, UnknownTool):
         # As for a tool whose server went away (``Answerer._gone``): the servers not ready
         # that could serve it, and their states.
-        data = [{"server": c.server, "state": c.state, "listed": c.listed}
-                for c in exc.candidates]
-        return error(INVALID_PARAMS, exc.message, {"candidates": data} if data else None)
+        candidates = [{"server": c.server, "state": c.state, "listed": c.listed}
+                      for c in exc.candidates]
+        return error(INVALID_PARAMS, exc.message,
+                     {"candidates": candidates} if candidates else None)
     if isinstance(exc, TrunklineError):
         data: dict[str, Any] = {"server": exc.server, "kind": type(exc).__name__}
         if isinstance(exc, ServerUnavailable) and exc.state:

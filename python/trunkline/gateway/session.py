@@ -4,13 +4,13 @@ A ``ClientSession`` reads what the client sends (``protocol.read``), has the ``A
 answer it, and keeps what belongs to the connection: its legacy session, each request
 answered from behind the gateway (``tools/call``, prompts, resources) as its own task in
 the connection's scope (``notifications/cancelled`` cancels that task, and so the request
-behind it), the listen streams and the resource subscriptions (a legacy session's, a
-listen stream's ``resourceSubscriptions``, each ended with its session or stream). When the
-fleet's tools, prompts or resources list changes, a legacy session and every modern listen
-stream granted changes of that list are told, once each. A legacy client is asked, on this
-connection, for the input a server behind needs (``Asks``). Nothing here answers an input
-request on a server's behalf. The connection is one client: what it asks behind the
-gateway counts against that client's budgets (``admission``).
+behind it), the listen streams and their ``resourceSubscriptions`` (each ended with its
+stream). What its 2025-11-25 session holds (the capabilities declared, the log level set,
+its resource subscriptions, the questions asked of its client) is ``legacy_sessions``'
+``LegacyConnection``. When the fleet's tools, prompts or resources list changes, a legacy
+session and every modern listen stream granted changes of that list are told, once each.
+Nothing here answers an input request on a server's behalf. The connection is one client:
+what it asks behind the gateway counts against that client's budgets (``admission``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .answers import (
     listen_grant,
     resource_updated,
 )
-from .asks import Asks
+from .legacy_sessions import LegacyConnection
 
 
 class ClientSession:
@@ -42,19 +42,14 @@ class ClientSession:
         self._answerer = answerer
         self._send = send
         self._scope = scope
-        #: The connection's legacy session: its revision once ``initialize`` was answered,
-        #: and the capabilities the client declared there.
-        self.legacy_version: str | None = None
-        self._legacy_capabilities: dict[str, Any] = {}
-        self._log_level: str | None = None
-        self._asks = Asks()
+        #: The connection's legacy session.
+        self._legacy = LegacyConnection(answerer, send)
         self._calls: dict[tuple[str, Any], asyncio.Task[Any]] = {}
         #: Open modern listen streams granted list changes: their request ids, and the
         #: lists (``tools``, ``prompts``, ``resources``) each was granted.
         self._listens: dict[tuple[str, Any], tuple[Any, frozenset[str]]] = {}
-        #: What stops each resource watch: a legacy session's by URI, a listen stream's by
-        #: its request id (every open listen stream has one).
-        self._subscribed: dict[str, Callable[[], None]] = {}
+        #: What stops each listen stream's resource watches, by its request id (every open
+        #: listen stream has one).
         self._listen_watches: dict[tuple[str, Any], Callable[[], None]] = {}
         self._closed = False
         self._unwatch = answerer.watch_lists(self._list_changed)
@@ -64,15 +59,15 @@ class ClientSession:
         self._closed = True
         self._unwatch()
         self._listens.clear()
-        for stop in [*self._subscribed.values(), *self._listen_watches.values()]:
+        self._legacy.close()
+        for stop in self._listen_watches.values():
             stop()
-        self._subscribed.clear()
         self._listen_watches.clear()
 
     # -- inbound --------------------------------------------------------------------------
 
     def receive(self, message: Any) -> None:
-        inbound = p.read(message, self.legacy_version)
+        inbound = p.read(message, self._legacy.version)
         if isinstance(inbound, p.Refused):
             self.refuse(message, inbound)
         elif isinstance(inbound, p.Notification):
@@ -80,7 +75,7 @@ class ClientSession:
         elif isinstance(inbound, p.Request):
             self._requested(inbound)
         elif isinstance(inbound, p.Response):
-            self._asks.answered(inbound)
+            self._legacy.answered(inbound)
 
     def refuse(self, message: Any, refused: p.Refused) -> None:
         """Answer ``message`` with its refusal, unless it was a notification."""
@@ -106,14 +101,10 @@ class ClientSession:
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
             self._start(request, self._listen(request))
         elif request.method in SUBSCRIBING and request.era is p.ClientEra.LEGACY:
-            self._start(request, self._subscription(request))
+            self._start(request, self._legacy.subscription(request))
         elif (answer := self._answerer.immediate(request)) is not None:
-            if request.method == "initialize" and "result" in answer:
-                self.legacy_version = answer["result"]["protocolVersion"]
-                declared = request.params.get("capabilities")
-                self._legacy_capabilities = declared if isinstance(declared, dict) else {}
-            elif request.method == "logging/setLevel" and "result" in answer:
-                self._log_level = request.params["level"]
+            if request.era is p.ClientEra.LEGACY:
+                self._legacy.immediate(request, answer)
             self._send(answer)
         else:
             self._start(request, self._answerer.from_fleet(request, self._client(request),
@@ -124,9 +115,7 @@ class ClientSession:
         messages at the level it set."""
         if request.era is p.ClientEra.MODERN:
             return NO_CLIENT
-        return Client(self._legacy_capabilities,
-                      lambda method, params: self._asks.ask(self._send, method, params),
-                      self._log_level)
+        return self._legacy.client()
 
     # -- requests answered from behind the gateway ----------------------------------------
 
@@ -165,8 +154,8 @@ class ClientSession:
             note["params"]["_meta"] = {SUBSCRIPTION_ID: request.id}
             self._send(note)
         watched = await self._answerer.watch_listed(request, updated)
-        if isinstance(watched, dict):
-            return p.error_response(request.id, watched)
+        if isinstance(watched, p.InBandError):
+            return watched.response(request.id)
         resources, stop = watched
         if self._closed:  # the client went while the URIs were routed
             stop()
@@ -180,28 +169,8 @@ class ClientSession:
             self._listens[key] = (request.id, lists)
         return None
 
-    async def _subscription(self, request: p.Request) -> dict[str, Any]:
-        """A legacy ``resources/subscribe`` or ``resources/unsubscribe``: the session's
-        updates of that URI start (on this connection) or stop."""
-        uri = request.params.get("uri")
-        if request.method == "resources/unsubscribe":
-            stop = self._subscribed.pop(uri, None) if isinstance(uri, str) else None
-            if stop is not None:
-                stop()
-            return p.response(request.id, {})
-        watched = await self._answerer.watch(
-            uri, request.era, lambda params: self._send(resource_updated(params)))
-        if isinstance(watched, dict):
-            return p.error_response(request.id, watched)
-        previous = self._subscribed.pop(uri, None)
-        self._subscribed[uri] = watched
-        if previous is not None:
-            previous()
-        return p.response(request.id, {})
-
     def _list_changed(self, which: str) -> None:
-        if self.legacy_version is not None:
-            self._send(p.list_changed(which))
+        self._legacy.list_changed(which)
         for listen_id, lists in self._listens.values():
             if which in lists:
                 self._send(p.list_changed(which, listen_id))

@@ -54,10 +54,12 @@ from .supervisor import Supervisor
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
     from ..auth import OAuthClient
+    from ..telemetry.calls import CallRecord
 
 log = logging.getLogger("trunkline.host")
 
@@ -754,6 +756,39 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+    # What a gateway needs of a host
+
+    def server_of(self, tool: str) -> str | None:
+        """The server whose tool is named ``tool`` (its canonical name or model-safe
+        alias) in the catalog as last listed; None when no tool is."""
+        return self._catalog.catalog.server_of(tool)
+
+    def tool_entry(self, tool: str) -> ToolEntry | None:
+        """The catalog's entry named ``tool`` (canonical name or model-safe alias), as
+        last listed; None when no tool is."""
+        try:
+            return self._catalog.catalog.lookup(tool)
+        except KeyError:
+            return None
+
+    def serve_record(self, method: str, params: Mapping[str, Any], request_id: Any,
+                     version: str | None, transport: str | None = None
+                     ) -> CallRecord | None:
+        """The record of one request a gateway serves on this host's behalf (its SERVER
+        span and server metrics), when telemetry is on; None when it is off."""
+        return self.telemetry.serve(method, params, request_id, version, transport)
+
+    def incoming_trace(self, headers: Mapping[str, str]) -> Context | None:
+        """The trace context an HTTP request's W3C headers (lower-cased names) carry, when
+        tracing is on and they carry one."""
+        return self.telemetry.incoming(headers)
+
+    @property
+    def tracing(self) -> bool:
+        """Whether traces are recorded now (a gateway that records none passes its
+        clients' trace context on as it came)."""
+        return self.telemetry.tracer() is not None
 
 
 def _bridged(handle: WorkerHandle, call_input: CallInput) -> bool:
