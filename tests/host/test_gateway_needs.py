@@ -21,15 +21,17 @@ def test_a_tool_is_found_by_its_served_name_and_a_name_no_tool_has_is_none(no_le
         async with Host(collision="prefix", settings=SETTINGS) as host:
             await host.add_server("alpha", scripted("--tools", "echo"))
             await host.add_server("beta", scripted("--tools", "echo,search"))
-            assert host.server_of("echo") == "alpha"
-            assert host.server_of("beta/echo") == "beta"
-            entry = host.tool_entry("beta/echo")
+            # ``echo`` is contested: each server's is served under its server's prefix.
+            assert host.server_of("alpha_echo") == "alpha"
+            assert host.server_of("beta_echo") == "beta"
+            assert host.server_of("search") == "beta"
+            entry = host.tool_entry("beta_echo")
             assert entry is not None
-            assert (entry.server, entry.local_name, entry.name) == ("beta", "echo", "beta/echo")
-            # The model-safe name a model calls it by finds the same entry.
+            assert (entry.server, entry.local_name, entry.name) == ("beta", "echo", "beta_echo")
+            # The name a model calls it by finds the same entry.
             assert host.tool_entry(entry.model_name) == entry
-            assert host.server_of("gamma/echo") is None
-            assert host.tool_entry("gamma/echo") is None
+            assert host.server_of("gamma_echo") is None
+            assert host.tool_entry("gamma_echo") is None
     run(main())
 
 
