@@ -14,7 +14,7 @@ from trunkline._codec import Correlator, StreamDecoder
 from trunkline.errors import EraRefused
 from trunkline.protocol.era import Era, NegotiationConfig
 from trunkline.protocol.identity import ClientIdentity
-from trunkline.worker.negotiation import Negotiator, ProbeToken
+from trunkline.worker.era import Negotiator, ProbeToken
 
 DISCOVER_OK = {"resultType": "complete", "supportedVersions": [MODERN],
                "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"}

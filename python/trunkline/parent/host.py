@@ -47,7 +47,7 @@ from .calls import CallPath, ProgressCallback
 from .handle import ServerStatus, ServerWarning, WorkerHandle
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .latency import LatencySummary
-from .listings import CatalogKeeper
+from .listing import CatalogKeeper
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor

@@ -1,6 +1,6 @@
 """Era negotiation as a pure state machine: events in, decisions out, no I/O.
 
-The driver (``trunkline.worker.negotiation``) sends what the machine asks for, enforces
+The driver (``trunkline.worker.era``) sends what the machine asks for, enforces
 the deadlines the machine names, correlates replies by id, and feeds back what happened.
 The machine decides the era from *positive evidence only* (``docs/architecture.md``,
 "Era negotiation"):

@@ -56,7 +56,7 @@ from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
 from .forwarding import Forwarder
-from .negotiation import Negotiator, ProbeToken
+from .era import Negotiator, ProbeToken
 from .server_requests import ServerRequests
 from .transports.stdio import StdioTransport
 
