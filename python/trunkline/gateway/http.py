@@ -77,7 +77,7 @@ from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
 from .legacy_sessions import LegacyRequests, LegacySessions
 from .processes import bind_socket, bind_unix_socket
-from .replies import Handled, Handler, Reply, answer, json_reply, refusal
+from .replies import Handled, Handler, HttpReply, answer, json_reply, refusal
 from .siblings import Siblings
 
 log = logging.getLogger("trunkline.gateway")
@@ -203,7 +203,7 @@ class HttpFace:
     async def __call__(self, exchange: Exchange) -> None:
         """One exchange, routed; a bug in the gateway is still a JSON-RPC answer (and a
         log line), not a bare 500."""
-        reply: Reply | None = None
+        reply: HttpReply | None = None
         result: bytes | None = None  # a JSON-RPC result: 200, no headers (most answers)
         try:
             methods = self._routes.get(exchange.path)
@@ -217,9 +217,9 @@ class HttpFace:
                 else:
                     result = orjson.dumps(answered)
             elif methods is None:
-                reply = Reply(404)
+                reply = HttpReply(404)
             else:
-                reply = Reply(405, headers={"Allow": ", ".join(methods)})
+                reply = HttpReply(405, headers={"Allow": ", ".join(methods)})
         except Disconnected:
             return
         except asyncio.CancelledError:
@@ -266,13 +266,13 @@ class HttpFace:
 
     # -- checks every request passes ---------------------------------------------------
 
-    async def _gate(self, request: Exchange) -> Reply | None:
+    async def _gate(self, request: Exchange) -> HttpReply | None:
         refused = self._screen(request)
         if refused is None and self._authenticating:
             refused = await self._authenticate(request)
         return refused
 
-    def _screen(self, request: Exchange) -> Reply | None:
+    def _screen(self, request: Exchange) -> HttpReply | None:
         """The checks before authentication: draining, Host, Origin."""
         if self._draining:
             return refusal(503, p.INTERNAL_ERROR, "the gateway is stopping",
@@ -284,7 +284,7 @@ class HttpFace:
             return refusal(403, p.INVALID_REQUEST, "Origin not allowed")
         return None
 
-    async def _authenticate(self, request: Exchange) -> Reply | None:
+    async def _authenticate(self, request: Exchange) -> HttpReply | None:
         """An API key, or else an access token (``bearer``), when either is configured;
         a token's identity is attached to the request."""
         authorization = request.headers.get("authorization")
@@ -308,9 +308,9 @@ class HttpFace:
         return refusal(verdict.status, p.INVALID_REQUEST, verdict.reason,
                         **{"WWW-Authenticate": challenge})
 
-    async def _metadata(self, http: Exchange) -> Reply:
+    async def _metadata(self, http: Exchange) -> HttpReply:
         """The RFC 9728 document: public, so any page may read it."""
-        return Reply(200, self._prm, {"Access-Control-Allow-Origin": "*",
+        return HttpReply(200, self._prm, {"Access-Control-Allow-Origin": "*",
                                       "Cache-Control": "max-age=300"})
 
     def _host_allowed(self, host: str | None) -> bool:
@@ -350,24 +350,24 @@ class HttpFace:
             return self._too_long()
         return await self._posts.message(request, body)
 
-    def _oversized(self, request: Exchange) -> Reply | None:
+    def _oversized(self, request: Exchange) -> HttpReply | None:
         length = request.content_length()
         if length is not None and length > self._limit:
             return refusal(413, p.INVALID_REQUEST,
                            f"a body of {length} bytes, over the limit of {self._limit} bytes")
         return None
 
-    def _too_long(self) -> Reply:
+    def _too_long(self) -> HttpReply:
         return refusal(413, p.INVALID_REQUEST, f"a body over the limit of {self._limit} bytes")
 
-    async def _get(self, http: Exchange) -> Reply | None:
+    async def _get(self, http: Exchange) -> HttpReply | None:
         """A legacy session's stream (``LegacyRequests.get``)."""
         refused = await self._gate(http)
         if refused is not None:
             return refused
         return await self._legacy_requests.get(http)
 
-    async def _delete(self, http: Exchange) -> Reply | None:
+    async def _delete(self, http: Exchange) -> HttpReply | None:
         """A legacy session's end (``LegacyRequests.delete``)."""
         refused = await self._gate(http)
         if refused is not None:
@@ -376,24 +376,24 @@ class HttpFace:
 
     # -- health ---------------------------------------------------------------------------
 
-    async def _metrics(self, http: Exchange) -> Reply:
+    async def _metrics(self, http: Exchange) -> HttpReply:
         refused = await self._gate(http)
         if refused is not None:
             return refused
         assert self._metrics_page is not None
         body, content_type = await self._metrics_page()
-        return Reply(200, body, {"Content-Type": content_type})
+        return HttpReply(200, body, {"Content-Type": content_type})
 
-    async def _healthz(self, http: Exchange) -> Reply:
+    async def _healthz(self, http: Exchange) -> HttpReply:
         return json_reply({"status": "ok"})
 
-    async def _readyz(self, http: Exchange) -> Reply:
+    async def _readyz(self, http: Exchange) -> HttpReply:
         down = [s.name for s in self._answerer.host.servers() if s.state.value == "unavailable"]
         ready = not self._draining
         return json_reply({"ready": ready, "tools": len(self._answerer.host.tools()),
                       "unavailable": down}, 200 if ready else 503)
 
-    async def _status(self, http: Exchange) -> Reply:
+    async def _status(self, http: Exchange) -> HttpReply:
         """Each server's state, era, calls in flight, latency, restarts and last error
         (``admin``), for ``trunkline status``; checked like ``/mcp``."""
         refused = await self._gate(http)
@@ -408,4 +408,4 @@ class HttpFace:
         self._legacy.list_changed(p.list_changed(which))
 
 
-__all__ = ["ENDPOINT", "HttpFace", "Reply"]
+__all__ = ["ENDPOINT", "HttpFace", "HttpReply"]

@@ -49,7 +49,7 @@ from .legacy_sessions import LegacyRequests
 from .outbox import StreamWriter
 from .replies import (
     Handled,
-    Reply,
+    HttpReply,
     answer,
     json_reply,
     malformed_status,
@@ -115,7 +115,7 @@ class PostHandler:
             return self._carrying(http, inbound, session_id, session)
         return self._request(http, inbound, session_id, session)
 
-    def _not_a_request(self, inbound: p.Inbound, session_id: str | None) -> Reply:
+    def _not_a_request(self, inbound: p.Inbound, session_id: str | None) -> HttpReply:
         """The answer to a POST of anything but a request: a refusal, or 202 Accepted."""
         if isinstance(inbound, p.Refused):
             return json_reply(p.error_response(inbound.id, inbound.error),
@@ -127,7 +127,7 @@ class PostHandler:
                 inbound.method == "notifications/cancelled":
             # A legacy call outlives its connection; this is how its client ends it.
             self._legacy.sessions.cancelled(session_id, inbound.params.get("requestId"))
-        return Reply(202)
+        return HttpReply(202)
 
     def _carrying(self, http: Exchange, request: p.Request, session_id: str | None,
                   session: LegacySession | None) -> Awaitable[Handled]:

@@ -18,7 +18,7 @@ from .event_streams import sse as _sse
 from .exchange import Exchange
 from .limits import Limits
 from .outbox import StreamWriter, client_stream
-from .replies import Reply, answer
+from .replies import HttpReply, answer
 
 #: ``answer(notify)``: the request's work, its messages before the answer to ``notify``.
 Answering = Callable[[Callable[[dict[str, Any]], None]], Awaitable[dict[str, Any]]]
@@ -36,7 +36,7 @@ def stream_writer(http: Exchange, limits: Limits, what: str,
 
 
 def relayed(http: Exchange, limits: Limits, work: Answering
-            ) -> Awaitable[Reply | dict[str, Any] | None]:
+            ) -> Awaitable[HttpReply | dict[str, Any] | None]:
     """``work``'s answer, in the handler's task. For a client that accepts JSON only this
     is ``work``'s own coroutine, whose message the handler answers with (no frame of this
     one waits with the call)."""
@@ -47,7 +47,7 @@ def relayed(http: Exchange, limits: Limits, work: Answering
     return _streamed(http, limits, work)
 
 
-async def _streamed(http: Exchange, limits: Limits, work: Answering) -> Reply | None:
+async def _streamed(http: Exchange, limits: Limits, work: Answering) -> HttpReply | None:
     stream = _LazyStream(http, limits)
     try:
         message = await work(stream.add)

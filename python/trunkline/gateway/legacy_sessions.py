@@ -57,7 +57,7 @@ from .http_rules import LegacySession, SessionSigner
 from .outbox import StreamWriter, client_stream
 from .replies import (
     Handled,
-    Reply,
+    HttpReply,
     answer,
     json_reply,
     owner,
@@ -331,7 +331,7 @@ class LegacySessions:
     # -- calls, on resumable streams ---------------------------------------------------
 
     def call(self, http: Exchange, request: p.Request, session_id: str,
-             capabilities: dict[str, Any]) -> Awaitable[Reply | None]:
+             capabilities: dict[str, Any]) -> Awaitable[HttpReply | None]:
         """A session's ``tools/call`` accepting SSE, on a resumable stream
         (``event_streams``): the call runs on when the client disconnects (2025-11-25:
         that is no cancellation; its ``notifications/cancelled`` is), and a GET with
@@ -433,7 +433,7 @@ class LegacyRequests:
         return session
 
     def unserved(self, http: Exchange, body: bytes | None, session_id: str,
-                 session: LegacySession | None) -> Awaitable[Reply | None] | None:
+                 session: LegacySession | None) -> Awaitable[HttpReply | None] | None:
         """A legacy POST naming ``session_id`` (verified as ``session``): None when this
         process holds that session and it lives, else the answer (404, or the request
         passed to the sibling that holds it)."""
@@ -491,10 +491,10 @@ class LegacyRequests:
             headers["Mcp-Session-Id"] = minted
         return ready(answer(answered, headers))
 
-    async def _subscription_reply(self, request: p.Request, session_id: str) -> Reply:
+    async def _subscription_reply(self, request: p.Request, session_id: str) -> HttpReply:
         return answer(await self.sessions.subscription(request, session_id))
 
-    async def get(self, http: Exchange) -> Reply | None:
+    async def get(self, http: Exchange) -> HttpReply | None:
         """A GET of ``/mcp`` (screened and authenticated): a session's stream of list
         changes and resource updates, or with ``Last-Event-ID`` one of its call streams
         resumed. Without a session (or with an id no replica signed): 405, this endpoint
@@ -502,7 +502,7 @@ class LegacyRequests:
         session_id = http.headers.get("mcp-session-id")
         session = self.verified(http, session_id) if session_id else None
         if session is None or not session_id:
-            return Reply(405, headers={"Allow": "POST"})
+            return HttpReply(405, headers={"Allow": "POST"})
         if not session.held:
             return await self._elsewhere(http, None, session.instance)
         if not self.sessions.find(session_id):
@@ -516,7 +516,7 @@ class LegacyRequests:
         await self.sessions.changes(http, session_id)
         return None
 
-    async def delete(self, http: Exchange) -> Reply | None:
+    async def delete(self, http: Exchange) -> HttpReply | None:
         """A DELETE of ``/mcp`` (screened and authenticated): a legacy session's client
         ends it (2025-11-25): everything it held goes at once, and its id is 404 from then
         on. Without a session (or with an id no replica signed) there is nothing to end:
@@ -524,15 +524,15 @@ class LegacyRequests:
         session_id = http.headers.get("mcp-session-id")
         session = self.verified(http, session_id) if session_id else None
         if session is None or not session_id:
-            return Reply(405, headers={"Allow": "POST"})
+            return HttpReply(405, headers={"Allow": "POST"})
         if not session.held:
             return await self._elsewhere(http, None, session.instance)
         if not self.sessions.end(session_id):
             return _session_ended()
-        return Reply(200)
+        return HttpReply(200)
 
     def _elsewhere(self, http: Exchange, body: bytes | None, instance: str
-                   ) -> Awaitable[Reply | None]:
+                   ) -> Awaitable[HttpReply | None]:
         """A request of a legacy session another gateway process opened: passed to it if it
         is a sibling copy, else 404 saying why (a client starts a new session on 404)."""
         index = sibling_for(self._siblings, http, instance)
@@ -624,7 +624,7 @@ class LegacyConnection:
         self._subscribed.clear()
 
 
-def _session_ended() -> Reply:
+def _session_ended() -> HttpReply:
     """A request of a session this process held, which has ended (2025-11-25: 404, and
     its client starts a new one)."""
     return refusal(404, p.INVALID_REQUEST, "Session not found: it ended (its client "

@@ -3,7 +3,7 @@ a POSTed message, ``legacy_sessions``: a 2025-11-25 session's requests), and the
 of a request to the sibling copy that holds its state (``siblings``), whose response is
 passed back as it came.
 
-A handler answers with a ``Reply`` (the HTTP face decided the whole response), a JSON-RPC
+A handler answers with a ``HttpReply`` (the HTTP face decided the whole response), a JSON-RPC
 message (answered as JSON, with the status its error goes with: ``answer``), or None (it
 answered itself, as a stream).
 """
@@ -24,7 +24,7 @@ from .siblings import Siblings, SiblingUnreachable
 
 
 @dataclass(slots=True)
-class Reply:
+class HttpReply:
     """A whole response, as a handler decides it (the router sends it)."""
 
     status: int
@@ -35,17 +35,17 @@ class Reply:
 
 
 #: What a handler answers with (see the module's docstring).
-Handled = Reply | dict[str, Any] | None
+Handled = HttpReply | dict[str, Any] | None
 #: A route's handler.
 Handler = Callable[[Exchange], Awaitable[Handled]]
 
 
 def json_reply(message: dict[str, Any], status: int = 200,
-               headers: Mapping[str, str] | None = None) -> Reply:
-    return Reply(status, orjson.dumps(message), headers or {})
+               headers: Mapping[str, str] | None = None) -> HttpReply:
+    return HttpReply(status, orjson.dumps(message), headers or {})
 
 
-def answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
+def answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> HttpReply:
     """A JSON-RPC answer with the status its error (if any) goes with, and
     ``Retry-After`` when it is an overload."""
     if "error" not in message:
@@ -56,7 +56,7 @@ def answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) ->
     return json_reply(message, status_for(err), extra)
 
 
-def refusal(status: int, code: int, message: str, **headers: str) -> Reply:
+def refusal(status: int, code: int, message: str, **headers: str) -> HttpReply:
     return json_reply(p.error_response(None, p.error(code, message)), status, headers)
 
 
@@ -83,7 +83,7 @@ def sibling_for(siblings: Siblings | None, http: Exchange, instance: str) -> int
 
 
 async def passed(siblings: Siblings, http: Exchange, body: bytes | None, index: int
-                 ) -> Reply | None:
+                 ) -> HttpReply | None:
     """``http`` passed to sibling ``index``: its whole response, or None when it came as
     an event stream (written to the client as it came)."""
     try:
@@ -94,8 +94,8 @@ async def passed(siblings: Siblings, http: Exchange, body: bytes | None, index: 
     if answered is None:
         return None
     status, content, headers = answered
-    return Reply(status, content, headers, content_type=None)
+    return HttpReply(status, content, headers, content_type=None)
 
 
-__all__ = ["Handled", "Handler", "Reply", "answer", "json_reply", "malformed_status", "owner",
+__all__ = ["Handled", "Handler", "HttpReply", "answer", "json_reply", "malformed_status", "owner",
            "passed", "refusal", "sibling_for"]

@@ -64,7 +64,7 @@ class Refused:
 
 
 @dataclass(frozen=True)
-class Reply:
+class Answered:
     """The server's request ``key`` is answered: ``result``, or an error saying ``error``."""
 
     key: str
@@ -133,22 +133,22 @@ class InputBridge:
                 "inputRequests": {key: {"method": item.method, "params": item.params}
                                   for key, item in self._waiting.items()}}
 
-    def answered(self, responses: Any) -> list[Reply]:
+    def answered(self, responses: Any) -> list[Answered]:
         """The caller's ``inputResponses``: the replies the server gets (rule 3)."""
         given = responses if isinstance(responses, dict) else {}
-        replies: list[Reply] = []
+        replies: list[Answered] = []
         for key in sorted(self._told, key=lambda k: int(k[1:])):
             item = self._waiting.pop(key)
             if key not in given:
-                replies.append(Reply(key, error=f"the caller did not answer this "
+                replies.append(Answered(key, error=f"the caller did not answer this "
                                      f"{item.method} request"))
                 continue
             try:
                 check_response(item, given[key])
             except ValueError as exc:
-                replies.append(Reply(key, error=f"the caller's answer was malformed: {exc}"))
+                replies.append(Answered(key, error=f"the caller's answer was malformed: {exc}"))
             else:
-                replies.append(Reply(key, result=dict(given[key])))
+                replies.append(Answered(key, result=dict(given[key])))
         self._told.clear()
         return replies
 
@@ -164,4 +164,4 @@ def bridgeable(capabilities: Any) -> bool:
         CAPABILITY_OF[kind] in capabilities for kind in BRIDGED)
 
 
-__all__ = ["BRIDGED", "InputBridge", "Refused", "Reply", "bridgeable"]
+__all__ = ["BRIDGED", "Answered", "InputBridge", "Refused", "bridgeable"]
