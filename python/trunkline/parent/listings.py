@@ -214,7 +214,7 @@ class CatalogKeeper:
                 record.stamp(body)
             params = orjson.dumps(body)
             listed = run_with_retries(
-                lambda attempt, params=params: handle.request(
+                lambda attempt, params=params: handle.slots.request(
                     "tools/list", params, timeout=max(attempt.remaining_s or 0.0, 0.001)),
                 plan_call(self._retry_policy, "tools/list", deadline=deadline))
             try:
