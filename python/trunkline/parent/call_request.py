@@ -15,8 +15,9 @@ Rules:
 3. A relayed call to a legacy server runs with its own copy (``msgspec.structs.replace``),
    whose ``call_input`` is the bridge's.
 4. It is a msgspec ``Struct`` with ``gc=False``: built in C, and never walked by the
-   collector while the call is in flight. So it holds nothing that could hold it back
-   (no cycle can run through it): the caller's values and the call's own scalars.
+   collector while the call is in flight. So no reference cycle may outlive a call
+   through it: it holds the caller's values and the call's own scalars, and only the
+   call's own frames (gone when it ends) refer to it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class CallRequest(msgspec.Struct, kw_only=True, gc=False):
     #: The JSON-RPC method.
     method: str
     #: ``tools/call``: the tool as the caller named it (canonical name or alias).
-    name: str | None = None
+    name: str = ""
     #: ``tools/call``: the tool's arguments; a read: its params.
     arguments: Mapping[str, Any] | None = None
     #: Seconds: the caller's (None: the server's, else the host's), then the call's (rule 1).

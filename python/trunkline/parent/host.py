@@ -637,10 +637,9 @@ class Host:
         call_input = request.call_input
         try:
             if call_input is not None and BridgedCalls.claims(call_input.request_state):
-                assert request.name is not None
                 return self._bridged.resume(call_input.request_state,
                                             ("tools/call", request.name), call_input.responses)
-            entry = self._entry(request.name or "")
+            entry = self._entry(request.name)
             arguments = request.arguments
             # A dict needs no ABC check (the common case, and the check is not free).
             if type(arguments) is not dict and arguments is not None and not isinstance(
@@ -664,7 +663,7 @@ class Host:
     async def _call_settled(self, request: CallRequest) -> Any:
         """A call whose server's tools are being listed again (made once they are), or a
         relayed call to a legacy server (bridged: its questions become rounds)."""
-        name = request.name or ""
+        name = request.name
         entry, left = await self._settled_entry(name, request.timeout)
         if left is not None:
             request.timeout = left
