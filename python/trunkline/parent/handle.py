@@ -110,11 +110,11 @@ class WorkerHandle:
         self.slots = CallSlots(self)
         #: Each frame kind a worker sends, and what is done with it.
         self._frames: dict[int, Callable[[Generation, bytes], None]] = {
-            ch.STATE: self._on_state_frame, ch.FAILURE: self._on_failure,
-            ch.LIST_CHANGED: self._on_list_changed_frame, ch.PROGRESS: self._on_progress,
-            ch.LOG: self._on_log_frame, ch.RESOURCE_UPDATED: self._on_resource_updated,
-            ch.SERVER_REQUEST: self._on_server_request,
-            ch.CREDENTIALS_ASKED: self._on_credentials_asked, ch.STATS: self._on_stats,
+            ch.STATE: self._state_frame, ch.FAILURE: self._failure_frame,
+            ch.LIST_CHANGED: self._list_changed_frame, ch.PROGRESS: self._progress_frame,
+            ch.LOG: self._log_frame, ch.RESOURCE_UPDATED: self._resource_updated_frame,
+            ch.SERVER_REQUEST: self._server_request_frame,
+            ch.CREDENTIALS_ASKED: self._credentials_asked_frame, ch.STATS: self._stats_frame,
         }
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -319,47 +319,44 @@ class WorkerHandle:
 
     # Each frame kind's handler (``_frames``), called with the worker it came from.
 
-    def _on_state_frame(self, gen: Generation, body: bytes) -> None:
-        self._on_report(gen, StateReport.from_bytes(body))
-
-    def _on_list_changed_frame(self, gen: Generation, body: bytes) -> None:
+    def _list_changed_frame(self, gen: Generation, body: bytes) -> None:
         if self._on_list_changed is not None:
             self._on_list_changed(self, ch.ListChanged.from_bytes(body).which)
 
-    def _on_progress(self, gen: Generation, body: bytes) -> None:
+    def _progress_frame(self, gen: Generation, body: bytes) -> None:
         self.notices.progress(ch.Notice.from_bytes(body).params)
 
-    def _on_log_frame(self, gen: Generation, body: bytes) -> None:
-        self._on_log_message(ch.Notice.from_bytes(body))
-
-    def _on_resource_updated(self, gen: Generation, body: bytes) -> None:
+    def _resource_updated_frame(self, gen: Generation, body: bytes) -> None:
         self.resources.deliver(ch.Notice.from_bytes(body).params)
 
-    def _on_server_request(self, gen: Generation, body: bytes) -> None:
+    def _server_request_frame(self, gen: Generation, body: bytes) -> None:
         self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
 
-    def _on_credentials_asked(self, gen: Generation, body: bytes) -> None:
+    def _credentials_asked_frame(self, gen: Generation, body: bytes) -> None:
         self._credentials.answer(gen, ch.CredentialQuestion.from_bytes(body))
 
-    def _on_stats(self, gen: Generation, body: bytes) -> None:
+    def _stats_frame(self, gen: Generation, body: bytes) -> None:
         gen.stats = ch.Stats.from_bytes(body)
 
-    def _on_log_message(self, notice: ch.Notice) -> None:
+    def _log_frame(self, gen: Generation, body: bytes) -> None:
+        notice = ch.Notice.from_bytes(body)
         stdio_modern = self.era == "modern" and not isinstance(self.config.params, HttpParams)
-        if self.notices.log(notice, unstreamed_modern=stdio_modern, in_flight=self.slots.in_flight):
+        if self.notices.log(notice, unstreamed_modern=stdio_modern,
+                            in_flight=self.slots.in_flight):
             return
         if self._on_log is not None:
             self._on_log(self.name, notice.params)
         else:
             log.info("server %r: %s", self.name, notice.params)
 
-    def _on_failure(self, gen: Generation, body: bytes) -> None:
+    def _failure_frame(self, gen: Generation, body: bytes) -> None:
         call_id, error = ch.Failure.from_bytes(body, server=self.name)
         status, future = gen.calls.resolve(call_id)
         if status == CORR_MATCHED and isinstance(future, asyncio.Future) and not future.done():
             future.set_exception(error)
 
-    def _on_report(self, gen: Generation, report: StateReport) -> None:
+    def _state_frame(self, gen: Generation, body: bytes) -> None:
+        report = StateReport.from_bytes(body)
         loop = asyncio.get_running_loop()
         if gen.report is None and self.resources:
             # The worker reads its channel now: it subscribes on its own connection to
