@@ -4,6 +4,7 @@ host callbacks, and the bytes on the wire."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import orjson
 import pytest
@@ -228,8 +229,11 @@ def test_a_relayed_call_returns_its_rounds_and_the_old_form_still_does_warned(ta
     async def main():
         async with Host(settings=SETTINGS) as host:
             await host.add_server("s", scripted(tap=tap))
-            first = await host.call_tool_relayed("ask", {"kinds": ["sampling"]},
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the relayed entry is not deprecated
+                started = host.call_tool_relayed("ask", {"kinds": ["sampling"]},
                                                  call_input=relay)
+            first = await started
             assert isinstance(first, InputRequired), first
             assert list(first.input_requests) == ["sampling-0"]
             done = await host.call_tool_relayed("ask", {"kinds": ["sampling"]}, call_input=(

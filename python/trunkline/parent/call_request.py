@@ -37,9 +37,10 @@ ProgressCallback = Callable[[Any, Any, Any], None]
 LogCallback = Callable[[dict[str, Any]], None]
 
 
-class CallRequest(msgspec.Struct, kw_only=True, gc=False):
+class CallRequest(msgspec.Struct, gc=False):
     """One logical request to one server (a ``tools/call``, or a read such as
-    ``resources/read``), from its caller to its end."""
+    ``resources/read``), from its caller to its end. (``Host.call_tool`` builds it with
+    its fields in order: positional arguments cost less than keywords, once per call.)"""
 
     #: The JSON-RPC method.
     method: str
@@ -75,15 +76,6 @@ class CallRequest(msgspec.Struct, kw_only=True, gc=False):
     watched: str | None = None
     #: When the call's timeout ends (the loop's clock): its retries end there too.
     deadline: float = 0.0
-
-    def asks_more(self) -> bool:
-        """Whether the call asks its server anything beyond its arguments (progress, a
-        log level, an idempotency key, input rounds, a trace context): most do not, and
-        their params are made before their coroutine starts. ``on_log`` alone asks
-        nothing (a server sends a call's logs only for a level)."""
-        return not (self.on_progress is None and self.log_level is None
-                    and self.idempotency_key is None and self.call_input is None
-                    and self.trace_context is None)
 
 
 __all__ = ["CallRequest", "LogCallback", "ProgressCallback"]

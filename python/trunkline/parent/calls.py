@@ -129,9 +129,13 @@ class CallPath:
         request.timeout = self.timeout_for(handle, request.timeout)
         if self._telemetry.recording():
             return self._recorded_call_tool(handle, request, body)
-        if not request.asks_more():
-            # Most calls ask their server nothing beyond the arguments: nothing to write
-            # into the body, nothing to watch while they run, so the params are made here.
+        if (request.on_progress is None and request.log_level is None
+                and request.idempotency_key is None and request.call_input is None
+                and request.trace_context is None):
+            # Most calls ask their server nothing beyond the arguments (no progress, log
+            # level, idempotency key, input rounds or trace context; ``on_log`` alone asks
+            # nothing): nothing to write into the body, nothing to watch while they run,
+            # so the params are made here.
             try:
                 request.params = orjson.dumps(body)
             except orjson.JSONEncodeError as exc:

@@ -209,6 +209,8 @@ class Host:
         self._search = ToolSearch(self.tools)
         self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
+        #: ``call_tool_relayed`` is making its call (``call_tool``'s relay is not deprecated).
+        self._relaying = False
         #: An OAuth client this host made (``from_config``), closed with it.
         self._owned_oauth: OAuthClient | None = None
         #: A pin store this host made (``from_config``), closed with it.
@@ -588,15 +590,39 @@ class Host:
         ``tracestate``) or a value over 8,192 characters is dropped, never forwarded
         (``telemetry.carried``). With tracing on, the call's span is its child (instead
         of the current span's), and the span's context goes."""
-        if call_input is not None and call_input.relay:
+        if call_input is not None and call_input.relay and not self._relaying:
             warnings.warn("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                           "use call_tool_relayed, which may return InputRequired",
                           DeprecationWarning, stacklevel=2)
-        return self._call(CallRequest(
-            method="tools/call", name=name, arguments=arguments, timeout=timeout,
-            on_progress=on_progress, log_level=log_level, idempotent=idempotent,
-            idempotency_key=idempotency_key, call_input=call_input, on_log=on_log),
-            trace_context)
+        # Not a coroutine function itself: the call's own coroutine (its slots') is what
+        # the caller awaits, with no frame of this one between while it is in flight (each
+        # call in flight holds as few objects as it can; the collector walks them).
+        request = CallRequest(  # in field order (see CallRequest)
+            "tools/call", name, arguments, timeout, idempotent, idempotency_key,
+            on_progress, log_level, on_log, call_input)
+        try:
+            if call_input is not None and BridgedCalls.claims(call_input.request_state):
+                return self._bridged.resume(call_input.request_state, ("tools/call", name),
+                                            call_input.responses)
+            entry = self._entry(name)
+            # A dict needs no ABC check (the common case, and the check is not free).
+            if type(arguments) is not dict and arguments is not None and not isinstance(
+                    arguments, Mapping):
+                raise TypeError("arguments must be a mapping")
+            if log_level is not None or on_log is not None:
+                _check_logs(log_level, on_log)
+            if trace_context is not None:
+                request.trace_context = carried(trace_context)
+            settling = self._catalog.settling(entry.server)
+            handle = None if settling else self._servers.handle(entry.server)
+        except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
+            return raising(exc)
+        if settling or (call_input is not None and call_input.relay and handle is not None
+                        and _bridged(handle, call_input)):
+            return self._call_settled(request)
+        assert handle is not None
+        request.entry = entry
+        return self._calls.call_tool(handle, request)
 
     def call_tool_relayed(
         self,
@@ -621,44 +647,17 @@ class Host:
         (``parent.bridged_calls``), the call staying in flight until the caller's next
         call, with the answers and the round's ``requestState``. Any other ``call_input``
         (handlers of the call's own) is as ``call_tool`` takes it."""
-        return self._call(CallRequest(
-            method="tools/call", name=name, arguments=arguments, timeout=timeout,
-            on_progress=on_progress, log_level=log_level, idempotent=idempotent,
-            idempotency_key=idempotency_key, call_input=call_input, on_log=on_log),
-            trace_context)
-
-    def _call(self, request: CallRequest,
-              trace_context: Mapping[str, str] | None) -> Coroutine[Any, Any, Any]:
-        """The coroutine of a ``tools/call``: its tool looked up now, its arguments and
-        trace context checked (a bad one raises where it is awaited)."""
-        # Not a coroutine function itself: the call's own coroutine (its slots') is
-        # what the caller awaits, with no frame of this one between while it is in flight
-        # (each call in flight holds as few objects as it can; the collector walks them).
-        call_input = request.call_input
+        # ``call_tool`` itself (one frame fewer on every call), told that its relay is
+        # this entry's: not the deprecated form. It only builds the call's coroutine, so
+        # nothing else runs while the flag is up.
+        self._relaying = True
         try:
-            if call_input is not None and BridgedCalls.claims(call_input.request_state):
-                return self._bridged.resume(call_input.request_state,
-                                            ("tools/call", request.name), call_input.responses)
-            entry = self._entry(request.name)
-            arguments = request.arguments
-            # A dict needs no ABC check (the common case, and the check is not free).
-            if type(arguments) is not dict and arguments is not None and not isinstance(
-                    arguments, Mapping):
-                raise TypeError("arguments must be a mapping")
-            if request.log_level is not None or request.on_log is not None:
-                _check_logs(request.log_level, request.on_log)
-            if trace_context is not None:
-                request.trace_context = carried(trace_context)
-            settling = self._catalog.settling(entry.server)
-            handle = None if settling else self._servers.handle(entry.server)
-        except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
-            return raising(exc)
-        if settling or (call_input is not None and call_input.relay and handle is not None
-                        and _bridged(handle, call_input)):
-            return self._call_settled(request)
-        assert handle is not None
-        request.entry = entry
-        return self._calls.call_tool(handle, request)
+            return self.call_tool(name, arguments, timeout=timeout, on_progress=on_progress,
+                                  log_level=log_level, idempotent=idempotent,
+                                  idempotency_key=idempotency_key, call_input=call_input,
+                                  on_log=on_log, trace_context=trace_context)
+        finally:
+            self._relaying = False
 
     async def _call_settled(self, request: CallRequest) -> Any:
         """A call whose server's tools are being listed again (made once they are), or a
