@@ -397,11 +397,10 @@ class Failure:
 
     @staticmethod
     def to_bytes(call_id: int, error: TrunklineError) -> bytes:
-        for kind, cls, fields in FAILURES:
-            if isinstance(error, cls):
-                break
-        else:  # anything else the worker could not tell apart: the transport's loss
-            kind, fields = FailureKind.TRANSPORT_LOST, ()
+        # The first class the error is; anything else the worker could not tell apart is
+        # the transport's loss.
+        kind, fields = next(((kind, fields) for kind, cls, fields in FAILURES
+                             if isinstance(error, cls)), (FailureKind.TRANSPORT_LOST, ()))
         body = _FailureBody(kind, error.message, error.method, error.sent,
                             {name: getattr(error, name) for name in fields}, error.request_id)
         return frame(FAILURE, _CALL_ID.pack(call_id) + _ENCODER.encode(body))

@@ -36,10 +36,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
+from .catalog.merge import CollisionPolicy
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
 from .settings import Root, ServerConfig
@@ -381,7 +382,7 @@ class HostConfig:
     pins: PinConfig
     #: The top-level ``"collision"`` (``"prefix"``, ``"prefix-all"``, ``"reject"``), if
     #: set: how the catalog keeps tool names apart (``catalog.merge``).
-    collision: str | None
+    collision: CollisionPolicy | None
     #: The file's path, or ``"<mapping>"``: where error messages say the fault is.
     source: str
     #: The file's path, or None for a mapping (for ``trunkline login FILE NAME``).
@@ -408,4 +409,4 @@ def read_host_config(source: ConfigSource, *, discover_timeout: float | None = N
     if collision is not None and collision not in _COLLISIONS:
         raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")
     return HostConfig(servers, _oauth_config(data, name, base_dir, env), _pin_config(data, name),
-                      collision, name, path)
+                      cast("CollisionPolicy | None", collision), name, path)

@@ -48,7 +48,7 @@ def relayed(capabilities=ELICIT, **answers) -> CallInput:
 
 async def asked(host: Host, tool: str, arguments: dict, capabilities=ELICIT, **kw
                 ) -> InputRequired:
-    first = await host.call_tool(tool, arguments, call_input=relayed(capabilities), **kw)
+    first = await host.call_tool_relayed(tool, arguments, call_input=relayed(capabilities), **kw)
     assert isinstance(first, InputRequired), first
     conforms(first.raw, MODERN, "InputRequiredResult")
     return first
@@ -65,7 +65,7 @@ def test_a_legacy_servers_elicitation_is_the_callers_round_and_its_answer_the_re
             assert request["params"]["requestedSchema"]["required"] == ["name"]
             state = first.raw["requestState"]
             assert state.startswith(f"tl-input.{h.settings.instance}.")
-            done = await h.call_tool("trigger-elicitation-request", {}, call_input=relayed(
+            done = await h.call_tool_relayed("trigger-elicitation-request", {}, call_input=relayed(
                 responses={key: NAME}, request_state=state))
             assert "Name: Ada" in done.text, done.raw
             # The server's call went out once: the round did not repeat it.
@@ -76,7 +76,7 @@ def test_a_legacy_servers_elicitation_is_the_callers_round_and_its_answer_the_re
             assert reply["result"] == NAME
             # A token is used once.
             with pytest.raises(InputRoundUnknown, match="no input round in progress"):
-                await h.call_tool("trigger-elicitation-request", {}, call_input=relayed(
+                await h.call_tool_relayed("trigger-elicitation-request", {}, call_input=relayed(
                     responses={key: NAME}, request_state=state))
     run(main())
 
@@ -91,7 +91,7 @@ def test_sampling_and_url_elicitation_are_bridged_as_the_caller_declared_them(no
             conforms(request, MODERN, "CreateMessageRequest")
             answer = {"role": "assistant", "model": "model-7",
                       "content": {"type": "text", "text": "sampled"}}
-            done = await h.call_tool("trigger-sampling-request", {"prompt": "hi"},
+            done = await h.call_tool_relayed("trigger-sampling-request", {"prompt": "hi"},
                                      call_input=relayed({"sampling": {}}, responses={
                                          key: answer},
                                          request_state=first.raw["requestState"]))
@@ -102,13 +102,13 @@ def test_sampling_and_url_elicitation_are_bridged_as_the_caller_declared_them(no
             conforms(request, MODERN, "ElicitRequest")
             assert request["params"]["mode"] == "url" and "elicitationId" not in \
                 request["params"]
-            done = await h.call_tool(
+            done = await h.call_tool_relayed(
                 "trigger-url-elicitation", {"url": "https://example.com/a"},
                 call_input=relayed({"elicitation": {"url": {}}}, responses={
                     key: {"action": "accept"}}, request_state=url.raw["requestState"]))
             assert not done.is_error, done.raw
             # Declared without the URL mode: the server is refused, the caller never asked.
-            refused = await h.call_tool("trigger-url-elicitation",
+            refused = await h.call_tool_relayed("trigger-url-elicitation",
                                         {"url": "https://example.com/a"},
                                         call_input=relayed({"elicitation": {"form": {}}}))
             assert not isinstance(refused, InputRequired)
@@ -126,7 +126,7 @@ def test_a_round_nobody_answers_ends_the_call_and_the_server_is_told(tap, no_lea
             await told_cancelled(tap)
             [(key, _)] = first.input_requests.items()
             with pytest.raises(InputRoundUnknown):
-                await h.call_tool("trigger-elicitation-request", {}, call_input=relayed(
+                await h.call_tool_relayed("trigger-elicitation-request", {}, call_input=relayed(
                     responses={key: NAME}, request_state=first.raw["requestState"]))
             assert h.servers()[0].in_flight == 0
     run(main())
@@ -140,7 +140,7 @@ def test_a_call_that_times_out_while_parked_hands_its_timeout_to_the_caller(no_l
             await asyncio.sleep(1.0)
             [(key, _)] = first.input_requests.items()
             with pytest.raises(RequestTimeout):
-                await h.call_tool("trigger-elicitation-request", {}, call_input=relayed(
+                await h.call_tool_relayed("trigger-elicitation-request", {}, call_input=relayed(
                     responses={key: NAME}, request_state=first.raw["requestState"]))
     run(main())
 
@@ -153,15 +153,15 @@ def test_a_token_offered_with_another_request_or_by_another_host_is_refused(no_l
             state = first.raw["requestState"]
             [(key, _)] = first.input_requests.items()
             with pytest.raises(InputRoundUnknown, match="another request"):
-                await h.call_tool("echo", {"message": "x"}, call_input=relayed(
+                await h.call_tool_relayed("echo", {"message": "x"}, call_input=relayed(
                     responses={key: NAME}, request_state=state))
             other = state.replace("tl-input.gw-1.", "tl-input.gw-2.")
             with pytest.raises(InputRoundUnknown, match="another trunkline host") as raised:
-                await h.call_tool("trigger-elicitation-request", {}, call_input=relayed(
+                await h.call_tool_relayed("trigger-elicitation-request", {}, call_input=relayed(
                     responses={key: NAME}, request_state=other))
             assert raised.value.held_elsewhere
             # The call stayed parked for its own request.
-            done = await h.call_tool("trigger-elicitation-request", {}, call_input=relayed(
+            done = await h.call_tool_relayed("trigger-elicitation-request", {}, call_input=relayed(
                 responses={key: NAME}, request_state=state))
             assert "Name: Ada" in done.text
     run(main())
@@ -171,7 +171,7 @@ def test_a_caller_that_stops_waiting_cancels_the_call(tap, no_leaks):
     async def main():
         async with host() as h:
             await h.add_server("ev", everything(tap), allow_legacy=True)
-            waiting = asyncio.ensure_future(h.call_tool(
+            waiting = asyncio.ensure_future(h.call_tool_relayed(
                 "trigger-long-running-operation", {"duration": 30, "steps": 2},
                 call_input=relayed()))
             await asyncio.sleep(0.5)

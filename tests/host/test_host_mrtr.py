@@ -4,6 +4,7 @@ host callbacks, and the bytes on the wire."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import orjson
 import pytest
@@ -12,7 +13,8 @@ import taplog
 from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
 from trunkline.errors import InputNotSupported, ProtocolFailure
-from trunkline.parent.host import Host
+from trunkline.parent.host import CallToolResult, Host
+from trunkline.parent.input_rounds import CallInput, InputRequired
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.mrtr import MrtrLimits
 from trunkline.settings import HostSettings
@@ -216,3 +218,33 @@ def test_legacy_server_requests_are_answered_by_the_host_handlers(tap, no_leaks)
     assert by_method["roots/list"]["error"]["code"] == -32601  # no handler, not declared
     for answer in answers.values():
         validate_message(answer, "2025-11-25")
+
+
+def test_a_relayed_call_returns_its_rounds_and_the_old_form_still_does_warned(tap, no_leaks):
+    """``call_tool_relayed`` hands an ``input_required`` result back as ``InputRequired``
+    and takes the answers on the caller's next call; ``call_tool`` with a relaying
+    ``CallInput`` still does so for one release, with a ``DeprecationWarning``."""
+    relay = CallInput(relay=True, capabilities={"sampling": {}})
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted(tap=tap))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the relayed entry is not deprecated
+                started = host.call_tool_relayed("ask", {"kinds": ["sampling"]},
+                                                 call_input=relay)
+            first = await started
+            assert isinstance(first, InputRequired), first
+            assert list(first.input_requests) == ["sampling-0"]
+            done = await host.call_tool_relayed("ask", {"kinds": ["sampling"]}, call_input=(
+                CallInput(relay=True, capabilities={"sampling": {}},
+                          responses={"sampling-0": {"answer": 4}},
+                          request_state=first.raw["requestState"])))
+            assert isinstance(done, CallToolResult), done
+            assert orjson.loads(done.text) == {"rounds": 1, "last": {"sampling-0": {"answer": 4}}}
+            with pytest.warns(DeprecationWarning, match="call_tool_relayed"):
+                old = host.call_tool("ask", {"kinds": ["sampling"]}, call_input=relay)
+            old_first = await old
+            assert isinstance(old_first, InputRequired), old_first
+            assert old_first.raw == first.raw
+    run(main())

@@ -239,7 +239,7 @@ class Answerer:
         if call_input.request_state is not None and self._held_rounds:
             self._release_round(call_input.request_state)  # this request takes it up
         on_log = None if level is None else _logs_to(notify)
-        return self._behind(request, server, self.host.call_tool(
+        return self._behind(request, server, self.host.call_tool_relayed(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
             on_log=on_log, trace_context=self._passed_on(request)), client_key, admitted)
 

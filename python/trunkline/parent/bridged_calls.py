@@ -33,7 +33,7 @@ import asyncio
 import functools
 import secrets
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import InputRoundUnknown, ServerUnavailable
 from ..loop.tasks import TaskScope
@@ -193,7 +193,7 @@ class BridgedCalls:
         self._running: set[BridgedCall] = set()
 
     @staticmethod
-    def claims(request_state: Any) -> bool:
+    def claims(request_state: Any) -> TypeGuard[str]:
         """Whether ``request_state`` is a bridged call's token (this host's or another's)."""
         return isinstance(request_state, str) and request_state.startswith(TOKEN_PREFIX)
 

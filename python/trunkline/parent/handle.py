@@ -1,11 +1,12 @@
-"""The parent's side of one server: its state, its worker, the calls routed to it.
+"""The parent's side of one server: its state, its workers, their restarts and stop.
 
 A ``WorkerHandle`` follows one configured server through its workers (``Generation``):
-it starts each one, routes calls to the current one with back-pressure (the hot path of
-the whole host: ``request``), follows its state reports, and when a worker is gone asks
-the ``RestartPlanner`` what to do and does it. Progress and a call's log messages go to
-``CallNotices`` (other log messages to the host's ``on_log``), a legacy server's own
-requests to the ``ServerRequestRelay``.
+it starts each one, follows its state reports, dispatches the frames it sends (one
+handler per frame kind: ``_frames``), and when a worker is gone asks the
+``RestartPlanner`` what to do and does it; stopping runs the worker's stop ladder. The
+calls routed to the current worker are its ``CallSlots`` (``slots``). Progress and a
+call's log messages go to ``CallNotices`` (other log messages to the host's ``on_log``),
+a legacy server's own requests to the ``ServerRequestRelay``.
 
 Each worker generation gets its own block of JSON-RPC ids, so no id is ever used twice
 for one server during the host's lifetime, and inherits what earlier ones showed (a
@@ -16,33 +17,22 @@ longer deadlines: the planner's ``patience``).
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from time import perf_counter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .. import channel as ch
-from .._codec import CORR_MATCHED, CodecError, encode_submit
+from .._codec import CORR_MATCHED, CodecError
 from ..channel import ServerState, StateReport
-from ..errors import (
-    MalformedMessage,
-    RequestTimeout,
-    ServerUnavailable,
-    TransportLost,
-    TrunklineError,
-)
+from ..errors import TransportLost
 from ..loop.tasks import TaskScope, gather_all
 from ..params import HttpParams
-from ..protocol.era import Remedy
 from ..protocol.mrtr import InputHandler
-from ..protocol.reply import Reply
 from ..settings import HostSettings, ServerConfig
-from ..telemetry.calls import note, sent_as
 from .call_notices import CallNotices
+from .call_slots import ON_ITS_WAY, CallSlots
 from .credentials import CredentialDesk
 from .generation import Generation
 from .latency import LatencyWindow
@@ -50,146 +40,18 @@ from .launchers import Launcher, SpawnLauncher
 from .relay import ServerRequestRelay
 from .resource_watch import ResourceWatchers
 from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
+from .status import ServerStatus, ServerWarning
 
 if TYPE_CHECKING:
     from ..auth import OAuthClient
 
 log = logging.getLogger("trunkline.supervisor")
 
-#: States in which a call waits for the server instead of failing at once.
-_ON_ITS_WAY = (ServerState.STARTING, ServerState.NEGOTIATING, ServerState.RESTARTING)
-#: How long after a call's deadline the parent ends it itself. The worker enforces the
-#: same timeout from the SUBMIT's arrival and answers with a FAILURE naming the request's
-#: JSON-RPC id (which only the worker knows: telemetry reports it); the parent's own
-#: deadline, this much later, is the backstop for a worker that cannot.
-_WORKER_DEADLINE_FIRST_S = 0.05
-
-#: A request on its way (``WorkerHandle.send_now``): its future, the worker generation
-#: that carries it, its call id there, when it started (``perf_counter``), when its
-#: timeout ends (the loop's clock: a retry's deadline). Unpacked by the caller at once: a
-#: tuple held for the whole call would be one more object per call in flight for the
-#: collector to walk (its method and timeout are the caller's own).
-SentCall = tuple["asyncio.Future[Any]", Generation, int, float, float]
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    """What the host knows of one server, for operators. What the server's current worker
-    reported (era, evidence, stderr tail, ...) is read from its last ``StateReport``."""
-
-    name: str
-    state: ServerState
-    reason: str | None = None
-    #: Workers started after the first (crash restarts and re-probes).
-    restarts: int = 0
-    worker_pid: int | None = None
-    #: Calls sent and not yet answered.
-    in_flight: int = 0
-    #: Replies that came after their caller gave up (timeout, cancel), dropped; over the
-    #: host's lifetime.
-    late_replies: int = 0
-    #: Lines that broke the protocol after the era was decided, dropped; same.
-    protocol_violations: int = 0
-    #: Seconds from starting the current worker to its era verdict (None: not yet).
-    time_to_verdict_s: float | None = None
-    #: What last went wrong: why the server last restarted or became unavailable, or a
-    #: call that got no reply in time (None: nothing yet); kept after it recovered.
-    last_error: str | None = None
-    #: When that was (seconds since the epoch).
-    last_error_at: float | None = None
-    #: Why the catalog does not hold the server's tools as it lists them now: its last
-    #: listing failed (the error, and when it is listed again), or its tools collide.
-    #: Its tools are left out until a listing succeeds, or stay as last listed if one
-    #: did before. None: its last listing succeeded (or none was made yet). A server
-    #: whose first listing failed is ``ready`` with this set: its connection is up (its
-    #: prompts and resources are served), only its tools are not.
-    listing_error: str | None = None
-    report: StateReport | None = field(default=None, repr=False)
-
-    @property
-    def era(self) -> str | None:
-        return self.report.era if self.report else None
-
-    @property
-    def version(self) -> str | None:
-        return self.report.version if self.report else None
-
-    @property
-    def capabilities(self) -> dict[str, Any] | None:
-        return self.report.capabilities if self.report else None
-
-    @property
-    def server_info(self) -> dict[str, Any] | None:
-        return self.report.server_info if self.report else None
-
-    @property
-    def instructions(self) -> str | None:
-        return self.report.instructions if self.report else None
-
-    @property
-    def evidence(self) -> tuple[str, ...]:
-        return self.report.evidence if self.report else ()
-
-    @property
-    def stderr_tail(self) -> str | None:
-        return self.report.stderr_tail if self.report else None
-
-    @property
-    def server_pid(self) -> int | None:
-        return self.report.server_pid if self.report else None
-
-    @property
-    def hint(self) -> str | None:
-        """What the operator can do about an unavailable server, when its configuration
-        can lift the refusal: one that answered but proved no era, and is not allowlisted
-        (a legacy-only server), is told how to allowlist it. None otherwise."""
-        report = self.report
-        if self.state is not ServerState.UNAVAILABLE or report is None \
-                or report.remedy is not Remedy.ALLOW_LEGACY:
-            return None
-        return (f"it {report.answered}, no evidence of the modern era, and is not "
-                "allowlisted for legacy: add \"allowLegacy\": true to its entry "
-                "(allow_legacy=True) if you trust it")
-
-
-#: Machine-readable ``ServerWarning`` kinds:
-#:
-#: - ``not-allowlisted``: refused for want of the legacy allowlist (``ServerStatus.hint``).
-#: - ``listing-failed``: its tools could not be listed (``ServerStatus.listing_error``).
-ServerWarningKind = Literal["not-allowlisted", "listing-failed"]
-
-
-@dataclass(frozen=True)
-class ServerWarning:
-    """A configured server the operator can bring up by changing its configuration; said
-    as a ``CatalogWarning`` says what it worked around (``server``, ``kind``, ``message``;
-    ``tool`` always None)."""
-
-    server: str
-    kind: ServerWarningKind
-    message: str
-    tool: None = None
-
-    @classmethod
-    def of(cls, status: ServerStatus) -> ServerWarning | None:
-        """The warning ``status`` calls for, if any (for a refusal the configuration can
-        lift)."""
-        if status.hint is None:
-            return None
-        return cls(status.name, "not-allowlisted", f"unavailable: {status.hint}")
-
-    @classmethod
-    def of_listing(cls, status: ServerStatus) -> ServerWarning | None:
-        """The warning a failed listing of ``status``'s server calls for, if any."""
-        if status.listing_error is None:
-            return None
-        return cls(status.name, "listing-failed", status.listing_error)
-
-    def __str__(self) -> str:
-        return f"server {self.server!r}: {self.message}"
-
 
 class WorkerHandle:
+    """One configured server from its first worker to its stop: its state, its current
+    worker, its restarts; its calls are its ``slots``'."""
+
     def __init__(self, config: ServerConfig, settings: HostSettings, rng: random.Random,
                  *, on_state: Callable[[WorkerHandle], None] | None = None,
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
@@ -215,7 +77,7 @@ class WorkerHandle:
         self._watch_scheduled = False
         self._relay = ServerRequestRelay(
             input_handlers or {},
-            lambda request: self.notices.handler_for(request, self._inflight),
+            lambda request: self.notices.handler_for(request, self.slots.in_flight),
             config.roots)
         self._credentials = CredentialDesk(
             oauth, config.name,
@@ -234,8 +96,6 @@ class WorkerHandle:
         self.restarts = 0
         #: What the planner decided last (telemetry tells restarts and cut-offs by it).
         self.decision: Decision | None = None
-        #: The latencies of this server's recent calls (``Host.call_latency``).
-        self.latency = LatencyWindow()
         self._gen: Generation | None = None
         self._generations = 0
         self._unreaped: set[Generation] = set()
@@ -243,14 +103,19 @@ class WorkerHandle:
         self._proven_modern = False
         self._counted_late = 0
         self._counted_violations = 0
-        # Read on every call: kept at hand rather than behind two attribute lookups.
-        self._max_inflight = config.max_inflight
-        self._max_frame_bytes = settings.max_frame_bytes
-        self._inflight = 0
-        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._changed: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        #: The calls routed to the current worker.
+        self.slots = CallSlots(self)
+        #: Each frame kind a worker sends, and what is done with it.
+        self._frames: dict[int, Callable[[Generation, bytes], None]] = {
+            ch.STATE: self._state_frame, ch.FAILURE: self._failure_frame,
+            ch.LIST_CHANGED: self._list_changed_frame, ch.PROGRESS: self._progress_frame,
+            ch.LOG: self._log_frame, ch.RESOURCE_UPDATED: self._resource_updated_frame,
+            ch.SERVER_REQUEST: self._server_request_frame,
+            ch.CREDENTIALS_ASKED: self._credentials_asked_frame, ch.STATS: self._stats_frame,
+        }
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -262,8 +127,8 @@ class WorkerHandle:
         return self.status()
 
     async def wait_settled(self) -> None:
-        while self.state in _ON_ITS_WAY:
-            await self._next_change()
+        while self.state in ON_ITS_WAY:
+            await self.next_change()
 
     async def retry(self) -> ServerStatus:
         """An explicit retry of an unavailable server: a fresh restart budget, now."""
@@ -322,7 +187,7 @@ class WorkerHandle:
             restarts=self.restarts,
             worker_pid=gen.pid if gen else None,
             report=self.report,
-            in_flight=self._inflight,
+            in_flight=self.slots.in_flight,
             late_replies=late,
             protocol_violations=violations,
             time_to_verdict_s=gen.verdict_after_s if gen else None,
@@ -331,200 +196,28 @@ class WorkerHandle:
             listing_error=self.listing_error,
         )
 
-    # -- calls -------------------------------------------------------------------------
+    @property
+    def current(self) -> Generation | None:
+        """The current worker (None before the first), which new calls go to unless it
+        is ending."""
+        return self._gen
 
-    def now(self) -> float:
-        """The loop's clock, read without ``asyncio.get_running_loop()``, which costs a
-        ``getpid()`` system call (the call path reads the clock once per call)."""
-        return (self._loop or asyncio.get_running_loop()).time()
+    @property
+    def latency(self) -> LatencyWindow:
+        """The latencies of this server's recent calls (``Host.call_latency``)."""
+        return self.slots.latency
 
-    async def request(self, method: str, params: bytes | None, *, timeout: float,
-                      watched: str | None = None) -> Reply:
-        """Send one request through the worker; the hot path of the whole host.
-        ``watched``: the ``CallNotices`` token of the call it belongs to, told when the
-        request is with the server.
-
-        Per call: one future, one correlator entry, one SUBMIT frame queued for the
-        tick's single channel write, one deadline in the generation's correlator (one
-        timer for all). No task, no wait_for."""
-        future, gen, call_id, started, _ = self.send_now(method, params, timeout) or (
-            await self._send_when_free(method, params, timeout))
-        if watched is not None:
-            self.notices.sent(watched)
-        # CallPath awaits a tools/call's future the same way, in its own frame.
-        try:
-            answer = await future
-        except BaseException as exc:
-            raise self.unanswered(gen, call_id, method, timeout, exc) from None
-        finally:
-            if watched is not None:
-                self.notices.returned(watched)
-        return self.answered(started, method, answer)
-
-    def send_now(self, method: str, params: bytes | None, timeout: float) -> SentCall | None:
-        """The request sent at once, when nothing must be waited for first (the server is
-        ready, a slot is free); None otherwise, and ``request`` waits. Not a coroutine: a
-        caller with thousands of calls in flight awaits the call's future in its own frame
-        (one coroutine fewer per call, each walked by the collector), and ends it with
-        ``answered`` (or ``settle``) or ``unanswered`` exactly as ``request`` does."""
-        if self.state is not ServerState.READY or self._inflight >= self._max_inflight:
-            return None
-        loop = self._loop or asyncio.get_running_loop()
-        return self._send(loop, method, params, timeout, loop.time() + timeout, timeout,
-                          perf_counter())
-
-    async def _send_when_free(self, method: str, params: bytes | None,
-                              timeout: float) -> SentCall:
-        loop = self._loop or asyncio.get_running_loop()
-        started = perf_counter()  # the loop's clock may tick in milliseconds (uvloop)
-        deadline = loop.time() + timeout
-        left = timeout
-        if self.state is not ServerState.READY:
-            await self._wait_ready(deadline, timeout, method)
-            left = deadline - loop.time()
-        if self._inflight >= self._max_inflight:
-            await self._wait_slot(deadline, timeout, method)
-            left = deadline - loop.time()
-        return self._send(loop, method, params, timeout, deadline, left, started)
-
-    def _send(self, loop: asyncio.AbstractEventLoop, method: str, params: bytes | None,
-              timeout: float, deadline: float, left: float, started: float) -> SentCall:
-        """Queue the SUBMIT and take a slot; ``left``: what is left of the timeout after
-        any wait (0 would mean none)."""
-        gen = self._gen
-        if gen is None or gen.ending:
-            raise ServerUnavailable(
-                self._unavailable_message(), state=self.state.value,
-                server=self.name, method=method, sent=False)
-        future: asyncio.Future[Any] = loop.create_future()
-        backstop = deadline + _WORKER_DEADLINE_FIRST_S
-        call_id = gen.calls.allocate(future, backstop)
-        try:
-            frame = encode_submit(call_id, max(int(left * 1000), 1), method, params,
-                                  self._max_frame_bytes)
-        except CodecError as exc:
-            gen.calls.discard(call_id)
-            raise MalformedMessage(f"request cannot be sent: {exc}", server=self.name,
-                                   method=method, sent=False) from None
-        gen.out.push(frame)
-        gen.deadlines.note(backstop)
-        self._inflight += 1
-        return future, gen, call_id, started, deadline
-
-    def answered(self, started: float, method: str,
-                 answer: tuple[int, int, bytes, int]) -> Reply:
-        """The reply to a ``method`` request sent at ``started`` whose future gave
-        ``answer``; its slot is free."""
-        kind, result_type, payload, request_id = answer
-        self.settle(started, request_id)
-        return self.reply_of(kind, result_type, payload, method)
-
-    def reply_of(self, kind: int, result_type: int, payload: bytes, method: str) -> Reply:
-        """A RESULT frame's answer to a ``method`` request, as a ``Reply`` (an error
-        response that does not decode raises ``MalformedMessage``, counted)."""
-        try:
-            return Reply.from_frame(kind, result_type, payload, server=self.name, method=method)
-        except MalformedMessage:
-            self.unreadable()
-            raise
+    def unavailable_message(self) -> str:
+        """Why a call cannot be sent now: the state, and its reason if one is known."""
+        if self.reason:
+            return f"server is {self.state.value}: {self.reason}"
+        return f"server is {self.state.value}"
 
     def unreadable(self) -> None:
         """An answer the worker passed on did not decode here (the worker's scan leaves
         the strings inside a payload to this one decode): the server's protocol
         violation, counted as the worker counts the lines it cannot read."""
         self._counted_violations += 1
-
-    def settle(self, started: float, request_id: int) -> None:
-        """A request sent at ``started`` was answered (by the request with
-        ``request_id``): its slot is free, its latency sampled, its record told.
-        ``answered`` does this; a caller that reads the answer itself calls it instead."""
-        self._release_slot()
-        self.latency.add(perf_counter() - started)
-        sent_as(request_id)
-
-    def unanswered(self, gen: Generation, call_id: int, method: str, timeout: float,
-                   exc: BaseException) -> BaseException:
-        """What to raise for a ``method`` request sent as ``call_id`` of ``gen`` whose
-        future failed with ``exc`` (its slot is freed): a timeout in this call's terms; a
-        cancellation as it is, after telling the worker; anything else as it is, naming
-        ``method`` (the worker's FAILURE cannot: it forwards calls without reading them)."""
-        self._release_slot()
-        if isinstance(exc, RequestTimeout):
-            self._note_error(f"{method}: no reply within {timeout:g} s")
-            error = RequestTimeout(f"no reply within {timeout:g} s", timeout_s=timeout,
-                                   server=self.name, method=method)
-            error.request_id = exc.request_id  # the worker's, when it ended it
-            return error
-        if isinstance(exc, asyncio.CancelledError):
-            if gen.calls.discard(call_id) is not None and not gen.gone:
-                gen.send(ch.cancel_frame(call_id))
-        elif isinstance(exc, TrunklineError) and exc.method is None:
-            exc.method = method
-        return exc
-
-    def _release_slot(self) -> None:
-        self._inflight -= 1
-        if self._slot_waiters:
-            self._wake_slot_waiter()
-
-    def _expired(self, gen: Generation, expired: list[tuple[Any, Any]]) -> None:
-        """Deadlines passed: tell the worker to cancel those calls (it sends
-        ``notifications/cancelled``) and resolve their callers at once. A reply that still
-        comes is dropped and counted by the demux as stale."""
-        if gen.gone:
-            return
-        for call_id, future in expired:
-            gen.send(ch.cancel_frame(call_id))
-            if not future.done():
-                future.set_exception(RequestTimeout("deadline passed", server=self.name))
-
-    async def _wait_ready(self, deadline: float, timeout: float, method: str) -> None:
-        loop = asyncio.get_running_loop()
-        waited = self.state
-        note("wait_for_server", {"trunkline.server.state": waited.value})
-        while self.state is not ServerState.READY:
-            if not self.config.wait_ready or self.state not in _ON_ITS_WAY:
-                raise ServerUnavailable(
-                    self._unavailable_message(), state=self.state.value,
-                    server=self.name, method=method, sent=False)
-            try:
-                await asyncio.wait_for(self._next_change(), deadline - loop.time())
-            except TimeoutError:
-                raise RequestTimeout(
-                    f"server was not ready within {timeout:g} s ({self.state.value})",
-                    timeout_s=timeout, server=self.name, method=method, sent=False,
-                ) from None
-        note("server_ready", {"trunkline.server.state": waited.value})
-
-    async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
-        """Back-pressure: wait, within the call's own deadline, for a free slot."""
-        loop = asyncio.get_running_loop()
-        while self._inflight >= self._max_inflight:
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._slot_waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, deadline - loop.time())
-            except TimeoutError:
-                raise RequestTimeout(
-                    f"no free in-flight slot within {timeout:g} s "
-                    f"(max_inflight={self._max_inflight})",
-                    timeout_s=timeout, server=self.name, method=method, sent=False,
-                ) from None
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
-
-    def _wake_slot_waiter(self) -> None:
-        while self._slot_waiters:
-            waiter = self._slot_waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    def _unavailable_message(self) -> str:
-        if self.reason:
-            return f"server is {self.state.value}: {self.reason}"
-        return f"server is {self.state.value}"
 
     # -- the worker process ------------------------------------------------------------
 
@@ -538,11 +231,11 @@ class WorkerHandle:
 
     async def _spawn(self) -> None:
         # Kept: asyncio.get_running_loop() costs a getpid() syscall, on the hot path.
-        self._loop = asyncio.get_running_loop()
+        self._loop = self.slots.loop = asyncio.get_running_loop()
         self._retire(self._gen)
         self._generations += 1
         gen = Generation(self._generations, self.name, self.settings.max_frame_bytes,
-                         self._expired)
+                         self.slots.expired)
         self._gen = gen
         self.report = None
         self._set_state(ServerState.STARTING)
@@ -618,43 +311,52 @@ class WorkerHandle:
         for future, kind, result_type, payload, request_id in resolved:
             if not future.done():
                 future.set_result((kind, result_type, payload, request_id))
+        frames = self._frames
         for kind, body in others:
-            if kind == ch.STATE:
-                self._on_report(gen, StateReport.from_bytes(body))
-            elif kind == ch.FAILURE:
-                self._on_failure(gen, body)
-            elif kind == ch.LIST_CHANGED:
-                if self._on_list_changed is not None:
-                    self._on_list_changed(self, ch.ListChanged.from_bytes(body).which)
-            elif kind == ch.PROGRESS:
-                self.notices.progress(ch.Notice.from_bytes(body).params)
-            elif kind == ch.LOG:
-                self._on_log_message(ch.Notice.from_bytes(body))
-            elif kind == ch.RESOURCE_UPDATED:
-                self.resources.deliver(ch.Notice.from_bytes(body).params)
-            elif kind == ch.SERVER_REQUEST:
-                self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
-            elif kind == ch.CREDENTIALS_ASKED:
-                self._credentials.answer(gen, ch.CredentialQuestion.from_bytes(body))
-            elif kind == ch.STATS:
-                gen.stats = ch.Stats.from_bytes(body)
+            handler = frames.get(kind)
+            if handler is not None:  # a kind this side does not know is left unread
+                handler(gen, body)
 
-    def _on_log_message(self, notice: ch.Notice) -> None:
+    # Each frame kind's handler (``_frames``), called with the worker it came from.
+
+    def _list_changed_frame(self, gen: Generation, body: bytes) -> None:
+        if self._on_list_changed is not None:
+            self._on_list_changed(self, ch.ListChanged.from_bytes(body).which)
+
+    def _progress_frame(self, gen: Generation, body: bytes) -> None:
+        self.notices.progress(ch.Notice.from_bytes(body).params)
+
+    def _resource_updated_frame(self, gen: Generation, body: bytes) -> None:
+        self.resources.deliver(ch.Notice.from_bytes(body).params)
+
+    def _server_request_frame(self, gen: Generation, body: bytes) -> None:
+        self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
+
+    def _credentials_asked_frame(self, gen: Generation, body: bytes) -> None:
+        self._credentials.answer(gen, ch.CredentialQuestion.from_bytes(body))
+
+    def _stats_frame(self, gen: Generation, body: bytes) -> None:
+        gen.stats = ch.Stats.from_bytes(body)
+
+    def _log_frame(self, gen: Generation, body: bytes) -> None:
+        notice = ch.Notice.from_bytes(body)
         stdio_modern = self.era == "modern" and not isinstance(self.config.params, HttpParams)
-        if self.notices.log(notice, unstreamed_modern=stdio_modern, in_flight=self._inflight):
+        if self.notices.log(notice, unstreamed_modern=stdio_modern,
+                            in_flight=self.slots.in_flight):
             return
         if self._on_log is not None:
             self._on_log(self.name, notice.params)
         else:
             log.info("server %r: %s", self.name, notice.params)
 
-    def _on_failure(self, gen: Generation, body: bytes) -> None:
+    def _failure_frame(self, gen: Generation, body: bytes) -> None:
         call_id, error = ch.Failure.from_bytes(body, server=self.name)
         status, future = gen.calls.resolve(call_id)
-        if status == CORR_MATCHED and future is not None and not future.done():
+        if status == CORR_MATCHED and isinstance(future, asyncio.Future) and not future.done():
             future.set_exception(error)
 
-    def _on_report(self, gen: Generation, report: StateReport) -> None:
+    def _state_frame(self, gen: Generation, body: bytes) -> None:
+        report = StateReport.from_bytes(body)
         loop = asyncio.get_running_loop()
         if gen.report is None and self.resources:
             # The worker reads its channel now: it subscribes on its own connection to
@@ -730,9 +432,10 @@ class WorkerHandle:
         the last error), or None when it succeeded."""
         self.listing_error = error
         if error is not None:
-            self._note_error(error)
+            self.note_error(error)
 
-    def _note_error(self, error: str) -> None:
+    def note_error(self, error: str) -> None:
+        """What last went wrong (``ServerStatus.last_error``), and when."""
         self.last_error, self.last_error_at = error, time.time()
 
     def _set_state(self, state: ServerState) -> None:
@@ -743,14 +446,16 @@ class WorkerHandle:
         news = state is not previous or (down and self.reason != self._reason_told)
         self._reason_told = self.reason
         if down and self.reason and news:
-            self._note_error(self.reason)
+            self.note_error(self.reason)
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)
         if self._on_state is not None and news:
             self._on_state(self)
 
-    def _next_change(self) -> asyncio.Future[None]:
+    def next_change(self) -> asyncio.Future[None]:
+        """Done at the server's next change of state (shielded: a waiter that gives up
+        leaves it for the others)."""
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
         return asyncio.shield(self._changed)

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
-from ..catalog import Catalog, CatalogWarning, CollisionPolicy, ToolEntry
+import msgspec
+
+from ..catalog import Catalog, CatalogWarning, ToolEntry
 from ..catalog.filters import ToolBounds
 from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
@@ -37,14 +40,23 @@ from ..params import HttpParams, TransportParams
 from ..protocol.identity import ClientIdentity
 from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
-from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, InputHandler, MrtrLimits
+from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.versions import LOG_LEVELS
 from ..settings import HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
+from . import host_options
 from .bridged_calls import BridgedCalls
-from .calls import CallPath, ProgressCallback
+from .call_request import CallRequest, ProgressCallback
+from .calls import CallPath
 from .handle import ServerStatus, ServerWarning, WorkerHandle
+from .host_options import (
+    CallOptions,
+    CatalogOptions,
+    ClientOptions,
+    TelemetryOptions,
+    TrustOptions,
+)
 from .input_rounds import CallInput, InputRequired, InputRounds
 from .latency import LatencySummary
 from .listing import CatalogKeeper
@@ -55,8 +67,6 @@ from .telemetry import Telemetry
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
 
     from ..auth import OAuthClient
     from ..telemetry.calls import CallRecord
@@ -68,40 +78,43 @@ OFFERINGS = ("prompts", "resources")
 
 
 class Host:
-    """``async with Host(collision="prefix") as host: ...`` (see the README)."""
+    """``async with Host(catalog=CatalogOptions(collision="prefix")) as host: ...`` (see
+    the README)."""
 
     def __init__(
         self,
         *,
-        collision: CollisionPolicy = "prefix",
-        client_info: Mapping[str, str] | ClientIdentity | None = None,
-        capabilities: Mapping[str, Any] | None = None,
-        model_safe_names: bool = False,
         settings: HostSettings | None = None,
-        call_timeout: float = 60.0,
-        list_timeout: float = 30.0,
-        on_log: Callable[[str, dict[str, Any]], None] | None = None,
-        retry: RetryPolicy | None = None,
-        input_handlers: Mapping[str, InputHandler] | None = None,
-        mrtr_limits: MrtrLimits | None = None,
+        client: ClientOptions | None = None,
+        catalog: CatalogOptions | None = None,
+        trust: TrustOptions | None = None,
+        calls: CallOptions | None = None,
+        telemetry: TelemetryOptions | None = None,
         oauth: OAuthClient | None = None,
-        tracer_provider: TracerProvider | None = None,
-        meter_provider: MeterProvider | None = None,
-        pins: PinStore | None = None,
-        approve_first_sight: bool = False,
-        tool_bounds: ToolBounds | None = None,
+        **old_keywords: Any,
     ) -> None:
-        """``on_log(server, params)`` receives every ``notifications/message`` a server
-        sends (``params``: ``level``, ``logger``, ``data``), tagged with the server's name;
-        without it they go to the ``trunkline.host`` logger.
+        """``settings`` (``HostSettings``): what every worker is told too (how workers
+        start, negotiation, restarts, frame bounds, the instance's name). The option
+        groups (``parent/host_options.py``): ``client`` (``ClientOptions``: the client
+        info and capabilities the servers are told, the handlers of their input rounds,
+        ``on_log`` for their log messages), ``catalog`` (``CatalogOptions``: the
+        collision policy, model-safe names, the listing timeout), ``trust``
+        (``TrustOptions``: pins, first sights, bounds), ``calls`` (``CallOptions``: the
+        default timeout, retries, input-round bounds) and ``telemetry``
+        (``TelemetryOptions``: the OpenTelemetry providers).
 
-        ``input_handlers`` answer a server's ``input_required`` rounds (multi round-trip
-        requests): ``{"sampling/createMessage": f, "elicitation/create": g,
+        ``client.on_log(server, params)`` receives every ``notifications/message`` a
+        server sends (``params``: ``level``, ``logger``, ``data``) that no call took,
+        tagged with the server's name; without it they go to the ``trunkline.host``
+        logger.
+
+        ``client.input_handlers`` answer a server's ``input_required`` rounds (multi
+        round-trip requests): ``{"sampling/createMessage": f, "elicitation/create": g,
         "roots/list": h}``, each ``async (params) -> result``; the same handlers answer
         a legacy server's own requests of those kinds. Declare the matching
-        ``capabilities`` (``sampling``, ``elicitation``, ``roots``): a server asking for
-        anything undeclared fails the call locally, and trunkline never answers an input
-        request by itself.
+        ``client.capabilities`` (``sampling``, ``elicitation``, ``roots``): a server
+        asking for anything undeclared fails the call locally, and trunkline never
+        answers an input request by itself.
 
         ``oauth`` (``trunkline.auth.OAuthClient``): the credentials of protected Streamable
         HTTP servers. A server's 401/403 is answered with a token from it (discovery,
@@ -110,23 +123,39 @@ class Host:
         it (closes it after the host). Without it a 401/403 fails the request with
         ``AuthenticationFailed``.
 
-        ``pins`` (``PinStore``; in memory by default): each tool's approved definition,
-        by server identity. A tool whose definition changed (or, with
+        ``trust.pins`` (``PinStore``; in memory by default): each tool's approved
+        definition, by server identity. A tool whose definition changed (or, with
         ``approve_first_sight``, any tool not approved yet) is quarantined until
         ``approve_tool``; ``tool_bounds`` (``ToolBounds``) quarantine what is too big to
         put in front of a model. The caller owns ``pins``.
 
-        ``tracer_provider`` / ``meter_provider`` (OpenTelemetry): where this host's spans
-        and metrics go; without them the global providers (no-op until an application
-        sets them), so telemetry is off and costs nothing unless configured.
+        ``telemetry`` (OpenTelemetry's tracer and meter providers): where this host's
+        spans and metrics go; without them the global providers (no-op until an
+        application sets them), so telemetry is off and costs nothing unless configured.
 
-        ``list_timeout``: seconds for one whole listing of a server's tools, every page
-        of it; a server whose listing fails (that one, a malformed or unreadable list, a
-        crash) is that server's failure only (``ServerStatus.listing_error``)."""
+        ``catalog.list_timeout``: seconds for one whole listing of a server's tools, every
+        page of it; a server whose listing fails (that one, a malformed or unreadable
+        list, a crash) is that server's failure only (``ServerStatus.listing_error``).
+
+        The keywords of before the groups (``collision=``, ``call_timeout=``, ...) still
+        work, with a ``DeprecationWarning`` naming each one's group."""
+        groups = {"client": client, "catalog": catalog, "trust": trust, "calls": calls,
+                  "telemetry": telemetry}
+        if old_keywords:
+            made = host_options.from_keywords(groups, old_keywords)
+            warnings.warn(host_options.deprecation(old_keywords), DeprecationWarning,
+                          stacklevel=2)
+            client, catalog, trust = made["client"], made["catalog"], made["trust"]
+            calls, telemetry = made["calls"], made["telemetry"]
+        client = client or ClientOptions()
+        catalog = catalog or CatalogOptions()
+        trust = trust or TrustOptions()
+        calls = calls or CallOptions()
+        telemetry = telemetry or TelemetryOptions()
         base = settings or HostSettings()
-        identity = (_identity(client_info, capabilities) if (client_info or capabilities)
-                    else base.identity)
-        handlers = dict(input_handlers or {})
+        identity = (_identity(client.info, client.capabilities)
+                    if (client.info or client.capabilities) else base.identity)
+        handlers = dict(client.input_handlers or {})
         # The worker passes on a legacy server's request of any kind the host declared:
         # a call's own handlers (``CallInput``) may answer it where the host has none.
         declared = {method for method, capability in CAPABILITY_OF.items()
@@ -134,40 +163,40 @@ class Host:
         self.settings = replace(base, identity=identity,
                                 answered_requests=frozenset(handlers) | declared,
                                 oauth=oauth is not None)
+        mrtr_limits = calls.mrtr_limits or MrtrLimits()
         self._scope = TaskScope("host")
-        self.telemetry = Telemetry(tracer_provider=tracer_provider,
-                                   meter_provider=meter_provider,
+        self.telemetry = Telemetry(tracer_provider=telemetry.tracer_provider,
+                                   meter_provider=telemetry.meter_provider,
                                    statuses=lambda: self._servers.statuses())
         self._servers = Supervisor(self.settings, on_state=self._on_server_state,
                                    on_list_changed=self._on_list_changed,
-                                   on_log=on_log or _log_to_logger, input_handlers=handlers,
+                                   on_log=client.on_log or _log_to_logger,
+                                   input_handlers=handlers,
                                    oauth=oauth)
         self._results = ResultChecks()
-        # Bound once: a bound method made per call would live as long as the call, one
-        # more object per call in flight for the collector to walk.
-        self._to_result = self._results.to_result
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.
-        self.retry_policy = retry or RetryPolicy()
-        if model_safe_names:
-            warn_deprecated("Host(model_safe_names=True) is deprecated: every tool name is "
+        self.retry_policy = calls.retry or RetryPolicy()
+        if catalog.model_safe_names:
+            warn_deprecated("model_safe_names=True is deprecated: every tool name is "
                             "model-safe now")
         self._catalog = CatalogKeeper(
-            self._servers, policy=collision, list_timeout=list_timeout,
+            self._servers, policy=catalog.collision, list_timeout=catalog.list_timeout,
             retry_policy=self.retry_policy, scope=self._scope, on_rebuilt=self._on_rebuilt,
-            pins=pins, bounds=tool_bounds,
-            first_sight="approve" if approve_first_sight else "trust", telemetry=self.telemetry,
+            pins=trust.pins, bounds=trust.tool_bounds,
+            first_sight="approve" if trust.approve_first_sight else "trust",
+            telemetry=self.telemetry,
             gaps=self.settings.relist,
             # A listing that failed is tried again on the restarts' curve, capped as a
             # re-probe is: the server is up, but not usable yet.
             retries=replace(self.settings.restart, cap_s=self.settings.restart.reprobe_cap_s))
         self._calls = CallPath(
-            retry_policy=self.retry_policy, call_timeout=call_timeout,
-            input_rounds=InputRounds(handlers, identity.capabilities,
-                                     mrtr_limits or MrtrLimits()),
-            relist=self._relist_for_call, telemetry=self.telemetry)
+            retry_policy=self.retry_policy, call_timeout=calls.call_timeout,
+            input_rounds=InputRounds(handlers, identity.capabilities, mrtr_limits),
+            relist=self._relist_for_call, checked=self._results.to_result,
+            telemetry=self.telemetry)
         #: Relayed calls to legacy servers, whose questions become their callers' rounds.
-        self._bridged = BridgedCalls(self._scope, mrtr_limits or MrtrLimits(),
+        self._bridged = BridgedCalls(self._scope, mrtr_limits,
                                      self.settings.instance)
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
@@ -184,6 +213,8 @@ class Host:
         self._search = ToolSearch(self.tools)
         self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
+        #: ``call_tool_relayed`` is making its call (``call_tool``'s relay is not deprecated).
+        self._relaying = False
         #: An OAuth client this host made (``from_config``), closed with it.
         self._owned_oauth: OAuthClient | None = None
         #: A pin store this host made (``from_config``), closed with it.
@@ -210,7 +241,8 @@ class Host:
 
         Pins are kept where the tokens are (the ``"oauth"`` ``store``: its ``pins``
         subdirectory, or the same Redis), with the ``"pins"`` settings. A top-level
-        ``"collision"`` is the ``collision`` policy (unless given here)."""
+        ``"collision"`` is the catalog's ``collision`` policy (unless ``catalog`` is
+        given here)."""
         if "path" in kwargs:  # the name ``config`` had while it could only be a path
             warn_deprecated("Host.from_config(path=...) is deprecated: pass the file's path "
                             "(or the mcpServers mapping) first, or as config=...")
@@ -220,14 +252,17 @@ class Host:
                             "{\"mcpServers\": {...}} mapping")
         read = read_host_config(config, discover_timeout=discover_timeout,
                                 max_discover_timeout=max_discover_timeout)
-        if read.collision is not None:
-            kwargs.setdefault("collision", read.collision)
-        kwargs.setdefault("approve_first_sight", read.pins.approve_first_sight)
-        if read.pins.bounds:
-            kwargs.setdefault("tool_bounds", ToolBounds(**read.pins.bounds))
+        if (read.collision is not None and kwargs.get("catalog") is None
+                and "collision" not in kwargs):
+            kwargs["catalog"] = CatalogOptions(collision=read.collision)
+        trust = kwargs.get("trust") or TrustOptions(
+            approve_first_sight=read.pins.approve_first_sight,
+            tool_bounds=ToolBounds(**read.pins.bounds) if read.pins.bounds else None)
         owned_pins = None
-        if "pins" not in kwargs:
-            owned_pins = kwargs["pins"] = pins_for(read.oauth.store)
+        if trust.pins is None and "pins" not in kwargs:
+            owned_pins = pins_for(read.oauth.store)
+            trust = replace(trust, pins=owned_pins)
+        kwargs["trust"] = trust
         owned = None
         if "oauth" not in kwargs and any(isinstance(c.params, HttpParams) for c in read.servers):
             from ..auth.configured import oauth_client_from
@@ -242,7 +277,7 @@ class Host:
         host._pending_config = read.servers
         return host
 
-    async def __aenter__(self) -> Host:
+    async def __aenter__(self) -> Self:
         self.telemetry.instruments()  # the servers' gauges exist from the start
         await self._scope.open()
         if self._pending_config:
@@ -397,7 +432,7 @@ class Host:
             for watcher in list(self._server_watchers):
                 try:
                     watcher(status)
-                except Exception:  # noqa: BLE001 - one watcher must not break the host
+                except Exception:  # one watcher must not break the host
                     log.exception("a server watcher failed")
         if handle.state in (ServerState.READY, ServerState.UNAVAILABLE):
             self._say_hint(handle)
@@ -448,7 +483,7 @@ class Host:
         for watcher in list(self._offering_watchers):
             try:
                 watcher(which)
-            except Exception:  # noqa: BLE001 - one watcher must not break the host
+            except Exception:  # one watcher must not break the host
                 log.exception("an offerings watcher failed")
 
     # -- the catalog ---------------------------------------------------------------------
@@ -493,7 +528,7 @@ class Host:
         for watcher in list(self._catalog_watchers):
             try:
                 watcher(catalog)
-            except Exception:  # noqa: BLE001 - one watcher must not break the catalog
+            except Exception:  # one watcher must not break the catalog
                 log.exception("a catalog watcher failed")
 
     def search_tools(self, query: str, *, limit: int = DEFAULT_LIMIT) -> list[ToolMatch]:
@@ -541,7 +576,7 @@ class Host:
         call_input: CallInput | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
-    ) -> Coroutine[Any, Any, CallToolResult | InputRequired]:
+    ) -> Coroutine[Any, Any, CallToolResult]:
         """Call a tool by its canonical name (or model-safe alias): a coroutine to await
         (or to run as a task). JSON-RPC errors raise ``ServerError``; ``isError`` results
         are returned. A bad name or argument raises when it is awaited, like the rest.
@@ -562,12 +597,9 @@ class Host:
         ``dev.trunkline/idempotencyKey``, identical on every retry, so a server that knows
         it can deduplicate. Every retry is a new JSON-RPC request with a new id.
 
-        ``call_input`` gives this call its own input-round handlers, or relays its
-        ``input_required`` result to the caller as ``InputRequired`` (a gateway, whose
-        client answers); the caller's next call carries the answers in it. A legacy
-        server asks with requests of its own instead: for a relayed call they become the
-        same rounds (``parent.bridged_calls``), the call staying in flight until the
-        caller's next call, with the answers and the round's ``requestState``.
+        ``call_input`` gives this call its own input-round handlers. A call whose rounds
+        go back to its caller is ``call_tool_relayed``'s (``CallInput(relay=True)`` here
+        still relays, deprecated).
 
         ``trace_context`` is a W3C trace context the call continues (``traceparent``,
         ``tracestate``, ``baggage``: those keys only, strings, else ``ValueError`` /
@@ -576,9 +608,16 @@ class Host:
         ``tracestate``) or a value over 8,192 characters is dropped, never forwarded
         (``telemetry.carried``). With tracing on, the call's span is its child (instead
         of the current span's), and the span's context goes."""
-        # Not a coroutine function itself: the call's own coroutine (``CallPath``'s) is
-        # what the caller awaits, with no frame of this one between while it is in flight
-        # (each call in flight holds as few objects as it can; the collector walks them).
+        if call_input is not None and call_input.relay and not self._relaying:
+            warnings.warn("call_tool(call_input=CallInput(relay=True)) is deprecated: "
+                          "use call_tool_relayed, which may return InputRequired",
+                          DeprecationWarning, stacklevel=2)
+        # Not a coroutine function itself: the call's own coroutine (its slots') is what
+        # the caller awaits, with no frame of this one between while it is in flight (each
+        # call in flight holds as few objects as it can; the collector walks them).
+        request = CallRequest(  # in field order (see CallRequest)
+            "tools/call", name, arguments, timeout, idempotent, idempotency_key,
+            on_progress, log_level, on_log, call_input)
         try:
             if call_input is not None and BridgedCalls.claims(call_input.request_state):
                 return self._bridged.resume(call_input.request_state, ("tools/call", name),
@@ -590,40 +629,71 @@ class Host:
                 raise TypeError("arguments must be a mapping")
             if log_level is not None or on_log is not None:
                 _check_logs(log_level, on_log)
-            passed = None if trace_context is None else carried(trace_context)
+            if trace_context is not None:
+                request.trace_context = carried(trace_context)
             settling = self._catalog.settling(entry.server)
             handle = None if settling else self._servers.handle(entry.server)
         except Exception as exc:  # noqa: BLE001 - raised where the caller awaits
             return raising(exc)
         if settling or (call_input is not None and call_input.relay and handle is not None
                         and _bridged(handle, call_input)):
-            return self._call_settled(name, arguments, dict(
-                timeout=timeout, on_progress=on_progress, log_level=log_level,
-                idempotent=idempotent, idempotency_key=idempotency_key,
-                call_input=call_input, on_log=on_log, trace_context=passed))
-        return self._calls.call_tool(
-            handle, entry, arguments, self._to_result,
-            timeout=timeout, on_progress=on_progress, log_level=log_level,
-            idempotent=idempotent, idempotency_key=idempotency_key, call_input=call_input,
-            on_log=on_log, trace_context=passed)
+            return self._call_settled(request)
+        assert handle is not None
+        request.entry = entry
+        return self._calls.call_tool(handle, request)
 
-    async def _call_settled(self, name: str, arguments: Mapping[str, Any] | None,
-                            options: dict[str, Any]) -> CallToolResult | InputRequired:
+    def call_tool_relayed(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        call_input: CallInput,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        log_level: str | None = None,
+        idempotent: bool | None = None,
+        idempotency_key: str | bool | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> Coroutine[Any, Any, CallToolResult | InputRequired]:
+        """``call_tool`` for a caller that answers the call's input rounds itself (a
+        gateway, whose client does): with ``CallInput(relay=True)`` an ``input_required``
+        result comes back as ``InputRequired`` (the server's ``inputRequests`` and
+        ``requestState``), and the caller's next call carries the answers in its
+        ``call_input`` (``responses``, ``request_state``). A legacy server asks with
+        requests of its own instead: for a relayed call they become the same rounds
+        (``parent.bridged_calls``), the call staying in flight until the caller's next
+        call, with the answers and the round's ``requestState``. Any other ``call_input``
+        (handlers of the call's own) is as ``call_tool`` takes it."""
+        # ``call_tool`` itself (one frame fewer on every call), told that its relay is
+        # this entry's: not the deprecated form. It only builds the call's coroutine, so
+        # nothing else runs while the flag is up.
+        self._relaying = True
+        try:
+            return self.call_tool(name, arguments, timeout=timeout, on_progress=on_progress,
+                                  log_level=log_level, idempotent=idempotent,
+                                  idempotency_key=idempotency_key, call_input=call_input,
+                                  on_log=on_log, trace_context=trace_context)
+        finally:
+            self._relaying = False
+
+    async def _call_settled(self, request: CallRequest) -> Any:
         """A call whose server's tools are being listed again (made once they are), or a
         relayed call to a legacy server (bridged: its questions become rounds)."""
-        entry, left = await self._settled_entry(name, options["timeout"])
+        name = request.name
+        entry, left = await self._settled_entry(name, request.timeout)
         if left is not None:
-            options = {**options, "timeout": left}
+            request.timeout = left
+        request.entry = entry
         handle = self._servers.handle(entry.server)
-        call_input = options["call_input"]
+        call_input = request.call_input
         if call_input is None or not call_input.relay or not _bridged(handle, call_input):
-            return await self._calls.call_tool(handle, entry, arguments, self._to_result,
-                                               **options)
+            return await self._calls.call_tool(handle, request)
         return await self._bridged.start(
-            lambda bridged: self._calls.call_tool(handle, entry, arguments, self._to_result,
-                                                  **{**options, "call_input": bridged}),
+            lambda bridged: self._calls.call_tool(
+                handle, msgspec.structs.replace(request, call_input=bridged)),
             dict(call_input.capabilities or {}), ("tools/call", name), handle.name,
-            self._calls.timeout_for(handle, options["timeout"]))
+            self._calls.timeout_for(handle, request.timeout))
 
     async def _relist_for_call(self, server: str, tool: str) -> None:
         """A call's server says the tool's definition changed: re-list it; the call is
@@ -703,23 +773,23 @@ class Host:
         ``ServerError``."""
         _check_logs(log_level, on_log)
         handle = self._servers.handle(server)
-        body = dict(params or {})
-        passed = None if trace_context is None else carried(trace_context)
+        request = CallRequest(method=method, arguments=params, timeout=timeout,
+                              call_input=call_input, log_level=log_level, on_log=on_log,
+                              trace_context=None if trace_context is None
+                              else carried(trace_context))
         if call_input is not None and call_input.relay and method in MRTR_METHODS:
+            body = params or {}
             target = (method, server, str(body.get("uri", body.get("name"))))
             if BridgedCalls.claims(call_input.request_state):
                 return await self._bridged.resume(call_input.request_state, target,
                                                   call_input.responses)
             if _bridged(handle, call_input):
                 return await self._bridged.start(
-                    lambda bridged: self._calls.read(handle, method, body, timeout, bridged,
-                                                     log_level=log_level, on_log=on_log,
-                                                     trace_context=passed),
+                    lambda bridged: self._calls.read(
+                        handle, msgspec.structs.replace(request, call_input=bridged)),
                     dict(call_input.capabilities or {}), target, server,
                     self._calls.timeout_for(handle, timeout))
-        return await self._calls.read(handle, method, body, timeout, call_input,
-                                      log_level=log_level, on_log=on_log,
-                                      trace_context=passed)
+        return await self._calls.read(handle, request)
 
     def subscribe_resource(self, server: str, uri: str,
                            on_updated: Callable[[dict[str, Any]], None]) -> Callable[[], None]:

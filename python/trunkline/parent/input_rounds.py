@@ -109,7 +109,7 @@ class InputRounds:
                        result: dict[str, Any], reply: Reply, timeout: float,
                        watched: str | None = None) -> Any:
         """Rounds until the result is complete (or a bound, or the deadline, ends them).
-        ``watched``: the call's notices token (``WorkerHandle.request``)."""
+        ``watched``: the call's notices token (``CallSlots.request``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         server = handle.name
@@ -132,8 +132,8 @@ class InputRounds:
             if left <= 0:
                 raise RequestTimeout(f"input rounds exceeded {timeout:g} s",
                                      timeout_s=timeout, server=server, method=method)
-            reply = await handle.request(method, decision.params, timeout=left,
-                                         watched=watched)
+            reply = await handle.slots.request(method, decision.params, timeout=left,
+                                               watched=watched)
             decoded = reply.decode(server=server, method=method)
             decision = mrtr.on_result(decoded, reply.result or b"", loop.time())
 

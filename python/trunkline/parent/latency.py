@@ -2,7 +2,7 @@
 
 Rules:
 
-- A sample is the seconds from a call entering ``WorkerHandle.request`` to its reply
+- A sample is the seconds from a call entering ``CallSlots.call`` to its reply
   (a result or a JSON-RPC error: both are answers). A call that got no answer (a timeout,
   a lost connection, a cancel) is no sample: it is the server's last error instead.
 - Only the last ``WINDOW`` samples count: an operator asks how a server does now, not

@@ -215,8 +215,8 @@ class CatalogKeeper:
             params = orjson.dumps(body)
 
             def list_page(attempt: Attempt, params: bytes = params) -> Awaitable[Reply]:
-                return handle.request("tools/list", params,
-                                      timeout=max(attempt.remaining_s or 0.0, 0.001))
+                return handle.slots.request("tools/list", params,
+                                            timeout=max(attempt.remaining_s or 0.0, 0.001))
 
             listed = run_with_retries(
                 list_page, plan_call(self._retry_policy, "tools/list", deadline=deadline))

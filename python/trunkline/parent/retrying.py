@@ -52,7 +52,7 @@ async def run_with_retries(
             remaining = None if plan.deadline is None else plan.deadline - now()
             try:
                 return await send(Attempt(index, plan.idempotency_key, remaining))
-            except Exception as exc:  # CancelledError is a BaseException: not caught
+            except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
                 failure = exc
         made = index + 1
         outcome = classify(failure, sent=getattr(failure, "sent", None))

@@ -79,7 +79,7 @@ class Supervisor:
 
     async def request(self, name: str, method: str, params: bytes | None, *,
                       timeout: float) -> Reply:
-        return await self.handle(name).request(method, params, timeout=timeout)
+        return await self.handle(name).slots.request(method, params, timeout=timeout)
 
     def statuses(self) -> list[ServerStatus]:
         return [h.status() for h in self._handles.values()]

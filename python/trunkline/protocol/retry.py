@@ -60,7 +60,8 @@ Host integration (the intended use)::
         params = attempt.stamp(call_params)                     # _meta key, same each time
         left = attempt.remaining_s                              # None: no deadline
         timeout = per_try if left is None else min(per_try, left)
-        return await handle.request("tools/call", orjson.dumps(params), timeout=timeout)
+        return await handle.slots.request("tools/call", orjson.dumps(params),
+                                          timeout=timeout)
 
     reply = await run_with_retries(send, plan)          # trunkline.parent.retrying
 

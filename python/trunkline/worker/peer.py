@@ -55,8 +55,8 @@ from ..protocol.era import Verdict
 from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
-from .forwarding import Forwarder
 from .era import Negotiator, ProbeToken
+from .forwarding import Forwarder
 from .server_requests import ServerRequests
 from .transports.stdio import StdioTransport
 

@@ -1,0 +1,81 @@
+"""One call, as one object: what its caller asked and what the call path learns on the way.
+
+``Host.call_tool`` and ``Host.request`` build a ``CallRequest`` once; it goes whole through
+``CallPath`` (retries, re-listing, input rounds) into the server's ``CallSlots`` (sent,
+awaited, settled). A new option of a call is one field here, not a parameter of every
+function it passes through.
+
+Rules:
+
+1. The caller's fields are set when the request is built and never changed, except
+   ``timeout``, which becomes the seconds the call is given (its own, else its server's,
+   else the host's; less what it waited for its server's tools to be listed again).
+2. What the call path learns (``entry``, ``params``, ``key``, ``watched``, ``deadline``)
+   is set once, before the first attempt; every attempt and every input round reads it.
+3. A relayed call to a legacy server runs with its own copy (``msgspec.structs.replace``),
+   whose ``call_input`` is the bridge's.
+4. It is a msgspec ``Struct`` with ``gc=False``: built in C, and never walked by the
+   collector while the call is in flight. So no reference cycle may outlive a call
+   through it: it holds the caller's values and the call's own scalars, and only the
+   call's own frames (gone when it ends) refer to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from ..catalog import ToolEntry
+    from .input_rounds import CallInput
+
+#: ``on_progress(progress, total, message)``: a call's progress notifications.
+ProgressCallback = Callable[[Any, Any, Any], None]
+#: ``on_log(params)``: a call's log messages (``notifications/message`` params).
+LogCallback = Callable[[dict[str, Any]], None]
+
+
+class CallRequest(msgspec.Struct, gc=False):
+    """One logical request to one server (a ``tools/call``, or a read such as
+    ``resources/read``), from its caller to its end. (``Host.call_tool`` builds it with
+    its fields in order: positional arguments cost less than keywords, once per call.)"""
+
+    #: The JSON-RPC method.
+    method: str
+    #: ``tools/call``: the tool as the caller named it (canonical name or alias).
+    name: str = ""
+    #: ``tools/call``: the tool's arguments; a read: its params.
+    arguments: Mapping[str, Any] | None = None
+    #: Seconds: the caller's (None: the server's, else the host's), then the call's (rule 1).
+    timeout: float | None = None
+    #: Whether the call is safe to repeat after it may have reached its server.
+    idempotent: bool | None = None
+    #: ``dev.trunkline/idempotencyKey``: a string, or True for a generated one.
+    idempotency_key: str | bool | None = None
+    on_progress: ProgressCallback | None = None
+    log_level: str | None = None
+    on_log: LogCallback | None = None
+    #: This call's own input-round handlers, or the relay of its rounds to the caller.
+    call_input: CallInput | None = None
+    #: A W3C trace context the call continues, already checked (``telemetry.carried``).
+    trace_context: dict[str, str] | None = None
+    #: Who the call is made for: reserved for per-user authorization and credentials.
+    identity: object | None = None
+
+    # What the call path learns on the way (rule 2).
+
+    #: ``tools/call``: the catalog's entry the name resolved to.
+    entry: ToolEntry | None = None
+    #: The params as sent, serialized once for every attempt.
+    params: bytes | None = None
+    #: The idempotency key as sent (a generated one resolved), identical on every retry.
+    key: str | None = None
+    #: The ``CallNotices`` token the call's progress, logs and questions come under.
+    watched: str | None = None
+    #: When the call's timeout ends (the loop's clock): its retries end there too.
+    deadline: float = 0.0
+
+
+__all__ = ["CallRequest", "LogCallback", "ProgressCallback"]
