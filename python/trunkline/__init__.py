@@ -52,6 +52,13 @@ if TYPE_CHECKING:
     from .params import HttpParams, StdioParams, http, stdio
     from .parent.handle import ServerWarning
     from .parent.host import Host, ServerStatus
+    from .parent.host_options import (
+        CallOptions,
+        CatalogOptions,
+        ClientOptions,
+        TelemetryOptions,
+        TrustOptions,
+    )
     from .parent.input_rounds import CallInput, InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
@@ -76,6 +83,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Host": ("parent.host", "Host"),
     "ServerConfig": ("settings", "ServerConfig"),
     "HostSettings": ("settings", "HostSettings"),
+    "ClientOptions": ("parent.host_options", "ClientOptions"),
+    "CatalogOptions": ("parent.host_options", "CatalogOptions"),
+    "TrustOptions": ("parent.host_options", "TrustOptions"),
+    "CallOptions": ("parent.host_options", "CallOptions"),
+    "TelemetryOptions": ("parent.host_options", "TelemetryOptions"),
     "RestartPolicy": ("settings", "RestartPolicy"),
     "Root": ("settings", "Root"),
     "RetryPolicy": ("protocol.retry", "RetryPolicy"),
@@ -108,18 +120,18 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
-    "AuthenticationFailed", "AuthorizationFailed", "CallInput", "CallToolResult",
-    "CatalogWarning", "ClientIdentity", "CollisionPolicy", "ConfigurationError",
-    "ConnectionFailure", "EraRefused", "FileRecords", "Host", "HostSettings", "HttpParams",
-    "HttpStatusError", "InputNotSupported", "InputRequired", "InputRoundUnknown",
-    "MalformedMessage", "MemoryRecords", "MrtrLimits", "OAuthClient", "OversizedMessage",
-    "PinStore", "ProtocolFailure", "Quarantine", "RedirectRefused", "RedisRecords",
-    "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation", "ServerConfig",
-    "ServerError", "ServerState", "ServerStatus", "ServerUnavailable", "ServerWarning",
-    "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken", "ToolBounds",
-    "ToolCandidate", "ToolCollision", "ToolEntry", "ToolFiltered", "ToolMatch", "ToolQuarantined",
-    "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool", "__version__", "http",
-    "stdio",
+    "AuthenticationFailed", "AuthorizationFailed", "CallInput", "CallOptions", "CallToolResult",
+    "CatalogOptions", "CatalogWarning", "ClientIdentity", "ClientOptions", "CollisionPolicy",
+    "ConfigurationError", "ConnectionFailure", "EraRefused", "FileRecords", "Host",
+    "HostSettings", "HttpParams", "HttpStatusError", "InputNotSupported", "InputRequired",
+    "InputRoundUnknown", "MalformedMessage", "MemoryRecords", "MrtrLimits", "OAuthClient",
+    "OversizedMessage", "PinStore", "ProtocolFailure", "Quarantine", "RedirectRefused",
+    "RedisRecords", "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation",
+    "ServerConfig", "ServerError", "ServerState", "ServerStatus", "ServerUnavailable",
+    "ServerWarning", "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken",
+    "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
+    "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolWithheld", "TransportLost",
+    "TrunklineError", "TrustOptions", "UnknownTool", "__version__", "http", "stdio",
 ]
 
 

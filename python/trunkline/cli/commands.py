@@ -161,7 +161,7 @@ async def demo(json_mode: bool) -> int:
                for d in demo_servers()]
     archive = next(d for d in demo_servers() if d.allow_legacy)
     entries.append(ServerConfig("unlisted", stdio(*archive.argv), allow_legacy=False))
-    async with Host(collision="prefix") as host:
+    async with Host() as host:
         await host.add_servers(entries)
         out.heading("1. Era verdicts, from positive evidence only")
         out.line("'unlisted' runs the same legacy server as 'archive' but is not allowlisted: "

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import ConfigurationError
+from ..parent.host_options import ClientOptions
 from ..settings import HostSettings
 from ..version import VERSION
 from .limits import Limits
@@ -79,7 +80,7 @@ class GatewaySettings:
     #: ``maxDiscoverTimeoutMs`` (seconds; None: the host's defaults).
     discover_timeout_s: float | None = None
     max_discover_timeout_s: float | None = None
-    #: Tools served under model-safe aliases instead of their canonical names.
+    #: Deprecated, without effect: every tool name is model-safe now.
     model_safe_names: bool = False
     #: Two tools (``search_tools``, ``call_tool``) instead of the whole catalog.
     tool_search: bool = False
@@ -194,9 +195,9 @@ class Gateway:
         instance, siblings = _placement(settings.replica)
         host = Host.from_config(settings.config, discover_timeout=settings.discover_timeout_s,
                                 max_discover_timeout=settings.max_discover_timeout_s,
-                                capabilities=RELAYED_CAPABILITIES,
-                                input_handlers={"roots/list": _no_roots},
-                                model_safe_names=settings.model_safe_names,
+                                client=ClientOptions(
+                                    capabilities=RELAYED_CAPABILITIES,
+                                    input_handlers={"roots/list": _no_roots}),
                                 settings=HostSettings(instance=instance, listen=RELAYED_LISTS))
         unwatch = None if self._starting is None else host.watch_servers(self._starting)
         try:

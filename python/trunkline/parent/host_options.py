@@ -50,10 +50,12 @@ class ClientOptions:
 class CatalogOptions:
     """How the merged catalog names the servers' tools, and how long a listing may take."""
 
-    #: What a tool name two servers list becomes (``"prefix"``: ``server/tool`` for the
-    #: later one; ``"reject"``: the later server is refused).
+    #: What a tool name two servers list becomes (``"prefix"``: ``server_tool`` on every
+    #: server listing it, a name one server lists stays bare; ``"prefix-all"``: every
+    #: tool ``server_tool``; ``"reject"``: the later server is refused). Names are the
+    #: same whatever the order of the servers (``catalog.names``).
     collision: CollisionPolicy = "prefix"
-    #: Give every tool an alias the LLM APIs accept (``^[a-zA-Z0-9_-]{1,64}$``).
+    #: Deprecated, without effect: every tool name is one the LLM APIs accept now.
     model_safe_names: bool = False
     #: Seconds for one whole listing of a server's tools, every page of it.
     list_timeout: float = 30.0
