@@ -43,7 +43,7 @@ OLD = {
     "input_handlers": {"sampling/createMessage": _answer},
     "on_log": _on_log,
     "collision": "reject",
-    "model_safe_names": True,
+    "model_safe_names": False,  # True warns on its own: without effect now
     "list_timeout": 7.0,
     "pins": PinStore(),
     "approve_first_sight": True,
@@ -77,7 +77,7 @@ def test_the_old_keywords_make_the_host_the_groups_make():
                                         capabilities=OLD["capabilities"],
                                         input_handlers=OLD["input_handlers"],
                                         on_log=_on_log),
-                   catalog=CatalogOptions(collision="reject", model_safe_names=True,
+                   catalog=CatalogOptions(collision="reject", model_safe_names=False,
                                           list_timeout=7.0),
                    trust=TrustOptions(pins=OLD["pins"], approve_first_sight=True,
                                       tool_bounds=OLD["tool_bounds"]),
