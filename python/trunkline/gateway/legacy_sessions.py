@@ -499,12 +499,9 @@ class LegacyRequests:
         changes and resource updates, or with ``Last-Event-ID`` one of its call streams
         resumed. Without a session (or with an id no replica signed): 405, this endpoint
         takes POSTs."""
-        session_id = http.headers.get("mcp-session-id")
-        session = self.verified(http, session_id) if session_id else None
-        if session is None or not session_id:
-            return HttpReply(405, headers={"Allow": "POST"})
-        if not session.held:
-            return await self._elsewhere(http, None, session.instance)
+        session_id = self._held(http)
+        if not isinstance(session_id, str):
+            return await session_id
         if not self.sessions.find(session_id):
             return _session_ended()
         last_event_id = http.headers.get("last-event-id")
@@ -521,15 +518,24 @@ class LegacyRequests:
         ends it (2025-11-25): everything it held goes at once, and its id is 404 from then
         on. Without a session (or with an id no replica signed) there is nothing to end:
         405, this endpoint takes POSTs."""
-        session_id = http.headers.get("mcp-session-id")
-        session = self.verified(http, session_id) if session_id else None
-        if session is None or not session_id:
-            return HttpReply(405, headers={"Allow": "POST"})
-        if not session.held:
-            return await self._elsewhere(http, None, session.instance)
+        session_id = self._held(http)
+        if not isinstance(session_id, str):
+            return await session_id
         if not self.sessions.end(session_id):
             return _session_ended()
         return HttpReply(200)
+
+    def _held(self, http: Exchange) -> str | Awaitable[HttpReply | None]:
+        """The session a GET or DELETE names, when this process holds it; else what
+        answers the request: 405 without a session (or with an id no replica signed), the
+        copy that holds it otherwise."""
+        session_id = http.headers.get("mcp-session-id")
+        session = self.verified(http, session_id) if session_id else None
+        if session is None or not session_id:
+            return ready(HttpReply(405, headers={"Allow": "POST"}))
+        if not session.held:
+            return self._elsewhere(http, None, session.instance)
+        return session_id
 
     def _elsewhere(self, http: Exchange, body: bytes | None, instance: str
                    ) -> Awaitable[HttpReply | None]:
