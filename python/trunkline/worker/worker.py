@@ -15,6 +15,7 @@ import asyncio
 import logging
 import signal
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from .. import channel as ch
@@ -75,6 +76,16 @@ class Worker:
         self._stop_requested = False
         self._closing = False
         self._stats_due = False
+        #: The parent's frames by kind, but a call's (``FRAME_STAMPED``, the hot path).
+        self._frames: dict[int, Callable[[bytes], None]] = {
+            ch.CANCEL: self._cancel_frame,
+            ch.SUBMIT: self._submit_frame,
+            FRAME_SUBMIT_REJECTED: self._submit_rejected_frame,
+            ch.SERVER_ANSWER: self._server_answer_frame,
+            ch.CREDENTIALS: self._credentials_frame,
+            ch.WATCH_RESOURCES: self._watch_resources_frame,
+            ch.STOP: self._stop_frame,
+        }
 
     # -- the channel -------------------------------------------------------------------
 
@@ -93,27 +104,44 @@ class Worker:
             log.error("server %r: corrupt channel from the parent: %s", self.peer.name, exc)
             self.stop()
             return
+        handlers = self._frames
         for kind, body in frames:
-            if kind == FRAME_STAMPED:
+            if kind == FRAME_STAMPED:  # a call: most frames, so no table lookup for it
                 forwarder.write_stamped(body)
-            elif kind == ch.CANCEL:
-                forwarder.cancel(ch.cancel_from_bytes(body), "cancelled by the caller")
-            elif kind == ch.SUBMIT:
-                # Before the verdict or after the connection ended: nothing was sent.
-                state = self.peer.state.value
-                forwarder.fail(_call_id(body), ServerUnavailable(
-                    f"server is {state}", state=state, sent=False))
-            elif kind == FRAME_SUBMIT_REJECTED:
-                self._rejected(_call_id(body), body[8:].decode("utf-8", "replace"))
-            elif kind == ch.SERVER_ANSWER:
-                self._questions.on_answer(ch.ServerAnswer.from_bytes(body))
-            elif kind == ch.CREDENTIALS and self._credentials is not None:
-                self._credentials.on_answer(ch.CredentialAnswer.from_bytes(body))
-            elif kind == ch.WATCH_RESOURCES:
-                watch = ch.ResourceWatch.from_bytes(body)
-                self._notices.watch_resources(watch.added, watch.removed)
-            elif kind == ch.STOP:
-                self.stop()
+            else:
+                handler = handlers.get(kind)
+                if handler is not None:
+                    handler(body)
+
+    # Each frame kind's handler but a call's (``_frames``).
+
+    def _cancel_frame(self, body: bytes) -> None:
+        assert self._forwarder is not None
+        self._forwarder.cancel(ch.cancel_from_bytes(body), "cancelled by the caller")
+
+    def _submit_frame(self, body: bytes) -> None:
+        # Before the verdict or after the connection ended: nothing was sent.
+        assert self._forwarder is not None
+        state = self.peer.state.value
+        self._forwarder.fail(_call_id(body), ServerUnavailable(
+            f"server is {state}", state=state, sent=False))
+
+    def _submit_rejected_frame(self, body: bytes) -> None:
+        self._rejected(_call_id(body), body[8:].decode("utf-8", "replace"))
+
+    def _server_answer_frame(self, body: bytes) -> None:
+        self._questions.on_answer(ch.ServerAnswer.from_bytes(body))
+
+    def _credentials_frame(self, body: bytes) -> None:
+        if self._credentials is not None:
+            self._credentials.on_answer(ch.CredentialAnswer.from_bytes(body))
+
+    def _watch_resources_frame(self, body: bytes) -> None:
+        watch = ch.ResourceWatch.from_bytes(body)
+        self._notices.watch_resources(watch.added, watch.removed)
+
+    def _stop_frame(self, body: bytes) -> None:
+        self.stop()
 
     def _rejected(self, call_id: int, reason: str) -> None:
         forwarder = self.peer.forwarder
