@@ -9,7 +9,7 @@
   collector's), and a meter provider recording the duration histogram.
   ``TRUNKLINE_BENCH_SAMPLED=0.01`` samples that share of the calls instead.
 * ``trunkline-supervisor``: the layer below, as a second figure. One ``Supervisor`` and
-  ``handle.request`` with pre-serialized params, the result decoded here.
+  ``handle.slots.request`` with pre-serialized params, the result decoded here.
 
 Both: a worker process per echo server, calls routed through the parent's channel to each
 worker; the parent serializes each request once, the worker stamps it and forwards the
@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from trunkline import Host
+from trunkline import CallOptions, Host, TelemetryOptions
 from trunkline.params import stdio
 from trunkline.parent.supervisor import Supervisor
 from trunkline.protocol import NegotiationConfig
@@ -49,7 +49,7 @@ class TrunklineClient:
     slow: ClassVar[bool] = False
 
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
-        self._host = Host(settings=SETTINGS, call_timeout=120.0)
+        self._host = Host(settings=SETTINGS, calls=CallOptions(call_timeout=120.0))
         await self._connect(server_argvs)
 
     async def _connect(self, server_argvs: Sequence[Sequence[str]]) -> None:
@@ -76,8 +76,9 @@ class TracedClient(TrunklineClient):
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
         ratio = float(os.environ.get("TRUNKLINE_BENCH_SAMPLED", "1"))
         self._tracing, self._metering = recording_providers(ratio)
-        self._host = Host(settings=SETTINGS, call_timeout=120.0,
-                          tracer_provider=self._tracing, meter_provider=self._metering)
+        self._host = Host(settings=SETTINGS, calls=CallOptions(call_timeout=120.0),
+                          telemetry=TelemetryOptions(tracer_provider=self._tracing,
+                                                     meter_provider=self._metering))
         await self._connect(server_argvs)
 
     async def close(self) -> None:
@@ -122,7 +123,7 @@ class SupervisorClient:
         self._handles = [self._sup.handle(f"s{i}") for i in range(len(server_argvs))]
 
     async def call(self, server_index: int, token: str, size: int | None) -> str:
-        reply = await self._handles[server_index].request(
+        reply = await self._handles[server_index].slots.request(
             "tools/call", orjson.dumps({"name": "echo", "arguments": _arguments(token, size)}),
             timeout=120.0)
         result = reply.decode()
