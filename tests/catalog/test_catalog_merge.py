@@ -117,7 +117,7 @@ def test_reject_without_collisions_builds_the_catalog() -> None:
 
 def test_unknown_policy_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="'overwrite'"):
-        build_catalog([], policy="overwrite")  # type: ignore[arg-type]
+        build_catalog([], policy="overwrite")  # type: ignore[arg-type]  # no such policy, on purpose
 
 
 # --- prefixed names that collide -----------------------------------------------------
@@ -328,7 +328,7 @@ def test_prefix_loses_no_tool_and_never_shares_a_name(
     servers: list[tuple[str, list[str]]], policy: str
 ) -> None:
     # Without "_" or "/" in any id, a prefixed name cannot meet another name.
-    catalog = build_catalog([listing(s, *tools) for s, tools in servers], policy=policy)  # type: ignore[arg-type]
+    catalog = build_catalog([listing(s, *tools) for s, tools in servers], policy=policy)  # type: ignore[arg-type]  # drawn from the policies
     offered = {(s, t) for s, tools in servers for t in tools}
     assert sorted((e.server, e.local_name) for e in catalog) == sorted(offered)
     assert len({e.name for e in catalog}) == len(catalog)

@@ -109,7 +109,7 @@ def test_aliases_depend_only_on_the_set_of_names(data: st.DataObject, names: lis
 # --- through the catalog -------------------------------------------------------------
 
 
-def _listing(server: str, *tools: str):  # type: ignore[no-untyped-def]
+def _listing(server: str, *tools: str):
     driver = ListingDriver(server, "modern")
     driver.add_page(
         {
@@ -151,7 +151,7 @@ def test_every_catalog_entry_is_reachable_by_exactly_its_name(
     servers: list[tuple[str, list[str]]], policy: str
 ) -> None:
     try:
-        catalog = build_catalog([_listing(s, *tools) for s, tools in servers], policy=policy)  # type: ignore[arg-type]
+        catalog = build_catalog([_listing(s, *tools) for s, tools in servers], policy=policy)  # type: ignore[arg-type]  # drawn from the policies
     except ToolCollision:
         # Refused rather than shadowed: under reject, two servers offering one name; else
         # only when a contested tool's key "<server>/<tool>" is another tool's own name.
@@ -215,7 +215,7 @@ ANTHROPIC = {
 }
 
 
-def _declared_tools():  # type: ignore[no-untyped-def]
+def _declared_tools():
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
     described = {"name": "search", "description": "Find things.", "inputSchema": schema}
     return build_catalog(
@@ -227,7 +227,7 @@ def _declared_tools():  # type: ignore[no-untyped-def]
     )
 
 
-def _listing_raw(server: str, *tools: dict):  # type: ignore[no-untyped-def]
+def _listing_raw(server: str, *tools: dict):
     driver = ListingDriver(server, "modern")
     driver.add_page(
         {"resultType": "complete", "ttlMs": 0, "cacheScope": "public", "tools": list(tools)}
@@ -272,7 +272,7 @@ def test_to_openai_and_to_anthropic_are_what_those_apis_accept() -> None:
     for entry in catalog:
         assert catalog.route(entry.to_anthropic()["name"]) == (entry.server, entry.local_name)
     with pytest.raises(ValueError, match="'chat' or 'responses'"):
-        gitlab.to_openai("assistants")  # type: ignore[arg-type]
+        gitlab.to_openai("assistants")  # type: ignore[arg-type]  # an API it does not know, on purpose
 
 
 def test_tools_of_real_servers_declare_for_both_apis() -> None:

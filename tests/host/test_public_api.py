@@ -43,7 +43,7 @@ def test_every_public_name_resolves_and_the_ones_a_host_uses_are_public() -> Non
         ToolEntry, TransportLost, RetryPolicy)
     assert issubclass(trunkline.TransportLost, trunkline.ConnectionFailure)
     with pytest.raises(AttributeError, match="no attribute 'Hots'"):
-        _ = trunkline.Hots  # type: ignore[attr-defined]
+        _ = trunkline.Hots  # type: ignore[attr-defined]  # a misspelling, on purpose
 
 
 def test_help_lists_the_classes_a_host_program_uses() -> None:

@@ -59,7 +59,7 @@ async def run_with_retries(
         remaining = None if plan.deadline is None else plan.deadline - now()
         decision = plan.decide(made, outcome, rng=rng, remaining_s=remaining)
         if isinstance(decision, GiveUp):
-            failure.attempts = made  # type: ignore[attr-defined]
+            failure.attempts = made  # type: ignore[attr-defined]  # any exception may carry it
             failure.add_note(f"trunkline retry: gave up after {made} attempt(s) of "
                              f"{plan.method}: {decision}")
             raise failure
