@@ -34,10 +34,14 @@ async def relayed(host: Host) -> str:
 def test_call_tool_needs_no_narrowing_and_the_relayed_call_says_it_may_ask(tmp_path: Path):
     program = tmp_path / "host_program.py"
     program.write_text(PROGRAM)
+    env = dict(os.environ)
     package_root = Path(trunkline.__file__).resolve().parent.parent
+    if package_root.name != "site-packages":
+        # The checkout's python/ (on PYTHONPATH, which mypy does not read); an installed
+        # trunkline mypy finds in site-packages itself, and refuses it in MYPYPATH.
+        env["MYPYPATH"] = str(package_root)
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
          "--cache-dir", os.devnull, "--python-version", "3.11", str(program)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=240,
-        env={**os.environ, "MYPYPATH": str(package_root)})
+        capture_output=True, text=True, cwd=tmp_path, timeout=240, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
