@@ -98,6 +98,13 @@ def sse_events(data: bytes) -> list[dict[str, Any]]:
     return events
 
 
+def result_event_read(data: bytes) -> bool:
+    """The result's event is in ``data`` whole (its text, then the blank line that ends an
+    SSE event), not only its first bytes."""
+    at = data.find(b'"slept 0s"')
+    return at >= 0 and b"\n\n" in data[at:]
+
+
 def progress_values(messages: list[dict[str, Any]]) -> list[Any]:
     return [m["params"]["progress"] for m in messages
             if m.get("method") == "notifications/progress"]
@@ -118,7 +125,7 @@ def test_a_calls_progress_waits_for_its_reader_coalesced_to_the_latest(gateways,
             # then every progress notification reached the gateway.
             _, other = await gw.modern("tools/call", {"name": "echo", "arguments": {"n": 1}})
             assert "result" in other, other
-            data, ended = await slow.read_until(lambda d: b'"slept 0s"' in d)
+            data, ended = await slow.read_until(result_event_read)
             assert not ended
             messages = sse_events(data)
             values = progress_values(messages)
