@@ -14,7 +14,7 @@ from typing import Self
 import pytest
 
 from trunkline.gateway.exchange import Disconnected, Exchange
-from trunkline.gateway.http_server import MAX_HEAD_BYTES, HttpServer, peer_key
+from trunkline.gateway.http_server import MAX_HEAD_BYTES, Connection, HttpServer, peer_key
 from trunkline.gateway.limits import Limits
 
 Handler = Callable[[Exchange], Awaitable[None]]
@@ -329,6 +329,42 @@ def test_a_body_cut_short_by_the_client_is_disconnected_and_an_answered_one_is_n
             while len(outcomes) < 2:
                 await asyncio.sleep(0.01)
         assert outcomes == ["disconnected", "finished gone=False"]
+    asyncio.run(main())
+
+
+def test_a_streams_first_bytes_go_with_its_head_and_its_last_with_its_end(monkeypatch):
+    """A stream's head and its first chunk are one write, its last chunk and its end
+    another; closing it again writes nothing (the next answer on the connection is whole)."""
+    writes: list[bytes] = []
+    send = Connection.send
+
+    def counted(self: Connection, data: bytes) -> None:
+        writes.append(data)
+        send(self, data)
+    monkeypatch.setattr(Connection, "send", counted)
+
+    async def stream(exchange: Exchange) -> None:
+        if exchange.path == "/plain":
+            exchange.respond(200, b"{}")
+            return
+        await exchange.open_stream({"Content-Type": "text/event-stream"}, b"data: 1\n\n")
+        await exchange.close_stream(b"data: 2\n\n")
+        await exchange.close_stream()
+
+    async def main():
+        async with Served(stream) as served:
+            reader, writer = await served.connect()
+            writer.write(b"GET /s HTTP/1.1\r\nHost: h\r\n\r\n"
+                         b"GET /plain HTTP/1.1\r\nHost: h\r\n\r\n")
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert b"transfer-encoding: chunked" in head
+            body = await reader.readuntil(b"0\r\n\r\n")
+            assert body == b"9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n"
+            status, _, plain = await read_response(reader)
+            assert status == b"HTTP/1.1 200 OK" and plain == b"{}"
+            writer.close()
+        assert len(writes) == 3  # the stream's two, the plain answer's one
+        assert writes[0].endswith(b"data: 1\n\n\r\n") and writes[1].startswith(b"9\r\ndata: 2")
     asyncio.run(main())
 
 

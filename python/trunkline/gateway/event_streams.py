@@ -113,16 +113,18 @@ class ReplayableStream:
         return self._first <= after + 1 <= self._first + len(self._events)
 
     async def follow(self, after: int = -1) -> AsyncIterator[tuple[int, bytes]]:
-        """The events after number ``after`` (each with its number), then each new one,
-        until the stream is finished."""
+        """The events after number ``after``, then the new ones as they come, until the
+        stream is finished: each time, every event there is, as one chunk (one write to
+        the client), with the number of its last."""
         sent = after
         while True:
             start = sent + 1 - self._first
             if start < 0:
                 return  # the events were dropped while this reader was behind
-            for event in self._events[start:]:
-                sent += 1
-                yield sent, event
+            events = self._events[start:]
+            if events:
+                sent += len(events)
+                yield sent, events[0] if len(events) == 1 else b"".join(events)
             if self.finished:
                 return
             self._grew.clear()

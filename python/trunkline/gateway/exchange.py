@@ -232,25 +232,39 @@ class Exchange:
     async def drained(self) -> None:
         await self._conn.drained()
 
-    async def open_stream(self, headers: Mapping[str, str]) -> None:
+    async def open_stream(self, headers: Mapping[str, str], first: bytes = b"") -> None:
+        """The stream's head, and ``first`` (its first bytes, if they are ready) in the
+        same write."""
         self._started = True
         if not self._chunked:  # HTTP/1.0: the end of the stream is the end of the connection
             self.keep_alive = False
         framing = b"transfer-encoding: chunked\r\n" if self._chunked else b""
-        self._conn.send(status_line(200) + _encoded(headers) + framing + self._head_end())
+        self._conn.send(status_line(200) + _encoded(headers) + framing + self._head_end()
+                        + self._framed(first))
         await self._conn.drained()
 
     async def write(self, chunk: bytes) -> None:
         if not chunk:  # an empty chunk would end a chunked body
             return
-        self._conn.send(b"%x\r\n%b\r\n" % (len(chunk), chunk) if self._chunked else chunk)
+        self._conn.send(self._framed(chunk))
         await self._conn.drained()
 
-    async def close_stream(self) -> None:
+    async def close_stream(self, last: bytes = b"") -> None:
+        """The stream's end, after ``last`` (its last bytes) in the same write; once."""
+        if self._complete:
+            return
         self._complete = True
-        if self._chunked:
-            self._conn.send(b"0\r\n\r\n")
+        end = self._framed(last) + b"0\r\n\r\n" if self._chunked else last
+        if end:
+            self._conn.send(end)
         await self._conn.drained()
+
+    def _framed(self, chunk: bytes) -> bytes:
+        """``chunk`` as the body carries it (a chunk of its own when chunked; none for no
+        bytes, which would end a chunked body)."""
+        if not chunk or not self._chunked:
+            return chunk
+        return b"%x\r\n%b\r\n" % (len(chunk), chunk)
 
     def abort(self) -> None:
         """Drop the connection now, with whatever the client has not taken (rule 6)."""

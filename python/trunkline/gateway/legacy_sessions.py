@@ -76,10 +76,14 @@ _SWEEP_S = (0.05, 5.0)
 class _Session:
     """What one held session holds."""
 
-    __slots__ = ("id", "deadline", "active", "level", "subscribed", "streams", "calls", "open")
+    __slots__ = ("id", "signed", "deadline", "active", "level", "subscribed", "streams",
+                 "calls", "open")
 
-    def __init__(self, session_id: str, deadline: float, now: float) -> None:
+    def __init__(self, session_id: str, signed: LegacySession, deadline: float,
+                 now: float) -> None:
         self.id = session_id
+        #: What its id says (verified once, when it was minted here).
+        self.signed = signed
         #: When it ends whatever it does (``time.monotonic``; its signed expiry).
         self.deadline = deadline
         #: When it was last active (a request of it, or one of its streams closing).
@@ -142,9 +146,9 @@ class LegacySessions:
 
     # -- the sessions ------------------------------------------------------------------
 
-    def opened(self, session_id: str, expires: float) -> p.InBandError | None:
-        """A session this process just minted (``expires``: its signed expiry, seconds
-        since the epoch): held from now on. None, or the error refusing it (rule 3)."""
+    def opened(self, session_id: str, signed: LegacySession) -> p.InBandError | None:
+        """A session this process just minted (``signed``: what its id says): held from
+        now on. None, or the error refusing it (rule 3)."""
         if len(self._held) >= self._limits.sessions and not self._resting:
             limit = self._limits.sessions
             return p.in_band(p.INTERNAL_ERROR, f"this gateway process holds {limit} legacy "
@@ -155,11 +159,18 @@ class LegacySessions:
         if len(self._held) >= self._limits.sessions:
             self._end(next(iter(self._resting.values())), "newer sessions needed its place")
         now = time.monotonic()
-        held = _Session(session_id, now + (expires - time.time()), now)
+        held = _Session(session_id, signed, now + (signed.expires - time.time()), now)
         self._held[session_id] = held
         self._resting[session_id] = held
         self._opened[session_id] = held
         return None
+
+    def signed(self, session_id: str) -> LegacySession | None:
+        """What the id of a session held here says, as verified when it was minted (an id
+        that is a key of the held sessions is one this process signed, so its signature
+        need not be checked again on every request); None for any other id."""
+        held = self._held.get(session_id)
+        return None if held is None else held.signed
 
     def find(self, session_id: str) -> bool:
         """Whether ``session_id`` is held and lives; a request of it is activity. A
@@ -386,10 +397,18 @@ class LegacySessions:
         sent = after
         try:
             http.cancel_when_gone()  # the call goes on; the client reads no more of it here
-            await http.open_stream(SSE_HEADERS)
-            async for index, event in stream.follow(after):
-                await http.write(event)
+            # Each chunk of events in one write: the head goes with the first (the priming
+            # event, of a new stream), the end of the body with the last (the answer).
+            async for index, chunk in stream.follow(after):
+                if not http.started:
+                    await http.open_stream(SSE_HEADERS, chunk)
+                elif stream.finished and index == stream.last:
+                    await http.close_stream(chunk)
+                else:
+                    await http.write(chunk)
                 sent = index
+            if not http.started:  # nothing was left to replay: an empty stream
+                await http.open_stream(SSE_HEADERS)
         finally:
             self._closed(held)
         if stream.finished and sent == stream.last and http.written_out:
@@ -427,7 +446,7 @@ class LegacyRequests:
     def verified(self, http: Exchange, session_id: str) -> LegacySession | None:
         """The legacy session an id stands for, if this key signed it and it is the
         requester's own (one opened with a token answers only that token's identity)."""
-        session = self._signer.verify(session_id)
+        session = self.sessions.signed(session_id) or self._signer.verify(session_id)
         if session is None or session.owner != owner(http):
             return None
         return session
@@ -485,7 +504,9 @@ class LegacyRequests:
                 answered["result"]["protocolVersion"], declared if isinstance(declared, dict)
                 else None, now=now, owner=owner(http), lifetime_s=limits.session_lifetime_s,
                 idle_s=limits.session_idle_s)
-            refused = self.sessions.opened(minted, now + limits.session_lifetime_s)
+            signed = self._signer.verify(minted)
+            assert signed is not None  # minted by this very signer just now
+            refused = self.sessions.opened(minted, signed)
             if refused is not None:
                 return ready(answer(refused.response(request.id)))
             headers["Mcp-Session-Id"] = minted
