@@ -198,7 +198,7 @@ class Answerer:
 
     def call(self, request: p.Request, notify: Send, client: Client = NO_CLIENT,
              client_key: Hashable = None, admitted: Admitted | None = None
-             ) -> Coroutine[Any, Any, dict[str, Any]]:
+             ) -> Coroutine[Any, Any, p.Message]:
         """The response to one ``tools/call`` (a result, or an error naming the server), to
         await. Not a coroutine itself: the checks run now and the call's own coroutine
         (``_behind``'s) is what is awaited, one frame fewer for every call in flight. A
@@ -212,7 +212,7 @@ class Answerer:
 
     def _call(self, request: p.Request, notify: Send, client: Client,
               client_key: Hashable, admitted: Admitted | None
-              ) -> Coroutine[Any, Any, dict[str, Any]]:
+              ) -> Coroutine[Any, Any, p.Message]:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
         if not isinstance(name, str) or not isinstance(arguments, dict):
@@ -305,7 +305,7 @@ class Answerer:
 
     async def from_fleet(self, request: p.Request, client: Client = NO_CLIENT,
                          notify: Send | None = None,
-                         client_key: Hashable = None) -> dict[str, Any]:
+                         client_key: Hashable = None) -> p.Message:
         """The response to a request about the fleet's prompts and resources: lists are
         merged, the rest goes to the server the name or URI belongs to, and its log
         messages (at the level the client asked, as for a call) to ``notify``, when the
@@ -394,7 +394,7 @@ class Answerer:
 
     async def _behind(self, request: p.Request, server: str | None,
                       work: Coroutine[Any, Any, Any], client_key: Hashable = None,
-                      admitted: Admitted | None = None) -> dict[str, Any]:
+                      admitted: Admitted | None = None) -> p.Message:
         """Run ``work`` (a request to ``server``, or to the fleet, of ``client_key``'s) if
         admitted (by the face already, when ``admitted``): its result as our response, in
         the client's era, or its failure as the client's error."""
@@ -415,7 +415,7 @@ class Answerer:
                                         request.version, self.transport)
         held = False  # the request's place is kept past its answer (a held round)
         try:
-            result = await (work if record is None else record.run(_as_sent(work)))
+            result = await (work if record is None else record.run(work))
         except asyncio.CancelledError:
             raise  # the client cancelled: it expects no answer
         except Exception as exc:  # every failure becomes the client's error
@@ -437,6 +437,9 @@ class Answerer:
                 self.admission.leave(server, client_key, ticket)
             log_context.unbind(bound)
         if isinstance(result, CallToolResult):
+            passed = p.passed_on_result(result.raw, result.raw_json, request.era)
+            if passed is not None:
+                return p.encoded_response(request.id, passed)
             result = result.raw  # as the server sent it: the checks are done
         elif isinstance(result, InputRequired):
             missing = _undeclared(result, request.meta.get(META_CLIENT_CAPABILITIES))
@@ -504,12 +507,6 @@ class Answerer:
 #: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each
 #: hop, and a client's answers to input travel in the call's ``CallInput``.
 _NOT_FORWARDED = frozenset({"_meta", "inputResponses", "requestState"})
-
-
-async def _as_sent(work: Coroutine[Any, Any, Any]) -> Any:
-    """A call's result as its server sent it (what a span ends on: its ``isError``)."""
-    result = await work
-    return result.raw if isinstance(result, CallToolResult) else result
 
 
 def _call_input(request: p.Request, client: Client) -> CallInput | p.InBandError:

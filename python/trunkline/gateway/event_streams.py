@@ -37,11 +37,9 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
-
-import orjson
 
 from .limits import Limits
+from .protocol import Message, encoded
 
 #: The client's wait before reconnecting, sent as the stream's ``retry``.
 RETRY_MS = 1000
@@ -57,9 +55,9 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "X-Accel-Buffering": "no"}
 
 
-def sse(message: dict[str, Any]) -> bytes:
+def sse(message: Message) -> bytes:
     """One message as an SSE event without an id (a stream that is not resumable)."""
-    return b"event: message\ndata: " + orjson.dumps(message) + b"\n\n"
+    return b"event: message\ndata: " + encoded(message) + b"\n\n"
 
 
 class ReplayableStream:
@@ -89,9 +87,9 @@ class ReplayableStream:
         """The number of the newest event."""
         return self._first + len(self._events) - 1
 
-    def add(self, message: dict[str, Any]) -> None:
+    def add(self, message: Message) -> None:
         event = (f"id: {self.id}-{self._first + len(self._events)}\nevent: message\ndata: "
-                 .encode() + orjson.dumps(message) + b"\n\n")
+                 .encode() + encoded(message) + b"\n\n")
         self._events.append(event)
         grown = len(event)
         cap = self._store.session_kept_bytes

@@ -210,7 +210,9 @@ class HttpFace:
             handler = None if methods is None else methods.get(exchange.method)
             if handler is not None:
                 answered = await handler(exchange)
-                if not isinstance(answered, dict):
+                if isinstance(answered, bytes):  # a result passed on as it came
+                    result = answered
+                elif not isinstance(answered, dict):
                     reply = answered
                 elif "error" in answered:  # a JSON-RPC message is answered as JSON
                     reply = answer(answered)

@@ -199,7 +199,8 @@ class PostHandler:
     async def _listen(self, http: Exchange, request: p.Request) -> dict[str, Any] | None:
         http.cancel_when_gone()
 
-        def write(note: dict[str, Any]) -> Awaitable[None]:
+        def write(note: p.Message) -> Awaitable[None]:
+            assert isinstance(note, dict)  # a listen stream carries notifications only
             params = {**note.get("params", {}), "_meta": {SUBSCRIPTION_ID: request.id}}
             return http.write(_sse({**note, "params": params}))
         stream = stream_writer(http, self._answerer.limits, "a listen stream", write)

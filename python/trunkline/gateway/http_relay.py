@@ -13,15 +13,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from . import protocol as p
 from .event_streams import SSE_HEADERS
 from .event_streams import sse as _sse
 from .exchange import Exchange
 from .limits import Limits
-from .outbox import StreamWriter, client_stream
+from .outbox import StreamWriter, Write, client_stream
 from .replies import HttpReply, answer
 
 #: ``answer(notify)``: the request's work, its messages before the answer to ``notify``.
-Answering = Callable[[Callable[[dict[str, Any]], None]], Awaitable[dict[str, Any]]]
+Answering = Callable[[Callable[[dict[str, Any]], None]], Awaitable[p.Message]]
 
 
 def _dropped(_note: dict[str, Any]) -> None:
@@ -30,13 +31,12 @@ def _dropped(_note: dict[str, Any]) -> None:
 
 
 def stream_writer(http: Exchange, limits: Limits, what: str,
-                  write: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-                  ) -> StreamWriter:
+                  write: Write | None = None) -> StreamWriter:
     return client_stream(http, limits, what, write or (lambda message: http.write(_sse(message))))
 
 
 def relayed(http: Exchange, limits: Limits, work: Answering
-            ) -> Awaitable[HttpReply | dict[str, Any] | None]:
+            ) -> Awaitable[HttpReply | p.Message | None]:
     """``work``'s answer, in the handler's task. For a client that accepts JSON only this
     is ``work``'s own coroutine, whose message the handler answers with (no frame of this
     one waits with the call)."""
@@ -85,12 +85,12 @@ class _LazyStream:
             self._task = asyncio.ensure_future(self._writer.run())
         self._writer.put(message)
 
-    async def _write(self, message: dict[str, Any]) -> None:
+    async def _write(self, message: p.Message) -> None:
         if not self._http.started:
             await self._http.open_stream(SSE_HEADERS)
         await self._http.write(_sse(message))
 
-    async def finish(self, answer: dict[str, Any]) -> None:
+    async def finish(self, answer: p.Message) -> None:
         """The messages that came, then the answer, last."""
         assert self._writer is not None and self._task is not None
         self._writer.put(answer)

@@ -65,15 +65,17 @@ class _Waiting:
 
     __slots__ = ("message", "key", "dropped")
 
-    def __init__(self, message: dict[str, Any] | None, key: Any, dropped: int = 0) -> None:
+    def __init__(self, message: p.Message | None, key: Any, dropped: int = 0) -> None:
         self.message = message
         self.key = key
         self.dropped = dropped
 
 
-def _key(message: dict[str, Any]) -> Any:
+def _key(message: p.Message) -> Any:
     """What ``message`` coalesces by: a progress token, a list change or resource update
     (on its listen stream), ``_LOG``; None: it is never coalesced or dropped."""
+    if isinstance(message, bytes):
+        return None  # an answer, passed on as it came
     method = message.get("method")
     if method is None:
         return None  # an answer
@@ -121,7 +123,7 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._line)
 
-    def put(self, message: dict[str, Any], *, behind: bool = False) -> None:
+    def put(self, message: p.Message, *, behind: bool = False) -> None:
         """Queue ``message``; ``behind``: a write is waiting for the reader."""
         line = self._line
         full = len(line) >= self.backlog
@@ -150,7 +152,7 @@ class Outbox:
             self._line.append(notice)
         notice.dropped += 1
 
-    def take(self) -> dict[str, Any] | None:
+    def take(self) -> p.Message | None:
         """The next message for the reader, or None when none waits."""
         if not self._line:
             return None
@@ -163,7 +165,7 @@ class Outbox:
         return place.message
 
 
-Write = Callable[[dict[str, Any]], Awaitable[None]]
+Write = Callable[[p.Message], Awaitable[None]]
 
 
 class StreamWriter:
@@ -191,7 +193,7 @@ class StreamWriter:
         self._wake: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
-    def put(self, message: dict[str, Any]) -> None:
+    def put(self, message: p.Message) -> None:
         if self._done:
             return
         # A write that waits is the only way ``put`` can find one under way: a write the
@@ -262,7 +264,7 @@ __all__ = ["Outbox", "StreamWriter", "dropped_notice"]
 
 
 def client_stream(http: Exchange, limits: Limits, what: str,
-                  write: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+                  write: Write | None = None
                   ) -> StreamWriter:
     """The writer of one of the gateway's streams to an HTTP client, with its bounds:
     ``write`` (else each message as an SSE event without an id); a reader that stays

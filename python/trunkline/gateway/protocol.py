@@ -23,6 +23,13 @@ Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/li
 6. An integer beyond 64 bits anywhere in a message is refused, never rounded: -32602
    naming its place in ``params`` (``arguments.amount``), -32600 elsewhere
    (``protocol.wide_ints``). The faces ask the codec (``wide_integer_at``) of every body.
+7. A ``tools/call`` result that rule 5 leaves as the server sent it is passed on as the
+   bytes it came in (``passed_on_result``), not decoded and encoded again: checked
+   first, as decoded (a key given twice counts as its last, as JSON parsers read it), it
+   is the same document. When rule 5 only adds ``resultType``, that key is added to the
+   bytes; when it changes more (``_meta`` of the protocol's, a legacy client and a
+   ``resultType``), the result is encoded anew. A message to send is therefore a JSON
+   object or the bytes of one (``Message``, ``encoded``).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+import orjson
 
 from ..catalog import ToolEntry
 from ..errors import (
@@ -193,6 +201,39 @@ def _id_of(message: Any) -> Any:
 
 def response(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+#: A message to send: a JSON object, or one encoded already (rule 7).
+Message = dict[str, Any] | bytes
+
+
+def encoded(message: Message) -> bytes:
+    """The message as JSON bytes."""
+    return message if isinstance(message, bytes) else orjson.dumps(message)
+
+
+def encoded_response(request_id: Any, result: bytes) -> bytes:
+    """A response carrying ``result``, already JSON, as it is."""
+    return b'{"jsonrpc":"2.0","id":%b,"result":%b}' % (orjson.dumps(request_id), result)
+
+
+def passed_on_result(raw: Mapping[str, Any], raw_json: bytes, era: ClientEra) -> bytes | None:
+    """A ``tools/call`` result as the bytes to pass on to a client of ``era`` (rule 7):
+    ``raw_json`` (what ``raw`` was decoded from), or it with ``resultType`` added; None
+    when it must be encoded anew (``served_result``), or did not come as bytes."""
+    if not raw_json or not raw:
+        return None
+    meta = raw.get("_meta")
+    if type(meta) is dict and any(key.startswith(RESERVED_META_PREFIX) for key in meta):
+        return None
+    if era is ClientEra.MODERN:
+        if "resultType" in raw:  # checked "complete" by the host before it got here
+            return raw_json
+        body = raw_json.rstrip()
+        if not body.endswith(b"}"):
+            return None
+        return body[:-1] + b',"resultType":"complete"}'
+    return None if "resultType" in raw else raw_json
 
 
 def error(code: int, message: str, data: Any = None) -> dict[str, Any]:

@@ -35,7 +35,7 @@ class HttpReply:
 
 
 #: What a handler answers with (see the module's docstring).
-Handled = HttpReply | dict[str, Any] | None
+Handled = HttpReply | p.Message | None
 #: A route's handler.
 Handler = Callable[[Exchange], Awaitable[Handled]]
 
@@ -45,9 +45,11 @@ def json_reply(message: dict[str, Any], status: int = 200,
     return HttpReply(status, orjson.dumps(message), headers or {})
 
 
-def answer(message: dict[str, Any], headers: Mapping[str, str] | None = None) -> HttpReply:
+def answer(message: p.Message, headers: Mapping[str, str] | None = None) -> HttpReply:
     """A JSON-RPC answer with the status its error (if any) goes with, and
-    ``Retry-After`` when it is an overload."""
+    ``Retry-After`` when it is an overload (one passed on as bytes is a result)."""
+    if isinstance(message, bytes):
+        return HttpReply(200, message, headers or {})
     if "error" not in message:
         return json_reply(message, 200, headers)
     err = message["error"]

@@ -29,7 +29,6 @@ from .answers import (
     SUBSCRIBING,
     Answerer,
     Client,
-    Send,
     granted_lists,
     listen_grant,
     resource_updated,
@@ -38,7 +37,8 @@ from .legacy_sessions import LegacyConnection
 
 
 class ClientSession:
-    def __init__(self, answerer: Answerer, send: Send, scope: TaskScope) -> None:
+    def __init__(self, answerer: Answerer, send: Callable[[p.Message], None],
+                 scope: TaskScope) -> None:
         self._answerer = answerer
         self._send = send
         self._scope = scope
@@ -120,7 +120,7 @@ class ClientSession:
     # -- requests answered from behind the gateway ----------------------------------------
 
     def _start(self, request: p.Request,
-               answer: Coroutine[Any, Any, dict[str, Any] | None]) -> None:
+               answer: Coroutine[Any, Any, p.Message | None]) -> None:
         """Run one request as its own task, cancellable by the client; its answer, if it
         has one (a listen stream's is the stream)."""
         key = p.request_key(request.id)
@@ -134,7 +134,7 @@ class ClientSession:
         task.add_done_callback(lambda _t: self._calls.pop(key, None) if
                                self._calls.get(key) is _t else None)
 
-    async def _answer(self, answer: Coroutine[Any, Any, dict[str, Any] | None]) -> None:
+    async def _answer(self, answer: Coroutine[Any, Any, p.Message | None]) -> None:
         message = await answer
         if message is not None:
             self._send(message)

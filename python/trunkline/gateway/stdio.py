@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
@@ -48,11 +48,11 @@ class Stdout(asyncio.Protocol):
         self._transport = cast("asyncio.WriteTransport", transport)
         self._batcher.attach(self._transport)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: p.Message) -> None:
         if self.paused:  # (messages wait only while it is: ``resume_writing``)
             self.outbox.put(message, behind=True)
         else:
-            self._batcher.push(orjson.dumps(message) + b"\n")
+            self._batcher.push(p.encoded(message) + b"\n")
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -65,7 +65,7 @@ class Stdout(asyncio.Protocol):
             message = self.outbox.take()
             if message is None:
                 break
-            transport.write(orjson.dumps(message) + b"\n")
+            transport.write(p.encoded(message) + b"\n")
         if not self.paused:
             resumed, self._resumed = self._resumed, None
             if resumed is not None and not resumed.done():
@@ -92,7 +92,7 @@ class Stdout(asyncio.Protocol):
         if transport is None:
             return
         while (message := self.outbox.take()) is not None and not transport.is_closing():
-            transport.write(orjson.dumps(message) + b"\n")
+            transport.write(p.encoded(message) + b"\n")
         transport.close()
 
 

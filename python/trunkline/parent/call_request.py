@@ -12,6 +12,7 @@ Rules:
    else the host's; less what it waited for its server's tools to be listed again).
 2. What the call path learns (``entry``, ``params``, ``key``, ``watched``, ``deadline``)
    is set once, before the first attempt; every attempt and every input round reads it.
+   ``answered_json`` is set once, by the answer.
 3. A relayed call to a legacy server runs with its own copy (``msgspec.structs.replace``),
    whose ``call_input`` is the bridge's.
 4. It is a msgspec ``Struct`` with ``gc=False``: built in C, and never walked by the
@@ -76,6 +77,9 @@ class CallRequest(msgspec.Struct, gc=False):
     watched: str | None = None
     #: When the call's timeout ends (the loop's clock): its retries end there too.
     deadline: float = 0.0
+    #: The complete result's bytes, when a recorded call's record takes the result
+    #: before it is checked (``CallPath``): checked after, with them.
+    answered_json: bytes = b""
 
 
 __all__ = ["CallRequest", "LogCallback", "ProgressCallback"]

@@ -47,8 +47,9 @@ from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")
 
-#: Makes a decoded ``tools/call`` result the caller's, checked (``ResultChecks.to_result``).
-ResultCheck = Callable[[ToolEntry, Any], Any]
+#: Makes a decoded ``tools/call`` result the caller's, checked (``ResultChecks.to_result``),
+#: given the bytes it was decoded from when it came as a document of its own.
+ResultCheck = Callable[[ToolEntry, Any, bytes], Any]
 
 
 def _ask(handle: WorkerHandle, body: dict[str, Any], request: CallRequest) -> str | None:
@@ -160,7 +161,7 @@ class CallPath:
         if isinstance(result, InputRequired):
             return result
         assert request.entry is not None  # a tools/call's, looked up by the host
-        return self._checked(request.entry, result)
+        return self._checked(request.entry, result, request.answered_json)
 
     async def _asking(self, handle: WorkerHandle, request: CallRequest, body: dict[str, Any],
                       ends: _ToolCallEnds, record: CallRecord | None) -> Any:
@@ -182,7 +183,7 @@ class CallPath:
         """A ``tools/call`` whose answer was not simply complete (an error, another result
         type, or one after retries), taken to its end: re-listed and sent once more after
         a header mismatch, its input rounds run (or relayed), its result
-        ``checked(entry, result)`` (as decoded when ``checked`` is None)."""
+        ``checked(entry, result, b"")`` (as decoded when ``checked`` is None)."""
         entry = request.entry
         assert entry is not None
         if reply.error_code == HEADER_MISMATCH and isinstance(handle.config.params,
@@ -204,7 +205,7 @@ class CallPath:
             result = await self._input_required(handle, request, result, reply)
             if isinstance(result, InputRequired):
                 return result
-        return result if checked is None else checked(entry, result)
+        return result if checked is None else checked(entry, result, b"")
 
     def read(self, handle: WorkerHandle, request: CallRequest) -> Coroutine[Any, Any, Any]:
         """A read (``resources/read``, ``prompts/get``; ``request.arguments`` its params):
@@ -302,10 +303,11 @@ class _ToolCallEnds:
             handle.unreadable()
             raise
         checked, entry = self._checked, request.entry
-        if checked is None:
+        if checked is None:  # a recorded call: checked after its record has the result
+            request.answered_json = payload
             return result
         assert entry is not None  # a tools/call's, looked up by the host
-        return checked(entry, result)
+        return checked(entry, result, payload)
 
     def unfinished(self, handle: WorkerHandle, request: CallRequest,
                    reply: Reply) -> Coroutine[Any, Any, Any]:

@@ -28,10 +28,13 @@ class CallToolResult(msgspec.Struct, frozen=True):
     server: str = ""
     #: The result as the server sent it (not in the repr: it repeats the rest).
     raw: dict[str, Any] = {}
+    #: The same as the JSON bytes it came in, when it came as a document of its own
+    #: (empty otherwise): what a gateway passes on without encoding it again.
+    raw_json: bytes = b""
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}"
-                          for name in self.__struct_fields__ if name != "raw")
+                          for name in self.__struct_fields__ if name not in _UNSHOWN)
         return f"CallToolResult({shown})"
 
     @property
@@ -41,6 +44,9 @@ class CallToolResult(msgspec.Struct, frozen=True):
             block["text"] for block in self.content
             if block.get("type") == "text" and isinstance(block.get("text"), str)
         )
+
+
+_UNSHOWN = frozenset({"raw", "raw_json"})
 
 
 class ResultChecks:
@@ -54,7 +60,9 @@ class ResultChecks:
         """The catalog changed: schemas may have too."""
         self._checkers.clear()
 
-    def to_result(self, entry: ToolEntry, result: Any) -> CallToolResult:
+    def to_result(self, entry: ToolEntry, result: Any, raw_json: bytes = b"") -> CallToolResult:
+        """``result`` (decoded from ``raw_json``, when it came as bytes of its own),
+        checked."""
         if not isinstance(result, dict):
             raise _malformed(entry, "tools/call result is not an object")
         # Absent means "complete" (a MUST for clients; the conformance suite checks it).
@@ -77,7 +85,8 @@ class ResultChecks:
         meta = result.get("_meta")
         return CallToolResult(content=content, structured_content=structured, is_error=is_error,
                               meta=meta if type(meta) is dict else None,
-                              tool=entry.name, server=entry.server, raw=result)
+                              tool=entry.name, server=entry.server, raw=result,
+                              raw_json=raw_json)
 
     def _check_output(self, entry: ToolEntry, result: dict[str, Any], structured: Any) -> None:
         key = (entry.server, entry.local_name)

@@ -108,7 +108,9 @@ def error_type(error: BaseException) -> str:
 
 def result_error_type(method: str, result: Any) -> str | None:
     """``error.type`` of a request the server answered with a result: ``tool_error`` for a
-    tool's ``isError`` result, else None."""
-    if method == "tools/call" and type(result) is dict and result.get("isError") is True:
-        return TOOL_ERROR
-    return None
+    tool's ``isError`` result (as sent, or checked: a ``CallToolResult``), else None."""
+    if method != "tools/call":
+        return None
+    if type(result) is dict:
+        return TOOL_ERROR if result.get("isError") is True else None
+    return TOOL_ERROR if getattr(result, "is_error", None) is True else None
