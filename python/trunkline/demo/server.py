@@ -132,7 +132,7 @@ class ToolError(Exception):
 
 
 @dataclass(frozen=True)
-class Reply:
+class ToolOutput:
     """What a tool produced. ``delay`` (seconds) postpones the answer; a delayed
     answer can be cancelled with ``notifications/cancelled``."""
 
@@ -147,7 +147,7 @@ class Tool:
     title: str
     description: str
     input_schema: Json
-    run: Callable[[Json], Reply]
+    run: Callable[[Json], ToolOutput]
     output_schema: Json | None = None
     open_world: bool = False
 
@@ -260,7 +260,7 @@ WEB_SEARCH_OUTPUT = {
 }
 
 
-def web_search(args: Json) -> Reply:
+def web_search(args: Json) -> ToolOutput:
     query = args["query"].strip()
     limit = args.get("limit", _DEFAULT_LIMIT)
     slug = "-".join(_terms(query)) or "query"
@@ -270,10 +270,10 @@ def web_search(args: Json) -> Reply:
         host, kind = _WEB_SITES[(start + n) % len(_WEB_SITES)]
         results.append({"title": f"{query} - {kind}", "url": f"https://{host}/{slug}/{n + 1}"})
     structured = {"results": results}
-    return Reply([json.dumps(structured, separators=(",", ":"))], structured)
+    return ToolOutput([json.dumps(structured, separators=(",", ":"))], structured)
 
 
-def web_fetch(args: Json) -> Reply:
+def web_fetch(args: Json) -> ToolOutput:
     url = args["url"]
     if not url.startswith(("http://", "https://")):
         raise ToolError("Only http:// and https:// URLs can be fetched.")
@@ -283,7 +283,7 @@ def web_fetch(args: Json) -> Reply:
         "This domain is for use in illustrative examples in documents. "
         "You may use this domain in literature without prior coordination or asking for permission."
     )
-    return Reply([page], delay=args.get("delayMs", 0) / 1000)
+    return ToolOutput([page], delay=args.get("delayMs", 0) / 1000)
 
 
 WEB_TOOLS = (
@@ -378,12 +378,12 @@ DOC_SNIPPETS = (
 )
 
 
-def docs_search(args: Json) -> Reply:
+def docs_search(args: Json) -> ToolOutput:
     query = args["query"]
     hits = _rank(query, DOC_SNIPPETS, args.get("limit", _DEFAULT_LIMIT))
     if not hits:
-        return Reply([f"No documentation snippet matches {query!r}."])
-    return Reply([f"{DOC_SNIPPETS[i][0]}: {DOC_SNIPPETS[i][1]}" for i in hits])
+        return ToolOutput([f"No documentation snippet matches {query!r}."])
+    return ToolOutput([f"{DOC_SNIPPETS[i][0]}: {DOC_SNIPPETS[i][1]}" for i in hits])
 
 
 _SENTENCE = re.compile(r".+?[.!?](?=\s|$)", re.DOTALL)
@@ -395,11 +395,11 @@ def first_sentence(text: str) -> str:
     return match.group(0) if match else text
 
 
-def docs_summarize(args: Json) -> Reply:
+def docs_summarize(args: Json) -> ToolOutput:
     summary = first_sentence(args["text"])
     if not summary:
         raise ToolError("Nothing to summarize: text is blank.")
-    return Reply([summary])
+    return ToolOutput([summary])
 
 
 DOCS_TOOLS = (
@@ -487,22 +487,22 @@ ARCHIVE_RECORD_OUTPUT = {
 }
 
 
-def archive_lookup(args: Json) -> Reply:
+def archive_lookup(args: Json) -> ToolOutput:
     record = _RECORDS_BY_ID.get(args["id"])
     if record is None:
         known = ", ".join(_RECORDS_BY_ID)
         raise ToolError(f"No archived record with id {args['id']!r}. Known ids: {known}.")
-    return Reply([json.dumps(record, separators=(",", ":"))], dict(record))
+    return ToolOutput([json.dumps(record, separators=(",", ":"))], dict(record))
 
 
-def archive_search(args: Json) -> Reply:
+def archive_search(args: Json) -> ToolOutput:
     query = args["query"]
     entries = [(r["title"], r["summary"]) for r in ARCHIVE_RECORDS]
     hits = _rank(query, entries, args.get("limit", _DEFAULT_LIMIT))
     if not hits:
-        return Reply([f"No archived record matches {query!r}."])
+        return ToolOutput([f"No archived record matches {query!r}."])
     lines = [f"{r['id']}: {r['title']} ({r['year']})" for r in (ARCHIVE_RECORDS[i] for i in hits)]
-    return Reply(["\n".join(lines)])
+    return ToolOutput(["\n".join(lines)])
 
 
 ARCHIVE_TOOLS = (

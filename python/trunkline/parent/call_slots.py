@@ -1,13 +1,14 @@
 """The calls of one server: admitted to a slot, sent through its current worker, awaited,
-settled.
+their slots freed.
 
 ``CallSlots`` is the hot path of the whole host. A call waits only when it must (its
 server not ready yet, or every slot taken: back-pressure, within the call's own
 deadline), then takes a slot, a call id in the worker generation's correlator (its
 deadline in one min-heap for all calls) and one SUBMIT frame queued for the tick's single
 channel write. When its future is resolved (a RESULT, a FAILURE, the deadline, the
-worker's loss) its slot is freed and the call is *settled*: its latency sampled, its
-record told the request id the worker chose.
+worker's loss) its slot is freed: for an answer (``returned``) its latency sampled and
+its record told the request id the worker chose, for anything else (``unanswered``) the
+failure put in the call's terms.
 
 Rules:
 
@@ -89,7 +90,7 @@ REPLIES = _Replies()
 
 
 class CallSlots:
-    """One server's calls in flight: admission to a slot, send, await, settle."""
+    """One server's calls in flight: admission to a slot, send, await, the slot freed."""
 
     def __init__(self, handle: WorkerHandle) -> None:
         self._handle = handle
@@ -98,7 +99,7 @@ class CallSlots:
         self._max_inflight = handle.config.max_inflight
         self._max_frame_bytes = handle.settings.max_frame_bytes
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        #: Calls sent and not yet settled.
+        #: Calls sent whose slots are not free yet.
         self.in_flight = 0
         #: The latencies of this server's recent calls (``Host.call_latency``).
         self.latency = LatencyWindow()
@@ -151,7 +152,7 @@ class CallSlots:
         failure: Exception | None = None
         try:
             answer = await future
-        except BaseException as exc:  # noqa: BLE001 - settled whatever it is; a cancel passes
+        except BaseException as exc:  # noqa: BLE001 - its slot freed whatever it is; a cancel passes
             error = self.unanswered(gen, call_id, method, timeout, exc)
             if not isinstance(error, Exception):
                 raise error from None  # cancelled: passed on as it is
@@ -162,7 +163,7 @@ class CallSlots:
         if failure is not None:
             return await ends.failed(handle, request, failure)
         kind, result_type, payload, request_id = answer
-        self.settle(started, request_id)
+        self.returned(started, request_id)
         if kind == KIND_RESULT and result_type in _COMPLETE:
             return ends.answered(handle, request, result_type, payload)
         return await ends.unfinished(handle, request,
@@ -197,7 +198,7 @@ class CallSlots:
             self._handle.unreadable()
             raise
 
-    def settle(self, started: float, request_id: int) -> None:
+    def returned(self, started: float, request_id: int) -> None:
         """A call sent at ``started`` was answered (by the request with ``request_id``):
         its slot is free, its latency sampled, its record told."""
         self._release()

@@ -637,7 +637,7 @@ class Host:
             return raising(exc)
         if settling or (call_input is not None and call_input.relay and handle is not None
                         and _bridged(handle, call_input)):
-            return self._call_settled(request)
+            return self._call_screened(request)
         assert handle is not None
         request.entry = entry
         return self._calls.call_tool(handle, request)
@@ -677,11 +677,11 @@ class Host:
         finally:
             self._relaying = False
 
-    async def _call_settled(self, request: CallRequest) -> Any:
+    async def _call_screened(self, request: CallRequest) -> Any:
         """A call whose server's tools are being listed again (made once they are), or a
         relayed call to a legacy server (bridged: its questions become rounds)."""
         name = request.name
-        entry, left = await self._settled_entry(name, request.timeout)
+        entry, left = await self._screened_entry(name, request.timeout)
         if left is not None:
             request.timeout = left
         request.entry = entry
@@ -732,7 +732,7 @@ class Host:
             message += "; " + "; ".join(named)
         return UnknownTool(message, method="tools/call", candidates=candidates)
 
-    async def _settled_entry(self, name: str, timeout: float | None
+    async def _screened_entry(self, name: str, timeout: float | None
                              ) -> tuple[ToolEntry, float | None]:
         """The catalog's entry for ``name`` once the changes its server announced before
         now are screened (so a tool whose definition just changed is never called), and
@@ -748,7 +748,7 @@ class Host:
         while self._catalog.settling(entry.server) and entry.server not in waited:
             waited.add(entry.server)
             try:
-                await asyncio.wait_for(self._catalog.settled(entry.server),
+                await asyncio.wait_for(self._catalog.screened(entry.server),
                                        deadline - loop.time())
             except TimeoutError:
                 raise RequestTimeout(

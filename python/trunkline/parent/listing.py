@@ -25,7 +25,7 @@ Every listing is screened (``catalog.screen``: the server's filter, the host's b
 server's pins from the ``PinStore``) before it is merged: a filtered or quarantined tool
 never reaches the catalog, so it is never listed, routed or called. While a server's
 tools are being listed again (a list change, a new connection), calls to it wait for the
-new screening (``settled``): a changed tool is never called in between. A call waits for
+new screening (``screened``): a changed tool is never called in between. A call waits for
 one listing, the one that covers the changes announced before it: it is never held
 by changes announced after it, however often they come.
 """
@@ -124,7 +124,7 @@ class CatalogKeeper:
         self._relisters: dict[str, asyncio.Task[None]] = {}
         #: Wakes a server's re-lister from its wait when a listing is wanted sooner.
         self._nudges: dict[str, asyncio.Event] = {}
-        #: Calls to a server wait (``settled``) while a change it announced is not
+        #: Calls to a server wait (``screened``) while a change it announced is not
         #: screened yet: on the event of its latest changes, set by the listing that
         #: covers them (one lookup on the call path) ...
         self._settling: dict[str, asyncio.Event] = {}
@@ -450,7 +450,7 @@ class CatalogKeeper:
             if event is not None:
                 event.set()
 
-    async def settled(self, server: str) -> None:
+    async def screened(self, server: str) -> None:
         """Returns once the changes ``server`` announced until now are screened (or their
         listing failed): one listing, never the ones of later announcements."""
         event = self._settling.get(server)

@@ -97,7 +97,7 @@ class Negotiator:
     # -- what the connection saw ----------------------------------------------------------
 
     def on_reply(self, probe: era.Probe, event: Event) -> None:
-        self._settled(probe, event.id)
+        self._answered(probe, event.id)
         if event.kind == KIND_ERROR:
             self._feed(era.ErrorReplied(probe, event.error_code or 0, event.error_message or "",
                                         decode_error_data(event.error_data)))
@@ -111,7 +111,7 @@ class Negotiator:
 
     def on_failed(self, probe: era.Probe, request_id: Any, error: TrunklineError) -> None:
         """The probe's HTTP exchange ended without an answer."""
-        self._settled(probe, request_id)
+        self._answered(probe, request_id)
         if isinstance(error, AuthenticationFailed):
             self._auth_failure = error
             self._feed(era.Rejected(probe, error.message))
@@ -212,7 +212,7 @@ class Negotiator:
         if self._ids.get(probe) == request_id:
             self._feed(era.TimedOut(probe, timeout_s))
 
-    def _settled(self, probe: era.Probe, request_id: Any) -> None:
+    def _answered(self, probe: era.Probe, request_id: Any) -> None:
         """Request ``request_id`` of this probe got its answer (the correlator already let
         the id go): its deadline no longer matters."""
         if self._ids.get(probe) == request_id:
