@@ -35,7 +35,7 @@ SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
 
 def _configs(server_argvs: Sequence[Sequence[str]]) -> list[ServerConfig]:
     # Room for the harness's whole in-flight window on every server.
-    return [ServerConfig(f"s{i}", stdio(argv[0], *argv[1:]), max_inflight=1 << 16)
+    return [ServerConfig(f"s{i}", stdio(argv[0], *argv[1:]), max_in_flight=1 << 16)
             for i, argv in enumerate(server_argvs)]
 
 

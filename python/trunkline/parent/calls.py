@@ -111,7 +111,7 @@ class CallPath:
         """The call's own, else the server's, else the host's."""
         if timeout is not None:
             return timeout
-        server_timeout = handle.config.call_timeout
+        server_timeout = handle.config.call_timeout_s
         return self.call_timeout if server_timeout is None else server_timeout
 
     def call_tool(self, handle: WorkerHandle,

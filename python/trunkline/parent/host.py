@@ -32,7 +32,7 @@ from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import ConfigSource, read_host_config
-from ..deprecations import warn_deprecated
+from ..deprecations import renamed_keywords, warn_deprecated
 from ..errors import RequestTimeout, ToolCandidate, ToolCollision, UnknownTool
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
@@ -43,7 +43,7 @@ from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.versions import LOG_LEVELS
-from ..settings import HostSettings, Root, ServerConfig
+from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
 from . import host_options
 from .bridged_calls import BridgedCalls
@@ -75,6 +75,10 @@ log = logging.getLogger("trunkline.host")
 
 #: The lists besides the tools that a server may offer and announce changes of.
 OFFERINGS = ("prompts", "resources")
+
+#: ``Host.from_config``'s old keywords: the name each one is now.
+_OLD_FROM_CONFIG_NAMES = {"discover_timeout": "discover_timeout_s",
+                          "max_discover_timeout": "max_discover_timeout_s"}
 
 
 class Host:
@@ -224,13 +228,13 @@ class Host:
 
     @classmethod
     def from_config(cls, config: ConfigSource | None = None, *,
-                    discover_timeout: float | None = None,
-                    max_discover_timeout: float | None = None, **kwargs: Any) -> Host:
+                    discover_timeout_s: float | None = None,
+                    max_discover_timeout_s: float | None = None, **kwargs: Any) -> Host:
         """A host for the servers of an ``{"mcpServers": {...}}`` configuration: a file's
         path, or that mapping itself (the decoded file a host already holds); they start
-        when the host is entered (``async with``). ``discover_timeout`` (seconds) applies
+        when the host is entered (``async with``). ``discover_timeout_s`` (seconds) applies
         to the servers whose entry sets no ``"discoverTimeoutMs"``,
-        ``max_discover_timeout`` to those that set no ``"maxDiscoverTimeoutMs"``. Other
+        ``max_discover_timeout_s`` to those that set no ``"maxDiscoverTimeoutMs"``. Other
         keyword arguments go to ``Host()``.
 
         With a Streamable HTTP server in it (and no ``oauth=`` given), the host has an
@@ -250,8 +254,13 @@ class Host:
         if config is None:
             raise TypeError("Host.from_config() needs a configuration: a file's path or an "
                             "{\"mcpServers\": {...}} mapping")
-        read = read_host_config(config, discover_timeout=discover_timeout,
-                                max_discover_timeout=max_discover_timeout)
+        old = {name: kwargs.pop(name) for name in _OLD_FROM_CONFIG_NAMES if name in kwargs}
+        if old:
+            new = renamed_keywords(old, _OLD_FROM_CONFIG_NAMES, "Host.from_config")
+            discover_timeout_s = new.get("discover_timeout_s", discover_timeout_s)
+            max_discover_timeout_s = new.get("max_discover_timeout_s", max_discover_timeout_s)
+        read = read_host_config(config, discover_timeout_s=discover_timeout_s,
+                                max_discover_timeout_s=max_discover_timeout_s)
         if (read.collision is not None and kwargs.get("catalog") is None
                 and "collision" not in kwargs):
             kwargs["catalog"] = CatalogOptions(collision=read.collision)
@@ -310,23 +319,25 @@ class Host:
         transport: TransportParams,
         *,
         allow_legacy: bool = False,
-        max_inflight: int = 1024,
+        max_in_flight: int = 1024,
         wait_ready: bool = True,
-        call_timeout: float | None = None,
-        discover_timeout: float | None = None,
-        max_discover_timeout: float | None = None,
+        call_timeout_s: float | None = None,
+        discover_timeout_s: float | None = None,
+        max_discover_timeout_s: float | None = None,
         idempotent_tools: Sequence[str] = (),
         enabled_tools: Sequence[str] | None = None,
         disabled_tools: Sequence[str] = (),
         roots: Sequence[str | Root] | None = None,
+        **old_names: Any,
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
-        ``ToolCollision`` naming both servers and the tool. ``call_timeout`` overrides the
-        host's default for this server's calls (a call's own ``timeout`` wins over both);
-        ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter), and
-        ``max_discover_timeout`` how far that deadline may grow after starts on which the
-        server stayed silent.
+        ``ToolCollision`` naming both servers and the tool. ``call_timeout_s`` overrides
+        the host's default for this server's calls (a call's own ``timeout`` wins over
+        both); ``discover_timeout_s`` the deadline of its ``server/discover`` (a slow
+        starter), and ``max_discover_timeout_s`` how far that deadline may grow after
+        starts on which the server stayed silent; ``max_in_flight`` bounds its calls in
+        flight (beyond, calls wait for a slot within their timeout).
         ``idempotent_tools`` names (by the server's own local names) the tools that are
         safe to repeat, so a call to them may be retried after it may have reached the
         server; a tool's own ``idempotentHint`` is untrusted and never counts.
@@ -334,17 +345,28 @@ class Host:
         tools listed and callable. ``roots`` (``file://`` URIs, or ``Root`` objects) are what
         the server is told its roots are when it asks (declare the ``roots`` capability);
         without them the host's ``roots/list`` handler answers a legacy server, never one
-        call's (its roots are its session's, shared by every call)."""
+        call's (its roots are its session's, shared by every call).
+
+        The names of before the unit rule (``call_timeout=``, ``discover_timeout=``,
+        ``max_discover_timeout=``, ``max_inflight=``) still work, with a
+        ``DeprecationWarning``."""
+        unknown = sorted(set(old_names) - set(OLD_SERVER_NAMES))
+        if unknown:
+            raise TypeError(f"Host.add_server() got an unexpected keyword argument {unknown[0]!r}")
         config = ServerConfig(name, transport, allow_legacy=allow_legacy,
                               idempotent_tools=frozenset(idempotent_tools),
-                              call_timeout=call_timeout, discover_timeout=discover_timeout,
-                              max_discover_timeout=max_discover_timeout,
-                              max_inflight=max_inflight, wait_ready=wait_ready,
+                              call_timeout_s=call_timeout_s,
+                              discover_timeout_s=discover_timeout_s,
+                              max_discover_timeout_s=max_discover_timeout_s,
+                              max_in_flight=max_in_flight, wait_ready=wait_ready,
                               enabled_tools=None if enabled_tools is None
                               else tuple(enabled_tools),
                               disabled_tools=tuple(disabled_tools),
                               roots=None if roots is None else tuple(
                                   r if isinstance(r, Root) else Root(r) for r in roots))
+        if old_names:
+            config = replace(config, **renamed_keywords(old_names, OLD_SERVER_NAMES,
+                                                        "Host.add_server"))
         return (await self.add_servers([config]))[0]
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
@@ -352,7 +374,7 @@ class Host:
         here) decides who keeps a contested tool name.
 
         Each server's era verdict and first listing are waited for within their own
-        deadlines (``discover_timeout``, ``list_timeout``), never longer, and no server
+        deadlines (``discover_timeout_s``, ``list_timeout``), never longer, and no server
         fails another: one that is unavailable, or whose listing fails (``status.
         listing_error`` says why), is left out of the catalog and tried again in the
         background. Only a collision under ``reject`` (the configuration's, not a
@@ -405,10 +427,10 @@ class Host:
             self._calls.timeout_for(handle, None)
 
     def call_slots(self, name: str) -> int:
-        """How many calls server ``name`` takes at once (``ServerConfig.max_inflight``;
+        """How many calls server ``name`` takes at once (``ServerConfig.max_in_flight``;
         beyond, calls wait for a slot); for an unknown name, the default's."""
         handle = self._servers.get(name)
-        return (handle.config if handle is not None else ServerConfig).max_inflight
+        return (handle.config if handle is not None else ServerConfig).max_in_flight
 
     def call_latency(self, name: str) -> LatencySummary:
         """How many of ``name``'s calls were answered, and the p50/p99 seconds of the
