@@ -8,17 +8,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import re
 import warnings
 
 import pytest
 
 from conftest import run, scripted
 from trunkline import channel as ch
+from trunkline import config
+from trunkline.catalog.filters import ToolBounds
 from trunkline.errors import ConfigurationError
+from trunkline.gateway.limits import Limits
+from trunkline.gateway.serve import GatewaySettings
 from trunkline.params import stdio
+from trunkline.parent import host_options
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
-from trunkline.settings import OLD_SERVER_NAMES, HostSettings, ServerConfig
+from trunkline.protocol.mrtr import MrtrLimits
+from trunkline.protocol.retry import RetryPolicy
+from trunkline.settings import OLD_SERVER_NAMES, HostSettings, RestartPolicy, ServerConfig
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0))
 
@@ -27,6 +35,36 @@ OLD = {"call_timeout": 12.5, "discover_timeout": 30.0, "max_discover_timeout": 6
        "max_inflight": 7}
 #: The same, by the names of now.
 NEW = {OLD_SERVER_NAMES[name]: value for name, value in OLD.items()}
+
+
+#: Every group of settings a host program or an operator gives.
+SETTING_GROUPS = (ServerConfig, HostSettings, RestartPolicy, NegotiationConfig, MrtrLimits,
+                  RetryPolicy, ToolBounds, host_options.ClientOptions,
+                  host_options.CatalogOptions, host_options.TrustOptions,
+                  host_options.CallOptions, host_options.TelemetryOptions, GatewaySettings,
+                  Limits)
+#: Settings in floats that are no durations: a multiplier, a fraction.
+NOT_DURATIONS = {"factor", "client_server_share"}
+
+
+@pytest.mark.parametrize("group", SETTING_GROUPS, ids=lambda group: group.__name__)
+def test_every_duration_setting_ends_in_s_and_a_bound_on_calls_in_flight_is_max_in_flight(
+        group):
+    for field in dataclasses.fields(group):
+        if re.fullmatch(r"float( \| None)?", str(field.type)) and field.name not in NOT_DURATIONS:
+            assert field.name.endswith("_s"), f"{group.__name__}.{field.name}: seconds?"
+        assert "inflight" not in field.name, f"{group.__name__}.{field.name}"
+
+
+def test_each_key_of_the_file_in_milliseconds_is_the_field_of_its_name_in_seconds():
+    in_ms = sorted(key for key in config._COMMON_KEYS if key.endswith("Ms"))
+    assert in_ms == ["discoverTimeoutMs", "maxDiscoverTimeoutMs"]
+    names = {field.name for field in dataclasses.fields(ServerConfig)}
+    for key in in_ms:
+        assert re.sub(r"[A-Z]", lambda m: "_" + m[0].lower(), key[:-2]) + "_s" in names
+    servers = config.parse_config({"mcpServers": {"x": {
+        "command": "c", "discoverTimeoutMs": 2500, "maxDiscoverTimeoutMs": 40000}}})
+    assert (servers[0].discover_timeout_s, servers[0].max_discover_timeout_s) == (2.5, 40.0)
 
 
 def test_the_new_names_are_the_fields_and_do_not_warn():

@@ -137,7 +137,7 @@ class Host:
         spans and metrics go; without them the global providers (no-op until an
         application sets them), so telemetry is off and costs nothing unless configured.
 
-        ``catalog.list_timeout``: seconds for one whole listing of a server's tools, every
+        ``catalog.list_timeout_s``: seconds for one whole listing of a server's tools, every
         page of it; a server whose listing fails (that one, a malformed or unreadable
         list, a crash) is that server's failure only (``ServerStatus.listing_error``).
 
@@ -185,7 +185,7 @@ class Host:
             warn_deprecated("model_safe_names=True is deprecated: every tool name is "
                             "model-safe now")
         self._catalog = CatalogKeeper(
-            self._servers, policy=catalog.collision, list_timeout=catalog.list_timeout,
+            self._servers, policy=catalog.collision, list_timeout_s=catalog.list_timeout_s,
             retry_policy=self.retry_policy, scope=self._scope, on_rebuilt=self._on_rebuilt,
             pins=trust.pins, bounds=trust.tool_bounds,
             first_sight="approve" if trust.approve_first_sight else "trust",
@@ -195,7 +195,7 @@ class Host:
             # re-probe is: the server is up, but not usable yet.
             retries=replace(self.settings.restart, cap_s=self.settings.restart.reprobe_cap_s))
         self._calls = CallPath(
-            retry_policy=self.retry_policy, call_timeout=calls.call_timeout,
+            retry_policy=self.retry_policy, call_timeout_s=calls.call_timeout_s,
             input_rounds=InputRounds(handlers, identity.capabilities, mrtr_limits),
             relist=self._relist_for_call, checked=self._results.to_result,
             telemetry=self.telemetry)
@@ -374,7 +374,7 @@ class Host:
         here) decides who keeps a contested tool name.
 
         Each server's era verdict and first listing are waited for within their own
-        deadlines (``discover_timeout_s``, ``list_timeout``), never longer, and no server
+        deadlines (``discover_timeout_s``, ``list_timeout_s``), never longer, and no server
         fails another: one that is unavailable, or whose listing fails (``status.
         listing_error`` says why), is left out of the catalog and tried again in the
         background. Only a collision under ``reject`` (the configuration's, not a
@@ -421,9 +421,9 @@ class Host:
 
     def call_timeout(self, name: str | None = None) -> float:
         """The seconds a call to server ``name`` is given when it names none (the server's
-        ``call_timeout``, else the host's); the host's for no name, or an unknown one."""
+        ``call_timeout_s``, else the host's); the host's for no name, or an unknown one."""
         handle = None if name is None else self._servers.get(name)
-        return self._calls.call_timeout if handle is None else \
+        return self._calls.call_timeout_s if handle is None else \
             self._calls.timeout_for(handle, None)
 
     def call_slots(self, name: str) -> int:
