@@ -41,7 +41,7 @@ from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from ..telemetry.calls import CallRecord
 from .call_request import CallRequest
 from .handle import WorkerHandle
-from .input_rounds import InputRequired, InputRounds
+from .mrtr import InputRequired, InputRounds
 from .retrying import run_with_retries
 from .telemetry import Telemetry
 

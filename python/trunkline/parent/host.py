@@ -57,9 +57,9 @@ from .host_options import (
     TelemetryOptions,
     TrustOptions,
 )
-from .input_rounds import CallInput, InputRequired, InputRounds
 from .latency import LatencySummary
 from .listing import CatalogKeeper
+from .mrtr import CallInput, InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
