@@ -165,7 +165,7 @@ class HostSettings:
     #: a fresh interpreter each.
     worker_start: str = "zygote"
     #: Names this host in what it hands out that only it can take back (the token of a
-    #: call waiting for its caller's input, ``parent.bridged_calls``), so that another
+    #: call waiting for its caller's input, ``parent.input_bridge``), so that another
     #: host (a sibling gateway process) knows such a token is not its own. Letters,
     #: digits, ``-`` and ``_`` only.
     instance: str = field(default_factory=lambda: secrets.token_hex(4))

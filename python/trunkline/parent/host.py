@@ -46,7 +46,6 @@ from ..protocol.versions import LOG_LEVELS
 from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
 from . import host_options
-from .bridged_calls import BridgedCalls
 from .call_request import CallRequest, ProgressCallback
 from .calls import CallPath
 from .handle import ServerStatus, ServerWarning, WorkerHandle
@@ -57,6 +56,7 @@ from .host_options import (
     TelemetryOptions,
     TrustOptions,
 )
+from .input_bridge import BridgedCalls
 from .latency import LatencySummary
 from .listing import CatalogKeeper
 from .mrtr import CallInput, InputRequired, InputRounds
@@ -684,7 +684,7 @@ class Host:
         ``requestState``), and the caller's next call carries the answers in its
         ``call_input`` (``responses``, ``request_state``). A legacy server asks with
         requests of its own instead: for a relayed call they become the same rounds
-        (``parent.bridged_calls``), the call staying in flight until the caller's next
+        (``parent.input_bridge``), the call staying in flight until the caller's next
         call, with the answers and the round's ``requestState``. Any other ``call_input``
         (handlers of the call's own) is as ``call_tool`` takes it."""
         # ``call_tool`` itself (one frame fewer on every call), told that its relay is
