@@ -42,7 +42,7 @@ from ..telemetry.calls import CallRecord
 from .call_request import CallRequest
 from .handle import WorkerHandle
 from .mrtr import InputRequired, InputRounds
-from .retrying import run_with_retries
+from .retry import run_with_retries
 from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")

@@ -77,7 +77,7 @@ from ..protocol.reply import Reply
 from ..protocol.retry import Attempt, RetryPolicy, plan_call
 from .handle import WorkerHandle
 from .pin_store import PinStore
-from .retrying import run_with_retries
+from .retry import run_with_retries
 from .supervisor import Supervisor
 from .telemetry import Telemetry
 
