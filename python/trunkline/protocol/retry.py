@@ -53,7 +53,7 @@ Host integration (the intended use)::
     plan = plan_call(policy, "tools/call", tool=entry,          # ToolEntry or local name
                      idempotent=caller_flag,                    # None: not said
                      idempotent_tools=server_cfg_idempotent,    # names, from config
-                     deadline=loop.time() + call_timeout,       # optional, clock of now()
+                     deadline=loop.time() + call_timeout_s,     # optional, clock of now()
                      idempotency_key=True)                      # True: generate one
 
     async def send(attempt: Attempt) -> Reply:
