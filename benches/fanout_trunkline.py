@@ -35,7 +35,7 @@ SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
 
 def _configs(server_argvs: Sequence[Sequence[str]]) -> list[ServerConfig]:
     # Room for the harness's whole in-flight window on every server.
-    return [ServerConfig(f"s{i}", stdio(argv[0], *argv[1:]), max_inflight=1 << 16)
+    return [ServerConfig(f"s{i}", stdio(argv[0], *argv[1:]), max_in_flight=1 << 16)
             for i, argv in enumerate(server_argvs)]
 
 
@@ -49,7 +49,7 @@ class TrunklineClient:
     slow: ClassVar[bool] = False
 
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
-        self._host = Host(settings=SETTINGS, calls=CallOptions(call_timeout=120.0))
+        self._host = Host(settings=SETTINGS, calls=CallOptions(call_timeout_s=120.0))
         await self._connect(server_argvs)
 
     async def _connect(self, server_argvs: Sequence[Sequence[str]]) -> None:
@@ -76,7 +76,7 @@ class TracedClient(TrunklineClient):
     async def start(self, server_argvs: Sequence[Sequence[str]]) -> None:
         ratio = float(os.environ.get("TRUNKLINE_BENCH_SAMPLED", "1"))
         self._tracing, self._metering = recording_providers(ratio)
-        self._host = Host(settings=SETTINGS, calls=CallOptions(call_timeout=120.0),
+        self._host = Host(settings=SETTINGS, calls=CallOptions(call_timeout_s=120.0),
                           telemetry=TelemetryOptions(tracer_provider=self._tracing,
                                                      meter_provider=self._metering))
         await self._connect(server_argvs)

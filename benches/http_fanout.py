@@ -132,7 +132,7 @@ class TrunklineHttpClient(_HttpAdapter):
 
         settings = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=30.0))
         self._host = trunkline.Host(settings=settings,
-                                    calls=trunkline.CallOptions(call_timeout=CALL_TIMEOUT_S))
+                                    calls=trunkline.CallOptions(call_timeout_s=CALL_TIMEOUT_S))
         try:
             status = await self._host.add_server(
                 "echo-http", trunkline.http(self.url, max_connections=POOL)

@@ -27,7 +27,7 @@ async def record(specs: list[str]) -> dict[str, object]:
             name, package, command = spec.split("=", 2)
             argv = shlex.split(command)
             status = await host.add_server(name, trunkline.stdio(argv[0], *argv[1:]),
-                                           allow_legacy=True, discover_timeout=30)
+                                           allow_legacy=True, discover_timeout_s=30)
             if status.state.value != "ready":
                 raise SystemExit(f"{name}: {status.state.value}: {status.reason}")
             tools = [dict(e.raw) for e in host.tools() if e.server == name]

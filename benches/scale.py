@@ -76,8 +76,8 @@ def pss_bytes(pid: int) -> int:
 
 async def measure(start: str, servers: int, calls: int, inflight: int) -> ScaleResult:
     exe = str(fanout.build_echo_server())
-    configs = [ServerConfig(f"s{i}", stdio(exe), max_inflight=1 << 16) for i in range(servers)]
-    async with Host(settings=_settings(start), calls=CallOptions(call_timeout=120.0)) as host:
+    configs = [ServerConfig(f"s{i}", stdio(exe), max_in_flight=1 << 16) for i in range(servers)]
+    async with Host(settings=_settings(start), calls=CallOptions(call_timeout_s=120.0)) as host:
         started = time.perf_counter()
         statuses = await host.add_servers(configs)
         startup = time.perf_counter() - started

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         TelemetryOptions,
         TrustOptions,
     )
-    from .parent.input_rounds import CallInput, InputRequired
+    from .parent.mrtr import CallInput, InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
     from .protocol.identity import ClientIdentity
@@ -110,8 +110,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CatalogWarning": ("catalog.model", "CatalogWarning"),
     "Quarantine": ("catalog.pins", "Quarantine"),
     "CallToolResult": ("parent.results", "CallToolResult"),
-    "CallInput": ("parent.input_rounds", "CallInput"),
-    "InputRequired": ("parent.input_rounds", "InputRequired"),
+    "CallInput": ("parent.mrtr", "CallInput"),
+    "InputRequired": ("parent.mrtr", "InputRequired"),
     "ServerStatus": ("parent.handle", "ServerStatus"),
     "ServerWarning": ("parent.handle", "ServerWarning"),
     "ServerState": ("channel", "ServerState"),

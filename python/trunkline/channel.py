@@ -45,7 +45,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 9
+CHANNEL_VERSION = 10
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")

@@ -26,6 +26,10 @@ already holds (the decoded file: ``{"mcpServers": {...}, "oauth": ..., "pins": .
 with the top-level ``"collision"``: ``"prefix"`` (the default), ``"prefix-all"`` (every
 tool named ``<server>_<tool>``) or ``"reject"``.
 
+A key's setting has the key's name in the code, in snake case, a key in milliseconds
+(``...Ms``) becoming one in seconds (``..._s``): ``discoverTimeoutMs`` is
+``ServerConfig.discover_timeout_s``.
+
 Everything is checked up front: a host that starts with half its configuration silently
 ignored is worse than one that refuses to start and says which key is wrong.
 """
@@ -63,11 +67,11 @@ def _str_list(value: Any) -> bool:
 
 
 def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
-                discover_timeout: float | None = None,
-                max_discover_timeout: float | None = None) -> ServerConfig | None:
+                discover_timeout_s: float | None = None,
+                max_discover_timeout_s: float | None = None) -> ServerConfig | None:
     """One server entry; ``None`` for an entry marked ``"disabled": true``.
-    ``discover_timeout`` / ``max_discover_timeout`` (seconds) apply where the entry sets
-    no ``discoverTimeoutMs`` / ``maxDiscoverTimeoutMs``."""
+    ``discover_timeout_s`` / ``max_discover_timeout_s`` (seconds) apply where the entry
+    sets no ``discoverTimeoutMs`` / ``maxDiscoverTimeoutMs``."""
     if not isinstance(raw, dict):
         raise _fail(source, name, "entry must be an object")
     if raw.get("disabled") is True:
@@ -96,14 +100,14 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     disabled = raw.get("disabledTools", [])
     if not _str_list(disabled):
         raise _fail(source, name, "\"disabledTools\" must be a list of glob patterns")
-    discover_timeout = _seconds(raw, "discoverTimeoutMs", source, name, discover_timeout)
-    max_discover_timeout = _seconds(raw, "maxDiscoverTimeoutMs", source, name,
-                                    max_discover_timeout)
+    discover_timeout_s = _seconds(raw, "discoverTimeoutMs", source, name, discover_timeout_s)
+    max_discover_timeout_s = _seconds(raw, "maxDiscoverTimeoutMs", source, name,
+                                      max_discover_timeout_s)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy,
                             idempotent_tools=frozenset(idempotent),
-                            discover_timeout=discover_timeout,
-                            max_discover_timeout=max_discover_timeout,
+                            discover_timeout_s=discover_timeout_s,
+                            max_discover_timeout_s=max_discover_timeout_s,
                             enabled_tools=None if enabled is None else tuple(enabled),
                             disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")))
     except ConfigurationError as exc:
@@ -182,8 +186,8 @@ def _stdio_params(raw: dict[str, Any], source: str, name: str,
 
 
 def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None = None,
-                 discover_timeout: float | None = None,
-                 max_discover_timeout: float | None = None) -> list[ServerConfig]:
+                 discover_timeout_s: float | None = None,
+                 max_discover_timeout_s: float | None = None) -> list[ServerConfig]:
     """Servers in file order (the order in which they start)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers"), Mapping):
         raise _fail(source, None, "expected an object with an \"mcpServers\" object")
@@ -194,8 +198,8 @@ def parse_config(data: Any, *, source: str = "<config>", base_dir: Path | None =
             # "/" separates server and tool in prefixed names: it must stay unambiguous.
             raise _fail(source, name, "server names must be non-empty and contain no '/'")
         entry = parse_entry(name, raw, source=source, base_dir=base_dir,
-                            discover_timeout=discover_timeout,
-                            max_discover_timeout=max_discover_timeout)
+                            discover_timeout_s=discover_timeout_s,
+                            max_discover_timeout_s=max_discover_timeout_s)
         if entry is not None:
             entries.append(entry)
     return entries
@@ -211,12 +215,12 @@ def _read(path: str | os.PathLike[str]) -> Any:
         raise ConfigurationError(f"{p}: not valid JSON: {exc}") from exc
 
 
-def load_config(path: str | os.PathLike[str], *, discover_timeout: float | None = None,
-                max_discover_timeout: float | None = None) -> list[ServerConfig]:
+def load_config(path: str | os.PathLike[str], *, discover_timeout_s: float | None = None,
+                max_discover_timeout_s: float | None = None) -> list[ServerConfig]:
     p = Path(path)
     return parse_config(_read(p), source=str(p), base_dir=p.parent,
-                        discover_timeout=discover_timeout,
-                        max_discover_timeout=max_discover_timeout)
+                        discover_timeout_s=discover_timeout_s,
+                        max_discover_timeout_s=max_discover_timeout_s)
 
 
 # --- OAuth ------------------------------------------------------------------------------
@@ -389,8 +393,8 @@ class HostConfig:
     path: Path | None
 
 
-def read_host_config(source: ConfigSource, *, discover_timeout: float | None = None,
-                     max_discover_timeout: float | None = None,
+def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None = None,
+                     max_discover_timeout_s: float | None = None,
                      env: Mapping[str, str] | None = None) -> HostConfig:
     """A configuration file's path, or the ``{"mcpServers": {...}}`` mapping a host
     already holds (as ``json.load`` gives it), read once and checked whole. Relative
@@ -403,8 +407,8 @@ def read_host_config(source: ConfigSource, *, discover_timeout: float | None = N
         path = Path(source)
         data, name, base_dir = _read(path), str(path), path.parent
     servers = parse_config(data, source=name, base_dir=base_dir,
-                           discover_timeout=discover_timeout,
-                           max_discover_timeout=max_discover_timeout)
+                           discover_timeout_s=discover_timeout_s,
+                           max_discover_timeout_s=max_discover_timeout_s)
     collision = data.get("collision")
     if collision is not None and collision not in _COLLISIONS:
         raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")

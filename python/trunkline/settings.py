@@ -3,7 +3,13 @@
 Both are plain frozen dataclasses and both cross the process boundary whole, inside the
 worker's specification (``trunkline.channel.WorkerSpec``): a new setting is one field
 here, read where it is used, and nothing mirrors it by hand. Fields only the parent uses
-(``max_inflight``, ``call_timeout``, ``restart``) travel too, and the worker ignores them.
+(``max_in_flight``, ``call_timeout_s``, ``restart``) travel too, and the worker ignores
+them.
+
+A setting has one name from the configuration file to the code: a duration ends in ``_s``
+(seconds; the file's key in milliseconds ends in ``Ms``), a bound on calls in flight is
+``max_in_flight``. ``ServerConfig``'s names of before that rule still work for one release,
+with a ``DeprecationWarning`` (``OLD_SERVER_NAMES``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ._codec import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_LINE_BYTES
+from .deprecations import renamed_fields
 from .errors import ConfigurationError
 from .params import HttpParams, TransportParams, validated_http_params
 from .protocol.backoff import Backoff
@@ -37,6 +44,16 @@ class Root:
         return {"uri": self.uri} if self.name is None else {"uri": self.uri, "name": self.name}
 
 
+#: ``ServerConfig``'s old names (keywords and attributes): the field each one is now.
+OLD_SERVER_NAMES = {
+    "call_timeout": "call_timeout_s",
+    "discover_timeout": "discover_timeout_s",
+    "max_discover_timeout": "max_discover_timeout_s",
+    "max_inflight": "max_in_flight",
+}
+
+
+@renamed_fields(OLD_SERVER_NAMES)
 @dataclass(frozen=True)
 class ServerConfig:
     """One configured server. ``name`` is the host's own id for it (the prefix of its
@@ -51,16 +68,17 @@ class ServerConfig:
     #: Tools (by the server's local names) safe to repeat after a failure that may have
     #: reached the server; a tool's own ``idempotentHint`` never counts.
     idempotent_tools: frozenset[str] = frozenset()
-    #: Seconds for this server's calls; None: the host's ``call_timeout``.
-    call_timeout: float | None = None
-    #: Seconds for each ``server/discover`` attempt; None: the host's negotiation default.
-    discover_timeout: float | None = None
+    #: Seconds for this server's calls; None: the host's (``CallOptions.call_timeout_s``).
+    call_timeout_s: float | None = None
+    #: Seconds for each ``server/discover`` attempt (``"discoverTimeoutMs"``); None: the
+    #: host's negotiation default.
+    discover_timeout_s: float | None = None
     #: Seconds the probes' deadlines may grow to after connections on which the server
-    #: stayed silent; None: the host's negotiation default.
-    max_discover_timeout: float | None = None
+    #: stayed silent (``"maxDiscoverTimeoutMs"``); None: the host's negotiation default.
+    max_discover_timeout_s: float | None = None
     #: Bound on calls in flight to this server; beyond it callers wait (within their
     #: timeout) instead of growing memory without limit.
-    max_inflight: int = 1024
+    max_in_flight: int = 1024
     #: While the server (re)starts: wait for it within the call's timeout (True), or
     #: fail at once with ServerUnavailable (False).
     wait_ready: bool = True
@@ -78,13 +96,13 @@ class ServerConfig:
             # "/" separates server and tool in prefixed names: it must stay unambiguous.
             raise ConfigurationError(
                 f"server name {self.name!r}: must be non-empty and contain no '/'")
-        for setting in ("call_timeout", "discover_timeout", "max_discover_timeout"):
+        for setting in ("call_timeout_s", "discover_timeout_s", "max_discover_timeout_s"):
             value = getattr(self, setting)
             if value is not None and not value > 0:
                 raise ConfigurationError(
                     f"server {self.name!r}: {setting} must be positive, not {value!r}")
-        if self.max_inflight < 1:
-            raise ConfigurationError(f"server {self.name!r}: max_inflight must be at least 1")
+        if self.max_in_flight < 1:
+            raise ConfigurationError(f"server {self.name!r}: max_in_flight must be at least 1")
         if isinstance(self.params, HttpParams):
             validated_http_params(self.params)
 
@@ -147,7 +165,7 @@ class HostSettings:
     #: a fresh interpreter each.
     worker_start: str = "zygote"
     #: Names this host in what it hands out that only it can take back (the token of a
-    #: call waiting for its caller's input, ``parent.bridged_calls``), so that another
+    #: call waiting for its caller's input, ``parent.input_bridge``), so that another
     #: host (a sibling gateway process) knows such a token is not its own. Letters,
     #: digits, ``-`` and ``_`` only.
     instance: str = field(default_factory=lambda: secrets.token_hex(4))
@@ -185,9 +203,9 @@ class HostSettings:
             host,
             allow_legacy=server.allow_legacy,
             proven_modern=proven_modern or host.proven_modern,
-            discover_timeout_s=(host.discover_timeout_s if server.discover_timeout is None
-                                else server.discover_timeout),
+            discover_timeout_s=(host.discover_timeout_s if server.discover_timeout_s is None
+                                else server.discover_timeout_s),
             max_discover_timeout_s=(host.max_discover_timeout_s
-                                    if server.max_discover_timeout is None
-                                    else server.max_discover_timeout),
+                                    if server.max_discover_timeout_s is None
+                                    else server.max_discover_timeout_s),
         ).after_silence(patience)

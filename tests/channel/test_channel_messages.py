@@ -43,8 +43,8 @@ def test_the_hot_frame_numbers_are_the_codecs():
 @pytest.mark.parametrize("server", [
     ServerConfig("local", stdio("python", "-m", "srv", env={"K": "v"}, cwd="/tmp"),
                  allow_legacy=True, idempotent_tools=frozenset({"get", "list"}),
-                 call_timeout=12.5, discover_timeout=30.0, max_discover_timeout=600.0,
-                 max_inflight=7, wait_ready=False),
+                 call_timeout_s=12.5, discover_timeout_s=30.0, max_discover_timeout_s=600.0,
+                 max_in_flight=7, wait_ready=False),
     ServerConfig("remote", http("https://mcp.example.com/mcp", headers={"X-Api-Key": "k"},
                                 verify_tls=False, max_connections=3)),
 ], ids=["stdio", "http"])
@@ -64,7 +64,7 @@ def test_the_worker_spec_carries_the_server_and_the_host_settings_whole(server):
     negotiation = back.negotiation()
     assert negotiation.allow_legacy == server.allow_legacy and negotiation.proven_modern
     # Two silent connections before this one: its probes wait four times as long.
-    assert negotiation.discover_timeout_s == 4 * (server.discover_timeout or 3.0)
+    assert negotiation.discover_timeout_s == 4 * (server.discover_timeout_s or 3.0)
     assert negotiation.legacy_probe_timeout_s == 4 * host.negotiation.legacy_probe_timeout_s
 
 

@@ -269,11 +269,12 @@ async def run(url: str, scenario: str, version: str, context: dict[str, Any]) ->
     legacy = version != MODERN
     params = trunkline.http(url)  # the URL verbatim, as the harness gave it
     async with oauth_client(url, scenario, context) as oauth, Host(
-        client_info={"name": "trunkline-conformance-client", "version": trunkline.__version__},
-        capabilities={"elicitation": {}},
-        input_handlers={"elicitation/create": answer_elicitation},
-        call_timeout=CALL_TIMEOUT_S,
-        list_timeout=CALL_TIMEOUT_S,
+        client=trunkline.ClientOptions(
+            info={"name": "trunkline-conformance-client", "version": trunkline.__version__},
+            capabilities={"elicitation": {}},
+            input_handlers={"elicitation/create": answer_elicitation}),
+        calls=trunkline.CallOptions(call_timeout_s=CALL_TIMEOUT_S),
+        catalog=trunkline.CatalogOptions(list_timeout_s=CALL_TIMEOUT_S),
         oauth=oauth,
     ) as host:
         try:

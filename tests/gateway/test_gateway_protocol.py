@@ -252,7 +252,7 @@ def test_a_clients_share_is_of_the_places_a_server_has_and_at_least_one():
 
     assert Admission(total=10, per_server=1, client_server_share=0.01).client_share("a") == 1
     # The gateway's defaults: 2048 requests per server, but a server runs 1024 at once
-    # (its max_inflight; the rest wait): half of those, so no client can fill them all.
+    # (its max_in_flight; the rest wait): half of those, so no client can fill them all.
     gate = Admission(total=16384, per_server=2048, slots_of={"a": 1024, "b": 4096}.get)
     assert (gate.places("a"), gate.client_share("a")) == (1024, 512)
     assert (gate.places("b"), gate.client_share("b")) == (2048, 1024)

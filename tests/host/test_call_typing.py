@@ -14,7 +14,7 @@ import trunkline
 
 PROGRAM = '''
 from trunkline.parent.host import CallToolResult, Host
-from trunkline.parent.input_rounds import CallInput, InputRequired
+from trunkline.parent.mrtr import CallInput, InputRequired
 
 
 async def common(host: Host) -> str:

@@ -153,9 +153,9 @@ def test_discover_timeout_per_server_or_from_the_caller(tmp_path):
         "warm": {"command": "warm-server"},
     }}))
     cold, warm = load_config(config)
-    assert (cold.discover_timeout, warm.discover_timeout) == (30.0, None)
-    cold, warm = load_config(config, discover_timeout=2.5)
-    assert (cold.discover_timeout, warm.discover_timeout) == (30.0, 2.5)
+    assert (cold.discover_timeout_s, warm.discover_timeout_s) == (30.0, None)
+    cold, warm = load_config(config, discover_timeout_s=2.5)
+    assert (cold.discover_timeout_s, warm.discover_timeout_s) == (30.0, 2.5)
     settings = HostSettings()
     assert settings.negotiation_for(cold).discover_timeout_s == 30.0
     assert settings.negotiation_for(warm).discover_timeout_s == 2.5
@@ -172,9 +172,9 @@ def test_how_far_patience_goes_per_server_or_from_the_caller(tmp_path):
         "warm": {"command": "warm-server"},
     }}))
     image, warm = load_config(config)
-    assert (image.max_discover_timeout, warm.max_discover_timeout) == (600.0, None)
-    image, warm = load_config(config, max_discover_timeout=30.0)
-    assert (image.max_discover_timeout, warm.max_discover_timeout) == (600.0, 30.0)
+    assert (image.max_discover_timeout_s, warm.max_discover_timeout_s) == (600.0, None)
+    image, warm = load_config(config, max_discover_timeout_s=30.0)
+    assert (image.max_discover_timeout_s, warm.max_discover_timeout_s) == (600.0, 30.0)
     settings = HostSettings()
     assert settings.negotiation_for(image, patience=10).discover_timeout_s == 600.0
     assert settings.negotiation_for(warm, patience=10).discover_timeout_s == 30.0

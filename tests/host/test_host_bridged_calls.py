@@ -1,5 +1,5 @@
 """A relayed call to a legacy server: the server's own requests for input become the
-caller's ``input_required`` rounds (``parent/bridged_calls.py``), and the caller's answers
+caller's ``input_required`` rounds (``parent/input_bridge.py``), and the caller's answers
 its replies, with the call kept in flight between. The server is real: server-everything
 (TS SDK 1.x, 2025-11-25) over stdio, behind the wire tap."""
 

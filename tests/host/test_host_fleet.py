@@ -19,7 +19,7 @@ import pytest
 import taplog
 
 from conftest import PEERS, run, scripted
-from trunkline import Host
+from trunkline import CatalogOptions, Host
 from trunkline.errors import UnknownTool
 from trunkline.params import StdioParams, stdio
 from trunkline.protocol import NegotiationConfig
@@ -85,7 +85,8 @@ def test_a_server_whose_first_listing_fails_is_left_out_and_the_others_serve(
     path = config(tmp_path, {"good": hostile(), "bad": bad})
 
     async def main():
-        async with Host.from_config(path, settings=SETTINGS, list_timeout=2.0) as host:
+        async with Host.from_config(path, settings=SETTINGS,
+                                    catalog=CatalogOptions(list_timeout_s=2.0)) as host:
             entered = time.time()
             assert [(t.name, t.server) for t in host.tools()] == [("echo", "good")]
             assert (await host.call_tool("echo", {"n": 1})).text == '{"n":1}'

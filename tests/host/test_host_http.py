@@ -28,7 +28,7 @@ from trunkline.errors import (
     ToolQuarantined,
     TransportLost,
 )
-from trunkline.parent.input_rounds import CallInput
+from trunkline.parent.mrtr import CallInput
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.retry import RetryPolicy
 from trunkline.settings import HostSettings, RestartPolicy

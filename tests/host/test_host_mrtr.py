@@ -14,7 +14,7 @@ from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
 from trunkline.errors import InputNotSupported, ProtocolFailure
 from trunkline.parent.host import CallToolResult, Host
-from trunkline.parent.input_rounds import CallInput, InputRequired
+from trunkline.parent.mrtr import CallInput, InputRequired
 from trunkline.protocol import NegotiationConfig
 from trunkline.protocol.mrtr import MrtrLimits
 from trunkline.settings import HostSettings

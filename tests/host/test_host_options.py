@@ -68,7 +68,8 @@ def test_the_old_keywords_make_the_host_the_groups_make():
         old = Host(settings=SETTINGS, **OLD)
     assert len(caught) == 1  # one warning names them all
     message = str(caught[0].message)
-    assert "call_timeout= -> calls=CallOptions(call_timeout=...)" in message
+    assert "call_timeout= -> calls=CallOptions(call_timeout_s=...)" in message
+    assert "list_timeout= -> catalog=CatalogOptions(list_timeout_s=...)" in message
     assert "collision= -> catalog=CatalogOptions(collision=...)" in message
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the groups themselves are not deprecated
@@ -78,10 +79,10 @@ def test_the_old_keywords_make_the_host_the_groups_make():
                                         input_handlers=OLD["input_handlers"],
                                         on_log=_on_log),
                    catalog=CatalogOptions(collision="reject", model_safe_names=False,
-                                          list_timeout=7.0),
+                                          list_timeout_s=7.0),
                    trust=TrustOptions(pins=OLD["pins"], approve_first_sight=True,
                                       tool_bounds=OLD["tool_bounds"]),
-                   calls=CallOptions(call_timeout=5.0, retry=OLD["retry"],
+                   calls=CallOptions(call_timeout_s=5.0, retry=OLD["retry"],
                                      mrtr_limits=OLD["mrtr_limits"]),
                    telemetry=TelemetryOptions())
     for host in (old, new):
@@ -95,7 +96,7 @@ def test_the_old_keywords_make_the_host_the_groups_make():
 
 def test_an_old_keyword_is_put_over_the_group_given_beside_it():
     with pytest.warns(DeprecationWarning):
-        host = Host(settings=SETTINGS, calls=CallOptions(call_timeout=9.0, retry=OLD["retry"]),
+        host = Host(settings=SETTINGS, calls=CallOptions(call_timeout_s=9.0, retry=OLD["retry"]),
                     call_timeout=3.0)
     assert host.call_timeout() == 3.0
     assert host.retry_policy is OLD["retry"]

@@ -125,7 +125,7 @@ def test_a_server_refused_for_want_of_the_allowlist_is_said_once_with_the_fix(
         server.argv[0], tuple(server.argv[1:]), {**server.env, "API_KEY": secret})})
 
     async def main():
-        async with Host.from_config(path, discover_timeout=20.0) as host:
+        async with Host.from_config(path, discover_timeout_s=20.0) as host:
             (status,) = host.servers()
             warnings = host.warnings
             with pytest.raises(UnknownTool) as unknown:

@@ -28,7 +28,7 @@ from trunkline.errors import (
     StreamBroken,
     TransportLost,
 )
-from trunkline.parent.retrying import run_with_retries
+from trunkline.parent.retry import run_with_retries
 from trunkline.protocol import retry as r
 from trunkline.protocol.retry import GiveUp, GiveUpReason, Outcome, Retry
 

@@ -252,7 +252,7 @@ def test_sigkill_of_the_host_leaves_no_worker_or_server(start):
 def test_back_pressure_bounds_calls_in_flight_per_server(tap, no_leaks):
     async def main():
         async with Supervisor(SETTINGS) as sup:
-            await sup.add(ServerConfig("bp", scripted(tap=tap), max_inflight=4))
+            await sup.add(ServerConfig("bp", scripted(tap=tap), max_in_flight=4))
             params = orjson.dumps({"name": "sleep", "arguments": {"seconds": 0.05}})
             await asyncio.gather(*(sup.request("bp", "tools/call", params, timeout=60)
                                    for _ in range(40)))

@@ -220,7 +220,7 @@ async def probe(path: str, json_mode: bool, discover_timeout_s: float | None,
                 log_format: str | None = None) -> int:
     """Era verdict, evidence, time to verdict and stderr tail per server; no tool is
     listed or called."""
-    configs = load_config(path, discover_timeout=discover_timeout_s)
+    configs = load_config(path, discover_timeout_s=discover_timeout_s)
     out = Out(json_mode)
     progress = FleetProgress(FleetProgress.mode_for(json_mode, log_format), transient=True)
     try:
@@ -244,7 +244,7 @@ async def probe(path: str, json_mode: bool, discover_timeout_s: float | None,
 async def tools(path: str, json_mode: bool, discover_timeout_s: float | None,
                 log_format: str | None = None) -> int:
     out = Out(json_mode)
-    async with _started(Host.from_config(path, discover_timeout=discover_timeout_s),
+    async with _started(Host.from_config(path, discover_timeout_s=discover_timeout_s),
                         FleetProgress.mode_for(json_mode, log_format)) as host:
         out.tools(host)
         if json_mode:
@@ -261,7 +261,7 @@ async def call(path: str, tool: str, arguments: str, json_mode: bool,
         raise ConfigurationError(f"arguments are not valid JSON: {exc}") from None
     if not isinstance(args, dict):
         raise ConfigurationError("arguments must be a JSON object")
-    async with _started(Host.from_config(path, discover_timeout=discover_timeout_s),
+    async with _started(Host.from_config(path, discover_timeout_s=discover_timeout_s),
                         FleetProgress.mode_for(json_mode, log_format)) as host:
         # An unknown tool's error names the servers not ready that could own it, and why.
         result = await host.call_tool(tool, args)

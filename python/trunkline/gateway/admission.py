@@ -7,7 +7,7 @@ is admitted only while, at once,
    server), and fewer than its share of its server (``client_share``: ``ceil(
    client_server_share * places)``, at least 1, where a server's places are the fewer
    of ``per_server`` and the calls the server itself takes at once, its
-   ``max_inflight``, beyond which calls wait for a slot), so that no one client ever
+   ``max_in_flight``, beyond which calls wait for a slot), so that no one client ever
    holds all of a server and the others always find room;
 2. fewer than ``per_server`` requests are with its server and fewer than ``total`` with
    the whole fleet.
@@ -26,7 +26,7 @@ session, a modern client's HTTP connection, the stdio face's one client. None is
 client: only the server and gateway bounds apply. A request counts against its client
 from its admission until it ends, wherever its client is meanwhile (a legacy call outlives
 its connection). Within these bounds, the server's own in-flight limit
-(``ServerConfig.max_inflight``) still applies: a call waits for a slot within its
+(``ServerConfig.max_in_flight``) still applies: a call waits for a slot within its
 deadline. A refusal disturbs no other client's request.
 
 The per-client bookkeeping, per request: its admission time under its client and server

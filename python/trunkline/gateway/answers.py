@@ -46,7 +46,7 @@ from ..channel import ServerState
 from ..errors import TrunklineError
 from ..loop.awaitables import raising, ready
 from ..parent.host import Host
-from ..parent.input_rounds import CallInput, InputRequired
+from ..parent.mrtr import CallInput, InputRequired
 from ..parent.results import CallToolResult
 from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF

@@ -26,7 +26,7 @@ from opentelemetry import context as otel_context
 
 from .._codec import wide_integer_at
 from ..loop.awaitables import ready
-from ..parent.bridged_calls import TOKEN_PREFIX
+from ..parent.input_bridge import TOKEN_PREFIX
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from ..telemetry.carried import picked

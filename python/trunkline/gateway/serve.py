@@ -193,8 +193,8 @@ class Gateway:
         if telemetry is not None:
             stack.callback(telemetry.shutdown)
         instance, siblings = _placement(settings.replica)
-        host = Host.from_config(settings.config, discover_timeout=settings.discover_timeout_s,
-                                max_discover_timeout=settings.max_discover_timeout_s,
+        host = Host.from_config(settings.config, discover_timeout_s=settings.discover_timeout_s,
+                                max_discover_timeout_s=settings.max_discover_timeout_s,
                                 client=ClientOptions(
                                     capabilities=RELAYED_CAPABILITIES,
                                     input_handlers={"roots/list": _no_roots}),

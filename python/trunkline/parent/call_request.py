@@ -30,7 +30,7 @@ import msgspec
 
 if TYPE_CHECKING:
     from ..catalog import ToolEntry
-    from .input_rounds import CallInput
+    from .mrtr import CallInput
 
 #: ``on_progress(progress, total, message)``: a call's progress notifications.
 ProgressCallback = Callable[[Any, Any, Any], None]

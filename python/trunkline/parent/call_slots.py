@@ -96,7 +96,7 @@ class CallSlots:
         self._handle = handle
         self._notices = handle.notices
         # Read on every call: kept at hand rather than behind two attribute lookups.
-        self._max_inflight = handle.config.max_inflight
+        self._max_in_flight = handle.config.max_in_flight
         self._max_frame_bytes = handle.settings.max_frame_bytes
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         #: Calls sent whose slots are not free yet.
@@ -134,7 +134,7 @@ class CallSlots:
         request.deadline = deadline = loop.time() + timeout
         try:
             left = timeout
-            if handle.state is not ServerState.READY or self.in_flight >= self._max_inflight:
+            if handle.state is not ServerState.READY or self.in_flight >= self._max_in_flight:
                 await self._admitted(method, deadline, timeout)
                 left = deadline - loop.time()
             gen = handle.current
@@ -249,7 +249,7 @@ class CallSlots:
         """Wait, within the call's deadline, for its server to be ready and a slot free."""
         if self._handle.state is not ServerState.READY:
             await self._wait_ready(deadline, timeout, method)
-        if self.in_flight >= self._max_inflight:
+        if self.in_flight >= self._max_in_flight:
             await self._wait_slot(deadline, timeout, method)
 
     async def _wait_ready(self, deadline: float, timeout: float, method: str) -> None:
@@ -274,7 +274,7 @@ class CallSlots:
     async def _wait_slot(self, deadline: float, timeout: float, method: str) -> None:
         """Back-pressure: wait, within the call's own deadline, for a free slot."""
         loop = asyncio.get_running_loop()
-        while self.in_flight >= self._max_inflight:
+        while self.in_flight >= self._max_in_flight:
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiters.append(waiter)
             try:
@@ -282,7 +282,7 @@ class CallSlots:
             except TimeoutError:
                 raise RequestTimeout(
                     f"no free in-flight slot within {timeout:g} s "
-                    f"(max_inflight={self._max_inflight})",
+                    f"(max_in_flight={self._max_in_flight})",
                     timeout_s=timeout, server=self._handle.name, method=method, sent=False,
                 ) from None
             finally:

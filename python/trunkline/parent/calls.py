@@ -41,8 +41,8 @@ from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from ..telemetry.calls import CallRecord
 from .call_request import CallRequest
 from .handle import WorkerHandle
-from .input_rounds import InputRequired, InputRounds
-from .retrying import run_with_retries
+from .mrtr import InputRequired, InputRounds
+from .retry import run_with_retries
 from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")
@@ -92,14 +92,14 @@ class CallPath:
     """Each call's way to its server's slots, and what its semantics decide on the way:
     retries, the header-mismatch re-listing, input rounds."""
 
-    def __init__(self, *, retry_policy: RetryPolicy, call_timeout: float,
+    def __init__(self, *, retry_policy: RetryPolicy, call_timeout_s: float,
                  input_rounds: InputRounds,
                  relist: Callable[[str, str], Any],
                  checked: ResultCheck,
                  telemetry: Telemetry | None = None) -> None:
         self.retry_policy = retry_policy
         self._telemetry = telemetry or Telemetry()
-        self.call_timeout = call_timeout
+        self.call_timeout_s = call_timeout_s
         self._input_rounds = input_rounds
         self._relist = relist
         self._checked = checked
@@ -112,8 +112,8 @@ class CallPath:
         """The call's own, else the server's, else the host's."""
         if timeout is not None:
             return timeout
-        server_timeout = handle.config.call_timeout
-        return self.call_timeout if server_timeout is None else server_timeout
+        server_timeout = handle.config.call_timeout_s
+        return self.call_timeout_s if server_timeout is None else server_timeout
 
     def call_tool(self, handle: WorkerHandle,
                   request: CallRequest) -> Coroutine[Any, Any, Any]:

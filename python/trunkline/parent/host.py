@@ -32,7 +32,7 @@ from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import ConfigSource, read_host_config
-from ..deprecations import warn_deprecated
+from ..deprecations import renamed_keywords, warn_deprecated
 from ..errors import RequestTimeout, ToolCandidate, ToolCollision, UnknownTool
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
@@ -43,10 +43,9 @@ from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.versions import LOG_LEVELS
-from ..settings import HostSettings, Root, ServerConfig
+from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
 from . import host_options
-from .bridged_calls import BridgedCalls
 from .call_request import CallRequest, ProgressCallback
 from .calls import CallPath
 from .handle import ServerStatus, ServerWarning, WorkerHandle
@@ -57,9 +56,10 @@ from .host_options import (
     TelemetryOptions,
     TrustOptions,
 )
-from .input_rounds import CallInput, InputRequired, InputRounds
+from .input_bridge import BridgedCalls
 from .latency import LatencySummary
 from .listing import CatalogKeeper
+from .mrtr import CallInput, InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
@@ -75,6 +75,10 @@ log = logging.getLogger("trunkline.host")
 
 #: The lists besides the tools that a server may offer and announce changes of.
 OFFERINGS = ("prompts", "resources")
+
+#: ``Host.from_config``'s old keywords: the name each one is now.
+_OLD_FROM_CONFIG_NAMES = {"discover_timeout": "discover_timeout_s",
+                          "max_discover_timeout": "max_discover_timeout_s"}
 
 
 class Host:
@@ -133,7 +137,7 @@ class Host:
         spans and metrics go; without them the global providers (no-op until an
         application sets them), so telemetry is off and costs nothing unless configured.
 
-        ``catalog.list_timeout``: seconds for one whole listing of a server's tools, every
+        ``catalog.list_timeout_s``: seconds for one whole listing of a server's tools, every
         page of it; a server whose listing fails (that one, a malformed or unreadable
         list, a crash) is that server's failure only (``ServerStatus.listing_error``).
 
@@ -181,7 +185,7 @@ class Host:
             warn_deprecated("model_safe_names=True is deprecated: every tool name is "
                             "model-safe now")
         self._catalog = CatalogKeeper(
-            self._servers, policy=catalog.collision, list_timeout=catalog.list_timeout,
+            self._servers, policy=catalog.collision, list_timeout_s=catalog.list_timeout_s,
             retry_policy=self.retry_policy, scope=self._scope, on_rebuilt=self._on_rebuilt,
             pins=trust.pins, bounds=trust.tool_bounds,
             first_sight="approve" if trust.approve_first_sight else "trust",
@@ -191,7 +195,7 @@ class Host:
             # re-probe is: the server is up, but not usable yet.
             retries=replace(self.settings.restart, cap_s=self.settings.restart.reprobe_cap_s))
         self._calls = CallPath(
-            retry_policy=self.retry_policy, call_timeout=calls.call_timeout,
+            retry_policy=self.retry_policy, call_timeout_s=calls.call_timeout_s,
             input_rounds=InputRounds(handlers, identity.capabilities, mrtr_limits),
             relist=self._relist_for_call, checked=self._results.to_result,
             telemetry=self.telemetry)
@@ -224,13 +228,13 @@ class Host:
 
     @classmethod
     def from_config(cls, config: ConfigSource | None = None, *,
-                    discover_timeout: float | None = None,
-                    max_discover_timeout: float | None = None, **kwargs: Any) -> Host:
+                    discover_timeout_s: float | None = None,
+                    max_discover_timeout_s: float | None = None, **kwargs: Any) -> Host:
         """A host for the servers of an ``{"mcpServers": {...}}`` configuration: a file's
         path, or that mapping itself (the decoded file a host already holds); they start
-        when the host is entered (``async with``). ``discover_timeout`` (seconds) applies
+        when the host is entered (``async with``). ``discover_timeout_s`` (seconds) applies
         to the servers whose entry sets no ``"discoverTimeoutMs"``,
-        ``max_discover_timeout`` to those that set no ``"maxDiscoverTimeoutMs"``. Other
+        ``max_discover_timeout_s`` to those that set no ``"maxDiscoverTimeoutMs"``. Other
         keyword arguments go to ``Host()``.
 
         With a Streamable HTTP server in it (and no ``oauth=`` given), the host has an
@@ -250,8 +254,13 @@ class Host:
         if config is None:
             raise TypeError("Host.from_config() needs a configuration: a file's path or an "
                             "{\"mcpServers\": {...}} mapping")
-        read = read_host_config(config, discover_timeout=discover_timeout,
-                                max_discover_timeout=max_discover_timeout)
+        old = {name: kwargs.pop(name) for name in _OLD_FROM_CONFIG_NAMES if name in kwargs}
+        if old:
+            new = renamed_keywords(old, _OLD_FROM_CONFIG_NAMES, "Host.from_config")
+            discover_timeout_s = new.get("discover_timeout_s", discover_timeout_s)
+            max_discover_timeout_s = new.get("max_discover_timeout_s", max_discover_timeout_s)
+        read = read_host_config(config, discover_timeout_s=discover_timeout_s,
+                                max_discover_timeout_s=max_discover_timeout_s)
         if (read.collision is not None and kwargs.get("catalog") is None
                 and "collision" not in kwargs):
             kwargs["catalog"] = CatalogOptions(collision=read.collision)
@@ -310,23 +319,25 @@ class Host:
         transport: TransportParams,
         *,
         allow_legacy: bool = False,
-        max_inflight: int = 1024,
+        max_in_flight: int = 1024,
         wait_ready: bool = True,
-        call_timeout: float | None = None,
-        discover_timeout: float | None = None,
-        max_discover_timeout: float | None = None,
+        call_timeout_s: float | None = None,
+        discover_timeout_s: float | None = None,
+        max_discover_timeout_s: float | None = None,
         idempotent_tools: Sequence[str] = (),
         enabled_tools: Sequence[str] | None = None,
         disabled_tools: Sequence[str] = (),
         roots: Sequence[str | Root] | None = None,
+        **old_names: Any,
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
         ``reject`` policy a tool-name collision stops the new server and raises
-        ``ToolCollision`` naming both servers and the tool. ``call_timeout`` overrides the
-        host's default for this server's calls (a call's own ``timeout`` wins over both);
-        ``discover_timeout`` the deadline of its ``server/discover`` (a slow starter), and
-        ``max_discover_timeout`` how far that deadline may grow after starts on which the
-        server stayed silent.
+        ``ToolCollision`` naming both servers and the tool. ``call_timeout_s`` overrides
+        the host's default for this server's calls (a call's own ``timeout`` wins over
+        both); ``discover_timeout_s`` the deadline of its ``server/discover`` (a slow
+        starter), and ``max_discover_timeout_s`` how far that deadline may grow after
+        starts on which the server stayed silent; ``max_in_flight`` bounds its calls in
+        flight (beyond, calls wait for a slot within their timeout).
         ``idempotent_tools`` names (by the server's own local names) the tools that are
         safe to repeat, so a call to them may be retried after it may have reached the
         server; a tool's own ``idempotentHint`` is untrusted and never counts.
@@ -334,17 +345,28 @@ class Host:
         tools listed and callable. ``roots`` (``file://`` URIs, or ``Root`` objects) are what
         the server is told its roots are when it asks (declare the ``roots`` capability);
         without them the host's ``roots/list`` handler answers a legacy server, never one
-        call's (its roots are its session's, shared by every call)."""
+        call's (its roots are its session's, shared by every call).
+
+        The names of before the unit rule (``call_timeout=``, ``discover_timeout=``,
+        ``max_discover_timeout=``, ``max_inflight=``) still work, with a
+        ``DeprecationWarning``."""
+        unknown = sorted(set(old_names) - set(OLD_SERVER_NAMES))
+        if unknown:
+            raise TypeError(f"Host.add_server() got an unexpected keyword argument {unknown[0]!r}")
         config = ServerConfig(name, transport, allow_legacy=allow_legacy,
                               idempotent_tools=frozenset(idempotent_tools),
-                              call_timeout=call_timeout, discover_timeout=discover_timeout,
-                              max_discover_timeout=max_discover_timeout,
-                              max_inflight=max_inflight, wait_ready=wait_ready,
+                              call_timeout_s=call_timeout_s,
+                              discover_timeout_s=discover_timeout_s,
+                              max_discover_timeout_s=max_discover_timeout_s,
+                              max_in_flight=max_in_flight, wait_ready=wait_ready,
                               enabled_tools=None if enabled_tools is None
                               else tuple(enabled_tools),
                               disabled_tools=tuple(disabled_tools),
                               roots=None if roots is None else tuple(
                                   r if isinstance(r, Root) else Root(r) for r in roots))
+        if old_names:
+            config = replace(config, **renamed_keywords(old_names, OLD_SERVER_NAMES,
+                                                        "Host.add_server"))
         return (await self.add_servers([config]))[0]
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
@@ -352,7 +374,7 @@ class Host:
         here) decides who keeps a contested tool name.
 
         Each server's era verdict and first listing are waited for within their own
-        deadlines (``discover_timeout``, ``list_timeout``), never longer, and no server
+        deadlines (``discover_timeout_s``, ``list_timeout_s``), never longer, and no server
         fails another: one that is unavailable, or whose listing fails (``status.
         listing_error`` says why), is left out of the catalog and tried again in the
         background. Only a collision under ``reject`` (the configuration's, not a
@@ -399,16 +421,16 @@ class Host:
 
     def call_timeout(self, name: str | None = None) -> float:
         """The seconds a call to server ``name`` is given when it names none (the server's
-        ``call_timeout``, else the host's); the host's for no name, or an unknown one."""
+        ``call_timeout_s``, else the host's); the host's for no name, or an unknown one."""
         handle = None if name is None else self._servers.get(name)
-        return self._calls.call_timeout if handle is None else \
+        return self._calls.call_timeout_s if handle is None else \
             self._calls.timeout_for(handle, None)
 
     def call_slots(self, name: str) -> int:
-        """How many calls server ``name`` takes at once (``ServerConfig.max_inflight``;
+        """How many calls server ``name`` takes at once (``ServerConfig.max_in_flight``;
         beyond, calls wait for a slot); for an unknown name, the default's."""
         handle = self._servers.get(name)
-        return (handle.config if handle is not None else ServerConfig).max_inflight
+        return (handle.config if handle is not None else ServerConfig).max_in_flight
 
     def call_latency(self, name: str) -> LatencySummary:
         """How many of ``name``'s calls were answered, and the p50/p99 seconds of the
@@ -662,7 +684,7 @@ class Host:
         ``requestState``), and the caller's next call carries the answers in its
         ``call_input`` (``responses``, ``request_state``). A legacy server asks with
         requests of its own instead: for a relayed call they become the same rounds
-        (``parent.bridged_calls``), the call staying in flight until the caller's next
+        (``parent.input_bridge``), the call staying in flight until the caller's next
         call, with the answers and the round's ``requestState``. Any other ``call_input``
         (handlers of the call's own) is as ``call_tool`` takes it."""
         # ``call_tool`` itself (one frame fewer on every call), told that its relay is

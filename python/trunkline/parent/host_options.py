@@ -58,7 +58,7 @@ class CatalogOptions:
     #: Deprecated, without effect: every tool name is one the LLM APIs accept now.
     model_safe_names: bool = False
     #: Seconds for one whole listing of a server's tools, every page of it.
-    list_timeout: float = 30.0
+    list_timeout_s: float = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +80,7 @@ class CallOptions:
     """The defaults of every call: its seconds, its retries, its input rounds' bounds."""
 
     #: Seconds a call is given when neither it nor its server says.
-    call_timeout: float = 60.0
+    call_timeout_s: float = 60.0
     #: Capped exponential backoff with full jitter (None: ``RetryPolicy()``).
     retry: RetryPolicy | None = None
     #: Bounds on a call's input rounds (None: ``MrtrLimits()``).
@@ -105,11 +105,11 @@ OLD_KEYWORDS: dict[str, tuple[str, str]] = {
     "on_log": ("client", "on_log"),
     "collision": ("catalog", "collision"),
     "model_safe_names": ("catalog", "model_safe_names"),
-    "list_timeout": ("catalog", "list_timeout"),
+    "list_timeout": ("catalog", "list_timeout_s"),
     "pins": ("trust", "pins"),
     "approve_first_sight": ("trust", "approve_first_sight"),
     "tool_bounds": ("trust", "tool_bounds"),
-    "call_timeout": ("calls", "call_timeout"),
+    "call_timeout": ("calls", "call_timeout_s"),
     "retry": ("calls", "retry"),
     "mrtr_limits": ("calls", "mrtr_limits"),
     "tracer_provider": ("telemetry", "tracer_provider"),

@@ -10,7 +10,7 @@ catalog, never on a timer.
 One server never takes the catalog from the others:
 
 - A listing that fails (a cursor loop, a list that never ends, an answer too large or
-  too deep to read, a crash, a timeout: every page of it within ``list_timeout``) fails
+  too deep to read, a crash, a timeout: every page of it within ``list_timeout_s``) fails
   that server's listing only. Its tools are left out (or stay as last listed), the
   server's status says why (``ServerStatus.listing_error``), and it is listed again
   after a backoff (``catalog.relisting`` rule 3), or at once on a new connection.
@@ -77,7 +77,7 @@ from ..protocol.reply import Reply
 from ..protocol.retry import Attempt, RetryPolicy, plan_call
 from .handle import WorkerHandle
 from .pin_store import PinStore
-from .retrying import run_with_retries
+from .retry import run_with_retries
 from .supervisor import Supervisor
 from .telemetry import Telemetry
 
@@ -89,19 +89,19 @@ _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTIN
 
 
 class CatalogKeeper:
-    def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, list_timeout: float,
+    def __init__(self, servers: Supervisor, *, policy: CollisionPolicy, list_timeout_s: float,
                  retry_policy: RetryPolicy, scope: TaskScope,
                  on_rebuilt: Callable[[bool], None], pins: PinStore | None = None,
                  first_sight: FirstSight = "trust", bounds: ToolBounds | None = None,
                  telemetry: Telemetry | None = None, gaps: Backoff | None = None,
                  retries: Backoff | None = None, rng: random.Random | None = None) -> None:
-        """``list_timeout``: seconds for one whole listing of a server (every page).
+        """``list_timeout_s``: seconds for one whole listing of a server (every page).
         ``gaps``: the pacing of re-listings after announcements; ``retries``: the
         backoff after a failed listing (``catalog.relisting``)."""
         self._servers = servers
         self._telemetry = telemetry or Telemetry()
         self.policy = policy
-        self.list_timeout = list_timeout
+        self.list_timeout_s = list_timeout_s
         self._retry_policy = retry_policy
         self._scope = scope
         self._on_rebuilt = on_rebuilt
@@ -193,14 +193,14 @@ class CatalogKeeper:
         self._cache.drop(name)
 
     async def list_server(self, name: str) -> None:
-        """List one server (every page, within ``list_timeout`` in all), screen the
+        """List one server (every page, within ``list_timeout_s`` in all), screen the
         listing and keep it; raises what failed it."""
         handle = self._servers.handle(name)
         era = handle.era
         if era is None:
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.list_timeout
+        deadline = loop.time() + self.list_timeout_s
         generation = self._cache.generation(name)
         driver = ListingDriver(name, era, protocol_version=handle.version)
         received_at: float | None = None
@@ -238,8 +238,8 @@ class CatalogKeeper:
         self._listed_generation[name] = handle.generation
 
     def _incomplete(self, name: str, pages: int) -> RequestTimeout:
-        return RequestTimeout(f"the list was not complete within {self.list_timeout:g} s "
-                              f"({pages} pages read)", timeout_s=self.list_timeout,
+        return RequestTimeout(f"the list was not complete within {self.list_timeout_s:g} s "
+                              f"({pages} pages read)", timeout_s=self.list_timeout_s,
                               server=name, method="tools/list")
 
     def _say(self, name: str, listing: ToolListing, screening: Screening) -> None:

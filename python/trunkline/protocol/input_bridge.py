@@ -7,7 +7,7 @@ answers ``input_required`` results itself, in its next request) may call a tool 
 (``elicitation/create``, ``sampling/createMessage``) while the call runs. The bridge turns
 those into rounds of the caller's call, and the caller's answers into the server's
 replies, so the server's call is never repeated and never left waiting. The driver
-(``parent.bridged_calls``) keeps the call in flight between the caller's requests.
+(``parent.input_bridge``) keeps the call in flight between the caller's requests.
 
 Rules:
 

@@ -1,6 +1,6 @@
 """Retry policy for requests: whether a failed request may be re-issued, and when.
 
-Pure logic, no I/O, no wall clock: the host owns sending (``trunkline.parent.retrying``
+Pure logic, no I/O, no wall clock: the host owns sending (``trunkline.parent.retry``
 drives these rules); this module only decides. Every retry is a *new* JSON-RPC request
 with a *new* id (MCP 2026-07-28, basic/patterns/cancellation: an id is never reused);
 building it is the caller's job. The rules:
@@ -53,7 +53,7 @@ Host integration (the intended use)::
     plan = plan_call(policy, "tools/call", tool=entry,          # ToolEntry or local name
                      idempotent=caller_flag,                    # None: not said
                      idempotent_tools=server_cfg_idempotent,    # names, from config
-                     deadline=loop.time() + call_timeout,       # optional, clock of now()
+                     deadline=loop.time() + call_timeout_s,     # optional, clock of now()
                      idempotency_key=True)                      # True: generate one
 
     async def send(attempt: Attempt) -> Reply:
@@ -63,7 +63,7 @@ Host integration (the intended use)::
         return await handle.slots.request("tools/call", orjson.dumps(params),
                                           timeout=timeout)
 
-    reply = await run_with_retries(send, plan)          # trunkline.parent.retrying
+    reply = await run_with_retries(send, plan)          # trunkline.parent.retry
 
 For hand-rolled loops the pieces are public: ``classify`` then ``RetryPlan.decide``, which
 returns ``Retry(after_s, attempt)`` or ``GiveUp(reason, outcome)``.

@@ -79,7 +79,7 @@ class InputRequired:
     raw: dict[str, Any]
     server: str = ""
     #: For a round the host holds the call of (a legacy server's questions, bridged:
-    #: ``parent.bridged_calls``): done once that call is taken up again or has ended. The
+    #: ``parent.input_bridge``): done once that call is taken up again or has ended. The
     #: call holds its server's slot meanwhile: a caller that counts what its clients hold
     #: counts it until then.
     held: asyncio.Future[None] | None = field(default=None, compare=False, repr=False)

@@ -39,7 +39,7 @@ from ..errors import InputRoundUnknown, ServerUnavailable
 from ..loop.tasks import TaskScope
 from ..protocol.input_bridge import BRIDGED, InputBridge, Refused
 from ..protocol.mrtr import InputHandler, MrtrLimits
-from .input_rounds import CallInput, InputRequired
+from .mrtr import CallInput, InputRequired
 
 #: What every token starts with (rule 1).
 TOKEN_PREFIX = "tl-input."
