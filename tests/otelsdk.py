@@ -12,6 +12,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from trunkline import TelemetryOptions
+
 
 class Recorded:
     """A tracer provider and a meter provider for one host, and what they recorded."""
@@ -23,8 +25,10 @@ class Recorded:
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
 
-    def host_kwargs(self) -> dict[str, Any]:
-        return {"tracer_provider": self.tracer_provider, "meter_provider": self.meter_provider}
+    def options(self) -> TelemetryOptions:
+        """A host's ``telemetry=``: these providers."""
+        return TelemetryOptions(tracer_provider=self.tracer_provider,
+                                meter_provider=self.meter_provider)
 
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
         return [s for s in self.exporter.get_finished_spans() if name is None or s.name == name]

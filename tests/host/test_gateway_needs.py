@@ -8,6 +8,7 @@ from opentelemetry import metrics, trace
 
 from conftest import run, scripted
 from otelsdk import Recorded
+from trunkline import CatalogOptions, TelemetryOptions
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings
@@ -18,7 +19,7 @@ SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
 
 def test_a_tool_is_found_by_its_served_name_and_a_name_no_tool_has_is_none(no_leaks):
     async def main():
-        async with Host(collision="prefix", settings=SETTINGS) as host:
+        async with Host(catalog=CatalogOptions(collision="prefix"), settings=SETTINGS) as host:
             await host.add_server("alpha", scripted("--tools", "echo"))
             await host.add_server("beta", scripted("--tools", "echo,search"))
             # ``echo`` is contested: each server's is served under its server's prefix.
@@ -41,8 +42,10 @@ HEADERS = {"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01"}
 
 def test_with_tracing_off_a_gateway_finds_no_incoming_context_and_records_nothing(no_leaks):
     async def main():
-        async with Host(settings=SETTINGS, tracer_provider=trace.NoOpTracerProvider(),
-                        meter_provider=metrics.NoOpMeterProvider()) as host:
+        async with Host(settings=SETTINGS,
+                        telemetry=TelemetryOptions(tracer_provider=trace.NoOpTracerProvider(),
+                                                   meter_provider=metrics.NoOpMeterProvider())
+                        ) as host:
             assert host.tracing is False
             assert host.incoming_trace(HEADERS) is None
             assert host.serve_record("ping", {}, 1, "2025-11-25", "tcp") is None
@@ -53,7 +56,7 @@ def test_with_tracing_on_a_gateway_continues_its_clients_trace(no_leaks):
     recorded = Recorded()
 
     async def main():
-        async with Host(settings=SETTINGS, **recorded.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=recorded.options()) as host:
             assert host.tracing is True
             context = host.incoming_trace(HEADERS)
             assert context is not None

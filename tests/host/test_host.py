@@ -17,6 +17,7 @@ import taplog
 import realpeers
 from conftest import PEERS, run, scripted
 from mcp_schema import MODERN, validate_message
+from trunkline import CatalogOptions, ClientOptions
 from trunkline.catalog import ToolCollision
 from trunkline.channel import ServerState
 from trunkline.config import load_config
@@ -56,7 +57,7 @@ def raw_tools(*tools: dict, extra: str = "") -> str:
 def test_prefix_policy_routes_each_name_to_its_owner_with_the_local_name(tmp_path, no_leaks):
     tap_a, tap_b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     async def main():
-        async with Host(collision="prefix", settings=SETTINGS) as host:
+        async with Host(catalog=CatalogOptions(collision="prefix"), settings=SETTINGS) as host:
             await host.add_server("alpha", scripted("--tools", "echo,search", tap=tap_a))
             await host.add_server("beta", scripted("--tools", "echo,search", tap=tap_b))
             names = [(t.name, t.server, t.local_name) for t in host.tools()]
@@ -78,7 +79,7 @@ def test_prefix_policy_routes_each_name_to_its_owner_with_the_local_name(tmp_pat
 
 def test_reject_policy_refuses_naming_both_servers_and_the_tool(no_leaks):
     async def main():
-        async with Host(collision="reject", settings=SETTINGS) as host:
+        async with Host(catalog=CatalogOptions(collision="reject"), settings=SETTINGS) as host:
             await host.add_server("alpha", scripted("--tools", "echo"))
             with pytest.raises(ToolCollision) as info:
                 await host.add_server("beta", scripted("--tools", "echo,search"))
@@ -412,7 +413,7 @@ def test_an_announced_change_reaches_the_watchers_even_when_the_list_comes_out_t
 @pytest.mark.real_servers
 def test_real_servers_collide_under_reject(no_leaks):
     async def main():
-        async with Host(collision="reject", settings=SETTINGS) as host:
+        async with Host(catalog=CatalogOptions(collision="reject"), settings=SETTINGS) as host:
             py = realpeers.require(realpeers.MODERN_PY_ECHO)
             ts = realpeers.require(realpeers.MODERN_TS)
             await host.add_server("py", stdio(*py.argv, env=dict(py.env)))
@@ -428,7 +429,8 @@ def test_real_servers_collide_under_reject(no_leaks):
 def test_progress_reaches_only_its_call_and_logs_reach_the_host_tagged(tap, no_leaks):
     logs: list[tuple[str, dict]] = []
     async def main():
-        async with Host(settings=SETTINGS, on_log=lambda s, p: logs.append((s, p))) as host:
+        async with Host(settings=SETTINGS,
+                        client=ClientOptions(on_log=lambda s, p: logs.append((s, p)))) as host:
             await host.add_server("talk", scripted(tap=tap))
             seen_a: list = []
             seen_b: list = []
@@ -459,7 +461,8 @@ def test_over_stdio_a_log_message_is_a_calls_only_while_it_alone_is_in_flight(ta
 
     async def main():
         async with Host(settings=SETTINGS,
-                        on_log=lambda s, p: host_logs.append((s, p))) as host:
+                        client=ClientOptions(on_log=lambda s, p: host_logs.append((s, p)))
+                        ) as host:
             await host.add_server("talk", scripted(tap=tap))
             alone: list[dict] = []
             await host.call_tool("chatty", {"n": 1}, log_level="info", on_log=alone.append)

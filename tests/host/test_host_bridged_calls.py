@@ -15,7 +15,7 @@ import taplog
 import realpeers
 from conftest import PEERS, run
 from mcp_schema import MODERN, conforms
-from trunkline import CallInput, InputRequired
+from trunkline import CallInput, CallOptions, ClientOptions, InputRequired
 from trunkline.errors import InputRoundUnknown, RequestTimeout
 from trunkline.params import stdio
 from trunkline.parent.host import Host
@@ -39,7 +39,7 @@ def everything(tap=None):
 
 
 def host(**kwargs) -> Host:
-    return Host(capabilities=DECLARED, **kwargs)
+    return Host(client=ClientOptions(capabilities=DECLARED), **kwargs)
 
 
 def relayed(capabilities=ELICIT, **answers) -> CallInput:
@@ -118,7 +118,7 @@ def test_sampling_and_url_elicitation_are_bridged_as_the_caller_declared_them(no
 
 def test_a_round_nobody_answers_ends_the_call_and_the_server_is_told(tap, no_leaks):
     async def main():
-        async with host(mrtr_limits=MrtrLimits(max_total_s=1.0)) as h:
+        async with host(calls=CallOptions(mrtr_limits=MrtrLimits(max_total_s=1.0))) as h:
             await h.add_server("ev", everything(tap), allow_legacy=True)
             first = await asked(h, "trigger-elicitation-request", {})
             # The caller never comes back: within the rounds' total time the call is

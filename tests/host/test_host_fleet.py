@@ -130,7 +130,8 @@ def test_under_reject_a_late_listing_that_collides_is_not_merged_and_says_so(tmp
         "--tools-list", "cursor-loop", "--bad-listings", "1", tap=tap)})
 
     async def main():
-        async with Host.from_config(path, settings=SETTINGS, collision="reject") as host:
+        async with Host.from_config(path, settings=SETTINGS,
+                                    catalog=CatalogOptions(collision="reject")) as host:
             await until(lambda: (status(host, "late").listing_error or "").startswith(
                 "its new tools were not merged: tool name collision"), "the collision said")
             assert "'echo' is offered by servers 'good' and 'late'" in status(

@@ -18,7 +18,7 @@ import httppeers
 from conftest import run
 from httppeers import http_peer  # noqa: F401 - a fixture
 from mcp_schema import LEGACY, MODERN, validate_message
-from trunkline import Host, http
+from trunkline import CallOptions, ClientOptions, Host, http
 from trunkline.channel import ServerState
 from trunkline.errors import (
     AuthenticationFailed,
@@ -103,7 +103,8 @@ def test_each_calls_log_messages_reach_that_call_only(no_leaks, http_peer):
 
     async def main():
         async with Host(settings=SETTINGS,
-                        on_log=lambda s, p: unattributed.append((s, p))) as host:
+                        client=ClientOptions(on_log=lambda s, p: unattributed.append((s, p)))
+                        ) as host:
             await host.add_server("remote", http(server.url))
             logs: dict[int, list[dict]] = {2: [], 3: []}
             results = await asyncio.gather(*(
@@ -204,7 +205,7 @@ def test_dropped_stream_fails_the_call_and_retries_only_when_idempotent(no_leaks
 
     async def main():
         retry = RetryPolicy(max_attempts=2, base_s=0.01)
-        async with Host(settings=SETTINGS, retry=retry) as host:
+        async with Host(settings=SETTINGS, calls=CallOptions(retry=retry)) as host:
             await host.add_server("remote", http(server.url))
             with pytest.raises(StreamBroken):
                 await host.call_tool("echo", {"text": "once"})
@@ -260,7 +261,7 @@ def test_http_status_on_a_call_reaches_the_caller_typed(no_leaks, http_peer, tmp
 
     async def main():
         retry = RetryPolicy(max_attempts=2, base_s=0.01)
-        async with Host(settings=SETTINGS, retry=retry) as host:
+        async with Host(settings=SETTINGS, calls=CallOptions(retry=retry)) as host:
             await host.add_server("remote", http(server.url))
             with pytest.raises(error) as caught:
                 await host.call_tool("echo", {"text": "x"}, idempotent=True)
@@ -347,7 +348,8 @@ def test_a_legacy_servers_own_requests_reach_the_call_they_came_with(no_leaks, h
         return CallInput(handlers={"elicitation/create": elicit})
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"elicitation": {}}) as host:
+        async with Host(settings=SETTINGS,
+                        client=ClientOptions(capabilities={"elicitation": {}})) as host:
             await host.add_server("old", http(server.url), allow_legacy=True)
             asked: dict[str, list[dict]] = {"Ada": [], "Lin": []}
             results = await asyncio.gather(*(

@@ -12,6 +12,7 @@ import taplog
 
 from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
+from trunkline import CallOptions, ClientOptions
 from trunkline.errors import InputNotSupported, ProtocolFailure
 from trunkline.parent.host import CallToolResult, Host
 from trunkline.parent.mrtr import CallInput, InputRequired
@@ -39,9 +40,9 @@ def answering_host(asked: list[tuple[str, dict]] | None = None) -> Host:
             asked.append(("elicitation", params))
         return {"action": "accept", "content": {"name": "Ada"}}
 
-    return Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
-                input_handlers={"sampling/createMessage": sample,
-                                "elicitation/create": elicit})
+    return Host(settings=SETTINGS, client=ClientOptions(
+        capabilities={"sampling": {}, "elicitation": {}},
+        input_handlers={"sampling/createMessage": sample, "elicitation/create": elicit}))
 
 
 def test_sampling_then_elicitation_rounds_carry_request_state_byte_for_byte(tap, no_leaks):
@@ -105,10 +106,11 @@ def test_undeclared_input_kind_fails_locally_without_a_retry(tap, no_leaks, kind
         return {}
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities=capabilities,
-                        input_handlers={"sampling/createMessage": handler,
-                                        "elicitation/create": handler,
-                                        "roots/list": handler}) as host:
+        async with Host(settings=SETTINGS, client=ClientOptions(
+                capabilities=capabilities,
+                input_handlers={"sampling/createMessage": handler,
+                                "elicitation/create": handler,
+                                "roots/list": handler})) as host:
             await host.add_server("s", scripted(tap=tap))
             with pytest.raises(InputNotSupported):
                 await host.call_tool("ask", {"kinds": kinds})
@@ -122,9 +124,10 @@ def test_rounds_are_bounded(no_leaks):
         return {"role": "assistant", "content": {"type": "text", "text": "again"}, "model": "m"}
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"sampling": {}},
-                        input_handlers={"sampling/createMessage": sample},
-                        mrtr_limits=MrtrLimits(max_rounds=2)) as host:
+        async with Host(settings=SETTINGS,
+                        client=ClientOptions(capabilities={"sampling": {}},
+                                             input_handlers={"sampling/createMessage": sample}),
+                        calls=CallOptions(mrtr_limits=MrtrLimits(max_rounds=2))) as host:
             await host.add_server("s", scripted())
             with pytest.raises(ProtocolFailure, match="round"):
                 await host.call_tool("ask", {"kinds": ["sampling"] * 5})
@@ -139,8 +142,9 @@ def test_the_server_keeps_answering_while_the_host_works_on_input(no_leaks):
         return {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"sampling": {}},
-                        input_handlers={"sampling/createMessage": slow_sample}) as host:
+        async with Host(settings=SETTINGS, client=ClientOptions(
+                capabilities={"sampling": {}},
+                input_handlers={"sampling/createMessage": slow_sample})) as host:
             await host.add_server("s", scripted())
             pending = asyncio.ensure_future(host.call_tool("ask", {"kinds": ["sampling"]}))
             await asyncio.sleep(0.2)
@@ -161,9 +165,10 @@ def test_resources_read_and_prompts_get_go_through_input_rounds_too(tap, no_leak
         return {"action": "decline"}
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"sampling": {}, "elicitation": {}},
-                        input_handlers={"sampling/createMessage": sample,
-                                        "elicitation/create": elicit}) as host:
+        async with Host(settings=SETTINGS, client=ClientOptions(
+                capabilities={"sampling": {}, "elicitation": {}},
+                input_handlers={"sampling/createMessage": sample,
+                                "elicitation/create": elicit})) as host:
             await host.add_server("s", scripted(tap=tap))
             if method == "resources/read":
                 result = await host.read_resource("s", "file:///notes.txt")
@@ -194,9 +199,10 @@ def test_legacy_server_requests_are_answered_by_the_host_handlers(tap, no_leaks)
         raise RuntimeError("no model configured")
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"elicitation": {}, "sampling": {}},
-                        input_handlers={"elicitation/create": elicit,
-                                        "sampling/createMessage": broken_sampling}) as host:
+        async with Host(settings=SETTINGS, client=ClientOptions(
+                capabilities={"elicitation": {}, "sampling": {}},
+                input_handlers={"elicitation/create": elicit,
+                                "sampling/createMessage": broken_sampling})) as host:
             await host.add_server("old", scripted(
                 "--era", "legacy", "--server-request", "elicitation/create",
                 "--server-request", "sampling/createMessage",

@@ -17,6 +17,7 @@ import taplog
 import realpeers
 from conftest import PEERS, run
 from mcp_schema import MODERN, validate_message
+from trunkline import ClientOptions
 from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
@@ -94,8 +95,9 @@ def test_mrtr_elicitation_round_against_a_real_server(tap, no_leaks, name):
         return {"action": "accept", "content": {"name": "Ada"}}
 
     async def main():
-        async with Host(settings=SETTINGS, capabilities={"elicitation": {}},
-                        input_handlers={"elicitation/create": elicit}) as host:
+        async with Host(settings=SETTINGS, client=ClientOptions(
+                capabilities={"elicitation": {}},
+                input_handlers={"elicitation/create": elicit})) as host:
             await host.add_server("s", tapped(name, tap))
             result = await host.call_tool("ask_name", {}, timeout=30)
             assert not result.is_error, result

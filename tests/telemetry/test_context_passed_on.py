@@ -21,6 +21,7 @@ import realpeers
 from conftest import PEERS, run
 from gateways import JSON_ONLY, HttpGateway, StdioGateway, fleet_config, modern_meta
 from otelsdk import Recorded, traceparent
+from trunkline import TelemetryOptions
 from trunkline.params import stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
@@ -250,10 +251,11 @@ def test_with_telemetry_on_the_calls_span_continues_a_given_context(no_leaks, tm
     rec = Recorded()
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("echo", tapped(realpeers.MODERN_PY_ECHO, traced_log))
             await host.call_tool("echo", {"text": "traced"}, trace_context=w3c(41))
-        async with Host(settings=SETTINGS, meter_provider=rec.meter_provider) as host:
+        async with Host(settings=SETTINGS,
+                        telemetry=TelemetryOptions(meter_provider=rec.meter_provider)) as host:
             assert host.telemetry.tracer() is None
             await host.add_server("echo", tapped(realpeers.MODERN_PY_ECHO, metered_log))
             await host.call_tool("echo", {"text": "metered"}, trace_context=w3c(42))

@@ -19,6 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import realpeers
 from conftest import PEERS, run, scripted
 from otelsdk import Recorded, meta_of, traceparent
+from trunkline import CallOptions
 from trunkline.errors import RequestTimeout, ServerError, ServerUnavailable
 from trunkline.params import stdio
 from trunkline.parent.host import Host
@@ -49,7 +50,7 @@ def test_modern_tool_call_span_and_context_reach_the_server(no_leaks, tmp_path):
     outer = rec.tracer_provider.get_tracer("test")
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("echo", tapped(realpeers.MODERN_PY_ECHO, log))
             with outer.start_as_current_span("agent step") as step:
                 result = await host.call_tool("echo", {"text": "hi"})
@@ -111,7 +112,7 @@ def test_legacy_server_gets_the_context_too(no_leaks, tmp_path):
     rec = Recorded()
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("time", tapped(realpeers.LEGACY_PY_TIME, log),
                                   allow_legacy=True)
             result = await host.call_tool("get_current_time", {"timezone": "UTC"})
@@ -133,7 +134,7 @@ def test_errors_are_typed_by_code_and_tool_error(no_leaks, tmp_path):
     tap = tmp_path / "tap.jsonl"
 
     async def main():
-        async with Host(**rec.host_kwargs()) as host:
+        async with Host(telemetry=rec.options()) as host:
             await host.add_server("bad", scripted("--tools", "echo", "--tools-call",
                                                   "error:-32050", tap=tap))
             with pytest.raises(ServerError):
@@ -156,7 +157,7 @@ def test_an_is_error_result_is_a_tool_error(no_leaks, tmp_path):
     rec = Recorded()
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("time", tapped(realpeers.MODERN_PY_TIME, tmp_path / "t"))
             result = await host.call_tool("get_current_time", {"timezone": "Not/AZone"})
             assert result.is_error
@@ -177,8 +178,9 @@ def test_retries_restarts_and_the_crash_loop_are_in_the_trace(no_leaks, tmp_path
                                                   window_s=60.0, cool_down_s=60.0))
 
     async def main():
-        async with Host(settings=settings, retry=RetryPolicy(max_attempts=4, base_s=0.01),
-                        **rec.host_kwargs()) as host:
+        async with Host(settings=settings,
+                        calls=CallOptions(retry=RetryPolicy(max_attempts=4, base_s=0.01)),
+                        telemetry=rec.options()) as host:
             await host.add_server("frail", scripted("--tools", "crash"))
             with pytest.raises(ServerUnavailable):
                 await host.call_tool("crash", {}, idempotent=True, timeout=30)
@@ -249,7 +251,7 @@ def test_a_list_change_is_a_lifecycle_span(no_leaks, tmp_path):
     rec = Recorded()
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("echo", tapped(realpeers.MODERN_PY_ECHO, log, "--listen"))
             await until(lambda: any(
                 m.get("method") == "notifications/subscriptions/acknowledged"
@@ -281,7 +283,7 @@ def test_a_timed_out_call_names_the_request_the_worker_sent(no_leaks, tmp_path):
     tap = tmp_path / "tap.jsonl"
 
     async def main():
-        async with Host(**rec.host_kwargs()) as host:
+        async with Host(telemetry=rec.options()) as host:
             await host.add_server("slow", scripted("--tools", "sleep", tap=tap))
             with pytest.raises(RequestTimeout) as info:
                 await host.call_tool("sleep", {}, timeout=0.3)

@@ -42,7 +42,7 @@ def test_http_server_span_attributes_and_context(no_leaks, http_peer, tmp_path):
     rec = Recorded()
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("remote", http(server.url))
             assert (await host.call_tool("add", {"a": 2, "b": 40})).text == "42"
     run(main())
@@ -77,7 +77,7 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
     client = rec.tracer_provider.get_tracer("client")
 
     async def main():
-        async with Host(settings=SETTINGS, **rec.host_kwargs()) as host:
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
             await host.add_server("echo", server)
             answerer = Answerer(host, server_info={"name": "gw", "version": "1"},
                                 transport="tcp")
