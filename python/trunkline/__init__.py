@@ -3,7 +3,8 @@
 Everything a host program touches is here (``__all__``): ``Host`` and what it takes
 (``ServerConfig``, ``HostSettings``, ``RetryPolicy``, ``stdio``/``http``, ...), what it
 gives back (``ToolEntry`` with ``to_openai()``/``to_anthropic()``, ``CallToolResult``,
-``ServerStatus``, ...) and every exception it raises (``TrunklineError`` and its family).
+``ServerStatus``, ...), every exception it raises (``TrunklineError`` and its family) and
+the warning its old spellings give (``TrunklineDeprecationWarning``).
 
 Attributes are loaded on first use: ``python -m trunkline.demo.server`` (a bundled demo
 server) imports this package and should not pay for asyncio and importlib.metadata.
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .catalog.filters import ToolBounds
     from .catalog.pins import Quarantine
     from .channel import ServerState
+    from .deprecations import TrunklineDeprecationWarning
     from .errors import (
         AuthenticationFailed,
         AuthorizationFailed,
@@ -117,6 +119,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ServerState": ("channel", "ServerState"),
     # what it raises
     **{name: ("errors", name) for name in _ERRORS},
+    # what it warns of
+    "TrunklineDeprecationWarning": ("deprecations", "TrunklineDeprecationWarning"),
 }
 
 __all__ = [
@@ -131,7 +135,8 @@ __all__ = [
     "ServerWarning", "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken",
     "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
     "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolWithheld", "TransportLost",
-    "TrunklineError", "TrustOptions", "UnknownTool", "__version__", "http", "stdio",
+    "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions", "UnknownTool",
+    "__version__", "http", "stdio",
 ]
 
 

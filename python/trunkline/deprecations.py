@@ -1,8 +1,11 @@
 """Deprecation warnings that point at the host program's line, not at trunkline's.
 
-An old spelling keeps working for one release and says so with a ``DeprecationWarning``
-attributed to the first frame outside this package, however deep in trunkline the old
-spelling was noticed (a tool name is looked up a few calls below ``Host.call_tool``).
+An old spelling keeps working for one release and says so with a
+``TrunklineDeprecationWarning`` attributed to the first frame outside this package, however
+deep in trunkline the old spelling was noticed (a tool name is looked up a few calls below
+``Host.call_tool``). It is a ``DeprecationWarning`` of trunkline's own, so that a program
+(or a test suite) can turn trunkline's deprecations into errors and leave its other
+libraries' alone: ``-W error::trunkline.TrunklineDeprecationWarning``.
 
 A setting renamed (``renamed_keywords``, ``renamed_fields``) keeps its old name as a
 keyword, and for a frozen dataclass as an attribute to read, each warning with the name
@@ -24,14 +27,19 @@ _PACKAGE = str(Path(__file__).resolve().parent)
 T = TypeVar("T")
 
 
+class TrunklineDeprecationWarning(DeprecationWarning):
+    """An old spelling of trunkline's API, still working for one release: the message says
+    what to use now."""
+
+
 def warn_deprecated(message: str) -> None:
-    """``DeprecationWarning(message)``, attributed to the caller of trunkline."""
+    """``TrunklineDeprecationWarning(message)``, attributed to the caller of trunkline."""
     level = 2  # warn_deprecated's caller
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
         level += 1
-    warnings.warn(message, DeprecationWarning, stacklevel=level)
+    warnings.warn(message, TrunklineDeprecationWarning, stacklevel=level)
 
 
 def renamed_keywords(keywords: dict[str, Any], renames: Mapping[str, str],

@@ -9,12 +9,14 @@ import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 
 import pytest
 
 import realpeers
 import trunkline
 from conftest import run
+from trunkline.catalog import ListingDriver, build_catalog
 from trunkline.errors import ConfigurationError
 
 #: The names a host program written from the README uses (its first example, the sections
@@ -109,6 +111,44 @@ def test_a_bad_mapping_is_refused_naming_the_key(bad, message, tmp_path, monkeyp
         trunkline.Host.from_config(bad)
 
 
+def test_every_old_spelling_warns_with_trunklines_own_deprecation_warning(tmp_path) -> None:
+    """Whatever the old spelling, the warning is a ``TrunklineDeprecationWarning``: a
+    ``DeprecationWarning`` one filter tells apart from other libraries' (this suite's
+    makes it an error)."""
+    assert issubclass(trunkline.TrunklineDeprecationWarning, DeprecationWarning)
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {}}))
+    listings = []
+    for server in ("a", "b"):
+        driver = ListingDriver(server, "modern")
+        driver.add_page({"resultType": "complete", "tools": [{"name": "echo", "inputSchema": {
+            "type": "object"}}], "ttlMs": 0, "cacheScope": "public"})
+        listings.append(driver.finish())
+    catalog = build_catalog(listings)  # a's echo and b's: a_echo and b_echo
+    relayed = trunkline.CallInput(relay=True)
+    old_spellings: dict[str, Callable[[], object]] = {
+        "a Host keyword": lambda: trunkline.Host(collision="reject"),
+        "model_safe_names": lambda: trunkline.Host(
+            catalog=trunkline.CatalogOptions(model_safe_names=True)),
+        "from_config(path=)": lambda: trunkline.Host.from_config(path=path),
+        "a from_config keyword": lambda: trunkline.Host.from_config(path, discover_timeout=2.0),
+        "a ServerConfig keyword": lambda: trunkline.ServerConfig(
+            "s", trunkline.stdio("x"), call_timeout=1.0),
+        "a ServerConfig attribute": lambda: trunkline.ServerConfig(
+            "s", trunkline.stdio("x")).max_inflight,
+        "model_safe_aliases": lambda: build_catalog([], model_safe_aliases=True),
+        "a tool's old name": lambda: catalog.lookup("b/echo"),
+        "a contested name": lambda: catalog.lookup("echo"),
+        "call_tool relaying": lambda: trunkline.Host().call_tool(
+            "echo", {}, call_input=relayed).close(),
+    }
+    for what, spelling in old_spellings.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            spelling()
+        assert [w.category for w in caught] == [trunkline.TrunklineDeprecationWarning], what
+
+
 def test_from_config_reads_a_file_as_before_and_path_is_a_deprecated_keyword(
         tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -121,7 +161,7 @@ def test_from_config_reads_a_file_as_before_and_path_is_a_deprecated_keyword(
         warnings.simplefilter("always")
         old = trunkline.Host.from_config(path=path)
     assert [c.name for c in old._pending_config] == ["x"]
-    assert [w.category for w in caught] == [DeprecationWarning]
+    assert [w.category for w in caught] == [trunkline.TrunklineDeprecationWarning]
     assert caught[0].filename == __file__  # it points at the caller's line
     with pytest.raises(TypeError, match="needs a configuration"):
         trunkline.Host.from_config()
