@@ -205,7 +205,7 @@ class HttpTransport:
             self._send(Outgoing.classify(data))
             return
         # split(b"\n"), not splitlines(): a line is newline-terminated JSON (no raw CR or
-        # LF inside), and splitlines() walks every byte (~60 µs for a 64 KiB line here).
+        # LF inside), and splitlines() walks every byte (~60 µs for a 64 KiB line).
         for line in data.split(b"\n"):
             if line:
                 self._send(Outgoing.classify(line))
