@@ -73,8 +73,8 @@ class NegotiationConfig:
     modern_versions: tuple[str, ...] = MODERN_VERSIONS
     legacy_versions: tuple[str, ...] = LEGACY_VERSIONS
     allow_legacy: bool = False
-    #: Deadline for each ``server/discover`` attempt, counted from the write. Python
-    #: servers take 0.7-1.5 s to start on this class of machine and over 5 s under load.
+    #: Deadline for each ``server/discover`` attempt, counted from the write: a Python
+    #: server can take over 5 s to start on a loaded machine.
     discover_timeout_s: float = 10.0
     #: Deadline for the one legacy ``initialize`` an allowlisted peer may receive.
     legacy_probe_timeout_s: float = 10.0
