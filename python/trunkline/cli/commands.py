@@ -633,9 +633,9 @@ def _positive_int(text: str) -> int:
 
 #: The young generation's collection threshold while serving (CPython's default: 700).
 #: Each call in flight holds a dozen or so tracked objects, so at 64 in flight the
-#: default collects every ~20 calls, ~15 µs of the gateway's CPU per call (measured,
-#: ``benches/README.md``); at this threshold a steady load collects about never, and
-#: garbage cycles still go within 10,000 allocations.
+#: default collects every ~20 calls, ~15 µs of the gateway's CPU per call; at this
+#: threshold a steady load collects about never, and garbage cycles still go within
+#: 10,000 allocations.
 GC_YOUNG_THRESHOLD = 10_000
 
 
@@ -650,7 +650,7 @@ def _settle_heap() -> None:
 
 def _serving_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop for ``serve`` where it is installed: the gateway's HTTP server costs
-    about a quarter less per request on it (``benches/README.md``)."""
+    about a quarter less per request on it."""
     try:
         import uvloop
     except ImportError:
