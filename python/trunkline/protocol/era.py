@@ -2,7 +2,7 @@
 
 The driver (``trunkline.worker.era``) sends what the machine asks for, enforces
 the deadlines the machine names, correlates replies by id, and feeds back what happened.
-The machine decides the era from *positive evidence only* (``docs/architecture.md``,
+The machine decides the era from *positive evidence only* (``docs/explanation/architecture.md``,
 "Era negotiation"):
 
 1. Probe with ``server/discover``. A valid ``DiscoverResult`` proves a modern peer; the
