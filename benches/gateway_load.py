@@ -4,7 +4,7 @@ idle clients held open to weigh what a connected client costs.
 Targets (each a process tree started here, bound to 127.0.0.1 on an ephemeral port):
 
 * ``direct``     ``http_echo_server.py``'s ``/mcp/echo``: an echo MCP server over HTTP with
-                 no gateway in between. It keeps up with wrk (see the README), so this
+                 no gateway in between. It keeps up with wrk (docs/benchmarks.md), so this
                  column is the ceiling of the load generator itself.
 * ``trunkline``  ``python -m trunkline serve CONFIG --http 127.0.0.1:0``, CONFIG naming the
                  C echo server (``echo_server/echo.c``) as its stdio upstream; the gateway,

@@ -8,7 +8,7 @@ Needs the candidates, which trunkline does not depend on, in a scratch environme
     python -m venv /tmp/bm25 && /tmp/bm25/bin/pip install bm25s rank-bm25 orjson msgspec jsonschema
     PYTHONPATH=python /tmp/bm25/bin/python benches/search_candidates.py
 
-The numbers are in README.md, "Dependencies and why".
+The numbers are in docs/benchmarks.md, "Libraries chosen by measurement".
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ tests rely on:
 - health checks of ``/readyz`` every 200 ms (a draining replica answers 503 there);
 - ``X-Replica`` on every response, HAProxy's own errors included: the replica that
   answered (or was being asked);
-- with ``affinity``, the README's recipe: a request whose ``Mcp-Session-Id`` starts with a
-  replica's name (each replica runs ``--replica NAME``, its server name here) goes to that
-  replica, and everything else round-robin;
+- with ``affinity``, the recipe of docs/how-to/load-balancer.md: a request whose
+  ``Mcp-Session-Id`` starts with a replica's name (each replica runs ``--replica NAME``,
+  its server name here) goes to that replica, and everything else round-robin;
 - one log line per request on stderr (kept in a file): replica, method, path, status,
   HAProxy's termination state, its connect retries and the ``Mcp-Method`` header;
 - the stats page at ``/lb-stats`` (``;csv``), read by ``states`` to see a replica go DOWN.

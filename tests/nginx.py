@@ -1,9 +1,10 @@
 """A real nginx (Debian's ``nginx`` package, installed by ``.ci/install-system``) in front
-of ``trunkline serve --http`` replicas, configured as the README's recipe says: a legacy
-session's requests go to the replica whose name leads its ``Mcp-Session-Id``
-(``--replica NAME``, an ``upstream`` of that name here), everything else round-robin, the
-response streamed as it comes (``proxy_buffering off``), and only a failed connect
-retried on another replica (nginx never sends a POST twice unless told to).
+of ``trunkline serve --http`` replicas, configured as the recipe of
+docs/how-to/load-balancer.md says: a legacy session's requests go to the replica whose name
+leads its ``Mcp-Session-Id`` (``--replica NAME``, an ``upstream`` of that name here),
+everything else round-robin, the response streamed as it comes (``proxy_buffering off``),
+and only a failed connect retried on another replica (nginx never sends a POST twice
+unless told to).
 
 nginx runs in the foreground (``daemon off``) as a child of the test, everything it writes
 under the test's directory; ``stop`` ends it. ``X-Replica`` on each response is the
@@ -24,7 +25,7 @@ from haproxy import free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
-#: The README's recipe (between the markers), around what a test run needs.
+#: The recipe of docs/how-to/load-balancer.md (between the markers), around what a test run needs.
 _CONFIG = """\
 worker_processes 1;
 daemon off;

@@ -1,6 +1,6 @@
 """The wire between the parent and a worker: every message, both directions, in one place.
 
-Rules (see ``docs/architecture.md``, "The channel"):
+Rules (see ``docs/explanation/architecture.md``, "The channel"):
 
 1. The worker's specification (``WorkerSpec``) goes once, as JSON, to the worker's stdin.
    Everything after it travels on one duplex AF_UNIX socket as frames:

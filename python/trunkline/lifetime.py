@@ -4,9 +4,9 @@ with nothing of it but what it was given.
 Both kinds of child (a server's worker, a copy of ``serve --processes N``) call
 ``die_with_parent`` first, so even a parent killed with SIGKILL leaves none of them behind.
 A worker and the worker template call ``close_inherited`` first: uvloop's
-``subprocess_exec`` ignores ``close_fds`` (measured: every inheritable descriptor of the
-host reached its children), and what a worker holds, the server it starts would inherit
-(a gateway's listening socket, say).
+``subprocess_exec`` ignores ``close_fds`` (every inheritable descriptor of the host
+reaches its children), and what a worker holds, the server it starts would inherit (a
+gateway's listening socket, say).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def configure(log_format: str | None, level: str | None,
               stream: IO[str] | None = None) -> None:
     """Write ``trunkline.*`` records at ``level`` (default: warning) and above, and other
     loggers' warnings, to stderr, formatted as ``log_format`` says. With neither given,
-    nothing is configured (Python's last-resort handler prints warnings, as before)."""
+    nothing is configured (Python's last-resort handler prints warnings, its default)."""
     if log_format is None and level is None:
         return
     os.environ[ENV_FORMAT], os.environ[ENV_LEVEL] = log_format or "text", level or "warning"

@@ -263,12 +263,12 @@ pub enum Token<T> {
 ///
 /// Integer entries may carry a deadline (microseconds on the caller's clock). Deadlines
 /// are kept ordered so the owner needs one timer for the earliest, not one per request:
-/// measured in the parent, a timer per call cost more than the rest of the call path.
+/// in the parent, a timer per call costs more than the rest of the call path.
 /// They sit in a min-heap that an entry's answer does not touch (ids are never reused, so
 /// a deadline whose id is no longer pending is simply skipped when it comes up); the heap
 /// is pruned when it holds more than twice the pending entries, so answered calls cost
-/// no memory for long. (An ordered set plus an id -> deadline map, two removals per
-/// answer, had been about half of the correlator's time under `perf`.)
+/// no memory for long. (An ordered set plus an id -> deadline map would cost two removals
+/// per answer, about half of the correlator's time.)
 #[derive(Debug)]
 pub struct CallCorrelator<T> {
     ids: Correlator<Token<T>>,

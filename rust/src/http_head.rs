@@ -2,8 +2,8 @@
 //!
 //! httptools (llhttp) parses the head and hands each header over as a raw name and value;
 //! the server keeps them in arrival order and makes its map of them here, in one call per
-//! request (doing it in Python cost about 5 µs per request of seven headers, more than
-//! the parse itself).
+//! request (in Python it costs about 5 µs a request of seven headers, more than the
+//! parse itself).
 //!
 //! Rules:
 //!

@@ -23,7 +23,7 @@ use std::borrow::Cow;
 pub const MAX_NESTING_DEPTH: usize = 128;
 
 /// After this many 16-byte blocks without a special byte, a string body is assumed to be
-/// a long plain stretch and handed to `memchr2` (measured: cheaper than more blocks).
+/// a long plain stretch and handed to `memchr2` (cheaper than more blocks).
 const QUIET_BLOCKS: usize = 8;
 
 /// How thoroughly skipped string bodies are checked.
@@ -228,8 +228,8 @@ impl<'a> Cursor<'a> {
         self.skip_string_blocks::<CTL, crate::strscan::Baseline>()
     }
 
-    /// The strict [`Self::skip_string_blocks`] compiled for AVX2 (the non-strict scan
-    /// measured slower with it and keeps SSE2).
+    /// The strict [`Self::skip_string_blocks`] compiled for AVX2 (the non-strict scan is
+    /// slower with it and keeps SSE2).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn skip_strict_string_blocks_avx2(&mut self) -> JResult<(bool, bool, usize)> {
@@ -250,7 +250,7 @@ impl<'a> Cursor<'a> {
         // 64 bytes at a time: the first quote no backslash escapes ends the string. The
         // escapes before it other than \" and \\ are checked one by one (strictly, only
         // those no letter of `/bfnrt` completes: `\u` or an invalid one; the non-strict
-        // scan measured slower with that filter); a control byte (strict) hands the block
+        // scan is slower with that filter); a control byte (strict) hands the block
         // to the 16-byte path, which says exactly what is wrong.
         while let Some(block) = buf.get(p..p + 64) {
             let m = L::block64::<CTL>(block.try_into().expect("64 bytes"));
@@ -846,7 +846,7 @@ fn hex4_value(digits: &[u8]) -> Option<u16> {
 /// The byte a two-character escape `\x` stands for (`\u` has its own rule).
 ///
 /// A table, not a `match`: in escape-dense text the letters vary from one escape to the
-/// next, and the jump a `match` compiles to was mispredicted on most of them.
+/// next, and the jump a `match` compiles to is mispredicted on most of them.
 fn short_escape(x: u8) -> Option<u8> {
     const TABLE: [u8; 256] = {
         let mut t = [0u8; 256];

@@ -4,14 +4,13 @@
 //! A string the cursor found to be plain ASCII (escapes decoded or not) is made with
 //! `PyUnicode_New` and one copy; CPython would otherwise scan it again to learn its kind.
 //! That is where the speed is: 64 KiB of ASCII text decodes about 6x faster than with
-//! orjson. Elsewhere orjson is faster (measured here: ~0.5-0.8x for many small values,
-//! ~0.6x for long non-ASCII text, which CPython's own UTF-8 decoder must convert, ~0.5x
-//! for escape-dense text), so the builder declines a document as soon as it shows one
-//! of those: a string whose first KiB looks escape-dense or mostly not ASCII
-//! ([`orjson_ground`], before the string is scanned), a non-ASCII string of
-//! [`LONG_NON_ASCII`] bytes or more (before it is decoded), or more values than
-//! [`value_budget`] allows for its size. Declining costs the work until then; the caller
-//! then decodes with orjson.
+//! orjson. Elsewhere orjson is faster (many small values, long non-ASCII text, which
+//! CPython's own UTF-8 decoder must convert, escape-dense text), so the builder declines
+//! a document as soon as it shows one of those: a string whose first KiB looks
+//! escape-dense or mostly not ASCII ([`orjson_ground`], before the string is scanned), a
+//! non-ASCII string of [`LONG_NON_ASCII`] bytes or more (before it is decoded), or more
+//! values than [`value_budget`] allows for its size. Declining costs the work until then;
+//! the caller then decodes with orjson.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -59,8 +58,8 @@ impl<'py> Objects<'py> {
 
 /// Whether the first bytes of a string (and what follows it, when it is short) show
 /// dense escapes (JSON carried as a string escapes a quote every few bytes) or text that
-/// is mostly not ASCII: orjson decodes either faster (measured 0.46x and 0.6x), so a
-/// document showing one is declined before its string is scanned.
+/// is mostly not ASCII: orjson decodes either faster, so a document showing one is
+/// declined before its string is scanned.
 fn orjson_ground(upcoming: &[u8]) -> bool {
     if upcoming.len() < 256 {
         return false;

@@ -66,7 +66,7 @@ pub trait Lanes {
     /// [`Lanes::block64`]), the letters that complete a two-byte escape. The strict pass
     /// asks it of a block that holds escapes, so that only `\\u` and invalid escapes are
     /// checked one by one (ordinary text escapes a newline every line, and a byte-by-byte
-    /// check of each, a mispredicted branch apiece, cost about a third of a strict scan).
+    /// check of each, a mispredicted branch apiece, costs about a third of a strict scan).
     fn escape_letters(block: &[u8; 64]) -> u64;
 }
 
@@ -117,8 +117,8 @@ fn escape_letters_avx2(block: &[u8; 64]) -> u64 {
     // letter's high nibble selects one bit (0x2_ -> 1, 0x6_ -> 2, 0x7_ -> 4) and its low
     // nibble the bits of the high nibbles it completes a letter with (`/` 0x2f, `b` 0x62,
     // `f` 0x66, `n` 0x6e, `r` 0x72, `t` 0x74); a byte is a letter when the two share a
-    // bit: eight operations per 32 bytes, where six compares, their ORs and the mask were
-    // twelve.
+    // bit: eight operations per 32 bytes, against twelve for six compares, their ORs and
+    // the mask.
     let high_table = _mm256_setr_epi8(
         0, 0, 1, 0, 0, 0, 2, 4, 0, 0, 0, 0, 0, 0, 0, 0, //
         0, 0, 1, 0, 0, 0, 2, 4, 0, 0, 0, 0, 0, 0, 0, 0,

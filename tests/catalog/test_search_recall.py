@@ -4,7 +4,7 @@ servers' own catalog (77 tools) and in a fleet of 130 deployments of each (10,01
 names varied by server prefix and spelling). Latency is measured in
 ``benches/bench_search.py``, never here.
 
-The bars are set under what the index reaches (README, "Tool search"): 43/46 at 5 in
+The bars are set under what the index reaches (docs/benchmarks.md, "Tool search"): 43/46 at 5 in
 the small catalog, 39/46 at 5 in the fleet, where the 130 copies of one tool tie and
 fill the first results. Queries the index misses are in the failure message."""
 

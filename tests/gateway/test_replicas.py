@@ -86,8 +86,8 @@ class Cluster:
 async def cluster(tmp_path: Path, gateways: Any, *flags: str, affinity: bool = False
                   ) -> AsyncIterator[Cluster]:
     """Three replicas sharing the session key, each named (``--replica``) as HAProxy knows
-    it, HAProxy in front once all are UP (``affinity``: with the README's session
-    routing)."""
+    it, HAProxy in front once all are UP (``affinity``: with the session routing of
+    docs/how-to/load-balancer.md)."""
     run_id = uuid.uuid4().hex[:10]
     paths, markers, taps = {}, {}, {}
     for name in NAMES:

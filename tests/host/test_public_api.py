@@ -19,8 +19,8 @@ from conftest import run
 from trunkline.catalog import ListingDriver, build_catalog
 from trunkline.errors import ConfigurationError
 
-#: The names a host program written from the README uses (its first example, the sections
-#: on pins, OAuth and errors), each from ``trunkline`` itself.
+#: The names a host program written from the documentation uses (the README's first example,
+#: the pages on pins, OAuth and errors), each from ``trunkline`` itself.
 USED_BY_A_HOST = [
     "Host", "ServerConfig", "HostSettings", "RetryPolicy", "RestartPolicy", "ToolEntry",
     "ServerStatus", "ServerState", "CallToolResult", "InputRequired", "CallInput",

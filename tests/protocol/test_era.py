@@ -1,6 +1,6 @@
 """The era negotiation state machine, event by event, with no I/O.
 
-Every rule of docs/architecture.md, "Era negotiation", is a row here: positive evidence
+Every rule of docs/explanation/architecture.md, "Era negotiation", is a row here: positive evidence
 only, no downgrade after modern evidence, one bounded initialize for allowlisted peers,
 late modern evidence winning over the fallback, and one session per connection.
 """

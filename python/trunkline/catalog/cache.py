@@ -4,13 +4,13 @@ Pure bookkeeping with an injected clock (``now``, in seconds, from any monotonic
 It never triggers a fetch: the host asks ``get`` when it needs a server's tools and
 refetches on a miss, so an expired list is refetched lazily, on use, and nothing polls.
 
-Keys (MCP 2026-07-28, server/utilities/caching; docs/architecture.md, "Cache keys"): every
-entry belongs to one server and one negotiated protocol version; a ``private`` entry also
-belongs to one authorization context and answers only that context. ``None`` is the
-anonymous context: a private list fetched anonymously answers later anonymous lookups and
-never a named context, and vice versa. A ``public`` entry answers every context. The host
-declares one capability set per process, so capabilities are not part of the key; if that
-ever changes, ``drop`` every server.
+Keys (MCP 2026-07-28, server/utilities/caching; docs/explanation/architecture.md, "Cache
+keys"): every entry belongs to one server and one negotiated protocol version; a
+``private`` entry also belongs to one authorization context and answers only that context.
+``None`` is the anonymous context: a private list fetched anonymously answers later
+anonymous lookups and never a named context, and vice versa. A ``public`` entry answers
+every context. The host declares one capability set per process, so capabilities are not
+part of the key; if that ever changes, ``drop`` every server.
 
 Bound: at most ``max_entries_per_server`` entries (public and private together) per
 server, least recently used evicted first; the number of servers is bounded by the

@@ -158,7 +158,7 @@ class ListingDriver:
         if value is _MISSING:
             # Absent means complete for earlier-era servers (MCP 2026-07-28, basic/index,
             # ResultType). A server we proved modern MUST send it, so absence there is a
-            # violation (docs/architecture.md, "Missing resultType").
+            # violation (docs/explanation/architecture.md, "Missing resultType").
             if self.era is Era.LEGACY:
                 return
             raise self._malformed(f"page {page}: modern result has no resultType")
@@ -243,8 +243,8 @@ class ListingDriver:
         if entry is None:
             return
         if entry.local_name in self._names:
-            # Only a SHOULD in the spec: decided deterministically (docs/architecture.md,
-            # "Tool names"). The first keeps its place.
+            # Only a SHOULD in the spec: decided deterministically
+            # (docs/explanation/architecture.md, "Tool names"). The first keeps its place.
             self._warn(
                 "duplicate", f"{where} repeats the name of an earlier tool; dropped",
                 entry.local_name,

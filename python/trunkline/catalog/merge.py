@@ -6,8 +6,8 @@ matters.
 
 Names (``catalog.names``): every tool's name matches ``[a-zA-Z0-9_-]{1,64}``, so it goes
 to an LLM API as it is, and depends on which tools the servers offer, never on the order
-they are configured in. Collisions, never a silent overwrite (docs/architecture.md, "Tool
-names"), as the policy says:
+they are configured in. Collisions, never a silent overwrite
+(docs/explanation/architecture.md, "Tool names"), as the policy says:
 
 - ``prefix`` (the default): a name one server offers stays that server's; a name two or
   more offer is *contested*, and every one of them is exposed as ``<server>_<tool>``

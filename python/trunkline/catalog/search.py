@@ -13,7 +13,7 @@ Rules:
    digit (``snake_case``, ``kebab-case``, ``dotted.names``, ``server/tool``) and at case
    changes (``camelCase``, ``HTTPRequest`` -> ``http request``), lowercased, a plural
    ending taken off (``files`` -> ``file``, ``entries`` -> ``entry``, ``branches`` ->
-   ``branch``; no further stemming: measured, it found no more), and common English
+   ``branch``; no further stemming: a stemmer finds no more tools), and common English
    words dropped (they match everything and cost time). A name also counts as one word
    with its separators removed (``readMediaFile`` -> ``readmediafile``), so a query
    that runs the words together still finds it.
@@ -25,9 +25,9 @@ Rules:
    per query, and never for a catalog nobody searches), reusing the words of every tool
    whose entry is unchanged (a list change of one server re-reads that server's tools).
 
-Why our own BM25 and not a library (measured, README "Dependencies and why"): with the
-per-word weights precomputed, a query over 10,000 tools is a few dictionary walks, and
-the whole index is a few dozen lines with no numpy/scipy in the gateway's process.
+Why our own BM25 and not a library: with the per-word weights precomputed, a query over
+10,000 tools is a few dictionary walks, and the whole index is a few dozen lines with no
+numpy/scipy in the gateway's process.
 """
 
 from __future__ import annotations

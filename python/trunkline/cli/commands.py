@@ -527,15 +527,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only print the sign-in URL (do not open a browser)")
     pn = sub.add_parser("pins", help="pinned tool definitions: list them, show what changed, "
                                      "approve a quarantined one")
-    pn.add_argument("action", choices=("list", "diff", "approve"))
+    pn.add_argument("action", choices=("list", "diff", "approve"),
+                    help="list every pin, diff one tool's definition with its pin, or "
+                         "approve it")
     pn.add_argument("config", help="an mcpServers JSON file")
     pn.add_argument("server", nargs="?", help="the server's name in that file (diff, approve)")
     pn.add_argument("tool", nargs="?", help="the server's own name of the tool (diff, approve)")
-    pn.add_argument("--json", action="store_true")
+    pn.add_argument("--json", action="store_true", help="print the same as JSON")
     for command in (p, t, c, g):
-        command.add_argument("config")
-    c.add_argument("tool")
-    c.add_argument("arguments", nargs="?", default="{}")
+        command.add_argument("config", help="an mcpServers JSON file")
+    c.add_argument("tool", help="the tool's name in the merged catalog (as tools lists it)")
+    c.add_argument("arguments", nargs="?", default="{}",
+                   help="the tool's arguments, a JSON object")
     face = g.add_mutually_exclusive_group(required=True)
     face.add_argument("--stdio", action="store_true",
                       help="on stdin/stdout, for a desktop client's mcpServers entry")
@@ -591,8 +594,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --http: Prometheus metrics at /metrics (needs trunkline[otel]; "
                         "traces and OTLP metrics are configured by OTEL_* variables)")
     g.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
-    for command in (p, t, c):
-        command.add_argument("--json", action="store_true")
+    for command, printed in ((p, "each server's verdict"), (t, "the catalog"),
+                             (c, "the result")):
+        command.add_argument("--json", action="store_true", help=f"print {printed} as JSON")
     for command in (p, t, c, g):
         command.add_argument("--log-format", choices=FORMATS, default=None,
                              help="how log lines are written to stderr: text (default) or "
@@ -633,9 +637,9 @@ def _positive_int(text: str) -> int:
 
 #: The young generation's collection threshold while serving (CPython's default: 700).
 #: Each call in flight holds a dozen or so tracked objects, so at 64 in flight the
-#: default collects every ~20 calls, ~15 µs of the gateway's CPU per call (measured,
-#: ``benches/README.md``); at this threshold a steady load collects about never, and
-#: garbage cycles still go within 10,000 allocations.
+#: default collects every ~20 calls, ~15 µs of the gateway's CPU per call; at this
+#: threshold a steady load collects about never, and garbage cycles still go within
+#: 10,000 allocations.
 GC_YOUNG_THRESHOLD = 10_000
 
 
@@ -650,7 +654,7 @@ def _settle_heap() -> None:
 
 def _serving_loop() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop for ``serve`` where it is installed: the gateway's HTTP server costs
-    about a quarter less per request on it (``benches/README.md``)."""
+    about a quarter less per request on it."""
     try:
         import uvloop
     except ImportError:

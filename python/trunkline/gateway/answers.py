@@ -202,7 +202,7 @@ class Answerer:
         """The response to one ``tools/call`` (a result, or an error naming the server), to
         await. Not a coroutine itself: the checks run now and the call's own coroutine
         (``_behind``'s) is what is awaited, one frame fewer for every call in flight. A
-        failure of the checks raises where the response is awaited, as before.
+        failure of the checks raises where the response is awaited, as a coroutine's would.
         ``client_key``: the client the call counts against (``admission``); ``admitted``:
         the face admitted it already (``admit_call``), and releases it."""
         try:

@@ -89,7 +89,7 @@ def request_key(request_id: Any) -> tuple[str, Any]:
 
 # The message kinds are msgspec Structs, not frozen dataclasses: one is made per request,
 # and a Struct is built in C (a frozen dataclass sets each field through
-# ``object.__setattr__``, ~0.5 µs apiece on this machine).
+# ``object.__setattr__``, ~0.5 µs apiece).
 
 
 class Request(msgspec.Struct, frozen=True):

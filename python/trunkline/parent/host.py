@@ -82,8 +82,10 @@ _OLD_FROM_CONFIG_NAMES = {"discover_timeout": "discover_timeout_s",
 
 
 class Host:
-    """``async with Host(catalog=CatalogOptions(collision="prefix")) as host: ...`` (see
-    the README)."""
+    """A fleet of MCP servers as one: a worker process per server, their tools merged into
+    one catalog without one server shadowing another, each call routed to its owner.
+    ``async with Host.from_config("mcp.json") as host: ...`` (the documentation's
+    getting-started page for the library walks through it)."""
 
     def __init__(
         self,

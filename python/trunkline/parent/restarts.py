@@ -1,7 +1,7 @@
 """What to do when a server's worker is gone: decided here, done by the handle.
 
 Pure: events in, one decision out, the clock and the random generator passed in. Three
-cases (``docs/architecture.md``, "Restarts"):
+cases (``docs/explanation/architecture.md``, "Restarts"):
 
 - The connection was lost (a crash, a kill, two sessions on one connection): restart with
   capped exponential backoff and full jitter, within an intensity limit (Erlang/OTP

@@ -16,9 +16,9 @@ from ..protocol.output_schema import OutputChecker, SchemaRefused
 
 class CallToolResult(msgspec.Struct, frozen=True):
     """One call's complete result, checked. Immutable; a msgspec ``Struct`` rather than a
-    frozen dataclass because one is made per call: built in C, it cost ~0.15 µs here
-    against ~3 µs for the dataclass (whose ``__init__`` sets each field through
-    ``object.__setattr__``). ``msgspec.structs.replace`` and ``asdict`` work on it."""
+    frozen dataclass because one is made per call: built in C, it is ~20x cheaper to make
+    than the dataclass (whose ``__init__`` sets each field through ``object.__setattr__``).
+    ``msgspec.structs.replace`` and ``asdict`` work on it."""
 
     content: list[dict[str, Any]]
     structured_content: Any = None

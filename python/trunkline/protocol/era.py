@@ -2,7 +2,7 @@
 
 The driver (``trunkline.worker.era``) sends what the machine asks for, enforces
 the deadlines the machine names, correlates replies by id, and feeds back what happened.
-The machine decides the era from *positive evidence only* (``docs/architecture.md``,
+The machine decides the era from *positive evidence only* (``docs/explanation/architecture.md``,
 "Era negotiation"):
 
 1. Probe with ``server/discover``. A valid ``DiscoverResult`` proves a modern peer; the
@@ -73,8 +73,8 @@ class NegotiationConfig:
     modern_versions: tuple[str, ...] = MODERN_VERSIONS
     legacy_versions: tuple[str, ...] = LEGACY_VERSIONS
     allow_legacy: bool = False
-    #: Deadline for each ``server/discover`` attempt, counted from the write. Python
-    #: servers take 0.7-1.5 s to start on this class of machine and over 5 s under load.
+    #: Deadline for each ``server/discover`` attempt, counted from the write: a Python
+    #: server can take over 5 s to start on a loaded machine.
     discover_timeout_s: float = 10.0
     #: Deadline for the one legacy ``initialize`` an allowlisted peer may receive.
     legacy_probe_timeout_s: float = 10.0

@@ -2,7 +2,7 @@
 
 The ``_meta`` object a modern request carries depends only on the negotiated version and
 the client's identity and capabilities, so it is serialized once per peer and spliced into
-every request by the codec (docs/architecture.md, "The hot path of one call").
+every request by the codec (docs/explanation/architecture.md, "The hot path of one call").
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .versions import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_
 class ClientIdentity:
     """The client's self-description. ``capabilities`` uses the modern ``ClientCapabilities``
     shape and must list only what the host really implements: servers gate their input
-    requests on it (docs/architecture.md, "Capabilities are stable")."""
+    requests on it (docs/explanation/architecture.md, "Capabilities are stable")."""
 
     name: str = "trunkline"
     version: str = VERSION

@@ -13,11 +13,11 @@ before it can finish:
    ``inputResponses`` and the server's ``requestState`` spliced in as the exact bytes the
    server sent (``raw_member``): never decoded and re-encoded, since re-encoding
    rewrites escapes such as ``\\u00e9`` or ``\\/``. The driver sends them as a new request
-   with a *new* JSON-RPC id and the *same* ``clientCapabilities`` (docs/architecture.md,
+   with a *new* JSON-RPC id and the *same* ``clientCapabilities`` (docs/explanation/architecture.md,
    "Capabilities are stable").
 3. The retry's result goes to ``on_result`` again: another round, or ``Done``.
 
-Where the spec is silent the machine is strict (docs/architecture.md, "Bounded input
+Where the spec is silent the machine is strict (docs/explanation/architecture.md, "Bounded input
 rounds"): it bounds the rounds, the total
 time (a clock is injected: every call takes ``now``), the count and size of
 ``inputRequests`` and the size of ``requestState``; it fails the call locally

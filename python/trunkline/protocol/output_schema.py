@@ -1,12 +1,12 @@
 """Checking ``structuredContent`` against a tool's ``outputSchema``, within bounds.
 
 A server that declares an ``outputSchema`` promises conforming structured results; when it
-breaks that promise the result must not be forwarded as trusted data (docs/architecture.md,
-"Output schemas"). The checker follows the spec's JSON Schema rules (MCP 2026-07-28,
-basic/index, JSON Schema Usage): 2020-12 unless ``$schema`` says
-otherwise, no network ``$ref`` ever (an unresolvable reference rejects the schema rather
-than passing everything), and bounded work: a schema too large or too deep, or an instance
-too large, is refused instead of validated.
+breaks that promise the result must not be forwarded as trusted data
+(docs/explanation/architecture.md, "Output schemas"). The checker follows the spec's JSON
+Schema rules (MCP 2026-07-28, basic/index, JSON Schema Usage): 2020-12 unless ``$schema``
+says otherwise, no network ``$ref`` ever (an unresolvable reference rejects the schema
+rather than passing everything), and bounded work: a schema too large or too deep, or an
+instance too large, is refused instead of validated.
 
 ``jsonschema`` is used rather than hand-written validation: it implements every 2020-12
 keyword (composition, conditionals, ``$defs``/``$anchor``/``$dynamicRef``) and is the most

@@ -87,7 +87,7 @@ def decode_result(raw: bytes) -> Any:
     """A result's JSON value. A long one is offered to the codec's decoder first: where
     the result is mostly long ASCII text (the usual tool result), it decodes several
     times faster than orjson; it declines any other document early, which orjson then
-    decodes (so each kind of result gets the faster of the two; see the README)."""
+    decodes (so each kind of result gets the faster of the two)."""
     if len(raw) >= LONG_RESULT_BYTES:
         value = loads_text(raw, _DECLINED)
         if value is not _DECLINED:

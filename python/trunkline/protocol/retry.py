@@ -109,7 +109,7 @@ __all__ = [
     "without_idempotency_key",
 ]
 
-#: Requests that only read, safe to repeat (docs/architecture.md, "Retries").
+#: Requests that only read, safe to repeat (docs/explanation/architecture.md, "Retries").
 READ_METHODS: frozenset[str] = frozenset({
     "tools/list",
     "prompts/list",

@@ -79,8 +79,8 @@ def initialize_result_problem(result: Any, legacy_versions: Sequence[str]) -> st
 
 def is_recognized_modern_error(code: int, data: Any) -> bool:
     """Only -32020/-32021/-32022 with their exact ``data`` shapes prove a modern peer
-    (docs/architecture.md, "Recognized modern errors"). Anything else, including look-alikes
-    with the wrong ``data``, is not evidence."""
+    (docs/explanation/architecture.md, "Recognized modern errors"). Anything else,
+    including look-alikes with the wrong ``data``, is not evidence."""
     if code == UNSUPPORTED_PROTOCOL_VERSION:
         return (
             isinstance(data, dict)

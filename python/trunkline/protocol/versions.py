@@ -12,7 +12,7 @@ MODERN_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
 LEGACY_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
 # The three error codes the 2026-07-28 revision defines. Only these, with their exact
-# ``data`` shapes, count as positive evidence of a modern peer (docs/architecture.md,
+# ``data`` shapes, count as positive evidence of a modern peer (docs/explanation/architecture.md,
 # "Recognized modern errors"); the pre-release numbers -32001/-32003/-32004 deliberately
 # do not.
 HEADER_MISMATCH: Final = -32020

@@ -205,7 +205,7 @@ class HttpTransport:
             self._send(Outgoing.classify(data))
             return
         # split(b"\n"), not splitlines(): a line is newline-terminated JSON (no raw CR or
-        # LF inside), and splitlines() walks every byte (~60 µs for a 64 KiB line here).
+        # LF inside), and splitlines() walks every byte (~60 µs for a 64 KiB line).
         for line in data.split(b"\n"):
             if line:
                 self._send(Outgoing.classify(line))
@@ -446,7 +446,7 @@ class HttpTransport:
         """Why a message does not belong on this modern request's stream, or None. The stream
         carries that request's progress and logs, then its response; an answer to
         another request, or progress for another token, is dropped there rather than
-        routed (docs/architecture.md, "Notifications on the wrong stream"). Legacy
+        routed (docs/explanation/architecture.md, "Notifications on the wrong stream"). Legacy
         streams may carry more, and the Peer judges server requests (a modern server
         sending one is counted as a violation)."""
         if self._headers.legacy or out.modern_version is None:

@@ -3,8 +3,8 @@
 Why not a general client: per request, aiohttp's ``ClientSession`` costs a worker about
 eight times what the exchange itself costs (request and response objects, header
 multidicts, timers, tracing hooks, a cookie jar), and a worker is one process per server,
-so that cost caps a server's calls per second (benches/README.md, "The HTTP client of a
-worker"). The rules here are few because the traffic is:
+so that cost caps a server's calls per second. The rules here are few because the
+traffic is:
 
 - One origin per client (the configured URL's; redirects are followed only within it,
   see ``HttpParams.follow``). ``Host``, ``User-Agent``, ``Accept-Encoding: gzip, deflate``

@@ -1,0 +1,154 @@
+"""``docs/reference/cli.md``, written from the command line's own parser
+(``trunkline.cli.commands.build_parser``): every command, every argument and flag with
+its help and default. The page is committed (GitHub shows it as a file, and the README
+links to it); ``test_reference.py`` fails when it differs from what the parser says now.
+
+After changing the command line, write the page anew::
+
+    .venv/bin/python tests/docs/cli_page.py
+
+Only the parser's data is read (commands, arguments, help, defaults, choices), never
+argparse's own help layout, which changes between Python versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
+
+_HEAD = """\
+# Command line
+
+<!-- Written by tests/docs/cli_page.py from the parser (trunkline.cli.commands):
+     change the parser, then run `.venv/bin/python tests/docs/cli_page.py`. -->
+
+`trunkline` is installed with the package (`python -m trunkline` is the same). Every
+command below reads its servers from a configuration file (the
+[configuration reference](configuration.md) has its keys), but `demo`, which needs
+none, and `status`, which asks a running gateway. When a command fails it prints one
+line on stderr and exits with a status that says how
+([exit codes](errors.md#exit-codes)).
+
+This page is generated from the command line's parser, so it says exactly what
+`trunkline COMMAND --help` says.
+"""
+
+
+def _text(help_text: str) -> str:
+    """Help text as Markdown that shows it as written, in a table cell too: what Markdown
+    would read as markup is escaped (an underscore only at a word's edge: ``client_calls``
+    is no emphasis)."""
+    text = " ".join(help_text.split())
+    return re.sub(r"[\\`*<>|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", lambda m: "\\" + m[0],
+                  text)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _default(action: argparse.Action) -> str:
+    if isinstance(action, argparse._StoreTrueAction):
+        return "off"
+    if action.default is None or action.default is argparse.SUPPRESS:
+        return ""
+    if isinstance(action.default, float):
+        return f"`{action.default:g}`"
+    return f"`{action.default}`"
+
+
+def _name(action: argparse.Action) -> str:
+    """How the argument is written: ``--http HOST:PORT``, ``config``, ``{list,diff}``."""
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest}`"
+    takes_value = action.nargs != 0
+    metavar = action.metavar or (action.dest.upper() if takes_value else None)
+    if action.choices is not None and action.metavar is None:
+        metavar = "{" + ",".join(map(str, action.choices)) + "}"
+    written = ", ".join(action.option_strings)
+    return f"`{written} {metavar}`" if takes_value and metavar else f"`{written}`"
+
+
+def _notes(action: argparse.Action, required_groups: dict[int, str]) -> list[str]:
+    """What the help does not say and the argument's name does not show."""
+    notes = []
+    if action.choices is not None and not action.option_strings:
+        notes.append("one of " + ", ".join(f"`{c}`" for c in action.choices))
+    if isinstance(action, argparse._AppendAction) and "repeatable" not in (action.help or ""):
+        notes.append("repeatable")
+    if not action.option_strings and action.nargs == "?":
+        notes.append("optional")
+    if action.option_strings and action.required:
+        notes.append("required")
+    if id(action) in required_groups:
+        notes.append(required_groups[id(action)])
+    return notes
+
+
+def _synopsis(name: str, parser: argparse.ArgumentParser) -> str:
+    words = [f"trunkline {name}"]
+    if any(a.option_strings and a.help is not argparse.SUPPRESS
+           and not isinstance(a, argparse._HelpAction) for a in parser._actions):
+        words.append("[OPTIONS]")
+    for action in parser._actions:
+        if not action.option_strings:
+            shown = action.metavar or action.dest
+            words.append(f"[{shown}]" if action.nargs == "?" else shown)
+    return " ".join(words)
+
+
+def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[str]:
+    required_groups = {}
+    for group in parser._mutually_exclusive_groups:
+        flags = ", ".join(f"`{a.option_strings[0]}`" for a in group._group_actions)
+        rule = f"exactly one of {flags}" if group.required else f"at most one of {flags}"
+        for action in group._group_actions:
+            required_groups[id(action)] = rule
+    lines = [f"## `trunkline {name}`", "", _sentence(_text(summary)), "",
+             "```text", _synopsis(name, parser), "```", "",
+             "| Argument | What it is | Default |", "| --- | --- | --- |"]
+    for action in parser._actions:
+        if action.help is argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+            continue
+        what = _text(action.help or "")
+        notes = _notes(action, required_groups)
+        if notes:
+            what = (what + " " if what else "") + "(" + "; ".join(notes) + ")"
+        lines.append(f"| {_name(action)} | {what} | {_default(action)} |")
+    return [*lines, ""]
+
+
+def render(parser: argparse.ArgumentParser) -> str:
+    """The whole page for ``parser``."""
+    out = [_HEAD, "## `trunkline`", "", _sentence(_text(parser.description or "")), "",
+           "| Argument | What it is |", "| --- | --- |"]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) or action.help is argparse.SUPPRESS:
+            continue
+        out.append(f"| {_name(action)} | {_text(action.help or '')} |")
+    out.append("")
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    summaries = {choice.dest: choice.help or "" for choice in commands._choices_actions}
+    out += ["Commands:", ""]
+    out += [f"- [`{name}`](#trunkline-{name}): {_text(summaries[name])}"
+            for name in commands.choices]
+    out.append("")
+    for name, sub in commands.choices.items():
+        out += _command(name, summaries[name], sub)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def main() -> int:
+    from trunkline.cli.commands import build_parser
+
+    PAGE.write_text(render(build_parser()))
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
