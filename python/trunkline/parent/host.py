@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
@@ -32,7 +31,7 @@ from ..catalog.pins import Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import ConfigSource, read_host_config
-from ..deprecations import TrunklineDeprecationWarning, renamed_keywords, warn_deprecated
+from ..deprecations import renamed_keywords, warn_deprecated
 from ..errors import RequestTimeout, ToolCandidate, ToolCollision, UnknownTool
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
@@ -149,8 +148,7 @@ class Host:
                   "telemetry": telemetry}
         if old_keywords:
             made = host_options.from_keywords(groups, old_keywords)
-            warnings.warn(host_options.deprecation(old_keywords),
-                          TrunklineDeprecationWarning, stacklevel=2)
+            warn_deprecated(host_options.deprecation(old_keywords))
             client, catalog, trust = made["client"], made["catalog"], made["trust"]
             calls, telemetry = made["calls"], made["telemetry"]
         client = client or ClientOptions()
@@ -633,9 +631,8 @@ class Host:
         (``telemetry.carried``). With tracing on, the call's span is its child (instead
         of the current span's), and the span's context goes."""
         if call_input is not None and call_input.relay and not self._relaying:
-            warnings.warn("call_tool(call_input=CallInput(relay=True)) is deprecated: "
-                          "use call_tool_relayed, which may return InputRequired",
-                          TrunklineDeprecationWarning, stacklevel=2)
+            warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
+                            "use call_tool_relayed, which may return InputRequired")
         # Not a coroutine function itself: the call's own coroutine (its slots') is what
         # the caller awaits, with no frame of this one between while it is in flight (each
         # call in flight holds as few objects as it can; the collector walks them).
