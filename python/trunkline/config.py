@@ -1,5 +1,6 @@
-"""The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop, Cursor and
-VS Code, plus trunkline's own per-server keys: ``allowLegacy``, ``idempotentTools``,
+"""The ``{"mcpServers": {...}}`` configuration file used by Claude Desktop and Cursor
+(VS Code's names its servers under ``"servers"``), plus trunkline's own per-server keys:
+``allowLegacy``, ``idempotentTools``, ``callTimeoutMs`` (its calls' deadline),
 ``discoverTimeoutMs``, ``maxDiscoverTimeoutMs`` (how far the probes' deadlines may grow
 after silent starts), ``enabledTools`` / ``disabledTools`` (glob patterns of the server's
 tool names the model may see and call) and ``roots`` (what the server is told its roots
@@ -49,7 +50,8 @@ from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
 from .settings import Root, ServerConfig
 
-_COMMON_KEYS = {"allowLegacy", "idempotentTools", "discoverTimeoutMs", "maxDiscoverTimeoutMs",
+_COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
+                "maxDiscoverTimeoutMs",
                 "type", "disabled", "enabledTools", "disabledTools", "roots"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
@@ -100,12 +102,14 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     disabled = raw.get("disabledTools", [])
     if not _str_list(disabled):
         raise _fail(source, name, "\"disabledTools\" must be a list of glob patterns")
+    call_timeout_s = _seconds(raw, "callTimeoutMs", source, name, None)
     discover_timeout_s = _seconds(raw, "discoverTimeoutMs", source, name, discover_timeout_s)
     max_discover_timeout_s = _seconds(raw, "maxDiscoverTimeoutMs", source, name,
                                       max_discover_timeout_s)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy,
                             idempotent_tools=frozenset(idempotent),
+                            call_timeout_s=call_timeout_s,
                             discover_timeout_s=discover_timeout_s,
                             max_discover_timeout_s=max_discover_timeout_s,
                             enabled_tools=None if enabled is None else tuple(enabled),

@@ -189,7 +189,10 @@ def run_python(block: Block, folder: Path) -> str | None:
     script = folder / "example.py"
     script.write_text(block.code)
     tag = uuid.uuid4().hex
-    env = {**os.environ, "TRUNKLINE_DOCS_EXAMPLE": tag}
+    # Its own configuration home: what an example keeps there (pins, tokens) is its own,
+    # not written into the home of whoever runs the tests.
+    env = {**os.environ, "TRUNKLINE_DOCS_EXAMPLE": tag,
+           "XDG_CONFIG_HOME": str(folder / "config")}
     # Its output goes to a file, not a pipe: a process it leaves behind may hold the
     # output open, and the example's end is its own exit, not the output's.
     with open(folder / "output.txt", "wb") as output:

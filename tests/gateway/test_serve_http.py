@@ -340,6 +340,52 @@ def test_hosts_origins_and_api_keys(gateways, tmp_path):
     run(main())
 
 
+def test_the_names_clients_reach_the_gateway_by_are_served_and_no_other(gateways, tmp_path):
+    """``--host-name``: a gateway behind a load balancer or a DNS name answers requests
+    addressed to it (and pages of it, by Origin); any other name is still refused, and
+    the refusal says how to name one."""
+    path = fleet_config(tmp_path, {"alpha": scripted()})
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--host-name", "gw.example",
+                                     "--host-name", "10.0.0.7")
+        port = gw.url.split(":")[2].split("/")[0]
+        message = gw.message("tools/list", {"_meta": modern_meta()})
+        headers = gw.modern_headers(message)
+        for host in (f"gw.example:{port}", "GW.example", "10.0.0.7:8443", f"127.0.0.1:{port}"):
+            status, answer, _ = await gw.post(message, {**headers, "Host": host})
+            assert status == 200 and "result" in answer, (host, answer)
+        status, _, _ = await gw.post(message, {**headers, "Host": f"gw.example:{port}",
+                                               "Origin": f"http://gw.example:{port}"})
+        assert status == 200
+        status, answer, _ = await gw.post(message, {**headers, "Host": "evil.example"})
+        assert status == 403 and "--host-name" in answer["error"]["message"]
+        assert await gw.stop() == 0
+    run(main())
+
+
+def test_a_calls_timeout_from_the_command_line_and_from_its_servers_entry(gateways, tmp_path):
+    """``serve --call-timeout`` is the calls' default; a server's ``callTimeoutMs`` is its
+    own (here shorter for one server, longer for the other)."""
+    path = fleet_config(tmp_path, {"quick": scripted("--tools", "sleep"),
+                                   "patient": scripted("--tools", "sleep")})
+    config = json.loads(path.read_text())
+    config["mcpServers"]["quick"]["callTimeoutMs"] = 300
+    path.write_text(json.dumps(config))
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--call-timeout", "1.5")
+        status, answer = await gw.modern("tools/call", {"name": "quick_sleep",
+                                                        "arguments": {"seconds": 1}})
+        assert "error" in answer and "0.3 s" in answer["error"]["message"], answer
+        status, answer = await gw.modern("tools/call", {"name": "patient_sleep",
+                                                        "arguments": {"seconds": 0.5}})
+        assert status == 200 and "result" in answer, answer
+        status, answer = await gw.modern("tools/call", {"name": "patient_sleep",
+                                                        "arguments": {"seconds": 5}})
+        assert "error" in answer and "1.5 s" in answer["error"]["message"], answer
+        assert await gw.stop() == 0
+    run(main())
+
+
 def test_a_public_bind_without_api_keys_is_refused(gateways, tmp_path):
     path = fleet_config(tmp_path, {"alpha": scripted()})
     done = subprocess.run([sys.executable, "-m", "trunkline", "serve", str(path), "--http",

@@ -58,13 +58,15 @@ def test_every_duration_setting_ends_in_s_and_a_bound_on_calls_in_flight_is_max_
 
 def test_each_key_of_the_file_in_milliseconds_is_the_field_of_its_name_in_seconds():
     in_ms = sorted(key for key in config._COMMON_KEYS if key.endswith("Ms"))
-    assert in_ms == ["discoverTimeoutMs", "maxDiscoverTimeoutMs"]
+    assert in_ms == ["callTimeoutMs", "discoverTimeoutMs", "maxDiscoverTimeoutMs"]
     names = {field.name for field in dataclasses.fields(ServerConfig)}
     for key in in_ms:
         assert re.sub(r"[A-Z]", lambda m: "_" + m[0].lower(), key[:-2]) + "_s" in names
     servers = config.parse_config({"mcpServers": {"x": {
-        "command": "c", "discoverTimeoutMs": 2500, "maxDiscoverTimeoutMs": 40000}}})
-    assert (servers[0].discover_timeout_s, servers[0].max_discover_timeout_s) == (2.5, 40.0)
+        "command": "c", "callTimeoutMs": 1500, "discoverTimeoutMs": 2500,
+        "maxDiscoverTimeoutMs": 40000}}})
+    assert (servers[0].call_timeout_s, servers[0].discover_timeout_s,
+            servers[0].max_discover_timeout_s) == (1.5, 2.5, 40.0)
 
 
 def test_the_new_names_are_the_fields_and_do_not_warn():

@@ -64,11 +64,14 @@ class LoopbackAuthorizer:
 
 
 class SignInRequired:
+    """The user agent of a host no person watches: an authorization that needs one fails,
+    saying how to sign in ahead of time."""
+
     def __init__(self, how: str) -> None:
-        """``how``: what signs in, e.g. ``trunkline login mcp.json tracker``."""
+        """``how``: what to do, e.g. ``run `trunkline login mcp.json tracker```."""
         self._how = how
 
     async def __call__(self, authorization_url: str) -> str:
         raise AuthorizationFailed(
-            f"a person must sign in to this server first: run `{self._how}`",
+            f"a person must sign in to this server first: {self._how}",
             reason="sign_in_required")

@@ -34,8 +34,8 @@ def quarantines_line(server: str, held: Sequence[Quarantine]) -> str | None:
     reasons = Counter(q.reason for q in held)
     why = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
     return (f"server {server!r}: {len(held)} tools quarantined ({why}; first: "
-            f"{_first(q.tool for q in held)}); host.quarantined() or trunkline pins list "
-            "says why each")
+            f"{_first(q.tool for q in held)}); host.quarantined() says why each (trunkline "
+            "pins list, for those held for their pins)")
 
 
 def warnings_line(server: str, warnings: Sequence[CatalogWarning]) -> str | None:

@@ -1,9 +1,9 @@
 """The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``,
-``status``.
+``status``, ``login``, ``pins``.
 
-Exit codes: 0 success; 1 a call failed or returned ``isError``; 2 bad usage or
-configuration; 3 a server is unavailable (probe) or the host could not start; 130
-interrupted (Ctrl-C).
+Exit codes: 0 success; 1 a call failed or returned ``isError``, or the host failed
+(a ``TrunklineError``); 2 bad usage or configuration; 3 a server is unavailable
+(``probe``); 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -343,9 +343,11 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
         http = {"bind": bind, "port": port, "api_keys": tuple(_api_keys(ns.api_key_file)),
                 "oauth": _oauth(ns), "session_key": _session_key(),
                 "replica": ns.replica or os.environ.get(REPLICA_ENV),
+                "host_names": tuple(ns.host_names),
                 "copy_arguments": _copy_arguments(ns.argv)}
     return GatewaySettings(
-        config=ns.config, stdio=ns.stdio, discover_timeout_s=ns.discover_timeout_s,
+        config=ns.config, stdio=ns.stdio, call_timeout_s=ns.call_timeout_s,
+        discover_timeout_s=ns.discover_timeout_s,
         max_discover_timeout_s=ns.max_discover_timeout_s,
         model_safe_names=ns.model_safe_names, tool_search=ns.tool_search,
         max_in_flight=ns.max_in_flight, max_per_server=ns.max_per_server,
@@ -547,6 +549,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "any other address needs API keys or --oauth-issuer)")
     g.add_argument("--api-key-file", metavar="PATH",
                    help="API keys, one per line (also TRUNKLINE_API_KEYS, comma-separated)")
+    g.add_argument("--host-name", dest="host_names", metavar="NAME", action="append",
+                   default=[],
+                   help="with --http: a name clients reach the gateway by besides its bind "
+                        "address (its DNS name, a load balancer's address); a request "
+                        "addressed to any other Host is refused (403); repeatable")
     g.add_argument("--oauth-issuer", metavar="URL", action="append",
                    help="with --http: accept OAuth access tokens (JWTs) issued by this "
                         "authorization server, checked against its published keys; "
@@ -579,6 +586,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one of the bounds on what a client may make the gateway hold "
                         "(gateway/limits.py: client_calls, listen_uris, session_idle_s, "
                         "connections, ...); repeatable")
+    g.add_argument("--call-timeout", dest="call_timeout_s", type=_seconds, default=None,
+                   metavar="SECONDS",
+                   help="seconds a call behind the gateway is given when its server's entry "
+                        "sets no callTimeoutMs (default 60)")
     g.add_argument("--drain-timeout", dest="drain_timeout_s", type=_seconds, default=10.0,
                    metavar="SECONDS",
                    help="on SIGTERM, how long calls in flight may take to finish")

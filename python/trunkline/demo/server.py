@@ -21,8 +21,8 @@ the tools; the JSON-RPC plumbing is shared.
     ``search {query, limit?}``  archived records whose title or summary match
 
 All three expose ``search`` on purpose: the demo shows the host's collision policy on
-a three-way clash (the first server keeps ``search``, the others are reached by a
-server-qualified name such as ``docs/search`` and ``archive/search``).
+a three-way clash (a contested name is prefixed with its server's on every server that
+has it: ``web_search``, ``docs_search``, ``archive_search``).
 
 Protocol behaviour
 ------------------

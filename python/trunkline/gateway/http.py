@@ -83,6 +83,8 @@ from .siblings import Siblings
 log = logging.getLogger("trunkline.gateway")
 
 ENDPOINT = "/mcp"
+#: Binds on every address: no one name clients reach the gateway by comes with them.
+_WILDCARDS = frozenset({"0.0.0.0", "::"})
 
 
 class HttpFace:
@@ -127,6 +129,10 @@ class HttpFace:
         if oauth is not None and oauth.resource is not None:
             # The name clients reach it by, by definition.
             names = (*names, urlsplit(oauth.resource).hostname or "")
+        if bind in _WILDCARDS and not names:
+            log.warning("serving on %s without --host-name: only requests addressed to Host "
+                        "%s are answered; name the ones clients use (a DNS name, a load "
+                        "balancer's address) with --host-name", bind, bind)
         #: The host names requests may be addressed to (``Host``).
         self._hosts = {n.strip("[]").lower() for n in names} | (
             {n.strip("[]") for n in loopback_names()} if bind in loopback_names() else {bind})
@@ -280,7 +286,8 @@ class HttpFace:
             return refusal(503, p.INTERNAL_ERROR, "the gateway is stopping",
                             **{"Retry-After": "1"})
         if not self._host_allowed(request.headers.get("host")):
-            return refusal(403, p.INVALID_REQUEST, "unknown Host")
+            return refusal(403, p.INVALID_REQUEST, "unknown Host: a name the gateway is "
+                           "reached by is named with serve --host-name")
         origin = request.headers.get("origin")  # only browsers send one
         if origin is not None and not origin_allowed(origin, self._origins):
             return refusal(403, p.INVALID_REQUEST, "Origin not allowed")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import ConfigurationError
-from ..parent.host_options import ClientOptions
+from ..parent.host_options import CallOptions, ClientOptions
 from ..settings import HostSettings
 from ..version import VERSION
 from .limits import Limits
@@ -80,6 +80,13 @@ class GatewaySettings:
     #: ``maxDiscoverTimeoutMs`` (seconds; None: the host's defaults).
     discover_timeout_s: float | None = None
     max_discover_timeout_s: float | None = None
+    #: Seconds a call behind the gateway is given when its server's entry sets no
+    #: ``callTimeoutMs`` (None: the host's default, ``CallOptions.call_timeout_s``).
+    call_timeout_s: float | None = None
+    #: The names clients reach the HTTP face by besides its bind address (a DNS name, a
+    #: load balancer's address): a request addressed to any other ``Host`` is refused,
+    #: so a name an attacker points at the gateway is not served (DNS rebinding).
+    host_names: tuple[str, ...] = ()
     #: Deprecated, without effect: every tool name is model-safe now.
     model_safe_names: bool = False
     #: Two tools (``search_tools``, ``call_tool``) instead of the whole catalog.
@@ -195,6 +202,7 @@ class Gateway:
         instance, siblings = _placement(settings.replica)
         host = Host.from_config(settings.config, discover_timeout_s=settings.discover_timeout_s,
                                 max_discover_timeout_s=settings.max_discover_timeout_s,
+                                calls=_calls(settings.call_timeout_s),
                                 client=ClientOptions(
                                     capabilities=RELAYED_CAPABILITIES,
                                     input_handlers={"roots/list": _no_roots}),
@@ -241,7 +249,7 @@ class Gateway:
                         max_body_bytes=(settings.max_body_bytes
                                         or self.host.settings.max_line_bytes),
                         drain_s=settings.drain_timeout_s, sock=shared, oauth=settings.oauth,
-                        metrics=metrics, siblings=siblings)
+                        metrics=metrics, siblings=siblings, names=settings.host_names)
         if pages is not None:
             await pages.start()
             stack.push_async_callback(pages.stop)
@@ -279,6 +287,11 @@ async def _serve_copies(settings: GatewaySettings,
     if serving is not None:
         ready.add_done_callback(lambda f: serving(f.result()))
     return await copies.run(ready)
+
+
+def _calls(call_timeout_s: float | None) -> CallOptions | None:
+    """The host's call defaults for ``GatewaySettings.call_timeout_s`` (None: its own)."""
+    return None if call_timeout_s is None else CallOptions(call_timeout_s=call_timeout_s)
 
 
 async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:

@@ -279,7 +279,9 @@ class Host:
 
             file = read.path if read.path is not None else "CONFIG.json"
             owned = kwargs["oauth"] = oauth_client_from(
-                read.oauth, SignInRequired(f"trunkline login {file} NAME"))
+                read.oauth, SignInRequired(
+                    f"run `trunkline login {file} SERVER`, SERVER being this server's name "
+                    "in it"))
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
@@ -370,8 +372,8 @@ class Host:
         return (await self.add_servers([config]))[0]
 
     async def add_servers(self, configs: Sequence[ServerConfig]) -> list[ServerStatus]:
-        """Start several servers concurrently; their configured order (the order given
-        here) decides who keeps a contested tool name.
+        """Start several servers concurrently (their tools' names do not depend on the
+        order given: a contested name is prefixed on every server that has it).
 
         Each server's era verdict and first listing are waited for within their own
         deadlines (``discover_timeout_s``, ``list_timeout_s``), never longer, and no server
