@@ -89,7 +89,7 @@ def compare(before: Path, after: Path, cases: list[Case], rounds: int,
                 reading = case.run(sides[side])
                 case.readings.setdefault(side, []).append(reading)
                 say(f"round {n + 1} {case.name} {side}: "
-                    + ", ".join(f"{k} {v:.1f}" for k, v in reading.items()))
+                    + ", ".join(f"{k} {v:.4g}" for k, v in reading.items()))
     say("")
     say(render(cases))
 
@@ -108,7 +108,7 @@ def render(cases: list[Case]) -> str:
             rounds = " ".join(f"{y[figure] / x[figure]:.2f}"
                               for x, y in zip(before, after, strict=True) if x[figure])
             ratio = f"{a / b:.2f}" if b else "-"
-            out.append(f"| {case.name} | {figure} | {b:.1f} | {a:.1f} | {ratio} | {rounds} |")
+            out.append(f"| {case.name} | {figure} | {b:.4g} | {a:.4g} | {ratio} | {rounds} |")
     return "\n".join(out)
 
 
