@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         UnknownTool,
     )
     from .params import HttpParams, StdioParams, http, stdio
+    from .parent.call_request import CallInput
     from .parent.handle import ServerWarning
     from .parent.host import Host, ServerStatus
     from .parent.host_options import (
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
         TelemetryOptions,
         TrustOptions,
     )
-    from .parent.mrtr import CallInput, InputRequired
+    from .parent.mrtr import InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
     from .protocol.identity import ClientIdentity
@@ -112,7 +113,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CatalogWarning": ("catalog.model", "CatalogWarning"),
     "Quarantine": ("catalog.pins", "Quarantine"),
     "CallToolResult": ("parent.results", "CallToolResult"),
-    "CallInput": ("parent.mrtr", "CallInput"),
+    "CallInput": ("parent.call_request", "CallInput"),
     "InputRequired": ("parent.mrtr", "InputRequired"),
     "ServerStatus": ("parent.handle", "ServerStatus"),
     "ServerWarning": ("parent.handle", "ServerWarning"),

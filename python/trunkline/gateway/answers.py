@@ -45,8 +45,9 @@ from ..catalog import ToolEntry
 from ..channel import ServerState
 from ..errors import TrunklineError
 from ..loop.awaitables import raising, ready
+from ..parent.call_request import CallInput
 from ..parent.host import Host
-from ..parent.mrtr import CallInput, InputRequired
+from ..parent.mrtr import InputRequired
 from ..parent.results import CallToolResult
 from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF

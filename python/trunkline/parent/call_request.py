@@ -2,8 +2,9 @@
 
 ``Host.call_tool`` and ``Host.request`` build a ``CallRequest`` once; it goes whole through
 ``CallPath`` (retries, re-listing, input rounds) into the server's ``CallSlots`` (sent,
-awaited, settled). A new option of a call is one field here, not a parameter of every
-function it passes through.
+awaited, its slot freed). A new option of a call is one field here, not a parameter of
+every function it passes through; how its input rounds go (``CallInput``, the caller's
+too) is here beside it, so the call's shape depends on nothing that drives it.
 
 Rules:
 
@@ -28,14 +29,49 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..protocol.mrtr import InputHandler
+from ..protocol.versions import META_CLIENT_CAPABILITIES
+
 if TYPE_CHECKING:
     from ..catalog import ToolEntry
-    from .mrtr import CallInput
 
 #: ``on_progress(progress, total, message)``: a call's progress notifications.
 ProgressCallback = Callable[[Any, Any, Any], None]
 #: ``on_log(params)``: a call's log messages (``notifications/message`` params).
 LogCallback = Callable[[dict[str, Any]], None]
+
+
+class CallInput(msgspec.Struct, frozen=True):
+    """How one call's input rounds go, instead of the host's handlers. (A msgspec
+    ``Struct``: a gateway makes one per call, and it is built in C.)"""
+
+    #: Answer the rounds with these (``{"elicitation/create": f, ...}``).
+    handlers: Mapping[str, InputHandler] = {}
+    #: The client capabilities this call declares to a modern server instead of the
+    #: host's (``_meta`` ``clientCapabilities``), and that its rounds are checked against;
+    #: None: the host's.
+    capabilities: Mapping[str, Any] | None = None
+    #: Run no rounds: an ``input_required`` result is the call's result (``InputRequired``).
+    relay: bool = False
+    #: Sent with the call: the answers to a previous ``input_required`` of the same call
+    #: (``inputResponses``) and its ``requestState``, as the caller received them.
+    responses: Mapping[str, Any] | None = None
+    request_state: str | None = None
+
+    def meta(self) -> dict[str, Any]:
+        """What this call adds to a modern request's ``_meta``."""
+        if self.capabilities is None:
+            return {}
+        return {META_CLIENT_CAPABILITIES: dict(self.capabilities)}
+
+    def continuation(self) -> dict[str, Any]:
+        """The params members that carry the answers, if any."""
+        out: dict[str, Any] = {}
+        if self.responses is not None:
+            out["inputResponses"] = dict(self.responses)
+        if self.request_state is not None:
+            out["requestState"] = self.request_state
+        return out
 
 
 class CallRequest(msgspec.Struct, gc=False):
@@ -82,4 +118,4 @@ class CallRequest(msgspec.Struct, gc=False):
     answered_json: bytes = b""
 
 
-__all__ = ["CallRequest", "LogCallback", "ProgressCallback"]
+__all__ = ["CallInput", "CallRequest", "LogCallback", "ProgressCallback"]

@@ -45,7 +45,7 @@ from ..protocol.versions import LOG_LEVELS
 from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
 from . import host_options
-from .call_request import CallRequest, ProgressCallback
+from .call_request import CallInput, CallRequest, ProgressCallback
 from .calls import CallPath
 from .handle import ServerStatus, ServerWarning, WorkerHandle
 from .host_options import (
@@ -58,7 +58,7 @@ from .host_options import (
 from .input_bridge import BridgedCalls
 from .latency import LatencySummary
 from .listing import CatalogKeeper
-from .mrtr import CallInput, InputRequired, InputRounds
+from .mrtr import InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor

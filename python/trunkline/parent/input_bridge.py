@@ -39,7 +39,8 @@ from ..errors import InputRoundUnknown, ServerUnavailable
 from ..loop.tasks import TaskScope
 from ..protocol.input_bridge import BRIDGED, InputBridge, Refused
 from ..protocol.mrtr import InputHandler, MrtrLimits
-from .mrtr import CallInput, InputRequired
+from .call_request import CallInput
+from .mrtr import InputRequired
 
 #: What every token starts with (rule 1).
 TOKEN_PREFIX = "tl-input."

@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from ..errors import InputNotSupported, RequestTimeout
 from ..loop.tasks import gather_all
 from ..protocol.mrtr import (
@@ -33,42 +31,9 @@ from ..protocol.mrtr import (
     Resend,
 )
 from ..protocol.reply import Reply
-from ..protocol.versions import META_CLIENT_CAPABILITIES
 from ..telemetry.calls import note
+from .call_request import CallInput
 from .handle import WorkerHandle
-
-
-class CallInput(msgspec.Struct, frozen=True):
-    """How one call's input rounds go, instead of the host's handlers. (A msgspec
-    ``Struct``: a gateway makes one per call, and it is built in C.)"""
-
-    #: Answer the rounds with these (``{"elicitation/create": f, ...}``).
-    handlers: Mapping[str, InputHandler] = {}
-    #: The client capabilities this call declares to a modern server instead of the
-    #: host's (``_meta`` ``clientCapabilities``), and that its rounds are checked against;
-    #: None: the host's.
-    capabilities: Mapping[str, Any] | None = None
-    #: Run no rounds: an ``input_required`` result is the call's result (``InputRequired``).
-    relay: bool = False
-    #: Sent with the call: the answers to a previous ``input_required`` of the same call
-    #: (``inputResponses``) and its ``requestState``, as the caller received them.
-    responses: Mapping[str, Any] | None = None
-    request_state: str | None = None
-
-    def meta(self) -> dict[str, Any]:
-        """What this call adds to a modern request's ``_meta``."""
-        if self.capabilities is None:
-            return {}
-        return {META_CLIENT_CAPABILITIES: dict(self.capabilities)}
-
-    def continuation(self) -> dict[str, Any]:
-        """The params members that carry the answers, if any."""
-        out: dict[str, Any] = {}
-        if self.responses is not None:
-            out["inputResponses"] = dict(self.responses)
-        if self.request_state is not None:
-            out["requestState"] = self.request_state
-        return out
 
 
 @dataclass(frozen=True)
