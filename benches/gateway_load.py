@@ -17,11 +17,10 @@ Targets (each a process tree started here, bound to 127.0.0.1 on an ephemeral po
                  (``agentgateway/build.sh`` builds it), as an MCP gateway over Streamable
                  HTTP with the C echo server as its one stdio target (``mcp.targets``).
 
-A target called the 2025-11-25 way (``-legacy``: trunkline's legacy path, and agentgateway,
-whose MCP server is that era's) first gets a session: ``open_legacy_session`` sends
-``initialize`` and ``notifications/initialized``, lists the tools and makes one checked call;
-wrk's calls then carry its ``Mcp-Session-Id`` and accept SSE, and each answer must be an
-event stream.
+A target called the 2025-11-25 way (``-legacy``) first gets a session:
+``open_legacy_session`` sends ``initialize`` and ``notifications/initialized``, lists the
+tools and makes one checked call; wrk's calls then carry its ``Mcp-Session-Id`` and accept
+SSE, and each answer must be an event stream.
 
 wrk runs ``wrk/tools_call.lua`` (one thread, N connections, so N calls in flight), which
 checks every answer; ``run_wrk`` fails when any call failed. Around each run it reads the
@@ -31,6 +30,7 @@ Command line, for one-off runs against targets it starts itself:
 
     .venv/bin/python benches/gateway_load.py wrk trunkline 64 --seconds 5
     .venv/bin/python benches/gateway_load.py wrk agentgateway-legacy 64   # or trunkline-legacy
+    .venv/bin/python benches/gateway_load.py wrk agentgateway 64   # its 2026-07-28 path
     .venv/bin/python benches/gateway_load.py idle trunkline keepalive 1000
 """
 
@@ -383,7 +383,7 @@ def open_legacy_session(target: Target) -> Target:
 
 def close_legacy_session(target: Target) -> None:
     """DELETE the session (its upstream, when the gateway keeps one per session, goes
-    with it); a gateway already stopped is left alone."""
+    with it); a session already gone, or a gateway already stopped, is left alone."""
     request = urllib.request.Request(target.url, method="DELETE", headers={
         "Mcp-Session-Id": target.session, "MCP-Protocol-Version": LEGACY})
     try:
