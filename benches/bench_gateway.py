@@ -13,6 +13,18 @@ connections (one call in flight each) against
 * ``fastmcp``        fastmcp 4.2.3's ``create_proxy`` over the same ``mcpServers`` file
                      (it requires ``Accept: application/json, text/event-stream``).
 
+The 2025-11-25 era side by side (``test_gateway_legacy``): one session per target opened
+from Python, then wrk's ``tools/call`` in it, every answer an SSE stream, at the same
+connection counts, rounds interleaved (trunkline, agentgateway, trunkline, ...) so both see
+the same machine, against
+
+* ``trunkline-legacy``     the ``trunkline`` process above, called the 2025-11-25 way,
+* ``agentgateway-legacy``  agentgateway (Rust) over the same C echo server as its stdio
+                           target; ``TRUNKLINE_BENCH_AGENTGATEWAY`` names its binary
+                           (``benches/agentgateway/build.sh`` builds it). Without it the
+                           column is left out and ``test_legacy_agentgateway_column`` is skipped,
+                           saying so.
+
 Memory: RSS of the gateway and its workers with no client, then with N idle clients: kept
 alive after one call, or holding a ``subscriptions/listen`` stream (trunkline only:
 fastmcp's proxy answers it -32601). Over stdio (``gateway_stdio.py``): one client driving
@@ -20,15 +32,17 @@ fastmcp's proxy answers it -32601). Over stdio (``gateway_stdio.py``): one clien
 official ``mcp`` client and the raw client of ``fanout.py`` calling one upstream directly.
 
     .venv/bin/pytest benches/bench_gateway.py --benchmark-json=GW.json   # full, ~4.5 min
+    .venv/bin/pytest benches/bench_gateway.py -k legacy --benchmark-json=L.json  # legacy, ~2 min
     .venv/bin/python benches/bench_gateway.py report GW.json            # the tables
     .venv/bin/pytest benches/bench_gateway.py --benchmark-disable       # smoke (CI)
 
 Timings are never pass/fail. A case fails when any call fails: a non-2xx, a JSON-RPC error,
 a result that is not the echo of that very call, a socket error or a wrk timeout; for
 ``direct`` also a request without the right MCP headers or a count of calls the server did
-not see; for the idle clients a call answered wrongly, a listen stream not acknowledged, or
-fewer sockets held open than clients connected. The fastmcp column and the SDK baseline
-need ``.ci/install-peers``' venvs and fail without them.
+not see; for a legacy column also an answer that is not an event stream with one
+JSON-RPC response; for the idle clients a call answered wrongly, a listen stream not
+acknowledged, or fewer sockets held open than clients connected. The fastmcp column and
+the SDK baseline need ``.ci/install-peers``' venvs and fail without them.
 """
 
 from __future__ import annotations
@@ -54,6 +68,8 @@ import gateway_stdio
 HTTP_COLUMNS = ("direct", "trunkline", "trunkline-sse", "trunkline-x2", "fastmcp")
 LABEL = {"direct": "direct", "trunkline": "trunkline", "trunkline-sse": "trunkline, SSE",
          "trunkline-x2": "trunkline --processes 2", "fastmcp": "fastmcp proxy"}
+LEGACY_COLUMNS = ("trunkline-legacy", "agentgateway-legacy")
+LEGACY_LABEL = {"trunkline-legacy": "trunkline", "agentgateway-legacy": "agentgateway"}
 CONNECTIONS = (1, 64, 256)
 ROUNDS = 3
 ROUND_S = 5  # wrk's duration per full round
@@ -89,7 +105,9 @@ class Targets:
         self._started: dict[str, gateway_load.Target] = {}
 
     def get(self, column: str) -> gateway_load.Target:
-        process = column.removesuffix("-sse")
+        """The target of ``column``; for a ``-legacy`` column, the process without a session
+        (``gateway_load.open_legacy_session`` opens one)."""
+        process = column.removesuffix("-sse").removesuffix("-legacy")
         if process not in self._started:
             self._started[process] = gateway_load.STARTERS[process]()
         target = self._started[process]
@@ -130,10 +148,15 @@ def test_gateway_http(benchmark: Any, http_targets: Targets, connections: int,
     benchmark.group = f"gateway-http-c{connections}"
     benchmark.pedantic(one_round, rounds=1 if smoke else ROUNDS, iterations=1, warmup_rounds=0)
     assert rounds and all(r.calls > 0 for r in rounds)
+    benchmark.extra_info.update(gateway_bench="http", column=column, connections=connections,
+                                smoke=smoke, **_summary(rounds))
+
+
+def _summary(rounds: list[gateway_load.WrkResult]) -> dict[str, Any]:
+    """The medians of a case's rounds, and the rounds themselves."""
     med = {k: statistics.median(getattr(r, k) for r in rounds)
            for k in ("calls_per_s", "p50_ms", "p99_ms")}
-    benchmark.extra_info.update(
-        gateway_bench="http", column=column, connections=connections, smoke=smoke,
+    return dict(
         rounds=len(rounds), calls=statistics.median(r.calls for r in rounds), **med,
         target_cpu_ms_per_call=statistics.median(1e3 * r.target_cpu_s / r.calls for r in rounds),
         target_cpu_share=statistics.median(r.target_cpu_s / r.seconds for r in rounds),
@@ -142,6 +165,54 @@ def test_gateway_http(benchmark: Any, http_targets: Targets, connections: int,
             for role in rounds[0].target_cpu_by_role},
         wrk_cpu_share=statistics.median(r.wrk_cpu_s / r.seconds for r in rounds),
         per_round=[asdict(r) for r in rounds])
+
+
+# --------------------------------------------------------------- legacy (2025-11-25)
+
+
+def test_legacy_agentgateway_column(http_targets: Targets) -> None:
+    """The agentgateway column can run: its binary is given, it starts, and a 2025-11-25
+    session's call through it is answered as an event stream (``open_legacy_session``
+    checks). Skipped, saying how to build it, when no binary is given."""
+    reason = gateway_load.agentgateway_missing()
+    if reason:
+        pytest.skip(reason)
+    session = gateway_load.open_legacy_session(http_targets.get("agentgateway-legacy"))
+    gateway_load.close_legacy_session(session)
+    assert session.session and session.tool.endswith("echo")
+
+
+@pytest.mark.parametrize("connections", [
+    pytest.param(n, id=f"c{n}-legacy") for n in CONNECTIONS
+])
+def test_gateway_legacy(benchmark: Any, http_targets: Targets, connections: int) -> None:
+    columns = [c for c in LEGACY_COLUMNS
+               if c != "agentgateway-legacy" or gateway_load.agentgateway_missing() is None]
+    smoke = bool(benchmark.disabled)
+    sessions: dict[str, gateway_load.Target] = {}
+    rounds: dict[str, list[gateway_load.WrkResult]] = {c: [] for c in columns}
+    try:
+        for column in columns:  # a fresh session for each connection count
+            sessions[column] = gateway_load.open_legacy_session(http_targets.get(column))
+            if not smoke:
+                gateway_load.run_wrk(sessions[column], connections, WARMUP_S)
+
+        def one_round() -> None:
+            for column in columns:  # interleaved: each round runs every column once
+                rounds[column].append(gateway_load.run_wrk(
+                    sessions[column], connections, SMOKE_S if smoke else ROUND_S))
+
+        benchmark.group = f"gateway-legacy-c{connections}"
+        benchmark.pedantic(one_round, rounds=1 if smoke else ROUNDS, iterations=1,
+                           warmup_rounds=0)
+    finally:
+        for session in sessions.values():
+            gateway_load.close_legacy_session(session)
+    assert all(rs and all(r.calls > 0 for r in rs) for rs in rounds.values())
+    benchmark.extra_info.update(
+        gateway_bench="legacy", connections=connections, smoke=smoke,
+        tools={c: s.tool for c, s in sessions.items()},
+        columns={c: _summary(rs) for c, rs in rounds.items()})
 
 
 # ----------------------------------------------------------------------- memory
@@ -238,11 +309,11 @@ def _mib(b: float) -> str:
 
 def render(path: Path) -> str:
     """The markdown tables of a ``--benchmark-json`` file ("" when it has no gateway case)."""
-    http, idle, stdio = (_results(path, k) for k in ("http", "idle", "stdio"))
-    if not (http or idle or stdio):
+    http, idle, stdio, legacy = (_results(path, k) for k in ("http", "idle", "stdio", "legacy"))
+    if not (http or idle or stdio or legacy):
         return ""
     out: list[str] = []
-    if any(i.get("smoke") for i in http + idle + stdio):
+    if any(i.get("smoke") for i in http + idle + stdio + legacy):
         out.append("> **Smoke run** (`--benchmark-disable`, tiny counts): these numbers mean "
                    "nothing.\n")
     if http:
@@ -279,6 +350,8 @@ def render(path: Path) -> str:
                "(all the target's processes); wrk's share of one core:",
                ["in flight", *(LABEL[c] for c in cols)],
                [[str(n), *per(_cpu_cell)(n)] for n in conns])
+    if legacy:
+        _legacy_tables(out, legacy)
     if idle:
         _table(out, "Memory per connected client (RSS, idle clients held open):",
                ["target", "client", "clients", "gateway MiB before → with", "workers MiB",
@@ -299,6 +372,46 @@ def render(path: Path) -> str:
                            if (k, c) in cell else "–" for c in clients)]
                 for k in sorted({k for k, _ in cell})])
     return "\n".join(out)
+
+
+def _legacy_tables(out: list[str], legacy: list[dict[str, Any]]) -> None:
+    """trunkline's 2025-11-25 path beside agentgateway: calls/s, latency, CPU per call."""
+    cols = [c for c in LEGACY_COLUMNS if any(c in i["columns"] for i in legacy)]
+    rows = sorted(legacy, key=lambda i: i["connections"])
+
+    def per(info: dict[str, Any], fmt: Callable[[dict[str, Any]], str]) -> list[str]:
+        return [fmt(info["columns"][c]) if c in info["columns"] else "–" for c in cols]
+
+    def ratio(info: dict[str, Any], of: Callable[[dict[str, Any]], float]) -> str:
+        """The median over rounds of trunkline's round against agentgateway's next to it."""
+        x, y = (info["columns"].get(c) for c in LEGACY_COLUMNS)
+        if not (x and y):
+            return "–"
+        pairs = zip(x["per_round"], y["per_round"], strict=True)
+        return f"{statistics.median(of(a) / of(b) for a, b in pairs):.2f}x"
+
+    def rate(r: dict[str, Any]) -> float:
+        return r["calls"] / r["seconds"]
+
+    def per_cpu_s(r: dict[str, Any]) -> float:
+        return r["calls"] / r["target_cpu_s"]
+
+    names = [LEGACY_LABEL[c] for c in cols]
+    _table(out, "2025-11-25 sessions (every answer SSE), calls/s and p50 / p99 ms (median of "
+           "rounds; the columns' rounds interleaved, a ratio is the median of the rounds' "
+           "ratios, each against the other column's round next to it):",
+           ["in flight", *(f"{n} calls/s" for n in names), *(f"{n} p50 / p99" for n in names),
+            "trunkline/agentgateway calls/s"],
+           [[str(i["connections"]), *per(i, lambda c: formats.rate(c["calls_per_s"])),
+             *per(i, lambda c: f"{formats.ms(c['p50_ms'])} / {formats.ms(c['p99_ms'])}"),
+             ratio(i, rate)] for i in rows])
+    _table(out, "CPU per call in µs (the gateway + its workers + its upstream), calls per "
+           "CPU-second of the whole tree, wrk's share of one core:",
+           ["in flight", *(f"{n} µs per call" for n in names),
+            *(f"{n} calls per CPU-s" for n in names), "trunkline/agentgateway calls per CPU-s"],
+           [[str(i["connections"]), *per(i, _cpu_cell),
+             *per(i, lambda c: f"{1e3 / c['target_cpu_ms_per_call']:,.0f}"),
+             ratio(i, per_cpu_s)] for i in rows])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,14 @@ Targets (each a process tree started here, bound to 127.0.0.1 on an ephemeral po
                  each with its own worker and upstream.
 * ``fastmcp``    ``fastmcp_proxy.py`` under ``.peers/fastmcp`` (fastmcp 4.2.3): its proxy
                  over the same ``mcpServers`` file, over Streamable HTTP (uvicorn).
+* ``agentgateway`` agentgateway (Rust), the binary ``TRUNKLINE_BENCH_AGENTGATEWAY`` names
+                 (``agentgateway/build.sh`` builds it), as an MCP gateway over Streamable
+                 HTTP with the C echo server as its one stdio target (``mcp.targets``).
+
+A target called the 2025-11-25 way (``-legacy``) first gets a session:
+``open_legacy_session`` sends ``initialize`` and ``notifications/initialized``, lists the
+tools and makes one checked call; wrk's calls then carry its ``Mcp-Session-Id`` and accept
+SSE, and each answer must be an event stream.
 
 wrk runs ``wrk/tools_call.lua`` (one thread, N connections, so N calls in flight), which
 checks every answer; ``run_wrk`` fails when any call failed. Around each run it reads the
@@ -21,6 +29,8 @@ CPU the target's processes and wrk used, since they all share the machine's core
 Command line, for one-off runs against targets it starts itself:
 
     .venv/bin/python benches/gateway_load.py wrk trunkline 64 --seconds 5
+    .venv/bin/python benches/gateway_load.py wrk agentgateway-legacy 64   # or trunkline-legacy
+    .venv/bin/python benches/gateway_load.py wrk agentgateway 64   # its 2026-07-28 path
     .venv/bin/python benches/gateway_load.py idle trunkline keepalive 1000
 """
 
@@ -33,10 +43,12 @@ import os
 import resource
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -54,7 +66,10 @@ HTTP_ECHO = BENCHES / "http_echo_server.py"
 FASTMCP_PROXY = BENCHES / "fastmcp_proxy.py"
 FASTMCP_PYTHON = Path(os.environ.get("TRUNKLINE_BENCH_FASTMCP_PYTHON",
                                      REPO / ".peers" / "fastmcp" / "bin" / "python"))
+AGENTGATEWAY_ENV = "TRUNKLINE_BENCH_AGENTGATEWAY"
+AGENTGATEWAY_BUILD = BENCHES / "agentgateway" / "build.sh"
 MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
 JSON_ONLY = "application/json"
 BOTH = "application/json, text/event-stream"
 START_TIMEOUT_S = 60
@@ -101,6 +116,7 @@ class Target:
     arg: str = "token"
     accept: str = JSON_ONLY
     upstream_exe: str = ""  # the stdio upstream's path, to tell it from the gateway's own
+    session: str = ""  # a 2025-11-25 session's Mcp-Session-Id (open_legacy_session)
     stderr_path: Path | None = None
     workdir: Any = None  # a TemporaryDirectory kept alive as long as the target
 
@@ -237,9 +253,144 @@ def start_fastmcp(keep_alive_s: float | None = None) -> Target:
                   workdir=workdir)
 
 
+def agentgateway_missing() -> str | None:
+    """Why the agentgateway target cannot be started here (None: it can)."""
+    if not os.environ.get(AGENTGATEWAY_ENV):
+        return (f"agentgateway: set {AGENTGATEWAY_ENV} to its binary (build it with "
+                f"{AGENTGATEWAY_BUILD.relative_to(REPO)})")
+    return None
+
+
+def _free_port() -> int:
+    """A port nothing listens on now (agentgateway binds the port its config names)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_agentgateway() -> Target:
+    """agentgateway over the C echo server as its one stdio MCP target, named ``echo``,
+    serving Streamable HTTP at ``/mcp`` (its defaults otherwise: stateful sessions, a tool
+    name prefixed only when there are several targets, its worker threads one per core).
+    Its admin, stats and readiness servers are off, as is the access log (one line per
+    request; trunkline writes none)."""
+    reason = agentgateway_missing()
+    if reason:
+        raise FileNotFoundError(reason)
+    binary = os.environ[AGENTGATEWAY_ENV]
+    if not os.access(binary, os.X_OK):
+        raise FileNotFoundError(f"{AGENTGATEWAY_ENV}={binary} is not an executable "
+                                f"(build it with {AGENTGATEWAY_BUILD.relative_to(REPO)})")
+    exe = str(fanout.build_echo_server())
+    workdir = tempfile.TemporaryDirectory(prefix="bench-gw-agentgateway-")
+    port = _free_port()
+    config = Path(workdir.name) / "config.yaml"
+    config.write_text(json.dumps({  # JSON is YAML
+        "config": {"adminAddr": "off", "statsAddr": "off", "readinessAddr": "off",
+                   "logging": {"filter": "false"}},
+        "mcp": {"port": port, "targets": [{"name": "echo", "stdio": {"cmd": exe}}]}}))
+    err = Path(workdir.name) / "agentgateway.stderr"
+    with open(err, "wb") as errf:  # its log: to a file, never a pipe nobody reads
+        proc = subprocess.Popen([binary, "-f", str(config)], stdin=subprocess.DEVNULL,
+                                stdout=errf, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"agentgateway did not listen on {port}:\n"
+                                   f"{err.read_bytes()[-3000:].decode(errors='replace')}"
+                                   ) from None
+            time.sleep(0.05)
+    return Target("agentgateway", proc, url, accept=BOTH, upstream_exe=exe, stderr_path=err,
+                  workdir=workdir)
+
+
 STARTERS = {"direct": start_direct, "trunkline": start_trunkline,
             "trunkline-x2": lambda: start_trunkline(1, "--processes", "2"),
-            "fastmcp": start_fastmcp}
+            "fastmcp": start_fastmcp, "agentgateway": start_agentgateway}
+
+
+# ------------------------------------------------------------- legacy sessions
+
+
+def _legacy_post(target: Target, message: dict[str, Any], session: str = ""
+                 ) -> tuple[int, str, dict[str, str], Any]:
+    """One 2025-11-25 POST: its status, Content-Type, headers (lower-cased names) and
+    answer (the JSON body, or an event stream's JSON-RPC response; None when empty)."""
+    headers = {"Content-Type": "application/json", "Accept": BOTH}
+    if session:
+        headers |= {"Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}
+    request = urllib.request.Request(target.url, data=json.dumps(message).encode(),
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            status, got, body = r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"{target.name}: {message.get('method')} answered {e.code}: "
+                           f"{e.read()[:500]!r}") from None
+    kind = got.get("content-type", "")
+    if not body:
+        return status, kind, got, None
+    if kind.startswith("text/event-stream"):
+        answers = [json.loads(line.split(":", 1)[1]) for line in body.decode().splitlines()
+                   if line.startswith("data:") and line.split(":", 1)[1].strip()]
+        responses = [a for a in answers if "id" in a and ("result" in a or "error" in a)]
+        if len(responses) != 1:
+            raise RuntimeError(f"{target.name}: not one response in {body[:500]!r}")
+        return status, kind, got, responses[0]
+    return status, kind, got, json.loads(body)
+
+
+def open_legacy_session(target: Target) -> Target:
+    """A 2025-11-25 session on ``target``: ``initialize``, ``notifications/initialized``,
+    ``tools/list`` (one tool: the echo, under the name the gateway gives it) and one checked
+    ``tools/call`` that must be answered as an event stream. Returns the target with that
+    session and tool name, as the column ``<name>-legacy``; ``close_legacy_session`` ends
+    it."""
+    status, _, got, answer = _legacy_post(target, {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"}}})
+    session = got.get("mcp-session-id", "")
+    if status != 200 or not session or (answer or {}).get("result", {}).get(
+            "protocolVersion") != LEGACY:
+        raise RuntimeError(f"{target.name}: initialize: {status} {got} {answer}")
+    status, _, _, _ = _legacy_post(target, {"jsonrpc": "2.0",
+                                            "method": "notifications/initialized"}, session)
+    if status != 202:
+        raise RuntimeError(f"{target.name}: notifications/initialized answered {status}")
+    _, _, _, answer = _legacy_post(target, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                   session)
+    tools = [t["name"] for t in (answer or {}).get("result", {}).get("tools", [])]
+    if len(tools) != 1 or not tools[0].endswith("echo"):
+        raise RuntimeError(f"{target.name}: expected the echo tool alone: {answer}")
+    legacy = replace(target, name=f"{target.name}-legacy", tool=tools[0], accept=BOTH,
+                     session=session)
+    status, kind, _, answer = _legacy_post(legacy, {
+        "jsonrpc": "2.0", "id": "probe", "method": "tools/call",
+        "params": {"name": legacy.tool, "arguments": {legacy.arg: "probe"}}}, session)
+    text = (answer or {}).get("result", {}).get("content", [{}])[0].get("text")
+    if status != 200 or not kind.startswith("text/event-stream") or text != "probe":
+        raise RuntimeError(f"{target.name}: a call in the session: {status} {kind} {answer}")
+    return legacy
+
+
+def close_legacy_session(target: Target) -> None:
+    """DELETE the session (its upstream, when the gateway keeps one per session, goes
+    with it); a session already gone, or a gateway already stopped, is left alone."""
+    request = urllib.request.Request(target.url, method="DELETE", headers={
+        "Mcp-Session-Id": target.session, "MCP-Protocol-Version": LEGACY})
+    try:
+        with urllib.request.urlopen(request, timeout=30):
+            pass
+    except (urllib.error.HTTPError, OSError):
+        pass
 
 
 def http_get_json(url: str) -> Any:
@@ -283,6 +434,8 @@ def run_wrk(target: Target, connections: int, seconds: int, timeout_s: int = 30)
     before = http_get_json(stats_url) if stats_url else None
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", f"--timeout={timeout_s}s",
             "-s", str(WRK_SCRIPT), target.url, "--", target.tool, target.arg, target.accept]
+    if target.session:
+        argv.append(target.session)
     cpu0 = {role: cpu_by_pid(pids) for role, pids in target.roles().items()}
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(argv, capture_output=True, text=True, check=False,
@@ -467,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("wrk", help="one wrk run against a target started for it")
-    w.add_argument("target", choices=[*STARTERS, "trunkline-sse"])
+    w.add_argument("target", choices=[*STARTERS, "trunkline-sse", "trunkline-legacy",
+                                      "agentgateway-legacy"])
     w.add_argument("connections", type=int)
     w.add_argument("--seconds", type=int, default=5)
     i = sub.add_parser("idle", help="RSS with 0 and N idle clients")
@@ -476,10 +630,12 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("clients", type=int)
     ns = ap.parse_args(argv)
     if ns.cmd == "wrk":
-        target = STARTERS[ns.target.removesuffix("-sse")]()
+        target = STARTERS[ns.target.removesuffix("-sse").removesuffix("-legacy")]()
         if ns.target == "trunkline-sse":
             target = target.as_column("trunkline-sse", BOTH)
         try:
+            if ns.target.endswith("-legacy"):
+                target = open_legacy_session(target)
             run_wrk(target, ns.connections, 1)  # warm-up
             print(json.dumps(asdict(run_wrk(target, ns.connections, ns.seconds))))
         finally:

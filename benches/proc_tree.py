@@ -3,9 +3,12 @@
 The benchmarks run their clients, gateways and servers as process trees that share the
 machine's cores, so each reports what every process in its tree used (Linux only).
 
-CPU time is the scheduler's own count, ``/proc/PID/schedstat`` (nanoseconds on the CPU,
-user and system together), where the kernel has it: ``/proc/PID/stat`` counts in clock
-ticks (10 ms here), too coarse for a round of a second split over nine processes.
+CPU time is the scheduler's own count, ``/proc/PID/task/TID/schedstat`` (nanoseconds on
+the CPU, user and system together) summed over the process's threads, where the kernel has
+it: ``/proc/PID/stat`` counts in clock ticks (10 ms here), too coarse for a round of a
+second split over nine processes, and ``/proc/PID/schedstat`` is its first thread's alone
+(a multi-threaded server, such as a tokio runtime's, would seem nearly idle). A thread that
+ended between two readings is lost, as a process is.
 """
 
 from __future__ import annotations
@@ -39,8 +42,16 @@ def descendants(pid: int) -> list[int]:
 
 def _cpu_of(pid: int) -> float:
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[0]) / 1e9
+        total, read = 0, 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    total += int(f.read().split()[0])
+                read += 1
+            except FileNotFoundError:  # that thread just ended (or no schedstat here)
+                pass
+        if read:
+            return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
     try:

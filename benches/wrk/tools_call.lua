@@ -1,12 +1,21 @@
--- tools_call.lua: wrk sends MCP 2026-07-28 `tools/call` requests and checks every answer.
+-- tools_call.lua: wrk sends MCP `tools/call` requests and checks every answer.
 --
---   wrk -t1 -c64 -d5s --latency -s benches/wrk/tools_call.lua URL -- TOOL ARG [ACCEPT]
+--   wrk -t1 -c64 -d5s --latency -s benches/wrk/tools_call.lua URL -- TOOL ARG [ACCEPT [SESSION]]
 --
--- Each request is one stateless POST: a JSON-RPC body calling TOOL with {ARG: <token>}
--- and the two required `_meta` keys (protocolVersion, clientCapabilities), and the headers
--- a 2026-07-28 client sends (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Accept,
--- Content-Type). ACCEPT defaults to "application/json"; a server that insists on both
--- media types (fastmcp) is given "application/json, text/event-stream".
+-- Without SESSION (2026-07-28): each request is one stateless POST: a JSON-RPC body calling
+-- TOOL with {ARG: <token>} and the two required `_meta` keys (protocolVersion,
+-- clientCapabilities), and the headers a 2026-07-28 client sends (MCP-Protocol-Version,
+-- Mcp-Method, Mcp-Name, Accept, Content-Type). ACCEPT defaults to "application/json"; a
+-- server that insists on both media types (fastmcp) is given "application/json,
+-- text/event-stream".
+--
+-- With SESSION (2025-11-25, legacy): the requests belong to a session the caller opened
+-- (initialize, notifications/initialized) and whose `Mcp-Session-Id` SESSION is; each POST
+-- carries it and `MCP-Protocol-Version: 2025-11-25`, the body has no `_meta`, and no
+-- Mcp-Method/Mcp-Name (that era has none). ACCEPT must then offer SSE: every answer must be
+-- an event stream (Content-Type text/event-stream) and is checked by its one event whose
+-- `data:` line is a JSON-RPC response (other events, such as a priming event with empty
+-- data, are passed over; a stream with two responses fails).
 --
 -- Every request has its own id and token, both the string "w<thread>-<n>" (an echo server
 -- sends the token back as the result's text). Every answer is checked: a 2xx status, a
@@ -28,22 +37,31 @@ function setup(thread)
    table.insert(threads, thread)
 end
 
-local head, tail, expected_arg
+local head, tail, legacy
 
 function init(args)
    local tool = args[1] or "echo"
    local arg = args[2] or "token"
    local accept = args[3] or "application/json"
+   local session = args[4]
+   legacy = session ~= nil and session ~= ""
    wrk.method = "POST"
    wrk.headers["Content-Type"] = "application/json"
    wrk.headers["Accept"] = accept
-   wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-   wrk.headers["Mcp-Method"] = "tools/call"
-   wrk.headers["Mcp-Name"] = tool
    -- The body around the id/token, precomputed: per request only the token is spliced in.
-   head = '{"jsonrpc":"2.0","method":"tools/call","params":{"name":"' .. tool ..
-      '","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' ..
-      '"io.modelcontextprotocol/clientCapabilities":{}},"arguments":{"' .. arg .. '":"'
+   if legacy then
+      wrk.headers["MCP-Protocol-Version"] = "2025-11-25"
+      wrk.headers["Mcp-Session-Id"] = session
+      head = '{"jsonrpc":"2.0","method":"tools/call","params":{"name":"' .. tool ..
+         '","arguments":{"' .. arg .. '":"'
+   else
+      wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+      wrk.headers["Mcp-Method"] = "tools/call"
+      wrk.headers["Mcp-Name"] = tool
+      head = '{"jsonrpc":"2.0","method":"tools/call","params":{"name":"' .. tool ..
+         '","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' ..
+         '"io.modelcontextprotocol/clientCapabilities":{}},"arguments":{"' .. arg .. '":"'
+   end
    tail = '"}},"id":"'
    sent, ok, non2xx, bad, dup = 0, 0, 0, 0, 0
    sample = ""
@@ -57,11 +75,41 @@ function request()
    return wrk.format(nil, nil, nil, head .. token .. tail .. token .. '"}')
 end
 
+-- The event stream's one JSON-RPC response (the `data:` of an event carrying an "id" and a
+-- "result" or an "error"), or nil when it is not an event stream or has none or several.
+local function sse_response(headers, body)
+   local sse = false
+   for name, value in pairs(headers) do
+      if name:lower() == "content-type" and value:find("text/event-stream", 1, true) then
+         sse = true
+      end
+   end
+   if not sse then return nil end
+   local found
+   for data in ("\n" .. body):gmatch("[\r\n]data: ?([^\r\n]*)") do
+      if data:find('"id"', 1, true) and (data:find('"result"', 1, true)
+                                         or data:find('"error"', 1, true)) then
+         if found then return nil end
+         found = data
+      end
+   end
+   return found
+end
+
 function response(status, headers, body)
    if status < 200 or status > 299 then
       non2xx = non2xx + 1
       if sample == "" then sample = status .. " " .. body end
       return
+   end
+   local whole = body
+   if legacy then
+      body = sse_response(headers, body)
+      if body == nil then
+         bad = bad + 1
+         if sample == "" then sample = "not one SSE response: " .. whole end
+         return
+      end
    end
    local id = body:match('"id":"([^"]*)"')
    local text = body:match('"text":"([^"]*)"')
