@@ -79,6 +79,23 @@ def test_probe_tools_and_call(config, no_leaks):
     assert result["server"] == "beta" and orjson.loads(result["text"]) == {"hello": "world"}
 
 
+def test_probe_ends_when_the_reader_of_its_progress_goes_away(config, no_leaks):
+    """``trunkline probe mcp.json 2>&1 >/dev/null | head -1``: its progress lines go to
+    a pipe whose reader leaves after the first; the servers' verdicts still come and the
+    command ends (it used to wait forever, a server's start stopped half-way)."""
+    proc = subprocess.Popen([sys.executable, "-m", "trunkline", "probe", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    proc.stderr.readline()
+    proc.stderr.close()  # the reader goes: the next progress line meets a broken pipe
+    try:
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_probe_exit_code_names_unavailable_servers(tmp_path, no_leaks):
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {

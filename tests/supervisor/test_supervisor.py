@@ -142,6 +142,27 @@ def test_a_worker_and_its_server_hold_nothing_of_the_host_or_each_other(
             os.close(fd)
 
 
+def test_a_state_watcher_that_fails_stops_no_server(no_leaks):
+    """A watcher of the servers' states that raises (``trunkline probe`` writing its
+    progress to a pipe whose reader has gone) is logged; every server still becomes ready
+    and is called, instead of a transition left half made and its waiters waiting."""
+    told: list[str] = []
+
+    def watcher(handle):
+        told.append(handle.state.value)
+        if len(told) > 2:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    async def main():
+        async with Supervisor(SETTINGS, on_state=watcher) as sup:
+            statuses = await asyncio.wait_for(
+                sup.add_many(ServerConfig(f"s{i}", scripted()) for i in range(3)), 60)
+            assert [s.state for s in statuses] == [ServerState.READY] * 3
+            assert await echo(sup, "s1", "still") == "still"
+        assert "ready" in told
+    run(main())
+
+
 def test_thousands_of_concurrent_calls_each_matched_once(no_leaks):
     """Correctness under load: every result matched to its own call, none lost, none
     doubled."""

@@ -450,8 +450,19 @@ class WorkerHandle:
         changed, self._changed = self._changed, None
         if changed is not None and not changed.done():
             changed.set_result(None)
-        if self._on_state is not None and news:
+        if news:
+            self.announce()
+
+    def announce(self) -> None:
+        """Tell the host's watcher (``on_state``) the server's state. A watcher that fails
+        is logged and the server goes on: its transition is made whatever the watcher
+        does (a failure here half-way through one would leave its waiters waiting)."""
+        if self._on_state is None:
+            return
+        try:
             self._on_state(self)
+        except Exception:  # a watcher's failure is not the server's
+            log.exception("server %r: the watcher of its state failed", self.name)
 
     def next_change(self) -> asyncio.Future[None]:
         """Done at the server's next change of state (shielded: a waiter that gives up

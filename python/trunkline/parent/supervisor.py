@@ -64,8 +64,7 @@ class Supervisor:
                    for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle
-            if self._on_state is not None:
-                self._on_state(handle)  # its first state, starting: it is news too
+            handle.announce()  # its first state, starting: it is news too
         return await gather_all(*(h.start() for h in handles))
 
     def handle(self, name: str) -> WorkerHandle:
