@@ -35,11 +35,18 @@ class ClientIdentity:
             info["title"] = self.title
         return info
 
-    def modern_meta(self, protocol_version: str) -> bytes:
-        """The ``_meta`` object stamped on every modern request, as compact JSON bytes."""
+    def modern_meta(self, protocol_version: str,
+                    extensions: Mapping[str, Any] | None = None) -> bytes:
+        """The ``_meta`` object stamped on every modern request, as compact JSON bytes;
+        ``extensions``: the ones negotiated with this server, added to the capabilities'
+        ``extensions`` (an extension is off unless both sides declare it)."""
+        capabilities = dict(self.capabilities)
+        if extensions:
+            capabilities["extensions"] = {**(capabilities.get("extensions") or {}),
+                                          **extensions}
         meta: dict[str, Any] = {
             META_PROTOCOL_VERSION: protocol_version,
-            META_CLIENT_CAPABILITIES: dict(self.capabilities),
+            META_CLIENT_CAPABILITIES: capabilities,
         }
         if self.send_client_info:
             meta[META_CLIENT_INFO] = self.info()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 import orjson
@@ -95,8 +95,12 @@ class Peer:
         close_wait_s: float = 2.0,
         term_wait_s: float = 2.0,
         credentials: HostCredentials | None = None,
+        extensions: Iterable[str] = (),
     ) -> None:
+        """``extensions``: the ones the host implements, declared to the server on every
+        modern request when it declared them too (``negotiated``)."""
         self.name = name
+        self._extensions = tuple(extensions)
         self.params = params
         self.identity = identity or ClientIdentity()
         self.negotiation = negotiation or era.NegotiationConfig()
@@ -303,10 +307,18 @@ class Peer:
         self._modern = verdict.era is era.Era.MODERN
         if self._modern:
             # Serialized once per connection and spliced into every request.
-            self._meta = self.identity.modern_meta(verdict.version)
+            self._meta = self.identity.modern_meta(verdict.version,
+                                                   self.negotiated(verdict))
         if self._forwarder is not None:
             self._forwarder.start_stamping(self._meta if self._modern else None)
         self.state = PeerState.READY
+
+    def negotiated(self, verdict: Verdict) -> dict[str, Any]:
+        """The extensions both sides declared (each with the host's settings: none)."""
+        declared = (verdict.capabilities or {}).get("extensions")
+        if not isinstance(declared, dict):
+            return {}
+        return {name: {} for name in self._extensions if name in declared}
 
     def _renegotiate(self, reason: str) -> None:
         """The ready connection holds two sessions: it carries nothing more."""
