@@ -9,11 +9,12 @@ answers a ``tools/call`` with a task (``resultType: "task"``, or a legacy
 Rules:
 
 1. Every look at a task is checked before it is believed (``task_view``): an object, the
-   same ``taskId``, a known ``status``; ``input_required`` carries an ``inputRequests``
-   object (modern), ``completed`` a ``result`` object (modern: inlined; legacy: fetched
-   with ``tasks/result``), ``failed`` an ``error`` object (modern) or a message. A bad
-   look fails the task (``MalformedMessage``): guessing would hand the caller a result
-   the server never gave.
+   same ``taskId``, a known ``status``, non-negative numbers for the interval and the TTL;
+   in a modern ``tasks/get``, ``input_required`` carries an ``inputRequests`` object,
+   ``completed`` a ``result`` object, ``failed`` an ``error`` object. A creation is a bare
+   task whatever its status (the first ``tasks/get`` brings its payload), and a legacy
+   task's payloads come with ``tasks/result``. A bad look fails the task
+   (``MalformedMessage``): guessing would hand the caller a result the server never gave.
 2. The statuses move ``working`` <-> ``input_required`` -> one of ``completed``,
    ``failed``, ``cancelled``; a terminal status is final: nothing after it is looked at.
 3. The next look is due after the server's ``pollIntervalMs`` (legacy ``pollInterval``),
@@ -38,6 +39,7 @@ worker's ``TaskPoller``) sends the looks and keeps the timers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,10 +112,15 @@ def _number(raw: dict[str, Any], key: str, what: str) -> float | None:
     value = raw.get(key)
     if value is None:
         return None
-    if type(value) not in (int, float) or value < 0:
-        raise MalformedMessage(f"{what}: {key} is {json_type(value)} {value!r}, "
-                               "not a non-negative number")
-    return float(value)
+    if type(value) is int and value >= 0:
+        try:
+            return float(value)
+        except OverflowError:  # JSON bounds no integer: this one is longer than any wait
+            return math.inf
+    if type(value) is float and 0 <= value < math.inf:  # JSON has no NaN or Infinity
+        return value
+    raise MalformedMessage(f"{what}: {key} is {json_type(value)} {value!r}, "
+                           "not a non-negative number")
 
 
 def _text(raw: dict[str, Any], key: str, what: str) -> str | None:
@@ -142,7 +149,7 @@ def task_view(raw: Any, *, legacy: bool = False, task_id: str | None = None,
     if task_id is not None and found != task_id:
         raise MalformedMessage(f"{what}: names another task than the one asked for")
     status = raw.get("status")
-    if status not in STATUSES:
+    if not isinstance(status, str) or status not in STATUSES:
         raise MalformedMessage(f"{what}: status {status!r} is none of {sorted(STATUSES)}")
     interval, ttl = ("pollInterval", "ttl") if legacy else ("pollIntervalMs", "ttlMs")
     view = TaskView(
@@ -151,19 +158,19 @@ def task_view(raw: Any, *, legacy: bool = False, task_id: str | None = None,
         poll_interval_ms=_number(raw, interval, what), ttl_ms=_number(raw, ttl, what),
         created_at=_text(raw, "createdAt", what),
         last_updated_at=_text(raw, "lastUpdatedAt", what))
-    if legacy:
-        return view  # a legacy task's payloads come from tasks/result
+    if legacy or created:
+        return view  # a bare task: its payloads come with tasks/get or tasks/result
     if status == INPUT_REQUIRED:
         requests = raw.get("inputRequests")
         if not isinstance(requests, dict):
             raise MalformedMessage(f"{what}: input_required without an inputRequests object")
         return _with(view, input_requests=requests)
-    if status == COMPLETED and not created:
+    if status == COMPLETED:
         result = raw.get("result")
         if not isinstance(result, dict):
             raise MalformedMessage(f"{what}: completed without a result object")
         return _with(view, result=result)
-    if status == FAILED and not created:
+    if status == FAILED:
         error = raw.get("error")
         if not isinstance(error, dict):
             raise MalformedMessage(f"{what}: failed without an error object")
