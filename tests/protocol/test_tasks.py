@@ -25,7 +25,10 @@ from trunkline.protocol.tasks import (
     INPUT_REQUIRED,
     TERMINAL,
     WORKING,
+    Changed,
+    Forgotten,
     TaskLimits,
+    TaskPoll,
     TaskView,
     task_view,
 )
@@ -333,6 +336,43 @@ def test_a_look_with_one_field_spoiled_is_refused_naming_the_field(legacy, creat
     with pytest.raises(MalformedMessage) as info:
         task_view(sent, legacy=legacy, created=created)
     assert field in str(info.value)
+
+
+# --- TaskPoll, event by event -------------------------------------------------------
+
+
+def modern_look(status: str = WORKING, **fields: Any) -> TaskView:
+    return task_view(modern_get(status, **fields), task_id=TASK_ID)
+
+
+def test_the_ttl_counts_from_creation_with_one_interval_of_grace():
+    # ttlMs 60000 and pollIntervalMs 5000: forgotten from 65 s after creation was seen.
+    poll = TaskPoll(task_view(modern_created(), created=True), 100.0)
+    poll.first(100.0)
+    assert poll.due(164.9) is None
+    step = poll.due(165.0)
+    assert step == Forgotten("the task outlived its ttlMs without ending") and poll.ended
+
+
+def test_a_ttl_the_server_changes_still_counts_from_creation():
+    """``ttlMs`` MAY change over a task's life; it stays a duration from creation."""
+    poll = TaskPoll(task_view(modern_created(), created=True), 100.0)
+    poll.first(100.0)
+    # Lowered at 150 s to 10 s: long past (110 s + 5 s of grace).
+    assert isinstance(poll.seen(modern_look(ttlMs=10_000), 150.0), Forgotten)
+    poll = TaskPoll(task_view(modern_created(), created=True), 100.0)
+    poll.first(100.0)
+    # Raised at 150 s to 90 s: forgotten from 195 s, not from 150 + 90 + 5.
+    assert isinstance(poll.seen(modern_look(ttlMs=90_000), 150.0), Changed)
+    assert poll.due(194.9) is None
+    assert isinstance(poll.due(195.0), Forgotten)
+
+
+def test_a_ttl_of_null_is_unlimited():
+    poll = TaskPoll(task_view(modern_created(ttlMs=None), created=True), 0.0)
+    poll.first(0.0)
+    assert poll.due(10.0**9) is None
+    assert isinstance(poll.seen(modern_look(ttlMs=None), 10.0**9), Changed)
 
 
 # --- TaskPoll, at random: a simulated server and clock ------------------------------

@@ -26,9 +26,10 @@ Rules:
    cap, at most ``max_failed_looks`` times in a row; ``-32602`` (the server does not know
    the task) is final at once: the task is ``Forgotten``.
 5. A task that stays unfinished past its ``ttlMs`` (counted from when the client saw it
-   created, the server's clock never trusted) is ``Forgotten``: the server may have
-   dropped it. A caller's deadline that passes first is ``Overdue``: the driver cancels
-   the task upstream.
+   created, the server's clock never trusted, whatever ``ttlMs`` the latest look says)
+   and one poll interval more is ``Forgotten``: the server may have dropped it. A
+   caller's deadline that passes first is ``Overdue``: the driver cancels the task
+   upstream.
 6. ``inputRequests`` keys are asked once each: a key seen in an earlier look is not asked
    again (the server repeats outstanding requests on every look). At most
    ``max_input_requests`` keys per look.
@@ -229,8 +230,8 @@ Step = Look | Changed | Ended | Forgotten | Overdue
 class TaskPoll:
     """One task, from the look that created it to its end (the rules above)."""
 
-    __slots__ = ("_asked", "_deadline", "_expires", "_failures", "_limits", "_view",
-                 "ended")
+    __slots__ = ("_asked", "_created", "_deadline", "_expires", "_failures", "_limits",
+                 "_view", "ended")
 
     def __init__(self, created: TaskView, now: float, *, deadline: float | None = None,
                  limits: TaskLimits | None = None) -> None:
@@ -239,7 +240,8 @@ class TaskPoll:
         self._deadline = deadline
         self._failures = 0
         self._asked: set[str] = set()
-        self._expires = self._expiry(created, now)
+        self._created = now
+        self._expires = self._expiry(created)
         #: True once the machine said ``Ended``, ``Forgotten`` or ``Overdue``.
         self.ended = False
 
@@ -261,8 +263,7 @@ class TaskPoll:
         changed = (view.status != before.status
                    or view.status_message != before.status_message)
         self._view = view
-        if view.ttl_ms != before.ttl_ms:
-            self._expires = self._expiry(view, now)
+        self._expires = self._expiry(view)
         return self._judge(view, now, changed=changed)
 
     def failed(self, code: int | None, now: float, detail: str = "") -> Step:
@@ -327,11 +328,11 @@ class TaskPoll:
             return self._end(Forgotten("the task outlived its ttlMs without ending"))
         return None
 
-    def _expiry(self, view: TaskView, now: float) -> float | None:
-        # From when the client saw it (rule 5), with one poll interval of grace.
+    def _expiry(self, view: TaskView) -> float | None:
+        # From when the client saw it created (rule 5), with one poll interval of grace.
         if view.ttl_ms is None:
             return None
-        return now + view.ttl_ms / 1000.0 + self._interval(view)
+        return self._created + view.ttl_ms / 1000.0 + self._interval(view)
 
     def _end(self, step: Step) -> Step:
         self.ended = True
