@@ -27,6 +27,7 @@ from trunkline.protocol.tasks import (
     WORKING,
     Changed,
     Forgotten,
+    Overdue,
     TaskLimits,
     TaskPoll,
     TaskView,
@@ -373,6 +374,17 @@ def test_a_ttl_of_null_is_unlimited():
     poll.first(0.0)
     assert poll.due(10.0**9) is None
     assert isinstance(poll.seen(modern_look(ttlMs=None), 10.0**9), Changed)
+
+
+def test_nothing_is_said_after_the_end():
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0, deadline=5.0)
+    assert poll.first(0.0) == Changed(poll.view, 5.0)
+    assert poll.due(5.0) == Overdue()
+    for late in (lambda: poll.seen(modern_look(COMPLETED), 6.0),
+                 lambda: poll.failed(None, 6.0), lambda: poll.due(6.0),
+                 lambda: poll.first(6.0)):
+        with pytest.raises(RuntimeError, match="already said"):
+            late()
 
 
 # --- TaskPoll, at random: a simulated server and clock ------------------------------

@@ -17,6 +17,8 @@ Rules:
    (``MalformedMessage``): guessing would hand the caller a result the server never gave.
 2. The statuses move ``working`` <-> ``input_required`` -> one of ``completed``,
    ``failed``, ``cancelled``; a terminal status is final: nothing after it is looked at.
+   The machine says its end once (``Ended``, ``Forgotten`` or ``Overdue``); any event
+   after it is the driver's bug and raises.
 3. The next look is due after the server's ``pollIntervalMs`` (legacy ``pollInterval``),
    or ``TaskLimits.default_poll_s`` without one, never sooner than the floor
    (``min_poll_s``: a server asking for 0 cannot make the client spin) and never later
@@ -251,13 +253,13 @@ class TaskPoll:
         return self._view
 
     def first(self, now: float) -> Step:
-        """What the creating look itself says (it may already be terminal, or ask)."""
+        """What the creating look itself says (it may already be terminal)."""
+        self._still_going()
         return self._judge(self._view, now, changed=True)
 
     def seen(self, view: TaskView, now: float) -> Step:
         """A ``tasks/get`` answered with ``view`` (checked by ``task_view``)."""
-        if self.ended:
-            raise RuntimeError("the task's end was already said")
+        self._still_going()
         self._failures = 0
         before = self._view
         changed = (view.status != before.status
@@ -269,8 +271,7 @@ class TaskPoll:
     def failed(self, code: int | None, now: float, detail: str = "") -> Step:
         """A ``tasks/get`` failed: the server's JSON-RPC error ``code``, or None (no
         answer: a timeout, the connection lost)."""
-        if self.ended:
-            raise RuntimeError("the task's end was already said")
+        self._still_going()
         if code == UNKNOWN_TASK:
             return self._end(Forgotten(f"the server no longer knows the task ({detail})"
                                        if detail else "the server no longer knows the task"))
@@ -289,11 +290,14 @@ class TaskPoll:
     def due(self, now: float) -> Step | None:
         """At a timer: ``Overdue`` or ``Forgotten`` if the deadline or the TTL passed,
         else None (send the look)."""
-        if self.ended:
-            return None
+        self._still_going()
         return self._overdue(now)
 
     # -- internals -----------------------------------------------------------------------
+
+    def _still_going(self) -> None:
+        if self.ended:
+            raise RuntimeError("the task's end was already said")
 
     def _judge(self, view: TaskView, now: float, *, changed: bool) -> Step:
         if view.ended:
