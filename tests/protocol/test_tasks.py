@@ -24,9 +24,11 @@ from trunkline.protocol.tasks import (
     FAILED,
     INPUT_REQUIRED,
     TERMINAL,
+    UNKNOWN_TASK,
     WORKING,
     Changed,
     Forgotten,
+    Look,
     Overdue,
     TaskLimits,
     TaskPoll,
@@ -344,6 +346,60 @@ def test_a_look_with_one_field_spoiled_is_refused_naming_the_field(legacy, creat
 
 def modern_look(status: str = WORKING, **fields: Any) -> TaskView:
     return task_view(modern_get(status, **fields), task_id=TASK_ID)
+
+
+def test_failed_looks_back_off_doubling_from_the_floor_to_the_cap():
+    limits = TaskLimits(min_poll_s=0.1, max_poll_s=1.0, max_failed_looks=6)
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0, limits=limits)
+    poll.first(0.0)
+    waits = []
+    now = 5.0
+    for _ in range(6):
+        step = poll.failed(None, now, "timed out")
+        assert isinstance(step, Look)
+        waits.append(step.at - now)
+        now = step.at
+    assert waits == pytest.approx([0.2, 0.4, 0.8, 1.0, 1.0, 1.0])
+    # One answer resets the count and the back-off.
+    same = modern_look(statusMessage="The operation is now in progress.")
+    assert poll.seen(same, now) == Look(now + 1.0)  # the server's 5 s, capped
+    assert poll.failed(-32603, now + 1, "internal error") == Look(now + 1 + 0.2)
+
+
+def test_too_many_failed_looks_in_a_row_forget_the_task():
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0,
+                    limits=TaskLimits(max_failed_looks=2))
+    poll.first(0.0)
+    assert isinstance(poll.failed(None, 5.0), Look)
+    assert isinstance(poll.failed(-32603, 5.1), Look)
+    step = poll.failed(None, 5.5, "the connection was lost")
+    assert isinstance(step, Forgotten) and poll.ended
+    assert step.reason == "3 looks at the task failed in a row, the last: the connection was lost"
+    none_allowed = TaskPoll(task_view(modern_created(), created=True), 0.0,
+                            limits=TaskLimits(max_failed_looks=0))
+    none_allowed.first(0.0)
+    assert isinstance(none_allowed.failed(None, 5.0), Forgotten)
+
+
+def test_a_server_that_does_not_know_the_task_forgets_it_at_once():
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0)
+    poll.first(0.0)
+    step = poll.failed(UNKNOWN_TASK, 5.0, "no task 786512e2")
+    assert step == Forgotten("the server no longer knows the task (no task 786512e2)")
+    assert poll.ended
+
+
+def test_the_back_off_stays_within_the_cap_however_many_looks_fail():
+    # 2**1100 times the floor is past a float's range: the back-off must not overflow.
+    limits = TaskLimits(min_poll_s=0.05, max_poll_s=30.0, max_failed_looks=2000)
+    poll = TaskPoll(task_view(modern_created(ttlMs=None), created=True), 0.0,
+                    limits=limits)
+    poll.first(0.0)
+    now = 5.0
+    for _ in range(1100):
+        step = poll.failed(None, now)
+        assert isinstance(step, Look) and now + 0.1 <= step.at <= now + 30.0
+        now = step.at
 
 
 def test_the_ttl_counts_from_creation_with_one_interval_of_grace():

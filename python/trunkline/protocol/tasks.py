@@ -232,8 +232,8 @@ Step = Look | Changed | Ended | Forgotten | Overdue
 class TaskPoll:
     """One task, from the look that created it to its end (the rules above)."""
 
-    __slots__ = ("_asked", "_created", "_deadline", "_expires", "_failures", "_limits",
-                 "_view", "ended")
+    __slots__ = ("_asked", "_backoff", "_created", "_deadline", "_expires", "_failures",
+                 "_limits", "_view", "ended")
 
     def __init__(self, created: TaskView, now: float, *, deadline: float | None = None,
                  limits: TaskLimits | None = None) -> None:
@@ -241,6 +241,8 @@ class TaskPoll:
         self._view = created
         self._deadline = deadline
         self._failures = 0
+        #: Seconds: the last wait after a failed look (rule 4), doubled from the floor.
+        self._backoff = self._limits.min_poll_s
         self._asked: set[str] = set()
         self._created = now
         self._expires = self._expiry(created)
@@ -261,6 +263,7 @@ class TaskPoll:
         """A ``tasks/get`` answered with ``view`` (checked by ``task_view``)."""
         self._still_going()
         self._failures = 0
+        self._backoff = self._limits.min_poll_s
         before = self._view
         changed = (view.status != before.status
                    or view.status_message != before.status_message)
@@ -283,9 +286,9 @@ class TaskPoll:
         overdue = self._overdue(now)
         if overdue is not None:
             return overdue
-        limits = self._limits
-        wait = min(limits.min_poll_s * (2 ** self._failures), limits.max_poll_s)
-        return Look(self._capped(now + wait))
+        # Doubled step by step, never raised to a power: the count has no bound of its own.
+        self._backoff = min(self._backoff * 2, self._limits.max_poll_s)
+        return Look(self._capped(now + self._backoff))
 
     def due(self, now: float) -> Step | None:
         """At a timer: ``Overdue`` or ``Forgotten`` if the deadline or the TTL passed,
