@@ -341,6 +341,47 @@ def test_a_look_with_one_field_spoiled_is_refused_naming_the_field(legacy, creat
     assert field in str(info.value)
 
 
+# --- TaskLimits ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw", [
+    {"min_poll_s": 0}, {"min_poll_s": -0.05}, {"min_poll_s": math.nan},
+    {"min_poll_s": 2.0, "max_poll_s": 1.0}, {"max_poll_s": 0.0}, {"max_poll_s": math.nan},
+    {"max_poll_s": math.inf},
+    {"default_poll_s": 0}, {"default_poll_s": -1.0}, {"default_poll_s": math.nan},
+    {"max_failed_looks": -1}, {"max_input_requests": 0}, {"max_input_requests": -3},
+])
+def test_limits_refuse_what_would_unbound_the_polling(kw):
+    with pytest.raises(ValueError, match="TaskLimits"):
+        TaskLimits(**kw)
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"min_poll_s": 1.0, "max_poll_s": 1.0, "default_poll_s": 1.0},
+    {"max_failed_looks": 0}, {"max_input_requests": 1}, {"min_poll_s": 1e-3},
+    # A default outside [floor, cap] is taken to the nearer bound (rule 3), not refused:
+    # a caller may lower the cap alone.
+    {"max_poll_s": 0.5}, {"min_poll_s": 2.0},
+])
+def test_limits_take_any_bounded_polling(kw):
+    limits = TaskLimits(**kw)
+    for name, value in kw.items():
+        assert getattr(limits, name) == value
+
+
+@pytest.mark.parametrize(("kw", "wait"), [
+    ({"min_poll_s": 0.05, "max_poll_s": 30.0, "default_poll_s": 1.0}, 1.0),
+    ({"max_poll_s": 0.5}, 0.5),
+    ({"min_poll_s": 2.0}, 2.0),
+    ({"default_poll_s": math.inf}, 30.0),
+])
+def test_without_a_server_interval_the_default_is_used_within_floor_and_cap(kw, wait):
+    poll = TaskPoll(task_view(modern_created(pollIntervalMs=DROP), created=True), 100.0,
+                    limits=TaskLimits(**kw))
+    step = poll.first(100.0)
+    assert isinstance(step, Changed) and step.at == 100.0 + wait
+
+
 # --- TaskPoll, event by event -------------------------------------------------------
 
 

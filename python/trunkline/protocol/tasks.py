@@ -81,8 +81,10 @@ class TaskLimits:
     max_input_requests: int = 16
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_poll_s <= self.max_poll_s:
-            raise ValueError("TaskLimits needs 0 < min_poll_s <= max_poll_s")
+        if not 0 < self.min_poll_s <= self.max_poll_s < math.inf:
+            raise ValueError("TaskLimits needs 0 < min_poll_s <= max_poll_s, both finite")
+        if not self.default_poll_s > 0:  # NaN too; beyond the floor or the cap: taken to it
+            raise ValueError("TaskLimits needs default_poll_s > 0")
         if self.max_failed_looks < 0 or self.max_input_requests < 1:
             raise ValueError("TaskLimits: max_failed_looks >= 0, max_input_requests >= 1")
 
