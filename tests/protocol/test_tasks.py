@@ -9,11 +9,14 @@ schema does not hold, written here from the extension's specification."""
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_schema import LEGACY, MODERN, conforms
@@ -27,6 +30,7 @@ from trunkline.protocol.tasks import (
     UNKNOWN_TASK,
     WORKING,
     Changed,
+    Ended,
     Forgotten,
     Look,
     Overdue,
@@ -389,6 +393,79 @@ def modern_look(status: str = WORKING, **fields: Any) -> TaskView:
     return task_view(modern_get(status, **fields), task_id=TASK_ID)
 
 
+def test_a_modern_task_is_followed_from_creation_to_its_result():
+    created = task_view(modern_created(), created=True)
+    poll = TaskPoll(created, 0.0)
+    first = poll.first(0.0)
+    assert first == Changed(created, 5.0) and poll.view is created
+    same = modern_look(statusMessage="The operation is now in progress.")
+    assert poll.seen(same, 5.0) == Look(10.0)
+    moved = modern_look(statusMessage="half-way")
+    assert poll.seen(moved, 10.0) == Changed(moved, 15.0)
+    asking = modern_look(INPUT_REQUIRED, statusMessage="half-way")
+    assert poll.seen(asking, 15.0) == Changed(asking, 20.0, ASKS)
+    more = modern_look(INPUT_REQUIRED, statusMessage="half-way",
+                       inputRequests={**ASKS, "q3": ask("q3")})
+    step = poll.seen(more, 20.0)
+    assert step == Changed(more, 25.0, {"q3": ask("q3")})  # only the new one asked
+    assert poll.seen(more, 25.0) == Look(30.0)  # the same asks, outstanding: nothing new
+    done = modern_look(COMPLETED)
+    assert poll.seen(done, 30.0) == Ended(done) and done.result == TOOL_RESULT
+    assert poll.ended and poll.view is done
+
+
+def test_a_legacy_task_ends_on_its_status_and_leaves_its_result_to_tasks_result():
+    created = task_view({"task": legacy_task()}, legacy=True, created=True)
+    poll = TaskPoll(created, 0.0)
+    assert poll.first(0.0) == Changed(created, 0.5)
+    asking = task_view(legacy_task(INPUT_REQUIRED), legacy=True, task_id=TASK_ID)
+    assert poll.seen(asking, 0.5) == Changed(asking, 1.0)  # no asks: tasks/result has them
+    done = task_view(legacy_task(COMPLETED), legacy=True, task_id=TASK_ID)
+    assert poll.seen(done, 1.0) == Ended(done) and done.result is None
+
+
+@pytest.mark.parametrize("status", sorted(TERMINAL))
+def test_a_task_created_terminal_ends_at_once(status):
+    created = task_view(modern_created(status), created=True)
+    poll = TaskPoll(created, 0.0, deadline=-1.0)  # even past its deadline
+    assert poll.first(0.0) == Ended(created) and poll.ended
+
+
+@pytest.mark.parametrize(("poll_ms", "wait"), [
+    (0, 0.05),  # asking for 0 cannot make the client spin: the floor
+    (10, 0.05),
+    (50, 0.05),
+    (1234, 1.234),
+    (3_600_000, 30.0),  # an hour: still looked at within the cap
+    (10**400, 30.0),
+    (DROP, 1.0),  # none named: the default
+])
+def test_the_next_look_is_the_servers_interval_within_floor_and_cap(poll_ms, wait):
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0)
+    poll.first(0.0)
+    step = poll.seen(modern_look(pollIntervalMs=poll_ms), 10.0)
+    assert isinstance(step, Changed) and step.at == pytest.approx(10.0 + wait, abs=1e-12)
+
+
+def test_the_deadline_cuts_a_wait_short_and_then_the_task_is_overdue():
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0, deadline=7.0)
+    assert poll.first(0.0) == Changed(poll.view, 5.0)
+    step = poll.seen(modern_look(statusMessage="The operation is now in progress."), 5.0)
+    assert step == Look(7.0)  # not 10.0
+    assert poll.due(6.999) is None
+    assert poll.due(7.0) == Overdue() and poll.ended
+
+
+def test_a_look_answered_after_the_deadline_is_overdue_unless_it_ended():
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0, deadline=7.0)
+    poll.first(0.0)
+    assert poll.seen(modern_look(), 7.5) == Overdue()
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0, deadline=7.0)
+    poll.first(0.0)
+    done = modern_look(COMPLETED)
+    assert poll.seen(done, 7.5) == Ended(done)  # the result is in hand: it is given
+
+
 def test_failed_looks_back_off_doubling_from_the_floor_to_the_cap():
     limits = TaskLimits(min_poll_s=0.1, max_poll_s=1.0, max_failed_looks=6)
     poll = TaskPoll(task_view(modern_created(), created=True), 0.0, limits=limits)
@@ -473,6 +550,26 @@ def test_a_ttl_of_null_is_unlimited():
     assert isinstance(poll.seen(modern_look(ttlMs=None), 10.0**9), Changed)
 
 
+def test_input_requests_are_asked_once_in_order_at_most_the_limit_per_look():
+    limits = TaskLimits(max_input_requests=2)
+    poll = TaskPoll(task_view(modern_created(), created=True), 0.0, limits=limits)
+    poll.first(0.0)
+    keys = ["k5", "k1", "k4", "k2", "k3"]
+    outstanding = {key: ask(key) for key in keys}
+    seen = modern_look(INPUT_REQUIRED, inputRequests=outstanding)
+    told = []
+    for now in (5.0, 10.0, 15.0):
+        step = poll.seen(seen, now)
+        assert isinstance(step, Changed) and len(step.asks) <= 2
+        told.append(list(step.asks))
+    assert told == [["k5", "k1"], ["k4", "k2"], ["k3"]]
+    assert poll.seen(seen, 20.0) == Look(25.0)
+    # An answered key the server still lists, beside a new one: only the new one.
+    step = poll.seen(modern_look(INPUT_REQUIRED, inputRequests={"k1": ask("k1"),
+                                                                "k6": ask("k6")}), 25.0)
+    assert isinstance(step, Changed) and step.asks == {"k6": ask("k6")}
+
+
 def test_nothing_is_said_after_the_end():
     poll = TaskPoll(task_view(modern_created(), created=True), 0.0, deadline=5.0)
     assert poll.first(0.0) == Changed(poll.view, 5.0)
@@ -486,9 +583,207 @@ def test_nothing_is_said_after_the_end():
 
 # --- TaskPoll, at random: a simulated server and clock ------------------------------
 
+EPS = 1e-9  # the clock's rounding at the times used here (at most 1e5 s)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The server's answer to one ``tasks/get``: a look, or a failure with its code (None:
+    no answer at all), after ``latency`` seconds."""
+
+    look: dict[str, Any] | None
+    code: int | None = None
+    latency: float = 0.0
+
+
+@dataclass(frozen=True)
+class Run:
+    legacy: bool
+    limits: TaskLimits
+    start: float
+    deadline: float | None
+    created: dict[str, Any]
+    replies: list[Reply]
+    #: After the replies: "ends" (a terminal look), "unknown" (-32602), "fails" (no answer
+    #: ever again) or "stalls" (the same unfinished look forever; only with a deadline).
+    tail: str
+    last: Reply
+
+
+CODES = st.one_of(st.none(), st.sampled_from([UNKNOWN_TASK, -32603, -32600, -32601, -32000,
+                                              -32700, 0, 1, 32602]),
+                  st.integers(-2**31, 2**31 - 1))
+
+
+@st.composite
+def limits_at_random(draw) -> TaskLimits:
+    floor = draw(st.floats(0.01, 2.0))
+    cap = floor * draw(st.floats(1.0, 50.0))
+    return TaskLimits(min_poll_s=floor, max_poll_s=cap,
+                      default_poll_s=draw(st.floats(floor / 4, cap * 4)),
+                      max_failed_looks=draw(st.integers(0, 6)),
+                      max_input_requests=draw(st.integers(1, 4)))
+
+
+@st.composite
+def runs(draw) -> Run:
+    legacy = draw(st.booleans())
+    limits = draw(limits_at_random())
+    floor = limits.min_poll_s
+    latency = st.one_of(st.just(0.0), st.floats(0.0, 3 * floor))
+    reply = st.one_of(
+        st.builds(Reply, looks(legacy=legacy), st.none(), latency),
+        st.builds(Reply, st.none(), CODES, latency))
+    tail = draw(st.sampled_from(["ends", "unknown", "fails", "stalls"]))
+    start = draw(st.floats(0.0, 1e5))
+    deadline = None  # in floors after the creation, some before it
+    if tail == "stalls" or draw(st.booleans()):
+        deadline = start + draw(st.floats(-1.0, 1.0) | st.floats(0.0, 200.0)) * floor
+    last = {"ends": st.builds(Reply, looks(legacy=legacy, statuses=sorted(TERMINAL)),
+                              st.none(), latency),
+            "unknown": st.builds(Reply, st.none(), st.just(UNKNOWN_TASK), latency),
+            "fails": st.builds(Reply, st.none(), st.none(), latency),
+            "stalls": st.builds(Reply, looks(legacy=legacy,
+                                             statuses=[WORKING, INPUT_REQUIRED]),
+                                st.none(), latency)}[tail]
+    return Run(legacy=legacy, limits=limits, start=start, deadline=deadline,
+               created=draw(looks(legacy=legacy, created=True)),
+               replies=draw(st.lists(reply, max_size=25)), tail=tail, last=draw(last))
+
+
+def server(run: Run) -> Iterator[Reply]:
+    yield from run.replies
+    yield run.last
+    while run.tail in ("fails", "stalls"):
+        yield run.last
+
+
 def interval(limits: TaskLimits, view: TaskView) -> float:
     """Rule 3, written out from the module's docstring."""
     asked = (limits.default_poll_s if view.poll_interval_ms is None
              else view.poll_interval_ms / 1000.0)
     return max(limits.min_poll_s, min(asked, limits.max_poll_s))
 
+
+@dataclass
+class Said:
+    """One step the machine said, and what it was said on."""
+
+    now: float
+    on: str  # "created", "look", "failure", "timer"
+    step: Any
+    reply: Reply | None = None
+
+
+def follow(run: Run) -> tuple[TaskPoll, list[Said], list[float]]:
+    """Drive the machine as its driver would: each look sent exactly at the time it says,
+    after asking ``due`` at that time; answered ``latency`` later. Returns the machine,
+    everything it said, and the times the looks were sent (the creation's first)."""
+    created = task_view(run.created, legacy=run.legacy, created=True)
+    poll = TaskPoll(created, run.start, deadline=run.deadline, limits=run.limits)
+    said = [Said(run.start, "created", poll.first(run.start))]
+    sent = [run.start]
+    replies = server(run)
+    span = 0.0 if run.deadline is None else max(0.0, run.deadline - run.start)
+    bound = len(run.replies) + run.limits.max_failed_looks + span / run.limits.min_poll_s + 4
+    while not poll.ended:
+        assert len(said) <= bound, "the machine never ended"
+        step = said[-1].step
+        assert isinstance(step, (Look, Changed)), step
+        timer = poll.due(step.at)
+        if timer is not None:
+            said.append(Said(step.at, "timer", timer))
+            break
+        sent.append(step.at)
+        reply = next(replies, None)
+        assert reply is not None, "the machine outlived the server's last word"
+        now = step.at + reply.latency
+        if reply.look is not None:
+            view = task_view(reply.look, legacy=run.legacy, task_id=TASK_ID)
+            said.append(Said(now, "look", poll.seen(view, now), reply))
+        else:
+            said.append(Said(now, "failure", poll.failed(reply.code, now, "detail"), reply))
+    return poll, said, sent
+
+
+@settings(max_examples=400, deadline=None)
+@given(runs())
+def test_a_task_is_followed_by_the_rules(run):
+    limits, deadline = run.limits, run.deadline
+    poll, said, sent = follow(run)
+
+    # It ends, with one end, the last thing it says; nothing after it (rule 2).
+    assert poll.ended
+    *going, last = said
+    assert isinstance(last.step, (Ended, Forgotten, Overdue))
+    assert all(isinstance(s.step, (Look, Changed)) for s in going)
+    for late in (lambda: poll.seen(poll.view, last.now), lambda: poll.failed(None, last.now),
+                 lambda: poll.due(last.now), lambda: poll.first(last.now)):
+        with pytest.raises(RuntimeError):
+            late()
+
+    # The floor between two looks; the cap on every wait; the deadline cuts one short
+    # only to say Overdue at it (rule 3).
+    for earlier, later in itertools.pairwise(sent):
+        assert later - earlier >= limits.min_poll_s - EPS
+    assert deadline is None or all(at < deadline for at in sent[1:])
+    for s, following in zip(going, said[1:], strict=True):
+        wait = s.step.at - s.now
+        assert 0 <= wait <= limits.max_poll_s + EPS
+        if wait < limits.min_poll_s - EPS:
+            assert deadline is not None and s.step.at == deadline
+            assert following.on == "timer" and following.step == Overdue()
+
+    # Each step is the one the rules give, in order.
+    view = task_view(run.created, legacy=run.legacy, created=True)
+    asked: list[str] = []
+    failures = 0
+    for s in said:
+        step, now = s.step, s.now
+        before = view
+        if s.on == "look":
+            assert s.reply is not None and s.reply.look is not None
+            view = task_view(s.reply.look, legacy=run.legacy)
+            failures = 0
+        elif s.on == "failure":
+            failures += 1
+        ttl = view.ttl_ms
+        past_deadline = deadline is not None and now >= deadline
+        past_ttl = ttl is not None and now >= run.start + ttl / 1000.0
+        past_grace = ttl is not None and now >= run.start + ttl / 1000.0 + limits.max_poll_s
+        if s.on in ("created", "look") and view.status in TERMINAL:
+            assert step == Ended(view)  # rule 2: a terminal look ends it, even late
+            continue
+        if s.on == "failure" and s.reply is not None and s.reply.code == UNKNOWN_TASK:
+            assert isinstance(step, Forgotten) and "no longer knows" in step.reason
+            continue
+        if s.on == "failure" and failures > limits.max_failed_looks:
+            assert isinstance(step, Forgotten) and "failed in a row" in step.reason
+            continue
+        if past_deadline:
+            assert step == Overdue()
+            continue
+        if isinstance(step, Forgotten):
+            assert past_ttl and "ttlMs" in step.reason  # rule 5: never before the TTL
+            continue
+        assert not past_grace, "the task outlived its TTL and a poll interval"
+        assert isinstance(step, (Look, Changed)), step
+        wait = (interval(limits, view) if s.on != "failure"
+                else min(limits.min_poll_s * 2**failures, limits.max_poll_s))
+        assert step.at == (now + wait if deadline is None else min(now + wait, deadline))
+        if s.on == "failure":
+            assert step == Look(step.at)
+            continue
+        # Rule 6: keys not asked before, in the server's order, at most the limit.
+        outstanding = view.input_requests or {}
+        fresh = [key for key in outstanding if key not in asked][:limits.max_input_requests]
+        asks = step.asks if isinstance(step, Changed) else {}
+        assert list(asks) == fresh
+        assert all(asks[key] == outstanding[key] for key in fresh)
+        asked += fresh
+        moved = (s.on == "created" or view.status != before.status
+                 or view.status_message != before.status_message)
+        assert isinstance(step, Changed) is (moved or bool(fresh))
+        if isinstance(step, Changed):
+            assert step.view == view
+    assert len(asked) == len(set(asked))  # each key asked once
