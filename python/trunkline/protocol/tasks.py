@@ -9,14 +9,17 @@ answers a ``tools/call`` with a task (``resultType: "task"``, or a legacy
 Rules:
 
 1. Every look at a task is checked before it is believed (``task_view``): an object, the
-   same ``taskId``, a known ``status``; ``input_required`` carries an ``inputRequests``
-   object (modern), ``completed`` a ``result`` object (modern: inlined; legacy: fetched
-   with ``tasks/result``), ``failed`` an ``error`` object (modern) or a message. A bad
-   look fails the task (``MalformedMessage``): guessing would hand the caller a result
-   the server never gave.
+   same ``taskId``, a known ``status``, non-negative numbers for the interval and the TTL;
+   in a modern ``tasks/get``, ``input_required`` carries an ``inputRequests`` object,
+   ``completed`` a ``result`` object, ``failed`` an ``error`` object. A creation is a bare
+   task whatever its status (the first ``tasks/get`` brings its payload), and a legacy
+   task's payloads come with ``tasks/result``. A bad look fails the task
+   (``MalformedMessage``): guessing would hand the caller a result the server never gave.
 2. The statuses move ``working`` <-> ``input_required`` -> one of ``completed``,
    ``failed``, ``cancelled``; a terminal status is final: nothing after it is looked at.
-   A creation that says a terminal status carries no payload: it is looked at at once.
+   The machine says its end once (``Ended``, ``Forgotten`` or ``Overdue``); any event
+   after it is the driver's bug and raises. A creation that says a terminal status
+   carries no payload: it is looked at after the floor.
 3. The next look is due after the server's ``pollIntervalMs`` (legacy ``pollInterval``),
    or ``TaskLimits.default_poll_s`` without one, never sooner than the floor
    (``min_poll_s``: a server asking for 0 cannot make the client spin) and never later
@@ -26,9 +29,10 @@ Rules:
    cap, at most ``max_failed_looks`` times in a row; ``-32602`` (the server does not know
    the task) is final at once: the task is ``Forgotten``.
 5. A task that stays unfinished past its ``ttlMs`` (counted from when the client saw it
-   created, the server's clock never trusted) is ``Forgotten``: the server may have
-   dropped it. A caller's deadline that passes first is ``Overdue``: the driver cancels
-   the task upstream.
+   created, the server's clock never trusted, whatever ``ttlMs`` the latest look says)
+   and one poll interval more is ``Forgotten``: the server may have dropped it. A
+   caller's deadline that passes first is ``Overdue``: the driver cancels the task
+   upstream.
 6. ``inputRequests`` keys are asked once each: a key seen in an earlier look is not asked
    again (the server repeats outstanding requests on every look). At most
    ``max_input_requests`` keys per look.
@@ -39,6 +43,7 @@ worker's ``TaskPoller``) sends the looks and keeps the timers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +82,10 @@ class TaskLimits:
     max_input_requests: int = 16
 
     def __post_init__(self) -> None:
-        if not 0 < self.min_poll_s <= self.max_poll_s:
-            raise ValueError("TaskLimits needs 0 < min_poll_s <= max_poll_s")
+        if not 0 < self.min_poll_s <= self.max_poll_s < math.inf:
+            raise ValueError("TaskLimits needs 0 < min_poll_s <= max_poll_s, both finite")
+        if not self.default_poll_s > 0:  # NaN too; beyond the floor or the cap: taken to it
+            raise ValueError("TaskLimits needs default_poll_s > 0")
         if self.max_failed_looks < 0 or self.max_input_requests < 1:
             raise ValueError("TaskLimits: max_failed_looks >= 0, max_input_requests >= 1")
 
@@ -111,10 +118,15 @@ def _number(raw: dict[str, Any], key: str, what: str) -> float | None:
     value = raw.get(key)
     if value is None:
         return None
-    if type(value) not in (int, float) or value < 0:
-        raise MalformedMessage(f"{what}: {key} is {json_type(value)} {value!r}, "
-                               "not a non-negative number")
-    return float(value)
+    if type(value) is int and value >= 0:
+        try:
+            return float(value)
+        except OverflowError:  # JSON bounds no integer: this one is longer than any wait
+            return math.inf
+    if type(value) is float and 0 <= value < math.inf:  # JSON has no NaN or Infinity
+        return value
+    raise MalformedMessage(f"{what}: {key} is {json_type(value)} {value!r}, "
+                           "not a non-negative number")
 
 
 def _text(raw: dict[str, Any], key: str, what: str) -> str | None:
@@ -143,7 +155,7 @@ def task_view(raw: Any, *, legacy: bool = False, task_id: str | None = None,
     if task_id is not None and found != task_id:
         raise MalformedMessage(f"{what}: names another task than the one asked for")
     status = raw.get("status")
-    if status not in STATUSES:
+    if not isinstance(status, str) or status not in STATUSES:
         raise MalformedMessage(f"{what}: status {status!r} is none of {sorted(STATUSES)}")
     interval, ttl = ("pollInterval", "ttl") if legacy else ("pollIntervalMs", "ttlMs")
     view = TaskView(
@@ -152,19 +164,19 @@ def task_view(raw: Any, *, legacy: bool = False, task_id: str | None = None,
         poll_interval_ms=_number(raw, interval, what), ttl_ms=_number(raw, ttl, what),
         created_at=_text(raw, "createdAt", what),
         last_updated_at=_text(raw, "lastUpdatedAt", what))
-    if legacy:
-        return view  # a legacy task's payloads come from tasks/result
+    if legacy or created:
+        return view  # a bare task: its payloads come with tasks/get or tasks/result
     if status == INPUT_REQUIRED:
         requests = raw.get("inputRequests")
         if not isinstance(requests, dict):
             raise MalformedMessage(f"{what}: input_required without an inputRequests object")
         return _with(view, input_requests=requests)
-    if status == COMPLETED and not created:
+    if status == COMPLETED:
         result = raw.get("result")
         if not isinstance(result, dict):
             raise MalformedMessage(f"{what}: completed without a result object")
         return _with(view, result=result)
-    if status == FAILED and not created:
+    if status == FAILED:
         error = raw.get("error")
         if not isinstance(error, dict):
             raise MalformedMessage(f"{what}: failed without an error object")
@@ -223,8 +235,8 @@ Step = Look | Changed | Ended | Forgotten | Overdue
 class TaskPoll:
     """One task, from the look that created it to its end (the rules above)."""
 
-    __slots__ = ("_asked", "_deadline", "_expires", "_failures", "_limits", "_view",
-                 "ended")
+    __slots__ = ("_asked", "_backoff", "_created", "_deadline", "_expires", "_failures",
+                 "_limits", "_view", "ended")
 
     def __init__(self, created: TaskView, now: float, *, deadline: float | None = None,
                  limits: TaskLimits | None = None) -> None:
@@ -232,8 +244,11 @@ class TaskPoll:
         self._view = created
         self._deadline = deadline
         self._failures = 0
+        #: Seconds: the last wait after a failed look (rule 4), doubled from the floor.
+        self._backoff = self._limits.min_poll_s
         self._asked: set[str] = set()
-        self._expires = self._expiry(created, now)
+        self._created = now
+        self._expires = self._expiry(created)
         #: True once the machine said ``Ended``, ``Forgotten`` or ``Overdue``.
         self.ended = False
 
@@ -244,29 +259,28 @@ class TaskPoll:
 
     def first(self, now: float) -> Step:
         """What the creating look itself says: it may ask for input; if it says the
-        task ended, look at once (rule 2)."""
+        task ended, look after the floor (rule 2: a creation carries no payload)."""
+        self._still_going()
         if self._view.ended:
-            return Look(now)
+            return self._overdue(now) or Look(self._capped(now + self._limits.min_poll_s))
         return self._judge(self._view, now, changed=True)
 
     def seen(self, view: TaskView, now: float) -> Step:
         """A ``tasks/get`` answered with ``view`` (checked by ``task_view``)."""
-        if self.ended:
-            raise RuntimeError("the task's end was already said")
+        self._still_going()
         self._failures = 0
+        self._backoff = self._limits.min_poll_s
         before = self._view
         changed = (view.status != before.status
                    or view.status_message != before.status_message)
         self._view = view
-        if view.ttl_ms != before.ttl_ms:
-            self._expires = self._expiry(view, now)
+        self._expires = self._expiry(view)
         return self._judge(view, now, changed=changed)
 
     def failed(self, code: int | None, now: float, detail: str = "") -> Step:
         """A ``tasks/get`` failed: the server's JSON-RPC error ``code``, or None (no
         answer: a timeout, the connection lost)."""
-        if self.ended:
-            raise RuntimeError("the task's end was already said")
+        self._still_going()
         if code == UNKNOWN_TASK:
             return self._end(Forgotten(f"the server no longer knows the task ({detail})"
                                        if detail else "the server no longer knows the task"))
@@ -278,18 +292,21 @@ class TaskPoll:
         overdue = self._overdue(now)
         if overdue is not None:
             return overdue
-        limits = self._limits
-        wait = min(limits.min_poll_s * (2 ** self._failures), limits.max_poll_s)
-        return Look(self._capped(now + wait))
+        # Doubled step by step, never raised to a power: the count has no bound of its own.
+        self._backoff = min(self._backoff * 2, self._limits.max_poll_s)
+        return Look(self._capped(now + self._backoff))
 
     def due(self, now: float) -> Step | None:
         """At a timer: ``Overdue`` or ``Forgotten`` if the deadline or the TTL passed,
         else None (send the look)."""
-        if self.ended:
-            return None
+        self._still_going()
         return self._overdue(now)
 
     # -- internals -----------------------------------------------------------------------
+
+    def _still_going(self) -> None:
+        if self.ended:
+            raise RuntimeError("the task's end was already said")
 
     def _judge(self, view: TaskView, now: float, *, changed: bool) -> Step:
         if view.ended:
@@ -324,11 +341,11 @@ class TaskPoll:
             return self._end(Forgotten("the task outlived its ttlMs without ending"))
         return None
 
-    def _expiry(self, view: TaskView, now: float) -> float | None:
-        # From when the client saw it (rule 5), with one poll interval of grace.
+    def _expiry(self, view: TaskView) -> float | None:
+        # From when the client saw it created (rule 5), with one poll interval of grace.
         if view.ttl_ms is None:
             return None
-        return now + view.ttl_ms / 1000.0 + self._interval(view)
+        return self._created + view.ttl_ms / 1000.0 + self._interval(view)
 
     def _end(self, step: Step) -> Step:
         self.ended = True
