@@ -254,3 +254,29 @@ def test_a_relayed_call_returns_its_rounds_and_the_old_form_still_does_warned(ta
             assert isinstance(old_first, InputRequired), old_first
             assert old_first.raw == first.raw
     run(main())
+
+
+def test_a_call_with_capabilities_of_its_own_still_declares_the_negotiated_extensions(
+        tap, no_leaks):
+    """A relayed call (a gateway's client's) carries that client's capabilities instead of
+    the host's; the extensions the host negotiated with the server (tasks) stay declared
+    on it, so the server may still answer with a task the host follows, and a tool that
+    needs one is not refused for want of it."""
+    tasks = "io.modelcontextprotocol/tasks"
+    capabilities = orjson.dumps({"tools": {}, "extensions": {tasks: {}}}).decode()
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted("--capabilities", capabilities, tap=tap))
+            plain = await host.call_tool("echo", {"n": 1})
+            assert isinstance(plain, CallToolResult)
+            relayed = await host.call_tool_relayed(
+                "echo", {"n": 2}, call_input=CallInput(relay=True,
+                                                       capabilities={"sampling": {}}))
+            assert isinstance(relayed, CallToolResult)
+    run(main())
+    sent = [orjson.loads(line) for line in wire(tap, taplog.IN) if b'"tools/call"' in line]
+    declared = [m["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+                for m in sent]
+    assert declared[0]["extensions"] == {tasks: {}}
+    assert declared[1] == {"sampling": {}, "extensions": {tasks: {}}}

@@ -58,11 +58,18 @@ class CallInput(msgspec.Struct, frozen=True):
     responses: Mapping[str, Any] | None = None
     request_state: str | None = None
 
-    def meta(self) -> dict[str, Any]:
-        """What this call adds to a modern request's ``_meta``."""
+    def meta(self, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What this call adds to a modern request's ``_meta``: its capabilities, which
+        replace the host's there, with ``extensions`` (those negotiated with the server,
+        which the host's declared) added to theirs."""
         if self.capabilities is None:
             return {}
-        return {META_CLIENT_CAPABILITIES: dict(self.capabilities)}
+        capabilities = dict(self.capabilities)
+        if extensions:
+            declared = capabilities.get("extensions")
+            capabilities["extensions"] = {**(declared if isinstance(declared, dict) else {}),
+                                          **extensions}
+        return {META_CLIENT_CAPABILITIES: capabilities}
 
     def continuation(self) -> dict[str, Any]:
         """The params members that carry the answers, if any."""

@@ -85,7 +85,7 @@ def _ask(handle: WorkerHandle, body: dict[str, Any], request: CallRequest) -> st
         if log_level is not None:
             meta[META_LOG_LEVEL] = log_level
         if call_input is not None:
-            meta.update(call_input.meta())
+            meta.update(call_input.meta(handle.extensions))
     if meta:
         body["_meta"] = meta
     return token

@@ -116,6 +116,10 @@ class WorkerHandle:
         #: (both sides declared ``io.modelcontextprotocol/tasks``), ``"legacy"`` (its
         #: ``tasks.requests.tools.call``), or None.
         self.task_mode: str | None = None
+        #: The extensions negotiated with this server (modern, both sides declared them),
+        #: each with the host's settings: a request carrying capabilities of its own (a
+        #: gateway's client's) still declares them (``CallInput.meta``).
+        self.extensions: dict[str, Any] = {}
         #: Each frame kind a worker sends, and what is done with it.
         self._frames: dict[int, Callable[[Generation, bytes], None]] = {
             ch.STATE: self._state_frame, ch.FAILURE: self._failure_frame,
@@ -388,6 +392,7 @@ class WorkerHandle:
             self.reason = None
             self._planner.ready()
             self.task_mode = _task_mode(report, self.settings.extensions)
+            self.extensions = _negotiated(report, self.settings.extensions)
         elif state in (ServerState.RESTARTING, ServerState.UNAVAILABLE):
             # The worker says it is ending: its calls fail now, not when its server's stop
             # ladder has run.
@@ -501,6 +506,16 @@ class WorkerHandle:
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
         return asyncio.shield(self._changed)
+
+
+def _negotiated(report: StateReport, extensions: tuple[str, ...]) -> dict[str, Any]:
+    """The extensions of the host's that a ready modern server declared too (as the worker
+    stamps them on every request: ``Peer.negotiated``)."""
+    declared = (report.capabilities or {}).get("extensions") if report.era == "modern" \
+        else None
+    if not isinstance(declared, dict):
+        return {}
+    return {name: {} for name in extensions if name in declared}
 
 
 def _task_mode(report: StateReport, extensions: tuple[str, ...]) -> str | None:
