@@ -18,6 +18,7 @@ from conftest import PEERS, run
 from trunkline import ClientOptions
 from trunkline.errors import TaskCancelled, TaskLimitReached, TaskLost
 from trunkline.params import StdioParams
+from trunkline.parent.call_request import CallInput
 from trunkline.parent.host import Host
 from trunkline.parent.tasks import TaskStatus, ToolTask
 from trunkline.protocol import NegotiationConfig
@@ -70,10 +71,17 @@ def test_start_tool_reports_each_status_and_cancel_reaches_the_server(tmp_path, 
             await started(tap, host)
             task = await host.start_tool(TOOL, {"topic": "moon"})
             assert isinstance(task, ToolTask) and task.status.status == "working"
+            created_at = task.status.created_at
+            assert created_at is not None
             seen: list[TaskStatus] = []
             task.watch(seen.append)
             result = await task.wait(60)
             assert "Research Report: moon" in result.text
+            # Every status says when the task was created and how often to look, the end
+            # too (its tasks/result says neither: what a report leaves out is kept).
+            assert {s.created_at for s in seen} == {created_at}
+            assert None not in {s.poll_interval_ms for s in seen}
+            assert task.outcome() is result
             # Each stage the server went through, told once each, ending completed.
             messages = [s.message for s in seen]
             assert "Analyzing content..." in messages and seen[-1].status == "completed"
@@ -81,10 +89,14 @@ def test_start_tool_reports_each_status_and_cancel_reaches_the_server(tmp_path, 
                                                 strict=True)))
 
             second = await host.start_tool(TOOL, {"topic": "sun"})
-            assert isinstance(second, ToolTask)
+            assert isinstance(second, ToolTask) and second.outcome() is None
             await second.cancel()
             with pytest.raises(TaskCancelled):
                 await second.wait(5)
+            assert isinstance(second.outcome(), TaskCancelled)
+            with pytest.raises(ValueError, match="start_tool_relayed"):
+                await host.start_tool(TOOL, {"topic": "x"},
+                                      call_input=CallInput(relay=True))
             # Cooperative: the server was told, by task id.
             for _ in range(100):
                 if sent(tap, "tasks/cancel"):

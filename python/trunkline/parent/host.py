@@ -643,6 +643,16 @@ class Host:
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, idempotent, idempotency_key,
             on_progress, log_level, on_log, call_input)
+        return self._routed(request, trace_context)
+
+    def _routed(self, request: CallRequest, trace_context: Mapping[str, str] | None
+                ) -> Coroutine[Any, Any, Any]:
+        """A ``tools/call`` on its way: a resumed bridged round to its call, a call whose
+        server's tools are being listed again (or a bridged one) to ``_call_screened``,
+        any other to its server's call path. Not a coroutine itself (see ``call_tool``);
+        what is wrong with the call raises where it is awaited."""
+        name, arguments, call_input = request.name, request.arguments, request.call_input
+        log_level, on_log = request.log_level, request.on_log
         try:
             if call_input is not None and BridgedCalls.claims(call_input.request_state):
                 return self._bridged.resume(call_input.request_state, ("tools/call", name),
@@ -709,6 +719,9 @@ class Host:
         *,
         timeout: float | None = None,
         call_input: CallInput | None = None,
+        on_progress: ProgressCallback | None = None,
+        log_level: str | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
     ) -> ToolTask | CallToolResult:
         """Call a tool and take the task its server runs it as (MCP tasks) instead of
@@ -717,19 +730,45 @@ class Host:
         answered at once. A legacy server is asked to run the call as a task whenever the
         tool allows it (``taskSupport`` ``optional`` or ``required``); a modern one
         decides itself. ``timeout`` bounds the call that starts the task, not the task;
-        the input the task asks for goes to ``call_input``'s handlers, else the host's
-        (``CallInput(relay=True)``: kept in ``status.input_requests`` for ``respond``).
+        the input the task asks for goes to ``call_input``'s handlers, else the host's.
+        ``on_progress``, ``log_level`` and ``on_log`` are the starting call's, as
+        ``call_tool`` takes them. A caller that answers the input itself relays it:
+        ``start_tool_relayed``.
 
         ``call_tool`` on such a tool waits for the task itself (within its timeout; a
         caller that stops waiting cancels the task upstream)."""
-        entry = self._entry(name)
-        handle = self._servers.handle(entry.server)
-        request = CallRequest("tools/call", name, arguments, timeout, call_input=call_input,
-                              detached=True)
-        if trace_context is not None:
-            request.trace_context = carried(trace_context)
-        request.entry = entry
-        result: ToolTask | CallToolResult = await self._calls.call_tool(handle, request)
+        if call_input is not None and call_input.relay:
+            raise ValueError("a call whose input is relayed to its caller is started with "
+                             "start_tool_relayed")
+        request = CallRequest(  # in field order (see CallRequest)
+            "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
+            on_log, call_input, detached=True)
+        result: ToolTask | CallToolResult = await self._routed(request, trace_context)
+        return result
+
+    async def start_tool_relayed(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        call_input: CallInput,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        log_level: str | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> ToolTask | CallToolResult | InputRequired:
+        """``start_tool`` for a caller that answers the call's input itself (a gateway,
+        whose client does), as ``call_tool_relayed`` is ``call_tool``'s: with
+        ``CallInput(relay=True)`` the rounds before the server answers (with a task, or
+        at once) come back as ``InputRequired``, and the caller's next call carries the
+        answers; the input the task asks for later is kept in its
+        ``status.input_requests`` for ``ToolTask.respond``."""
+        request = CallRequest(  # in field order (see CallRequest)
+            "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
+            on_log, call_input, detached=True)
+        result: ToolTask | CallToolResult | InputRequired = await self._routed(
+            request, trace_context)
         return result
 
     def resume_task(self, tool: str, task_id: str, *,

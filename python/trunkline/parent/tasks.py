@@ -105,6 +105,15 @@ class ToolTask:
     def done(self) -> bool:
         return self._end.done()
 
+    def outcome(self) -> Any:
+        """The task's end, once ``done()``: the final ``CallToolResult``, or the exception
+        ``wait()`` raises (returned, not raised); None while it runs. For a caller that
+        answers about the task without waiting (a gateway's ``tasks/get``)."""
+        end = self._end
+        if not end.done():
+            return None
+        return end.exception() or end.result()
+
     def watch(self, on_status: Callable[[TaskStatus], None]) -> Callable[[], None]:
         """Call ``on_status(status)`` at each change (on the loop); returns what stops it."""
         self._watchers.append(on_status)
@@ -144,9 +153,16 @@ class ToolTask:
     # -- reports ---------------------------------------------------------------------------
 
     def reported(self, report: ch.TaskReport, result: bytes) -> None:
-        view = TaskView(self.task_id, report.status, report.status_message,
-                        report.poll_interval_ms, report.ttl_ms, report.created_at,
-                        report.last_updated_at)
+        # What a report does not say (a legacy task's end, which tasks/result gives
+        # without the task's times) is as the last one said.
+        last = self._status
+        view = TaskView(
+            self.task_id, report.status, report.status_message,
+            last.poll_interval_ms if report.poll_interval_ms is None
+            else report.poll_interval_ms,
+            last.ttl_ms if report.ttl_ms is None else report.ttl_ms,
+            report.created_at or last.created_at,
+            report.last_updated_at or last.last_updated_at)
         asks: dict[str, Any] = {}
         if report.asks:
             decoded = orjson.loads(report.asks)
