@@ -137,7 +137,8 @@ class HttpGateway(Requests):
         headers = {"Accept": accept, "Content-Type": "application/json",
                    "MCP-Protocol-Version": params.get("_meta", {}).get(PV, MODERN),
                    "Mcp-Method": message["method"]}
-        named_by = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+        named_by = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
         if message["method"] in named_by:
             headers["Mcp-Name"] = params[named_by[message["method"]]]
         return headers

@@ -49,15 +49,18 @@ from ..parent.call_request import CallInput
 from ..parent.host import Host
 from ..parent.mrtr import InputRequired
 from ..parent.results import CallToolResult
+from ..parent.tasks import ToolTask
 from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from ..telemetry.carried import picked
 from . import protocol as p
+from . import tasks as task_table
 from . import tool_search
 from .admission import Admission
 from .limits import Limits
 from .offerings import LISTS, Offerings
+from .tasks import NOBODY, Caller, Place, TaskTable
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -128,6 +131,9 @@ class Answerer:
         self._server_info = dict(server_info)
         self._instructions = instructions
         self._offerings = Offerings(host)
+        #: The tasks this process holds for its clients (``gateway/tasks.py``).
+        self.tasks = TaskTable(host.settings.instance, client_tasks=self.limits.client_tasks,
+                               tasks=self.limits.tasks, ttl_s=self.limits.task_ttl_s)
         #: The places of rounds whose calls the host holds, by the round's token
         #: (``_hold_round``).
         self._held_rounds: dict[str, tuple[str | None, Hashable, Hashable]] = {}
@@ -198,21 +204,23 @@ class Answerer:
         return p.response(request.id, result)
 
     def call(self, request: p.Request, notify: Send, client: Client = NO_CLIENT,
-             client_key: Hashable = None, admitted: Admitted | None = None
-             ) -> Coroutine[Any, Any, p.Message]:
+             client_key: Hashable = None, admitted: Admitted | None = None,
+             caller: Caller = NOBODY) -> Coroutine[Any, Any, p.Message]:
         """The response to one ``tools/call`` (a result, or an error naming the server), to
         await. Not a coroutine itself: the checks run now and the call's own coroutine
         (``_behind``'s) is what is awaited, one frame fewer for every call in flight. A
         failure of the checks raises where the response is awaited, as a coroutine's would.
         ``client_key``: the client the call counts against (``admission``); ``admitted``:
-        the face admitted it already (``admit_call``), and releases it."""
+        the face admitted it already (``admit_call``), and releases it. A modern call
+        naming the tasks extension may be answered with a task, ``caller``'s
+        (``gateway/tasks.py``)."""
         try:
-            return self._call(request, notify, client, client_key, admitted)
+            return self._call(request, notify, client, client_key, admitted, caller)
         except Exception as exc:  # noqa: BLE001 - raised where it is awaited
             return raising(exc)
 
     def _call(self, request: p.Request, notify: Send, client: Client,
-              client_key: Hashable, admitted: Admitted | None
+              client_key: Hashable, admitted: Admitted | None, caller: Caller
               ) -> Coroutine[Any, Any, p.Message]:
         name = request.params.get("name")
         arguments = request.params.get("arguments", {})
@@ -240,6 +248,15 @@ class Answerer:
         if call_input.request_state is not None and self._held_rounds:
             self._release_round(call_input.request_state)  # this request takes it up
         on_log = None if level is None else _logs_to(notify)
+        if request.era is p.ClientEra.MODERN and task_table.takes_tasks(request.meta):
+            # The client takes a task: the call may be answered with one (its place first).
+            place = self.tasks.reserve(caller.client)
+            if not isinstance(place, Place):
+                return ready(p.error_response(request.id, place))
+            return self._behind(request, server, self.host.start_tool_relayed(
+                name, arguments, on_progress=on_progress, call_input=call_input,
+                log_level=level, on_log=on_log, trace_context=self._passed_on(request)),
+                client_key, admitted, (place, caller))
         return self._behind(request, server, self.host.call_tool_relayed(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
             on_log=on_log, trace_context=self._passed_on(request)), client_key, admitted)
@@ -340,6 +357,41 @@ class Answerer:
             log_level=level if on_log is not None else None, on_log=on_log,
             trace_context=self._passed_on(request)), client_key)
 
+    async def task_request(self, request: p.Request, caller: Caller = NOBODY,
+                           client_key: Hashable = None) -> p.Message:
+        """The response to a modern ``tasks/get``, ``tasks/update`` or ``tasks/cancel``
+        about one of ``caller``'s tasks (``gateway/tasks.py``): from the task as its host
+        last heard of it (``get``; its server is not asked), its input answered
+        (``update``, sent to its server as a request of ``client_key``'s), or its
+        cancellation (``cancel``: its host stops following it and tells its server)."""
+        if not task_table.takes_tasks(request.meta):
+            return p.error_response(request.id, task_table.missing_extension())
+        held = self.tasks.find(request.params.get("taskId"), caller.owner)
+        if held is None:
+            return p.error_response(request.id, task_table.not_found())
+        task = held.task
+        if request.method == "tasks/get":
+            detailed = task_table.detailed_task(held, request.era)
+            if isinstance(detailed, bytes):
+                return p.encoded_response(request.id, detailed)
+            return p.response(request.id, detailed)
+        if request.method == "tasks/cancel":
+            if not task.done():
+                self.tasks.cancelled(held)
+                await task.cancel()
+            return p.response(request.id, {"resultType": "complete"})
+        responses = request.params.get("inputResponses")
+        if not isinstance(responses, dict):
+            return p.error_response(request.id, p.error(
+                p.INVALID_PARAMS, "tasks/update needs an inputResponses object"))
+        # Answers to what the task does not wait for are ignored, as its server would.
+        pending = task.status.input_requests
+        answered = {key: value for key, value in responses.items() if key in pending}
+        if not answered or task.done():
+            return p.response(request.id, {"resultType": "complete"})
+        return await self._behind(request, task.server, _responded(task, answered),
+                                  client_key)
+
     async def watch(self, uri: Any, era: p.ClientEra,
                     on_updated: Callable[[dict[str, Any]], None]
                     ) -> Callable[[], None] | p.InBandError:
@@ -395,16 +447,20 @@ class Answerer:
 
     async def _behind(self, request: p.Request, server: str | None,
                       work: Coroutine[Any, Any, Any], client_key: Hashable = None,
-                      admitted: Admitted | None = None) -> p.Message:
+                      admitted: Admitted | None = None,
+                      taking: tuple[Place, Caller] | None = None) -> p.Message:
         """Run ``work`` (a request to ``server``, or to the fleet, of ``client_key``'s) if
         admitted (by the face already, when ``admitted``): its result as our response, in
-        the client's era, or its failure as the client's error."""
+        the client's era, or its failure as the client's error. ``taking``: the call
+        may make a task, held in that place for that caller."""
         # The work names the request in the admission while it runs.
         ticket: object = work
         if admitted is None:
             refusal = self.admission.enter(server, client_key, ticket)
             if refusal is not None:
                 work.close()
+                if taking is not None:
+                    self.tasks.release(taking[0])
                 return p.error_response(request.id, refusal)
         # Every line logged while this request is worked on names it (``log_context``).
         tool = request.params.get("name") if request.method == CALL else None
@@ -415,6 +471,7 @@ class Answerer:
         record = self.host.serve_record(request.method, request.params, request.id,
                                         request.version, self.transport)
         held = False  # the request's place is kept past its answer (a held round)
+        result: Any = None
         try:
             result = await (work if record is None else record.run(work))
         except asyncio.CancelledError:
@@ -437,6 +494,13 @@ class Answerer:
             if admitted is None and not held:
                 self.admission.leave(server, client_key, ticket)
             log_context.unbind(bound)
+            if taking is not None and type(result) is not ToolTask:
+                self.tasks.release(taking[0])
+        if type(result) is ToolTask:
+            assert taking is not None  # only a call that takes tasks gets one
+            place, caller = taking
+            kept = self.tasks.hold(place, result, caller.owner)
+            return p.response(request.id, task_table.created_result(kept))
         if isinstance(result, CallToolResult):
             passed = p.passed_on_result(result.raw, result.raw_json, request.era)
             if passed is not None:
@@ -568,6 +632,12 @@ def _undeclared(needed: InputRequired, declared: Any) -> dict[str, Any]:
         if capability is not None and capability not in declared:
             missing[capability] = {}
     return missing
+
+
+async def _responded(task: ToolTask, responses: dict[str, Any]) -> dict[str, Any]:
+    """``tasks/update``: the answers go to the task's server; an empty acknowledgement."""
+    await task.respond(responses)
+    return {}
 
 
 def _logs_to(send: Send) -> Callable[[dict[str, Any]], None]:

@@ -66,6 +66,10 @@ class Wire(Protocol):
 
     def abort(self) -> None: ...
 
+    #: The address the client connected from, as connections are counted per peer
+    #: (``http_server.peer_key``); None when it has none (a Unix socket).
+    peer: str | None
+
 
 class Disconnected(Exception):
     """The client went away before its request's body was read."""

@@ -53,11 +53,13 @@ from .replies import (
     answer,
     json_reply,
     malformed_status,
+    owner,
     passed,
     refusal,
     sibling_for,
 )
 from .siblings import Siblings
+from .tasks import NOBODY, TASK_METHODS, Caller, instance_of, takes_tasks
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -74,6 +76,7 @@ class PostHandler:
         self._siblings = siblings
         #: What a bridged input round's token starts with when this process asked it.
         self._own_rounds = f"{TOKEN_PREFIX}{instance}."
+        self._instance = instance
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
         self._streams: dict[StreamWriter, frozenset[str]] = {}
@@ -104,6 +107,14 @@ class PostHandler:
                                     state[len(TOKEN_PREFIX):].split(".")[0])
                 if index is not None:
                     assert self._siblings is not None
+                    return passed(self._siblings, http, body, index)
+            elif inbound.method in TASK_METHODS and self._siblings is not None:
+                # A task another copy holds: passed to it, which answers.
+                task_id = inbound.params.get("taskId")
+                instance = instance_of(task_id) if type(task_id) is str else None
+                index = None if instance is None or instance == self._instance \
+                    else sibling_for(self._siblings, http, instance)
+                if index is not None:
                     return passed(self._siblings, http, body, index)
         elif session_id:
             unserved = self._legacy.unserved(http, body, session_id, session)
@@ -166,8 +177,12 @@ class PostHandler:
                                     status_for(mismatch)))
         connection: object = http.connection  # the client the request counts against
         if request.method == CALL:
+            caller = _caller(http) if takes_tasks(request.meta) else NOBODY
             return relayed(http, self._answerer.limits, lambda notify: self._answerer.call(
-                request, notify, NO_CLIENT, connection))
+                request, notify, NO_CLIENT, connection, caller=caller))
+        if request.method in TASK_METHODS:
+            return relayed(http, self._answerer.limits, lambda _notify:
+                           self._answerer.task_request(request, _caller(http), connection))
         if request.method == LISTEN:
             return self._listen(http, request)
         answered = self._answerer.immediate(request)
@@ -241,6 +256,13 @@ class PostHandler:
         """The gateway stops: every listen stream ends (gracefully)."""
         for stream in self._streams:
             stream.close()
+
+
+def _caller(http: Exchange) -> Caller:
+    """Whose a modern client's tasks are (``gateway/tasks.py``): bound to the identity of
+    its access token, when it shows one; counted against it, else against its address."""
+    bound = owner(http)
+    return Caller(bound, bound if bound is not None else http.connection.peer)
 
 
 __all__ = ["PostHandler"]

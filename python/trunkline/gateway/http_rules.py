@@ -3,9 +3,10 @@ body, statuses for errors, who may call, and legacy session ids any replica can 
 
 - A modern request (MCP 2026-07-28, basic/transports/streamable-http) must carry
   ``MCP-Protocol-Version`` equal to its ``_meta`` revision, ``Mcp-Method`` equal to its
-  method, ``Mcp-Name`` for ``tools/call`` (equal to the tool's name), and one
-  ``Mcp-Param-*`` for each ``x-mcp-header`` argument present in the body: a mismatch is
-  400 with -32020 naming the header.
+  method, ``Mcp-Name`` for ``tools/call`` (equal to the tool's name; for the tasks
+  extension's ``tasks/get``, ``tasks/update`` and ``tasks/cancel``, to ``taskId``), and
+  one ``Mcp-Param-*`` for each ``x-mcp-header`` argument present in the body: a
+  mismatch, or a missing header, is 400 with -32020 naming the header.
 - A legacy session id (2025-11-25) is ``process.payload.signature``: ``process`` is the
   instance name of the gateway process that opened it (the replica's name, and the copy's
   index under ``--processes``: ``r1_2``), in the clear so that a load balancer can route
@@ -49,8 +50,10 @@ from . import protocol as p
 from .admission import OVERLOADED
 from .limits import Limits
 
-#: Methods whose ``Mcp-Name`` comes from a params member.
-_NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: Methods whose ``Mcp-Name`` comes from a params member (the tasks extension's name the
+#: task, so that a balancer can route them to the process that holds it).
+_NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 

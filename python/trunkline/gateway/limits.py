@@ -34,6 +34,16 @@ class Limits:
     #: the server runs at once) one client may hold: no client holds all of a server.
     client_server_share: float = 0.5
 
+    # -- tasks ---------------------------------------------------------------------------
+    #: Tasks one client holds (MCP tasks: running, or ended and kept for their TTL), and
+    #: the gateway process in all; at a bound the oldest ended one goes, and when none has
+    #: ended, a call that could make one more is refused (``gateway/tasks.py``).
+    client_tasks: int = 1024
+    tasks: int = 16384
+    #: How long an ended task is kept for its client at most (a server's shorter ``ttlMs``
+    #: is kept to).
+    task_ttl_s: float = 3600.0
+
     # -- subscriptions -------------------------------------------------------------------
     #: Resource URIs one modern ``subscriptions/listen`` request may name.
     listen_uris: int = 1024

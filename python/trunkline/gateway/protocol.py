@@ -54,6 +54,7 @@ from ..errors import (
 )
 from ..protocol import wide_ints
 from ..protocol.listen import LISTS, SUBSCRIPTION_ID
+from ..protocol.tasks import TASKS_EXTENSION
 from ..protocol.versions import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -274,14 +275,20 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def capabilities(tools_change: bool = True) -> dict[str, Any]:
+def capabilities(tools_change: bool = True, *, modern: bool = False) -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes; in tool-search mode
     its two tools, which never change), the fleet's prompts and resources (announcing
     changes of both lists; with subscriptions, for the resources of servers that offer
-    them) and completions, and the log messages of each call."""
-    return {"tools": {"listChanged": tools_change}, "prompts": {"listChanged": True},
-            "resources": {"subscribe": True, "listChanged": True},
-            "completions": {}, "logging": {}}
+    them) and completions, and the log messages of each call. To a modern client, the
+    extensions it implements whatever the servers behind do: tasks (it follows every
+    server's tasks itself, ``gateway/tasks.py``)."""
+    served: dict[str, Any] = {
+        "tools": {"listChanged": tools_change}, "prompts": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "completions": {}, "logging": {}}
+    if modern:
+        served["extensions"] = {TASKS_EXTENSION: {}}
+    return served
 
 
 #: The notification that each list the gateway serves changed.
@@ -300,7 +307,7 @@ def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": capabilities(tools_change),
+        "capabilities": capabilities(tools_change, modern=True),
         # The fleet behind us changes: nothing about it may be cached.
         "ttlMs": 0,
         "cacheScope": "private",

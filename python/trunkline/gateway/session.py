@@ -5,12 +5,14 @@ answer it, and keeps what belongs to the connection: its legacy session, each re
 answered from behind the gateway (``tools/call``, prompts, resources) as its own task in
 the connection's scope (``notifications/cancelled`` cancels that task, and so the request
 behind it), the listen streams and their ``resourceSubscriptions`` (each ended with its
-stream). What its 2025-11-25 session holds (the capabilities declared, the log level set,
-its resource subscriptions, the questions asked of its client) is ``legacy_sessions``'
-``LegacyConnection``. When the fleet's tools, prompts or resources list changes, a legacy
-session and every modern listen stream granted changes of that list are told, once each.
-Nothing here answers an input request on a server's behalf. The connection is one client:
-what it asks behind the gateway counts against that client's budgets (``admission``).
+stream), its tasks (MCP tasks, a modern client's: bound to the connection, cancelled
+when it ends). What its 2025-11-25 session holds (the capabilities declared, the log
+level set, its resource subscriptions, the questions asked of its client) is
+``legacy_sessions``' ``LegacyConnection``. When the fleet's tools, prompts or resources
+list changes, a legacy session and every modern listen stream granted changes of that
+list are told, once each. Nothing here answers an input request on a server's behalf.
+The connection is one client: what it asks behind the gateway counts against that
+client's budgets (``admission``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .answers import (
     resource_updated,
 )
 from .legacy_sessions import LegacyConnection
+from .tasks import TASK_METHODS, Caller
 
 
 class ClientSession:
@@ -53,6 +56,8 @@ class ClientSession:
         self._listen_watches: dict[tuple[str, Any], Callable[[], None]] = {}
         self._closed = False
         self._unwatch = answerer.watch_lists(self._list_changed)
+        #: The connection is the one client, and its tasks are its own (``tasks``).
+        self._caller = Caller(self, self)
 
     def close(self) -> None:
         """The client is gone: stop watching; the connection's scope ends its calls."""
@@ -60,6 +65,8 @@ class ClientSession:
         self._unwatch()
         self._listens.clear()
         self._legacy.close()
+        for task in self._answerer.tasks.drop_owner(self):
+            self._scope.spawn(task.cancel(), name=f"tasks/cancel {task.task_id}")
         for stop in self._listen_watches.values():
             stop()
         self._listen_watches.clear()
@@ -97,7 +104,10 @@ class ClientSession:
         if request.method == CALL:
             # The connection is the one client: everything it asks counts against it.
             self._start(request, self._answerer.call(request, self._send,
-                                                     self._client(request), self))
+                                                     self._client(request), self,
+                                                     caller=self._caller))
+        elif request.method in TASK_METHODS and request.era is p.ClientEra.MODERN:
+            self._start(request, self._answerer.task_request(request, self._caller, self))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
             self._start(request, self._listen(request))
         elif request.method in SUBSCRIBING and request.era is p.ClientEra.LEGACY:
