@@ -16,13 +16,14 @@ import sys
 import time
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 import taplog
 
 import realpeers
 from conftest import PEERS, run
-from gateways import CAPS, HttpGateway, fleet_config, modern_meta, sse_messages
+from gateways import CAPS, JSON_ONLY, HttpGateway, fleet_config, modern_meta, sse_messages
 from trunkline.params import StdioParams
 
 pytestmark = pytest.mark.real_servers
@@ -308,3 +309,30 @@ def test_a_client_s_tasks_are_bounded_and_an_ended_one_makes_room(gateways, tmp_
         assert dropped["error"]["code"] == -32602
         assert await gw.stop() == 0
     run(main(), timeout=120)
+
+
+def test_a_task_is_answered_about_by_the_copy_that_holds_it(gateways, tmp_path):
+    """``serve --processes 2``: each connection goes to one copy, the kernel's choice; a
+    task's id names the copy that holds it, and the other passes its requests on."""
+    tap = tmp_path / "tap.jsonl"
+    path = fleet(tmp_path, tap)
+
+    async def on_new_connection(gw: HttpGateway, method: str,
+                                params: dict[str, Any]) -> dict[str, Any]:
+        message = gw.message(method, {**params, "_meta": taking()})
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(force_close=True)) as http:
+            async with http.post(gw.url, data=orjson.dumps(message),
+                                 headers=gw.modern_headers(message, JSON_ONLY)) as response:
+                return await response.json()
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways, "--processes", "2")
+        created = await on_new_connection(gw, "tools/call", {
+            "name": TOOL, "arguments": {"topic": "copies"}})
+        task_id = created["result"]["taskId"]
+        answers = [await on_new_connection(gw, "tasks/get", {"taskId": task_id})
+                   for _ in range(16)]
+        assert [a.get("result", a)["taskId"] for a in answers] == [task_id] * 16, answers
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
