@@ -53,9 +53,14 @@ def test_a_required_task_tool_is_listed_and_call_tool_waits_for_its_task(tmp_pat
             await started(tap, host)
             entry = host.tool_entry(TOOL)
             assert entry is not None and entry.raw["execution"]["taskSupport"] == "required"
-            result = await host.call_tool(TOOL, {"topic": "tides"}, timeout=60)
+            told: list[TaskStatus] = []
+            result = await host.call_tool(TOOL, {"topic": "tides"}, timeout=60,
+                                          on_status=told.append)
             assert "# Research Report: tides" in result.text
             assert result.is_error is False
+            # The first status, each stage, and the end, told to the call's watcher.
+            assert told[0].status == "working" and told[-1].status == "completed"
+            assert "Synthesizing findings..." in [s.message for s in told]
     run(main())
     # On the wire: one task-augmented call, looks at the task, then its payload.
     (call,) = sent(tap, "tools/call")
@@ -208,3 +213,55 @@ def test_an_ambiguous_query_asks_through_the_host_elicitation_handler(tmp_path, 
             assert "ocean tides" in result.text
     run(main())
     assert len(asked) == 1 and "tides" in asked[0]["message"]
+
+
+def test_the_server_asks_the_host_to_run_its_elicitation_and_sampling_as_tasks(tmp_path,
+                                                                               no_leaks):
+    """server-everything offers its ``-async`` tools only to a client that declares
+    ``tasks.requests``: the host runs the server's requests as tasks the server polls."""
+    tap = tmp_path / "tap.jsonl"
+
+    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"name": "Ada", "favoriteColor": "Green"}}
+
+    async def sample(params: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "model": "test-model",
+                "content": {"type": "text", "text": "sampled as a task"}}
+
+    async def main() -> None:
+        client = ClientOptions(capabilities={"elicitation": {}, "sampling": {}},
+                               input_handlers={"elicitation/create": elicit,
+                                               "sampling/createMessage": sample})
+        async with Host(settings=SETTINGS, client=client) as host:
+            await started(tap, host)
+            names = {t.name for t in host.tools()}
+            assert {"trigger-elicitation-request-async",
+                    "trigger-sampling-request-async"} <= names
+            result = await host.call_tool("trigger-elicitation-request-async", {}, timeout=60)
+            assert "[COMPLETED]" in result.text and "Name: Ada" in result.text
+            result = await host.call_tool("trigger-sampling-request-async",
+                                          {"prompt": "hi"}, timeout=60)
+            assert "sampled as a task" in result.text, result.text
+    run(main())
+    (initialize,) = [m for m in taplog.messages(tap, taplog.IN)
+                     if m.get("method") == "initialize"]
+    assert initialize["params"]["capabilities"]["tasks"] == {
+        "list": {}, "cancel": {},
+        "requests": {"elicitation": {"create": {}}, "sampling": {"createMessage": {}}}}
+    # The server looked at the host's tasks and took their answers.
+    answered = [m for m in taplog.messages(tap, taplog.OUT) if m.get("method") == "tasks/result"]
+    assert len(answered) == 2
+
+
+def test_without_declared_input_kinds_no_client_tasks_are_declared(tmp_path, no_leaks):
+    tap = tmp_path / "tap.jsonl"
+
+    async def main() -> None:
+        async with Host(settings=SETTINGS) as host:
+            await started(tap, host)
+            names = {t.name for t in host.tools()}
+            assert "trigger-elicitation-request-async" not in names
+    run(main())
+    (initialize,) = [m for m in taplog.messages(tap, taplog.IN)
+                     if m.get("method") == "initialize"]
+    assert "tasks" not in initialize["params"]["capabilities"]

@@ -111,6 +111,9 @@ class CallRequest(msgspec.Struct, gc=False):
     #: (a ``ToolTask`` is returned), and a legacy server is asked to run the call as one
     #: whenever the tool allows it.
     detached: bool = False
+    #: ``call_tool(on_status=...)``: told each status of the task the server runs the
+    #: call as, if it runs it as one (``parent.tasks.TaskStatus``).
+    on_status: Callable[[Any], None] | None = None
 
     # What the call path learns on the way (rule 2).
 

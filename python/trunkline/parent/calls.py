@@ -234,9 +234,13 @@ class CallPath:
 
         def finish(final: dict[str, Any], raw: bytes) -> Any:
             return final if checked is None else checked(entry, final, raw)
-        return handle.tasks.follow(view, tool=request.name or entry.name, finish=finish,
+        task = handle.tasks.follow(view, tool=request.name or entry.name, finish=finish,
                                    rounds=rounds, legacy=legacy,
                                    deadline=None if request.detached else request.deadline)
+        if request.on_status is not None:
+            request.on_status(task.status)
+            task.watch(request.on_status)
+        return task
 
     def read(self, handle: WorkerHandle, request: CallRequest) -> Coroutine[Any, Any, Any]:
         """A read (``resources/read``, ``prompts/get``; ``request.arguments`` its params):

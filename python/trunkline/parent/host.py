@@ -63,7 +63,7 @@ from .mrtr import InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .supervisor import Supervisor
-from .tasks import ToolTask
+from .tasks import TaskStatus, ToolTask
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -602,6 +602,7 @@ class Host:
         call_input: CallInput | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
+        on_status: Callable[[TaskStatus], None] | None = None,
     ) -> Coroutine[Any, Any, CallToolResult]:
         """Call a tool by its canonical name (or model-safe alias): a coroutine to await
         (or to run as a task). JSON-RPC errors raise ``ServerError``; ``isError`` results
@@ -633,7 +634,15 @@ class Host:
         (this host is no hop of the trace); a malformed ``traceparent`` (and its
         ``tracestate``) or a value over 8,192 characters is dropped, never forwarded
         (``telemetry.carried``). With tracing on, the call's span is its child (instead
-        of the current span's), and the span's context goes."""
+        of the current span's), and the span's context goes.
+
+        A server may run the call as a task (MCP tasks: a modern server that declared
+        ``io.modelcontextprotocol/tasks``, or a legacy one for a tool whose
+        ``taskSupport`` is ``required``): the call then waits for the task's end within
+        its timeout, ``on_status(TaskStatus)`` told its first status and each change,
+        the input it asks for answered by the call's (else the host's) handlers. A
+        caller that stops waiting (the timeout, a cancellation) cancels the task on its
+        server. ``start_tool`` takes the task instead."""
         if call_input is not None and call_input.relay and not self._relaying:
             warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                             "use call_tool_relayed, which may return InputRequired")
@@ -643,6 +652,8 @@ class Host:
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, idempotent, idempotency_key,
             on_progress, log_level, on_log, call_input)
+        if on_status is not None:
+            request.on_status = on_status
         return self._routed(request, trace_context)
 
     def _routed(self, request: CallRequest, trace_context: Mapping[str, str] | None
