@@ -23,7 +23,15 @@ import taplog
 
 import realpeers
 from conftest import PEERS, run
-from gateways import CAPS, JSON_ONLY, HttpGateway, fleet_config, modern_meta, sse_messages
+from gateways import (
+    CAPS,
+    JSON_ONLY,
+    HttpGateway,
+    StdioGateway,
+    fleet_config,
+    modern_meta,
+    sse_messages,
+)
 from trunkline.params import StdioParams
 
 pytestmark = pytest.mark.real_servers
@@ -336,3 +344,27 @@ def test_a_task_is_answered_about_by_the_copy_that_holds_it(gateways, tmp_path):
         assert [a.get("result", a)["taskId"] for a in answers] == [task_id] * 16, answers
         assert await gw.stop() == 0
     run(main(), timeout=180)
+
+
+def test_a_stdio_client_takes_a_task_too(gateways, tmp_path):
+    """Over stdio the connection is the one client, and its tasks are its own."""
+    tap = tmp_path / "tap.jsonl"
+    path = fleet(tmp_path, tap)
+
+    async def main():
+        gw = await StdioGateway.start(path, gateways)
+        created = await gw.call("tools/call", {"name": TOOL, "arguments": {"topic": "pipe"},
+                                               "_meta": taking()})
+        task_id = created["result"]["taskId"]
+        assert created["result"]["resultType"] == "task"
+        for _ in range(300):
+            polled = await gw.call("tasks/get", {"taskId": task_id, "_meta": taking()})
+            if polled["result"]["status"] in TERMINAL:
+                break
+            await asyncio.sleep(0.2)
+        assert polled["result"]["status"] == "completed"
+        assert "# Research Report: pipe" in polled["result"]["result"]["content"][0]["text"]
+        refused = await gw.call("tasks/get", {"taskId": task_id, "_meta": modern_meta()})
+        assert refused["error"]["code"] == -32021
+        assert await gw.close() == 0
+    run(main(), timeout=120)
