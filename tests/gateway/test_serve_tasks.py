@@ -368,3 +368,31 @@ def test_a_stdio_client_takes_a_task_too(gateways, tmp_path):
         assert refused["error"]["code"] == -32021
         assert await gw.close() == 0
     run(main(), timeout=120)
+
+
+def test_the_official_python_sdk_client_takes_a_task_through_its_extension_interface(
+        gateways, tmp_path):
+    """mcp 2.x has no tasks client, but the interface one is built on: a ``ClientExtension``
+    declared on every request, whose ``ResultClaim`` finishes a ``resultType: "task"``
+    result by polling ``tasks/get`` (``tests/peers/sdk_tasks_client.py``). Its
+    ``call_tool`` returns the report."""
+    tap = tmp_path / "tap.jsonl"
+    path = fleet(tmp_path, tap)
+    python = realpeers.PEERS_DIR / "py-modern" / "bin" / "python"
+
+    async def main():
+        gw = await HttpGateway.start(path, gateways)
+        client = await asyncio.create_subprocess_exec(
+            str(python), str(PEERS / "sdk_tasks_client.py"), gw.url, TOOL,
+            orjson.dumps({"topic": "sdk"}).decode(), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(client.communicate(), 120)
+        assert client.returncode == 0, err.decode()[-3000:]
+        assert await gw.stop() == 0
+        return orjson.loads(out.decode().strip().splitlines()[-1])
+    done = run(main(), timeout=180)
+    assert done["extensions"] == {TASKS: {}}
+    assert done["created"]["resultType"] == "task"
+    assert done["created"]["taskId"].startswith("tl-task.")
+    assert done["statuses"][-1] == "completed" and set(done["statuses"][:-1]) <= {"working"}
+    assert "# Research Report: sdk" in done["result"]["content"][0]["text"]
