@@ -6,7 +6,8 @@
 # two gateway columns with the direct one.
 #
 #   .ci/install-conformance && .ci/install-peers   # once: harness + Node 22, py-modern venv
-#   tests/conformance/run_server.sh                # every server scenario at both revisions
+#   tests/conformance/run_server.sh                # every server scenario at both revisions,
+#                                                  # and every extension scenario
 #
 # Targets (all bound to 127.0.0.1, started here, stopped on exit by their process ids):
 #   direct   .peers/py-modern/bin/python tests/peers/conformance_everything.py --http 127.0.0.1:0
@@ -19,9 +20,12 @@
 # died after a scenario, that is recorded and the target is started again.
 #
 # Scenarios: for each revision, `conformance list --server --spec-version REV` (checked to
-# contain the frozen `list --requirements REV` server set), minus the extension scenarios
-# (tasks-*, sep-2640-skills-*: listed as not run). One scenario at a time:
-#   conformance server --url URL --scenario S --spec-version REV --timeout 30000 -o DIR
+# contain the frozen `list --requirements REV` server set). Extension scenarios (tasks-*,
+# sep-2640-skills-*: `[extension]` in `conformance list --server`) belong to no revision
+# and no requirement set: they run as the pseudo-revision "extension", without
+# --spec-version (the harness then runs them at the 2026-07-28 wire). One scenario at a
+# time:
+#   conformance server --url URL --scenario S [--spec-version REV] --timeout 30000 -o DIR
 # under a hard `timeout CONF_LIMIT_S`.
 #
 # Verdict (tests/conformance/summarize_server.py): PASS only if the harness exits 0, at
@@ -33,9 +37,14 @@
 # there too (the harness SKIPs a check whose feature the server does not declare), or is
 # listed as not scored there (a known-gaps line naming SCENARIO/CHECK, with its reason).
 #
+# A scenario listed in tests/conformance/harness_untestable.txt (with the harness's own
+# words) is one the pinned harness cannot score: it SKIPs its every check, whatever the
+# server does. It runs against every target all the same, counts neither as passed nor as
+# failed, and fails the run once any target has a check scored (the harness tests it now).
+#
 # Output: per revision a table scenario x {direct, gateway, legacy}; then, for every
 # failing cell, its failing checks with the harness's error message; then the known gaps
-# of each gateway target; then the extension scenarios not run; last
+# of each gateway target; then what was not run or cannot be scored; last
 #   conformance server: direct N/M, gateway K/M, legacy L/M; regressions through the \
 #       gateway: R (known gaps: G, unexpected: U); before server-everything: ...  (one line)
 # A regression is a scenario that passes directly and fails through a gateway target; a
@@ -45,8 +54,8 @@
 # reason). Exit status (the CI gate): 1 if any scenario failed directly (no baseline there:
 # the fixture, SDK or harness changed, or the fixture died), if any regression is not
 # listed (U > 0), if a listed gap passes (closed: delete its line) or names no scenario of
-# its revision, or if nothing ran; 0 otherwise; 2 on a setup error (including a malformed
-# known-gaps file).
+# its revision, if a scenario listed as untestable had a check scored, or if nothing ran;
+# 0 otherwise; 2 on a setup error (including a malformed known-gaps file).
 #
 # Environment (all optional):
 #   CONF_HARNESS         the installed harness        (default <repo>/.peers/conformance)
@@ -54,17 +63,23 @@
 #   CONF_PYTHON          python with trunkline        (default <repo>/.venv/bin/python)
 #   CONF_OUT             results directory, emptied first
 #                        (default <repo>/.peers/conformance-server-results)
-#   CONF_REVISIONS       revisions to run, in order   (default "2026-07-28 2025-11-25")
+#   CONF_REVISIONS       revisions to run, in order, "extension" for the extension
+#                        scenarios           (default "2026-07-28 2025-11-25 extension")
 #   CONF_SCENARIOS       only these scenarios, e.g. "ping tools-list" (development)
 #   CONF_LIMIT_S         hard limit per scenario run, seconds (default 90)
 #   CONF_KNOWN_GAPS      the known gateway gaps file
 #                        (default <repo>/tests/conformance/gateway_known_gaps.txt)
 #   CONF_KNOWN_GAPS_LEGACY  the legacy target's known gaps file
 #                        (default <repo>/tests/conformance/legacy_upstream_known_gaps.txt)
+#   CONF_UNTESTABLE      the scenarios the harness cannot score
+#                        (default <repo>/tests/conformance/harness_untestable.txt)
 #
-# Whole run here: 73 scenarios x 3 targets, about 6-7 minutes on 2 busy cores (most of
-# it is the harness's own start-up, 1.5-2.5 s per run; the legacy target adds about 2-2.5
-# minutes). No network: all on loopback.
+# Whole run here: 86 scenarios (40 at 2026-07-28, 33 at 2025-11-25, 13 extension) x 3
+# targets, about 6.5-7 minutes on 2 cores, 11 when other work loads them (most of it is
+# the harness's own start-up, 1-2.5 s per run; the legacy target adds about 2 minutes, the
+# extension scenarios about 2, over half of that through the gateway, where a call that
+# would be a task runs to the harness's 10 s request limit while the gateway relays no
+# tasks). No network: all on loopback.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,16 +89,16 @@ FIXTURE_PY="${CONF_FIXTURE_PYTHON:-$REPO/.peers/py-modern/bin/python}"
 PY="${CONF_PYTHON:-$REPO/.venv/bin/python}"
 FIXTURE="$REPO/tests/peers/conformance_everything.py"
 OUT="${CONF_OUT:-$REPO/.peers/conformance-server-results}"
-REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25}"
+REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25 extension}"
 SCENARIOS="${CONF_SCENARIOS:-}"
 LIMIT_S="${CONF_LIMIT_S:-90}"
 KNOWN_GAPS="${CONF_KNOWN_GAPS:-$HERE/gateway_known_gaps.txt}"
 KNOWN_GAPS_LEGACY="${CONF_KNOWN_GAPS_LEGACY:-$HERE/legacy_upstream_known_gaps.txt}"
+UNTESTABLE="${CONF_UNTESTABLE:-$HERE/harness_untestable.txt}"
 TARGETS=(direct gateway legacy)
 # what each target's gateway starts as its upstream (the process-table mark of a leftover)
 declare -A UPSTREAM=([direct]="$FIXTURE" [gateway]="$FIXTURE"
                      [legacy]="@modelcontextprotocol/server-everything/dist/index.js")
-EXTENSIONS_RE='^(tasks-|sep-2640-skills-)'
 
 die() { printf 'conformance server: ERROR: %s\n' "$*" >&2; exit 2; }
 
@@ -111,6 +126,7 @@ conformance() { node "$CONFORMANCE" "$@"; }
 [[ -r "$KNOWN_GAPS" ]] || die "CONF_KNOWN_GAPS=$KNOWN_GAPS is not a readable file"
 [[ -r "$KNOWN_GAPS_LEGACY" ]] ||
     die "CONF_KNOWN_GAPS_LEGACY=$KNOWN_GAPS_LEGACY is not a readable file"
+[[ -r "$UNTESTABLE" ]] || die "CONF_UNTESTABLE=$UNTESTABLE is not a readable file"
 
 # ---- the results directory (only ever one of ours is emptied) ------------------------
 if [[ -e "$OUT" ]]; then
@@ -122,7 +138,7 @@ if [[ -e "$OUT" ]]; then
 fi
 mkdir -p "$OUT" || die "cannot create $OUT"
 : >"$OUT/index.tsv"
-: >"$OUT/notrun.tsv"
+: >"$OUT/notrun.tsv"   # the extension scenarios, when "extension" is not run
 # every (revision, scenario) that could run: the known gaps are checked against it
 : >"$OUT/scenarios.tsv"
 
@@ -138,26 +154,28 @@ EXTENSIONS="$(conformance list --server | sed -n 's/^  - \([^ ]*\) \[extension\]
 
 declare -A LIST
 for rev in $REVISIONS; do
-    all="$(applicable "$rev")" || die "conformance list --server --spec-version $rev failed"
-    [[ -n "$all" ]] || die "the harness lists no server scenarios at $rev"
-    req="$(required "$rev")" || die "conformance list --requirements $rev failed"
-    for sc in $req; do
-        grep -qxF -- "$sc" <<<"$all" ||
-            die "required scenario $sc is missing from 'list --server --spec-version $rev'"
-    done
-    LIST[$rev]="$(grep -Ev "$EXTENSIONS_RE" <<<"$all")"
+    if [[ "$rev" == extension ]]; then
+        [[ -n "$EXTENSIONS" ]] || die "the harness lists no extension server scenarios"
+        LIST[$rev]="$EXTENSIONS"
+    else
+        all="$(applicable "$rev")" || die "conformance list --server --spec-version $rev failed"
+        [[ -n "$all" ]] || die "the harness lists no server scenarios at $rev"
+        req="$(required "$rev")" || die "conformance list --requirements $rev failed"
+        for sc in $req; do
+            grep -qxF -- "$sc" <<<"$all" ||
+                die "required scenario $sc is missing from 'list --server --spec-version $rev'"
+        done
+        LIST[$rev]="$all"
+    fi
     for sc in ${LIST[$rev]}; do printf '%s\t%s\n' "$rev" "$sc" >>"$OUT/scenarios.tsv"; done
 done
 for sc in $SCENARIOS; do
     found=0
     for rev in $REVISIONS; do grep -qxF -- "$sc" <<<"${LIST[$rev]}" && found=1; done
-    ((found)) ||
-        die "CONF_SCENARIOS: $sc is not a (non-extension) server scenario at ${REVISIONS// /, }"
+    ((found)) || die "CONF_SCENARIOS: $sc is not a server scenario at ${REVISIONS// /, }"
 done
-[[ -z "$SCENARIOS" ]] &&
-    for sc in $(grep -E "$EXTENSIONS_RE" <<<"$EXTENSIONS"); do
-        printf '%s\n' "$sc" >>"$OUT/notrun.tsv"
-    done
+[[ -z "$SCENARIOS" && " $REVISIONS " != *" extension "* ]] &&
+    for sc in $EXTENSIONS; do printf '%s\n' "$sc" >>"$OUT/notrun.tsv"; done
 
 selected() {  # is scenario $1 in CONF_SCENARIOS (or is there no selection)?
     [[ -z "$SCENARIOS" ]] && return 0
@@ -167,11 +185,16 @@ selected() {  # is scenario $1 in CONF_SCENARIOS (or is there no selection)?
 }
 
 # ---- the three targets ---------------------------------------------------------------
+# Each gateway keeps its tool pins (and tokens) in the results directory, emptied above:
+# every run pins the fixture's tools afresh, so a tool whose definition changed since an
+# earlier run (in the user's default store) is not quarantined.
 cat >"$OUT/gateway.json" <<EOF || die "cannot write $OUT/gateway.json"
-{"mcpServers": {"everything": {"command": "$FIXTURE_PY", "args": ["$FIXTURE", "--stdio"]}}}
+{"oauth": {"store": "$OUT/gateway-store"},
+ "mcpServers": {"everything": {"command": "$FIXTURE_PY", "args": ["$FIXTURE", "--stdio"]}}}
 EOF
 cat >"$OUT/legacy.json" <<EOF || die "cannot write $OUT/legacy.json"
-{"mcpServers": {"everything": {"allowLegacy": true, ${EVERYTHING#\{}}}
+{"oauth": {"store": "$OUT/legacy-store"},
+ "mcpServers": {"everything": {"allowLegacy": true, ${EVERYTHING#\{}}}
 EOF
 
 declare -A PID URL STARTS
@@ -247,8 +270,10 @@ for rev in $REVISIONS; do
             start=$(date +%s%N)
             # In the background and waited for, so a signal to this script is handled at
             # once (bash defers traps while a foreground child runs).
+            version=(--spec-version "$rev")
+            [[ "$rev" == extension ]] && version=()
             timeout -k 10 "$LIMIT_S" node "$CONFORMANCE" server --url "${URL[$t]}" \
-                --scenario "$sc" --spec-version "$rev" --timeout 30000 -o "$dir" \
+                --scenario "$sc" "${version[@]}" --timeout 30000 -o "$dir" \
                 </dev/null >"$dir.log" 2>&1 &
             RUNNING=$!
             wait "$RUNNING"
@@ -272,4 +297,4 @@ done
 cleanup
 trap - EXIT
 python3 "$HERE/summarize_server.py" "$OUT" --known-gaps "$KNOWN_GAPS" \
-    --legacy-known-gaps "$KNOWN_GAPS_LEGACY"
+    --legacy-known-gaps "$KNOWN_GAPS_LEGACY" --untestable "$UNTESTABLE"

@@ -1,42 +1,49 @@
 """Summarize a tests/conformance/run_server.sh results directory: the CI gate.
 
     python3 tests/conformance/summarize_server.py <results-dir> [--known-gaps FILE]
-        [--legacy-known-gaps FILE]
+        [--legacy-known-gaps FILE] [--untestable FILE]
 
 Reads ``index.tsv`` (revision, scenario, target, harness exit code, milliseconds, whether
 the target process was still alive afterwards, scenario dir: one row per scenario run per
 target), each run's ``checks.json`` and harness log (``<scenario dir>.log``),
-``scenarios.tsv`` (revision, scenario: every non-extension server scenario the harness
-lists at each revision run), ``notrun.tsv`` (the extension scenarios left out), and the
-known gaps of each target compared with ``direct`` (``REVISION SCENARIO reason`` lines,
-``#`` comments): ``gateway`` (``trunkline serve`` before our fixture; default:
-gateway_known_gaps.txt beside this file) and ``legacy`` (``trunkline serve`` before the
-real, legacy server-everything; default: legacy_upstream_known_gaps.txt). Prints, per
-revision, a table scenario x {direct, gateway, legacy}; then every failing cell's failing
-checks with the harness's error message; then the known gaps; then the scenarios not
-run; and last exactly one line, ``conformance server: direct N/M, gateway K/M, legacy
-L/M; regressions through the gateway: R (known gaps: G, unexpected: U); before
-server-everything: R' (known gaps: G', unexpected: U')``.
+``scenarios.tsv`` (revision, scenario: every server scenario the harness lists at each
+revision run; the extension scenarios under the pseudo-revision ``extension``),
+``notrun.tsv`` (the extension scenarios, when they were left out), the known gaps of each
+target compared with ``direct`` (``REVISION SCENARIO reason`` lines, ``#`` comments):
+``gateway`` (``trunkline serve`` before our fixture; default: gateway_known_gaps.txt
+beside this file) and ``legacy`` (``trunkline serve`` before the real, legacy
+server-everything; default: legacy_upstream_known_gaps.txt), and the scenarios the harness
+cannot score (same format; default: harness_untestable.txt). Prints, per revision, a table
+scenario x {direct, gateway, legacy}; then every failing cell's failing checks with the
+harness's error message; then the known gaps; then the scenarios not run or not scored;
+and last exactly one line, ``conformance server: direct N/M, gateway K/M, legacy L/M;
+regressions through the gateway: R (known gaps: G, unexpected: U); before
+server-everything: R' (known gaps: G', unexpected: U')`` (then ``; not scored by the
+harness: S`` when S > 0).
 
 M counts (revision, scenario) pairs. A cell passes only if the harness exited 0, at least
 one check succeeded and no check is FAILURE or WARNING (the harness itself exits 0 on
 WARNING-only server runs); a gateway or legacy cell also needs every check that succeeded
 directly to have been scored there (one SKIPPED, or missing, there was not tested: the
 harness skips what the server does not declare). A regression is a pair that passes
-direct and fails through a target; G of them are listed known gaps, U are not.
+direct and fails through a target; G of them are listed known gaps, U are not. A pair
+listed as untestable is not in M: it must score nothing on every target (no check
+SUCCESS, FAILURE or WARNING, harness exit 0); S counts them.
 
 Exit status 1 (the gate) if any pair failed direct (then the comparison has no baseline
 there: the fixture, the SDK or the harness changed, or the fixture died), if U > 0 for
 either target, if a listed gap passes (it is closed: its line must go, so the list never
-hides a fixed gap), if a listed gap names no scenario the harness has at a revision that
-ran, or if nothing ran; 2 if a known-gaps file is unreadable or malformed; else 0.
-Standard library only.
+hides a fixed gap), if a listed gap or untestable scenario names no scenario the harness
+has at a revision that ran, if an untestable scenario had a check scored (or its harness
+run failed) on any target, or if nothing ran; 2 if a list file is unreadable or
+malformed; else 0. Standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +57,8 @@ THROUGH = {
     "legacy": ("before server-everything", "--legacy-known-gaps",
                Path(__file__).with_name("legacy_upstream_known_gaps.txt")),
 }
+#: The scenarios the pinned harness runs but cannot score: its option and default file.
+UNTESTABLE = ("--untestable", Path(__file__).with_name("harness_untestable.txt"))
 COUNTED = ("SUCCESS", "FAILURE", "WARNING")
 MESSAGE_CHARS = 300
 
@@ -82,6 +91,11 @@ class Cell:
         self.lost = [check for check in succeeded
                      if check not in scored and check not in excused]
         return sorted(check for check in excused if check in scored or check not in succeeded)
+
+    @property
+    def unscored(self) -> bool:
+        """The harness ran to its end and scored no check (each SKIPPED or INFO)."""
+        return self.rc == 0 and self.checks is not None and not any(self.counts.values())
 
     @property
     def passed(self) -> bool:
@@ -121,6 +135,12 @@ class Cell:
                 if answer:
                     message += f" [the call answered: {answer}]"
                 out.append(f"{c.get('status')} {c.get('id')}: {message}")
+        # Why the checks that passed directly were not scored here: the harness's reasons.
+        skipped = Counter(" ".join(str(c.get("errorMessage") or "").split())[:MESSAGE_CHARS]
+                          for c in self.checks or ()
+                          if c.get("status") == "SKIPPED" and c.get("id") in self.lost)
+        for reason, n in skipped.items():
+            out.append(f"SKIPPED here ({n} check(s) that passed directly): {reason}")
         if not any(self.counts.values()):
             # Nothing scored: the harness's INFO notes say why (e.g. JSON, not SSE, came back).
             for c in self.checks or ():
@@ -222,19 +242,24 @@ def load(out: Path) -> dict[str, dict[str, dict[str, Cell]]]:
     return table
 
 
-def parse_args(args: list[str]) -> tuple[Path, dict[str, Path]] | None:
-    """The results directory and each target's known-gaps file; None if malformed."""
+def parse_args(args: list[str]) -> tuple[Path, dict[str, Path], Path] | None:
+    """The results directory, each target's known-gaps file and the untestable file;
+    None if malformed."""
     if not args:
         return None
     out, rest = Path(args[0]), args[1:]
     gaps = {target: default for target, (_, _, default) in THROUGH.items()}
     options = {option: target for target, (_, option, _) in THROUGH.items()}
+    untestable = UNTESTABLE[1]
     while rest:
-        if len(rest) < 2 or rest[0] not in options:
+        if len(rest) < 2 or (rest[0] not in options and rest[0] != UNTESTABLE[0]):
             return None
-        gaps[options[rest[0]]] = Path(rest[1])
+        if rest[0] == UNTESTABLE[0]:
+            untestable = Path(rest[1])
+        else:
+            gaps[options[rest[0]]] = Path(rest[1])
         rest = rest[2:]
-    return out, gaps
+    return out, gaps, untestable
 
 
 @dataclass
@@ -273,10 +298,11 @@ def main(argv: list[str]) -> int:
     if parsed is None:
         print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
         return 2
-    out, gap_paths = parsed
+    out, gap_paths, untestable_path = parsed
     try:
         through = {target: Through(target, path, load_known_gaps(path))
                    for target, path in gap_paths.items()}
+        untestable = load_known_gaps(untestable_path)
     except GapsFileError as exc:
         print(f"conformance server: ERROR: known gaps: {exc}", file=sys.stderr)
         return 2
@@ -285,9 +311,14 @@ def main(argv: list[str]) -> int:
     not_run = [line for line in read_text(out / "notrun.tsv").splitlines() if line]
 
     pairs, passed = 0, {t: 0 for t in TARGETS}
+    #: untestable pairs that ran, and those of them that were scored after all
+    unscored: list[tuple[str, str]] = []
+    scored: list[tuple[str, str, list[str]]] = []
     ran = {t for rows in table.values() for cells in rows.values() for t in cells}
     for rev, rows in table.items():
         for scenario, cells in rows.items():
+            if (rev, scenario) in untestable:
+                continue
             for t, ours in through.items():
                 if "direct" in cells and t in cells:
                     wrongly = cells[t].compare(cells["direct"], ours.unscored(rev, scenario))
@@ -298,6 +329,16 @@ def main(argv: list[str]) -> int:
         print(f"== {rev}: {len(rows)} server scenario(s)")
         print(f"   {'scenario':<{width}}" + "".join(f"  {t:<12}" for t in TARGETS))
         for scenario, cells in rows.items():
+            if (rev, scenario) in untestable:
+                unscored.append((rev, scenario))
+                wrong = [t for t, cell in cells.items() if not cell.unscored]
+                if wrong:
+                    scored.append((rev, scenario, wrong))
+                labels = [("NOT SCORED" if cells[t].unscored else "SCORED")
+                          if t in cells else "NOT RUN" for t in TARGETS]
+                print(f"   {scenario:<{width}}" + "".join(f"  {label:<12}" for label in labels)
+                      + ("  UNTESTABLE, YET SCORED" if wrong else "  untestable (harness)"))
+                continue
             pairs += 1
             labels, marks = [], []
             for t in TARGETS:
@@ -359,6 +400,23 @@ def main(argv: list[str]) -> int:
                 not_run_gaps.append(f"{rev} {listed}")
         if not_run_gaps:
             print(f"   not run this time: {', '.join(not_run_gaps)}")
+    stale_untestable = [f"{untestable_path.name}: {rev} {scenario}"
+                        for rev, scenario in untestable
+                        if rev in table and scenario not in scenarios.get(rev, set())]
+    if untestable:
+        print(f"== not scored by the harness (listed in {untestable_path.name}): "
+              f"{len(unscored)}")
+    for rev, scenario in unscored:
+        print(f"   {rev} {scenario}: {untestable[(rev, scenario)]}")
+    for rev, scenario, wrong in scored:
+        print(f"   SCORED (or the harness failed) on {', '.join(wrong)}, so the harness tests "
+              f"it now: remove it from {untestable_path.name} and see its checks: "
+              f"{rev} {scenario}")
+        for t in wrong:
+            for line in table[rev][scenario][t].notes() + table[rev][scenario][t].bad_checks():
+                print(f"     [{t}] {line}")
+    for line in stale_untestable:
+        print(f"   STALE, remove it from {line}: not a server scenario the harness runs")
     if not_run:
         print(f"== not run: {len(not_run)} extension scenario(s) (tasks-*, sep-2640-skills-*;"
               f" not in any requirement set): {', '.join(not_run)}")
@@ -368,18 +426,21 @@ def main(argv: list[str]) -> int:
     if direct_failed:
         print(f"conformance server: {direct_failed} scenario(s) fail directly, so the "
               "other targets have no baseline there (see the failing cells)")
-    closed = sum(len(ours.closed) for ours in through.values()) + len(stale)
+    closed = (sum(len(ours.closed) for ours in through.values()) + len(stale)
+              + len(scored) + len(stale_untestable))
     for ours in through.values():
         if ours.unexpected:
             print(f"conformance server: unexpected regression(s) {THROUGH[ours.target][0]}: "
                   + ", ".join(f"{rev} {scenario}" for rev, scenario in ours.unexpected))
     if closed:
-        print(f"conformance server: {closed} listed known gap(s) to remove (see above)")
+        print(f"conformance server: {closed} listed known gap(s) or untestable scenario(s) "
+              "to remove (see above)")
     print("conformance server: "
           + ", ".join(f"{t} {passed[t]}/{pairs}" for t in TARGETS) + "; regressions "
           + "; ".join(f"{THROUGH[o.target][0]}: {len(o.regressions)} (known gaps: "
                       f"{len(o.gating)}, unexpected: {len(o.unexpected)})"
-                      for o in through.values()))
+                      for o in through.values())
+          + (f"; not scored by the harness: {len(unscored)}" if unscored else ""))
     ok = (table and not direct_failed and not closed
           and not any(ours.unexpected for ours in through.values()))
     return 0 if ok else 1

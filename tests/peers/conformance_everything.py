@@ -48,6 +48,26 @@ resources  test://static-text, test://static-binary (PNG blob), test://watched-r
 other      completion/complete (prefix-filtered suggestions), and the 2025-11-25-only
            logging/setLevel (filters this fixture's log notifications per session) and
            resources/subscribe / resources/unsubscribe.
+
+The extensions, declared in server/discover's capabilities.extensions (the harness's
+extension scenarios, run at 2026-07-28):
+
+tasks      io.modelcontextprotocol/tasks (SEP-2663, tasks_extension.py): a request naming
+           it in its clientCapabilities may be answered with a task, then tasks/get,
+           tasks/update, tasks/cancel. Task tools: slow_compute {seconds, label} (optional:
+           without a task it works within the call), failing_job (required; a tool error
+           after ~1 s: a completed task with isError), protocol_error_job (optional; a
+           JSON-RPC error: a failed task), confirm_delete {filename} and multi_input (optional;
+           ask one and two questions: input_required and tasks/update as a task,
+           InputRequiredResult without one), test_tool_with_task (required; asks for a name
+           by InputRequiredResult, then becomes a task greeting it). greet {name} is never
+           a task.
+skills     io.modelcontextprotocol/skills (SEP-2640, skills_extension.py, directoryRead):
+           skill://fixture-tasks/SKILL.md and skill://fixture-tasks/references/TASKS.md,
+           with skills/list, skills/get and resources/directory/read.
+apps       io.modelcontextprotocol/ui (MCP Apps, the SDK's mcp.server.apps): test_app_tool,
+           whose _meta.ui.resourceUri is ui://trunkline-conformance/app.html, served as
+           text/html;profile=mcp-app.
 """
 
 # No `from __future__ import annotations`: MCPServer reads the tools' annotations at
@@ -68,12 +88,18 @@ from typing import Annotated, Any
 
 from mcp import types
 from mcp.server import ServerRequestContext
+from mcp.server.apps import Apps
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, Field
+
+# sibling modules (this script's directory is sys.path[0])
+from skills_extension import Skill, Skills
+from tasks_extension import Tasks, await_input, detach, in_task
 
 # The fixture serves the 2025-11-25 features 2026-07-28 deprecates (logging, roots,
 # setLevel) on purpose; the SDK's deprecation warnings would only clutter stderr.
@@ -112,6 +138,176 @@ PNG_B64 = base64.b64encode(PNG).decode()
 WAV_B64 = base64.b64encode(short_silence_wav()).decode()
 
 
+# ---- requests a tool sends the client, and reading its answers ----------------------------
+
+def string_form(field: str, kind: str = "string") -> dict[str, Any]:
+    return {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+
+
+def ask(message: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"method": "elicitation/create",
+            "params": {"message": message, "requestedSchema": schema}}
+
+
+def sample(text: str, max_tokens: int) -> dict[str, Any]:
+    return {"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        "maxTokens": max_tokens}}
+
+
+LIST_ROOTS = {"method": "roots/list", "params": {}}
+
+
+def input_required(requests: dict[str, dict[str, Any]],
+                   state: str | None = None) -> types.InputRequiredResult:
+    wire: dict[str, Any] = {"resultType": "input_required", "inputRequests": requests}
+    if state is not None:
+        wire["requestState"] = state
+    return types.InputRequiredResult.model_validate(wire)
+
+
+def accepted_field(ctx: Context, key: str, field: str) -> str | None:
+    """The string `field` of an accepted elicitation answered under `key`, else None (no
+    answer, a declined one, or an answer of the wrong kind: each is asked again)."""
+    answer = (ctx.input_responses or {}).get(key)
+    if isinstance(answer, types.ElicitResult) and answer.action == "accept":
+        value = (answer.content or {}).get(field)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def sampled_text(ctx: Context, key: str) -> str | None:
+    answer = (ctx.input_responses or {}).get(key)
+    if isinstance(answer, types.CreateMessageResult) and answer.content.type == "text":
+        return answer.content.text
+    return None
+
+
+def listed_roots(ctx: Context, key: str) -> list[str] | None:
+    answer = (ctx.input_responses or {}).get(key)
+    if isinstance(answer, types.ListRootsResult):
+        return [str(root.uri) for root in answer.roots]
+    return None
+
+
+NAME_QUESTION = ask("What is your name?", string_form("name"))
+
+
+# ---- extensions: tasks (SEP-2663), skills (SEP-2640) and apps (io.modelcontextprotocol/ui) --
+#
+# Declared in server/discover's capabilities.extensions. Their tools and resources are
+# contributed through the SDK's extension interface, so they are defined before the server.
+
+tasks = Tasks()
+
+
+@tasks.tool(support="optional", description="Works `seconds` seconds, then answers; runs as "
+                                            "a task when the request allows one")
+async def slow_compute(seconds: float = 1.0, label: str = "") -> str:
+    detach()
+    await asyncio.sleep(seconds)
+    return f"computed {label or 'nothing'} in {seconds:g} s"
+
+
+@tasks.tool(support="required", description="Works about a second as a task, then reports a "
+                                            "tool error (isError: a completed task)")
+async def failing_job() -> str:
+    detach()
+    await asyncio.sleep(1)
+    raise ToolError("failing_job fails, as it always does")
+
+
+@tasks.tool(support="optional", description="Raises a JSON-RPC error (a failed task, or the "
+                                            "request's error without one)")
+async def protocol_error_job() -> str:
+    detach()
+    await asyncio.sleep(0.1)
+    raise MCPError(code=types.INTERNAL_ERROR, message="protocol_error_job broke, on purpose")
+
+
+async def answers(ctx: Context, requests: dict[str, Any]) -> dict[str, Any] | None:
+    """The client's answers to `requests` as JSON objects: asked through the task
+    (input_required, answered by tasks/update) when the call runs as one, else by
+    InputRequiredResult (None: return it, until a retry brings every answer)."""
+    if in_task():
+        return await await_input(requests)
+    retried = ctx.input_responses or {}
+    if not all(key in retried for key in requests):
+        return None
+    return {key: retried[key].model_dump(by_alias=True, mode="json", exclude_none=True)
+            for key in requests}
+
+
+def accepted(answer: Any, field: str) -> Any:
+    """`field` of an accepted elicitation answer, else None."""
+    if isinstance(answer, dict) and answer.get("action") == "accept":
+        return (answer.get("content") or {}).get(field)
+    return None
+
+
+@tasks.tool(support="optional", description="Asks whether to delete filename (as a task: "
+                                            "input_required), then answers")
+async def confirm_delete(filename: str, ctx: Context) -> str | types.InputRequiredResult:
+    detach()
+    question = {"confirm": ask(f"Delete {filename}?", string_form("confirm", "boolean"))}
+    replies = await answers(ctx, question)
+    if replies is None:
+        return input_required(question)
+    return f"deleted {filename}" if accepted(replies["confirm"], "confirm") is True \
+        else f"kept {filename}"
+
+
+@tasks.tool(support="optional", description="Asks two questions at once (as a task: "
+                                            "input_required), then answers with both replies")
+async def multi_input(ctx: Context) -> str | types.InputRequiredResult:
+    detach()
+    questions = {"name": NAME_QUESTION,
+                 "proceed": ask("Proceed?", string_form("confirm", "boolean"))}
+    replies = await answers(ctx, questions)
+    if replies is None:
+        return input_required(questions)
+    return f"name={accepted(replies['name'], 'name')}, " \
+           f"proceed={accepted(replies['proceed'], 'confirm')}"
+
+
+@tasks.tool(support="required", description="Asks for a name by InputRequiredResult, then "
+                                            "greets as a task")
+async def test_tool_with_task(ctx: Context) -> str | types.InputRequiredResult:
+    name = accepted_field(ctx, "user_name", "name")
+    if name is None:
+        return input_required({"user_name": NAME_QUESTION})
+    detach()
+    await asyncio.sleep(0.2)
+    return f"Hello, {name}! (from a task)"
+
+
+skills = Skills([Skill(
+    {"name": "fixture-tasks",
+     "description": "Run this server's task tools and follow a task to its end with "
+                    "tasks/get, tasks/update and tasks/cancel."},
+    "# Tasks on this server\n\nCall `slow_compute` with the tasks extension declared: the "
+    "answer is a task. Poll it with `tasks/get` until it is completed; "
+    "[references/TASKS.md](references/TASKS.md) lists every task tool.\n",
+    {"references/TASKS.md": "# Task tools\n\n- `slow_compute`: optional\n"
+                            "- `failing_job`, `confirm_delete`, `multi_input`, "
+                            "`test_tool_with_task`: required\n"
+                            "- `protocol_error_job`: optional\n"})])
+
+APP_URI = "ui://trunkline-conformance/app.html"
+apps = Apps()
+
+
+@apps.tool(resource_uri=APP_URI, description="Answers with text; a host with MCP Apps "
+                                              "renders its UI resource too")
+def test_app_tool() -> str:
+    return "This tool's UI is the ui:// resource named in its _meta.ui.resourceUri."
+
+
+apps.add_html_resource(APP_URI, "<!doctype html><title>test app</title><p>test app</p>\n",
+                       name="test-app", description="The UI of test_app_tool")
+
+
 # ---- the server -------------------------------------------------------------------------
 
 class EverythingServer(MCPServer):
@@ -131,7 +327,8 @@ class EverythingServer(MCPServer):
                 if t.name in self.listed_input_schemas else t for t in tools]
 
 
-server = EverythingServer(NAME, version="0.1.0")
+server = EverythingServer(NAME, version="0.1.0", extensions=[tasks, skills, apps],
+                          lifespan=lambda _: tasks.running())
 
 
 # ---- tools: content -----------------------------------------------------------------------
@@ -139,6 +336,11 @@ server = EverythingServer(NAME, version="0.1.0")
 @server.tool(description="Returns one text block")
 def test_simple_text() -> str:
     return "This is a simple text response for testing."
+
+
+@server.tool(description="Greets name (never a task, whatever the request allows)")
+def greet(name: str) -> str:
+    return f"Hello, {name}!"
 
 
 @server.tool(description="Returns one image block (a 1x1 PNG)")
@@ -252,32 +454,6 @@ INPUT_REQUIRED_REVISION = "2026-07-28"
 def uses_input_required(ctx: Context) -> bool:
     version = ctx.protocol_version
     return version is not None and is_version_at_least(version, INPUT_REQUIRED_REVISION)
-
-
-def string_form(field: str, kind: str = "string") -> dict[str, Any]:
-    return {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
-
-
-def ask(message: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"method": "elicitation/create",
-            "params": {"message": message, "requestedSchema": schema}}
-
-
-def sample(text: str, max_tokens: int) -> dict[str, Any]:
-    return {"method": "sampling/createMessage", "params": {
-        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
-        "maxTokens": max_tokens}}
-
-
-LIST_ROOTS = {"method": "roots/list", "params": {}}
-
-
-def input_required(requests: dict[str, dict[str, Any]],
-                   state: str | None = None) -> types.InputRequiredResult:
-    wire: dict[str, Any] = {"resultType": "input_required", "inputRequests": requests}
-    if state is not None:
-        wire["requestState"] = state
-    return types.InputRequiredResult.model_validate(wire)
 
 
 def require_capability(ctx: Context, name: str) -> None:
@@ -466,34 +642,6 @@ server.listed_input_schemas["json_schema_2020_12_tool"] = {
 
 
 # ---- tools and a prompt: multi round-trip requests (2026-07-28, SEP-2322) -----------------
-
-def accepted_field(ctx: Context, key: str, field: str) -> str | None:
-    """The string `field` of an accepted elicitation answered under `key`, else None (no
-    answer, a declined one, or an answer of the wrong kind: each is asked again)."""
-    answer = (ctx.input_responses or {}).get(key)
-    if isinstance(answer, types.ElicitResult) and answer.action == "accept":
-        value = (answer.content or {}).get(field)
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def sampled_text(ctx: Context, key: str) -> str | None:
-    answer = (ctx.input_responses or {}).get(key)
-    if isinstance(answer, types.CreateMessageResult) and answer.content.type == "text":
-        return answer.content.text
-    return None
-
-
-def listed_roots(ctx: Context, key: str) -> list[str] | None:
-    answer = (ctx.input_responses or {}).get(key)
-    if isinstance(answer, types.ListRootsResult):
-        return [str(root.uri) for root in answer.roots]
-    return None
-
-
-NAME_QUESTION = ask("What is your name?", string_form("name"))
-
 
 @server.tool(description="Asks for the user's name (InputRequiredResult), then greets")
 async def test_input_required_result_elicitation(ctx: Context) -> str | types.InputRequiredResult:
