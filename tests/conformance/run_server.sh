@@ -77,9 +77,7 @@
 # Whole run here: 86 scenarios (40 at 2026-07-28, 33 at 2025-11-25, 13 extension) x 3
 # targets, about 6.5-7 minutes on 2 cores, 11 when other work loads them (most of it is
 # the harness's own start-up, 1-2.5 s per run; the legacy target adds about 2 minutes, the
-# extension scenarios about 2, over half of that through the gateway, where a call that
-# would be a task runs to the harness's 10 s request limit while the gateway relays no
-# tasks). No network: all on loopback.
+# extension scenarios about 1.5). No network: all on loopback.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
