@@ -305,7 +305,8 @@ def test_archive_initialize_echoes_known_versions(spawn, requested, expected):
         server.call("initialize", init_params(requested), revision=LEGACY),
     )
     assert result["protocolVersion"] == expected
-    assert result["capabilities"] == {"tools": {}}
+    assert result["capabilities"] == {
+        "tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}
     assert result["serverInfo"] == {"name": "archive", "version": "1.0.0"}
     assert "resultType" not in result
 
@@ -320,9 +321,49 @@ def test_archive_refuses_work_until_initialized(spawn):
     # InitializeResult sent, but no notifications/initialized yet.
     assert server.error("tools/list", {})["code"] == -32600
     server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    assert {t["name"] for t in tool_list(server)} == {"lookup", "search"}
+    assert {t["name"] for t in tool_list(server)} == {"lookup", "search", "digest"}
     # A second handshake on the same process is refused.
     assert server.error("initialize", init_params(), revision=LEGACY)["code"] == -32600
+
+
+def test_archive_runs_digest_as_a_task_when_asked(spawn):
+    """MCP 2025-11-25 core tasks: ``digest`` (``taskSupport: optional``) answers a call
+    carrying ``task`` with the task, which moves through its stages to its result
+    (``tasks/result`` waits for it); without ``task`` it answers at once."""
+    server = legacy_ready(spawn)
+    [digest] = [t for t in tool_list(server) if t["name"] == "digest"]
+    assert digest["execution"] == {"taskSupport": "optional"}
+    plain = tools_call(server, "digest", {"year": 1997})
+    assert plain["content"][0]["text"].startswith("Digest of 1 archived records")
+
+    created = conforms(LEGACY, "CreateTaskResult", server.call(
+        "tools/call", {"name": "digest", "arguments": {}, "task": {}}, revision=LEGACY))
+    task = created["task"]
+    assert task["status"] == "working" and task["statusMessage"] == "Reading the records..."
+    assert (task["ttl"], task["pollInterval"]) == (60_000, 200)
+    looked = conforms(LEGACY, "GetTaskResult", server.call(
+        "tasks/get", {"taskId": task["taskId"]}))
+    assert looked["taskId"] == task["taskId"] and looked["createdAt"] == task["createdAt"]
+    # tasks/result waits for the end; the answer names its task.
+    result = conforms(LEGACY, "CallToolResult", server.call(
+        "tasks/result", {"taskId": task["taskId"]}))
+    assert result["content"][0]["text"].startswith("Digest of 6 archived records")
+    assert result["_meta"] == {"io.modelcontextprotocol/related-task": {
+        "taskId": task["taskId"]}}
+    ended = server.call("tasks/get", {"taskId": task["taskId"]})
+    assert ended["status"] == "completed"
+    assert server.error("tasks/cancel", {"taskId": task["taskId"]})["code"] == -32602
+
+    other = server.call("tools/call", {"name": "digest", "arguments": {}, "task": {}})["task"]
+    cancelled = conforms(LEGACY, "CancelTaskResult", server.call(
+        "tasks/cancel", {"taskId": other["taskId"]}))
+    assert cancelled["status"] == "cancelled"
+    assert server.error("tasks/result", {"taskId": other["taskId"]})["code"] == -32600
+    assert server.error("tasks/get", {"taskId": "no-such-task"})["code"] == -32602
+    # A tool that runs no task answers as ever, task or not.
+    looked_up = server.call("tools/call", {"name": "lookup", "arguments": {"id": "rfc-2119"},
+                                           "task": {}})
+    assert "task" not in looked_up and looked_up["structuredContent"]["id"] == "rfc-2119"
 
 
 def test_archive_bad_initialize_params(spawn):
@@ -367,7 +408,7 @@ def test_all_three_profiles_expose_search(spawn):
     catalogs["archive"] = tool_list(legacy_ready(spawn))
     names = {p: [t["name"] for t in tools] for p, tools in catalogs.items()}
     assert names == {"web": ["search", "fetch"], "docs": ["search", "summarize"],
-                     "archive": ["lookup", "search"]}
+                     "archive": ["lookup", "search", "digest"]}
     descriptions = {next(t["description"] for t in tools if t["name"] == "search")
                     for tools in catalogs.values()}
     assert len(descriptions) == 3

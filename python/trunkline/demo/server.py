@@ -19,6 +19,9 @@ the tools; the JSON-RPC plumbing is shared.
 ``archive`` (legacy, 2025-11-25 and earlier; behaves like a TypeScript SDK 1.x server)
     ``lookup {id}``             one archived record (text + ``structuredContent``)
     ``search {query, limit?}``  archived records whose title or summary match
+    ``digest {year?}``          a digest of the archive (of one year's records): run as a
+                                task when the call asks for one (``taskSupport``
+                                ``optional``), else answered at once
 
 All three expose ``search`` on purpose: the demo shows the host's collision policy on
 a three-way clash (a contested name is prefixed with its server's on every server that
@@ -67,6 +70,19 @@ Common:
     unless ``-v`` is given (or an internal error happens). The process exits 0 on
     stdin EOF without waiting for delayed answers.
 
+Tasks (archive, MCP 2025-11-25 core tasks):
+  * ``initialize`` declares ``tasks.requests.tools.call`` and ``tasks.cancel``; a tool
+    lists ``execution.taskSupport`` when it can run as a task (``digest``).
+  * A ``tools/call`` of such a tool carrying ``task`` (an object) is answered at once
+    with ``{"task": {...}}`` (``working``); the task moves through its stages
+    (``statusMessage``, ``TASK_STAGE_S`` apart) to ``completed``. Without ``task`` the
+    tool answers as any other.
+  * ``tasks/get {taskId}`` -> the task; ``tasks/result {taskId}`` -> the tool's result
+    (``_meta`` ``io.modelcontextprotocol/related-task``) once the task has ended, the
+    answer waiting until then; ``tasks/cancel {taskId}`` -> the task, ``cancelled``
+    (-32602 for a task that has ended). An unknown id is -32602. Ids are random; a
+    task is forgotten ``TASK_TTL_MS`` after it was created.
+
 ``--crash-after N`` exits with code 1 right after the N-th ``tools/call`` answer is
 written (any answer, result or error) - a deterministic "server died" for demos.
 ``--name`` overrides serverInfo.name (default: the profile name).
@@ -80,8 +96,10 @@ import argparse
 import json
 import os
 import re
+import secrets
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,9 +122,17 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
+#: The requests about tasks a legacy profile serves (2025-11-25 core tasks).
+TASK_METHODS = ("tasks/get", "tasks/result", "tasks/cancel")
 #: Freshness hint on cacheable modern results (server/discover, tools/list).
 TTL_MS = 300_000
 MAX_DELAY_MS = 60_000
+#: A task's stages are this far apart (seconds); it is kept this long (milliseconds) and
+#: asks to be looked at this often (milliseconds).
+TASK_STAGE_S = 0.3
+TASK_TTL_MS = 60_000
+TASK_POLL_MS = 200
+RELATED_TASK_KEY = "io.modelcontextprotocol/related-task"
 
 
 # --------------------------------------------------------------------------- tools
@@ -150,6 +176,10 @@ class Tool:
     run: Callable[[Json], ToolOutput]
     output_schema: Json | None = None
     open_world: bool = False
+    #: ``execution.taskSupport`` (``optional``: it runs as a task when asked to).
+    task_support: str | None = None
+    #: The ``statusMessage`` of each stage it goes through as a task.
+    stages: tuple[str, ...] = ()
 
     def definition(self) -> Json:
         tool: Json = {
@@ -161,6 +191,8 @@ class Tool:
         if self.output_schema is not None:
             tool["outputSchema"] = self.output_schema
         tool["annotations"] = {"readOnlyHint": True, "openWorldHint": self.open_world}
+        if self.task_support is not None:
+            tool["execution"] = {"taskSupport": self.task_support}
         return tool
 
 
@@ -505,6 +537,15 @@ def archive_search(args: Json) -> ToolOutput:
     return ToolOutput(["\n".join(lines)])
 
 
+def archive_digest(args: Json) -> ToolOutput:
+    year = args.get("year")
+    records = [r for r in ARCHIVE_RECORDS if year is None or r["year"] == year]
+    if not records:
+        raise ToolError(f"No archived record from {year}.")
+    lines = [f"{r['year']} {r['title']}: {r['summary']}" for r in records]
+    return ToolOutput([f"Digest of {len(records)} archived records:\n" + "\n".join(lines)])
+
+
 ARCHIVE_TOOLS = (
     Tool(
         "lookup",
@@ -520,6 +561,17 @@ ARCHIVE_TOOLS = (
         "Search archived records (old MCP revisions and related standards) by title and summary.",
         _SEARCH_INPUT,
         archive_search,
+    ),
+    Tool(
+        "digest",
+        "Digest the archive",
+        "A digest of every archived record, or of one year's. Takes a while: runs as a "
+        "task when the client asks for one.",
+        _object({"year": {"type": "integer", "minimum": 1900, "maximum": 2100,
+                          "description": "Only the records of this year."}}),
+        archive_digest,
+        task_support="optional",
+        stages=("Reading the records...", "Writing the digest..."),
     ),
 )
 
@@ -560,7 +612,8 @@ PROFILES: dict[str, Profile] = {
         Profile(
             "archive",
             False,
-            "legacy (2025-11-25) record archive, initialize handshake: lookup, search",
+            "legacy (2025-11-25) record archive, initialize handshake: lookup, search, "
+            "digest (a task)",
             ARCHIVE_TOOLS,
             "Use search to find archived records and lookup to read one by id.",
         ),
@@ -569,6 +622,35 @@ PROFILES: dict[str, Profile] = {
 
 
 # --------------------------------------------------------------------------- server
+
+
+def _now_iso() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+
+
+@dataclass
+class DemoTask:
+    """One tool call run as a task (2025-11-25 core tasks)."""
+
+    id: str
+    tool: Tool
+    arguments: Json
+    created: str
+    born: float  #: ``time.monotonic()`` at creation
+    status: str = "working"
+    message: str = ""
+    updated: str = ""
+    step: int = 0
+    result: Json | None = None
+    timer: threading.Timer | None = None
+    #: ``tasks/result`` requests waiting for its end, by id.
+    waiting: list[Any] = field(default_factory=list)
+
+    def wire(self) -> Json:
+        return {"taskId": self.id, "status": self.status, "statusMessage": self.message,
+                "createdAt": self.created, "lastUpdatedAt": self.updated,
+                "ttl": TASK_TTL_MS, "pollInterval": TASK_POLL_MS}
 
 
 def _id_key(request_id: Any) -> tuple[bool, Any]:
@@ -606,6 +688,8 @@ class Server:
         self.calls_answered = 0
         # Legacy lifecycle: "new" -> "initializing" (InitializeResult sent) -> "ready".
         self.state = "new"
+        #: Tool calls run as tasks, by id (guarded by ``lock``).
+        self.tasks: dict[str, DemoTask] = {}
 
     # -- I/O ------------------------------------------------------------------
 
@@ -642,6 +726,10 @@ class Server:
             for timer in self.pending.values():
                 timer.cancel()
             self.pending.clear()
+            for task in self.tasks.values():
+                if task.timer is not None:
+                    task.timer.cancel()
+            self.tasks.clear()
         return 0
 
     # -- dispatch ---------------------------------------------------------------
@@ -736,10 +824,12 @@ class Server:
         else:
             if method == "initialize":
                 return self.initialize(params)
-            if method not in ("tools/list", "tools/call"):
+            if method not in ("tools/list", "tools/call", *TASK_METHODS):
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
             if self.state != "ready":
                 raise RpcError(INVALID_REQUEST, "Server not initialized")
+            if method in TASK_METHODS:
+                return self.task_request(request_id, method, params)
         if method == "tools/list":
             if params.get("cursor") is not None:
                 raise RpcError(INVALID_PARAMS, "Invalid cursor: this server does not paginate")
@@ -790,9 +880,12 @@ class Server:
             raise RpcError(INVALID_PARAMS, "initialize needs protocolVersion, capabilities and "
                                            "clientInfo {name, version}")
         self.state = "initializing"
+        capabilities: Json = {"tools": {}}
+        if any(tool.task_support for tool in self.profile.tools):
+            capabilities["tasks"] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
         return {
             "protocolVersion": requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0],
-            "capabilities": {"tools": {}},
+            "capabilities": capabilities,
             "serverInfo": dict(self.info),
             "instructions": self.profile.instructions,
         }
@@ -809,6 +902,11 @@ class Server:
             arguments = {}
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "arguments must be an object")
+        task = params.get("task")
+        if task is not None and not self.profile.modern and tool.task_support is not None:
+            if not isinstance(task, dict):
+                raise RpcError(INVALID_PARAMS, "task must be an object")
+            return {"task": self.start_task(tool, arguments)}
         try:
             reply = tool.run(check_arguments(tool.input_schema, arguments))
         except ToolError as error:
@@ -821,6 +919,80 @@ class Server:
             return result
         self.answer_later(request_id, result, reply.delay)
         return None
+
+    # -- tasks (legacy profile) ------------------------------------------------------
+
+    def start_task(self, tool: Tool, arguments: Json) -> Json:
+        now = _now_iso()
+        task = DemoTask(secrets.token_urlsafe(12), tool, arguments, now, time.monotonic(),
+                        message=tool.stages[0] if tool.stages else "", updated=now)
+        with self.lock:
+            self.tasks[task.id] = task
+            self._schedule_locked(task)
+            return task.wire()
+
+    def _schedule_locked(self, task: DemoTask) -> None:
+        task.timer = threading.Timer(TASK_STAGE_S, self._advance, (task,))
+        task.timer.daemon = True
+        task.timer.start()
+
+    def _advance(self, task: DemoTask) -> None:
+        """The task's next stage, or its end (the tool run, its answer kept)."""
+        with self.lock:
+            if task.status != "working" or self.tasks.get(task.id) is not task:
+                return
+            task.step += 1
+            task.updated = _now_iso()
+            if task.step < len(task.tool.stages):
+                task.message = task.tool.stages[task.step]
+                self._schedule_locked(task)
+                return
+            try:
+                reply = task.tool.run(check_arguments(task.tool.input_schema, task.arguments))
+                body: Json = {"content": [{"type": "text", "text": t} for t in reply.text]}
+            except ToolError as error:
+                body = {"content": [{"type": "text", "text": str(error)}], "isError": True}
+            task.result = body
+            task.status, task.message, task.timer = "completed", "Done.", None
+            for waiting in task.waiting:
+                self._answer_locked(waiting, {"result": self._task_result(task)}, "tasks/result")
+            task.waiting.clear()
+
+    def _task_result(self, task: DemoTask) -> Json:
+        assert task.result is not None
+        return {**task.result, "_meta": {RELATED_TASK_KEY: {"taskId": task.id}}}
+
+    def task_request(self, request_id: Any, method: str, params: Json) -> Json | None:
+        task_id = params.get("taskId")
+        with self.lock:
+            born_after = time.monotonic() - TASK_TTL_MS / 1000
+            for old in [t for t in self.tasks.values() if t.born < born_after]:
+                if old.timer is not None:
+                    old.timer.cancel()
+                del self.tasks[old.id]
+            task = self.tasks.get(task_id) if isinstance(task_id, str) else None
+            if task is None:
+                raise RpcError(INVALID_PARAMS, f"Unknown task: {task_id!r}")
+            if method == "tasks/get":
+                return task.wire()
+            if method == "tasks/cancel":
+                if task.status != "working":
+                    raise RpcError(INVALID_PARAMS, f"Task {task.id} has ended ({task.status})")
+                if task.timer is not None:
+                    task.timer.cancel()
+                task.status, task.message, task.timer = "cancelled", "Cancelled.", None
+                task.updated = _now_iso()
+                for waiting in task.waiting:
+                    self._write_locked({"jsonrpc": "2.0", "id": waiting, "error": {
+                        "code": INVALID_REQUEST, "message": "The task was cancelled"}})
+                task.waiting.clear()
+                return task.wire()
+            if task.status == "completed":
+                return self._task_result(task)
+            if task.status == "cancelled":
+                raise RpcError(INVALID_REQUEST, "The task was cancelled")
+            task.waiting.append(request_id)  # tasks/result: answered at its end
+            return None
 
     def answer_later(self, request_id: Any, result: Json, delay: float) -> None:
         key = _id_key(request_id)
