@@ -3,8 +3,8 @@
 Everything a host program touches is here (``__all__``): ``Host`` and what it takes
 (``ServerConfig``, ``HostSettings``, ``RetryPolicy``, ``stdio``/``http``, ...), what it
 gives back (``ToolEntry`` with ``to_openai()``/``to_anthropic()``, ``CallToolResult``,
-``ServerStatus``, ...), every exception it raises (``TrunklineError`` and its family) and
-the warning its old spellings give (``TrunklineDeprecationWarning``).
+``ToolTask``, ``ServerStatus``, ...), every exception it raises (``TrunklineError`` and
+its family) and the warning its old spellings give (``TrunklineDeprecationWarning``).
 
 Attributes are loaded on first use: ``python -m trunkline.demo.server`` (a bundled demo
 server) imports this package and should not pay for asyncio and importlib.metadata.
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
         SpawnFailed,
         StoreUnavailable,
         StreamBroken,
+        TaskCancelled,
+        TaskEnded,
+        TaskLimitReached,
+        TaskLost,
         ToolCandidate,
         ToolCollision,
         ToolFiltered,
@@ -65,9 +69,11 @@ if TYPE_CHECKING:
     from .parent.mrtr import InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
+    from .parent.tasks import TaskStatus, ToolTask
     from .protocol.identity import ClientIdentity
     from .protocol.mrtr import MrtrLimits
     from .protocol.retry import RetryPolicy
+    from .protocol.tasks import TaskLimits
     from .records import FileRecords, MemoryRecords, RedisRecords
     from .settings import HostSettings, RestartPolicy, Root, ServerConfig
 
@@ -76,8 +82,9 @@ _ERRORS = (
     "EraRefused", "HttpStatusError", "InputNotSupported", "InputRoundUnknown",
     "MalformedMessage", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
     "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable", "SpawnFailed",
-    "StoreUnavailable", "StreamBroken", "ToolCandidate", "ToolCollision", "ToolFiltered",
-    "ToolQuarantined", "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool",
+    "StoreUnavailable", "StreamBroken", "TaskCancelled", "TaskEnded", "TaskLimitReached",
+    "TaskLost", "ToolCandidate", "ToolCollision", "ToolFiltered", "ToolQuarantined",
+    "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool",
 )
 
 #: Each public name: the module it is defined in, and its name there.
@@ -95,6 +102,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Root": ("settings", "Root"),
     "RetryPolicy": ("protocol.retry", "RetryPolicy"),
     "MrtrLimits": ("protocol.mrtr", "MrtrLimits"),
+    "TaskLimits": ("protocol.tasks", "TaskLimits"),
     "ClientIdentity": ("protocol.identity", "ClientIdentity"),
     "CollisionPolicy": ("catalog.merge", "CollisionPolicy"),
     "ToolBounds": ("catalog.filters", "ToolBounds"),
@@ -115,6 +123,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CallToolResult": ("parent.results", "CallToolResult"),
     "CallInput": ("parent.call_request", "CallInput"),
     "InputRequired": ("parent.mrtr", "InputRequired"),
+    "ToolTask": ("parent.tasks", "ToolTask"),
+    "TaskStatus": ("parent.tasks", "TaskStatus"),
     "ServerStatus": ("parent.handle", "ServerStatus"),
     "ServerWarning": ("parent.handle", "ServerWarning"),
     "ServerState": ("channel", "ServerState"),
@@ -134,10 +144,11 @@ __all__ = [
     "RedisRecords", "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation",
     "ServerConfig", "ServerError", "ServerState", "ServerStatus", "ServerUnavailable",
     "ServerWarning", "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken",
+    "TaskCancelled", "TaskEnded", "TaskLimitReached", "TaskLimits", "TaskLost", "TaskStatus",
     "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
-    "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolWithheld", "TransportLost",
-    "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions", "UnknownTool",
-    "__version__", "http", "stdio",
+    "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolTask", "ToolWithheld",
+    "TransportLost", "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions",
+    "UnknownTool", "__version__", "http", "stdio",
 ]
 
 
