@@ -280,3 +280,29 @@ def test_a_call_with_capabilities_of_its_own_still_declares_the_negotiated_exten
                 for m in sent]
     assert declared[0]["extensions"] == {tasks: {}}
     assert declared[1] == {"sampling": {}, "extensions": {tasks: {}}}
+
+
+def test_rounds_of_a_call_with_its_own_handlers_declare_the_negotiated_extensions_too(
+        tap, no_leaks):
+    """A call with handlers and capabilities of its own (a gateway's 2025-11-25 client's)
+    to a server that negotiated tasks: every round declares the same capabilities as the
+    first request, the extensions with them (the rounds refused to start when the first
+    request declared the extensions and the rounds did not: an internal error, seen
+    through serve in front of the conformance fixture)."""
+    tasks = "io.modelcontextprotocol/tasks"
+    capabilities = orjson.dumps({"tools": {}, "extensions": {tasks: {}}}).decode()
+
+    async def sample(params):
+        return {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+
+    async def main():
+        async with Host(settings=SETTINGS) as host:
+            await host.add_server("s", scripted("--capabilities", capabilities, tap=tap))
+            result = await host.call_tool("ask", {"kinds": ["sampling"]}, call_input=CallInput(
+                handlers={"sampling/createMessage": sample}, capabilities={"sampling": {}}))
+            assert orjson.loads(result.text)["rounds"] == 1
+    run(main())
+    sent = [orjson.loads(line) for line in wire(tap, taplog.IN) if b'"tools/call"' in line]
+    assert len(sent) == 2
+    assert [m["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+            for m in sent] == [{"sampling": {}, "extensions": {tasks: {}}}] * 2

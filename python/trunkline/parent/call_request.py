@@ -61,15 +61,10 @@ class CallInput(msgspec.Struct, frozen=True):
     def meta(self, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What this call adds to a modern request's ``_meta``: its capabilities, which
         replace the host's there, with ``extensions`` (those negotiated with the server,
-        which the host's declared) added to theirs."""
+        which the host's declared) added to theirs (``with_extensions``)."""
         if self.capabilities is None:
             return {}
-        capabilities = dict(self.capabilities)
-        if extensions:
-            declared = capabilities.get("extensions")
-            capabilities["extensions"] = {**(declared if isinstance(declared, dict) else {}),
-                                          **extensions}
-        return {META_CLIENT_CAPABILITIES: capabilities}
+        return {META_CLIENT_CAPABILITIES: with_extensions(self.capabilities, extensions)}
 
     def continuation(self) -> dict[str, Any]:
         """The params members that carry the answers, if any."""
@@ -79,6 +74,17 @@ class CallInput(msgspec.Struct, frozen=True):
         if self.request_state is not None:
             out["requestState"] = self.request_state
         return out
+
+
+def with_extensions(capabilities: Mapping[str, Any],
+                    extensions: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A call's own client capabilities as a modern request declares them: with the
+    extensions negotiated with its server added to theirs."""
+    declared = dict(capabilities)
+    if extensions:
+        own = declared.get("extensions")
+        declared["extensions"] = {**(own if isinstance(own, dict) else {}), **extensions}
+    return declared
 
 
 class CallRequest(msgspec.Struct, gc=False):
@@ -135,4 +141,4 @@ class CallRequest(msgspec.Struct, gc=False):
     answered_json: bytes = b""
 
 
-__all__ = ["CallInput", "CallRequest", "LogCallback", "ProgressCallback"]
+__all__ = ["CallInput", "CallRequest", "LogCallback", "ProgressCallback", "with_extensions"]

@@ -32,8 +32,9 @@ from ..protocol.mrtr import (
     check_response,
 )
 from ..protocol.reply import Reply
+from ..protocol.versions import META_CLIENT_CAPABILITIES
 from ..telemetry.calls import note
-from .call_request import CallInput
+from .call_request import CallInput, with_extensions
 from .handle import WorkerHandle
 from .tasks import checked_entries
 
@@ -80,8 +81,12 @@ class InputRounds:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         server = handle.name
-        mrtr = MrtrLoop(method, body, self._capabilities, self.limits, loop.time(),
-                        server=server)
+        # A call that declares capabilities of its own declares the extensions negotiated
+        # with its server beside them (``CallInput.meta``): its rounds declare the same.
+        meta = body.get("_meta")
+        declared = with_extensions(self._capabilities, handle.extensions) if (
+            isinstance(meta, dict) and META_CLIENT_CAPABILITIES in meta) else self._capabilities
+        mrtr = MrtrLoop(method, body, declared, self.limits, loop.time(), server=server)
         decision = mrtr.on_result(result, reply.result or b"", loop.time())
         while True:
             if isinstance(decision, Done):
