@@ -32,6 +32,7 @@ from ..protocol.mrtr import (
     check_response,
 )
 from ..protocol.reply import Reply
+from ..protocol.tasks import RESULT_TYPE_TASK
 from ..telemetry.calls import note
 from .call_request import CallInput
 from .handle import WorkerHandle
@@ -57,6 +58,10 @@ class InputRequired:
         return requests if isinstance(requests, dict) else {}
 
 
+_TASK = frozenset({RESULT_TYPE_TASK})
+_NONE: frozenset[str] = frozenset()
+
+
 class InputRounds:
     def __init__(self, handlers: Mapping[str, InputHandler], capabilities: Mapping[str, Any],
                  limits: MrtrLimits) -> None:
@@ -75,13 +80,15 @@ class InputRounds:
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                        result: dict[str, Any], reply: Reply, timeout: float,
                        watched: str | None = None) -> Any:
-        """Rounds until the result is complete (or a bound, or the deadline, ends them).
-        ``watched``: the call's notices token (``CallSlots.request``)."""
+        """Rounds until the result is complete (or a bound, or the deadline, ends them);
+        a ``tools/call`` to a server that runs tasks may end in one (its caller follows
+        it). ``watched``: the call's notices token (``CallSlots.request``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         server = handle.name
+        final = _TASK if method == "tools/call" and handle.task_mode == "modern" else _NONE
         mrtr = MrtrLoop(method, body, self._capabilities, self.limits, loop.time(),
-                        server=server)
+                        server=server, final_types=final)
         decision = mrtr.on_result(result, reply.result or b"", loop.time())
         while True:
             if isinstance(decision, Done):
