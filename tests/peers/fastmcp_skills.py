@@ -12,6 +12,8 @@ Runs in the .peers/fastmcp venv (tests/realpeers.py: FASTMCP_SKILLS):
   is stored apart from their files) serving skill ``drifted``, whose stored manifest's
   frontmatter says another description than its ``SKILL.md`` while its digest and size
   are those of the file: a catalog that drifted from its files.
+* ``--extension ID``: a fastmcp ``ServerExtension`` that declares ``ID`` and adds no
+  method (an extension a client of this server could know and a gateway does not).
 * ``--app``: an MCP App (``io.modelcontextprotocol/ui``): tool ``clock`` whose
   ``_meta.ui.resourceUri`` is ``ui://clock/view`` (an HTML resource, mime
   ``text/html;profile=mcp-app``), and the app-only tool ``clock_tick``.
@@ -27,6 +29,7 @@ import hashlib
 
 from fastmcp import FastMCP
 from fastmcp.apps.config import AppConfig
+from fastmcp.server.extensions import ServerExtension
 from fastmcp.skills import SkillManifest
 from fastmcp.skills.provider import (
     SkillFileResource,
@@ -38,6 +41,7 @@ parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--skills", action="append", default=[])
 parser.add_argument("--drifted", action="store_true")
 parser.add_argument("--app", action="store_true")
+parser.add_argument("--extension", action="append", default=[])
 ARGS = parser.parse_args()
 
 server = FastMCP("trunkline-fastmcp-skills", version="0.1.0")
@@ -65,6 +69,15 @@ class DriftedSkills(SkillManifestProvider):
         return DRIFTED_MD
 
 
+class Declared(ServerExtension):
+    """An extension declared, with no method of its own."""
+
+    def __init__(self, identifier: str) -> None:
+        self.identifier = identifier
+
+
+for identifier in ARGS.extension:
+    server.add_extension(Declared(identifier))
 for root in ARGS.skills:
     server.add_provider(SkillsDirectoryProvider(root, reload=True))
 if ARGS.drifted:
