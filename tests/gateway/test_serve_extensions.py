@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+import taplog
 
 import realpeers
 from conftest import PEERS, run
 from gateways import HttpGateway, fleet_config, modern_meta, real_server
 from mcp_schema import LEGACY, MODERN, validate_message
+from trunkline.params import StdioParams
 
 pytestmark = pytest.mark.real_servers
 
@@ -37,15 +41,20 @@ def skill(root: Path, name: str, description: str) -> None:
     (root / name / "SKILL.md").write_text(SKILL_MD.format(name=name, description=description))
 
 
-def fleet(tmp_path: Path) -> Path:
-    """alpha: a skill and the clock app; beta: the same skill path (another skill), a skill
-    of its own, and an extension the gateway does not relay."""
+def fleet(tmp_path: Path, tap: Path | None = None) -> Path:
+    """alpha: a skill and the clock app (behind tests/peers/tap.py, with ``tap``); beta:
+    the same skill path (another skill), a skill of its own, and an extension the gateway
+    does not relay."""
     skill(tmp_path / "a", "git-workflow", "Alpha's Git conventions")
     skill(tmp_path / "b", "git-workflow", "Beta's Git conventions")
     skill(tmp_path / "b", "release-notes", "Write the release notes")
     server = realpeers.require(realpeers.FASTMCP_SKILLS)
+    alpha = real_server(server, "--skills", str(tmp_path / "a"), "--app")
+    if tap is not None:
+        alpha = StdioParams(sys.executable, (str(PEERS / "tap.py"), "--log", str(tap), "--",
+                                             alpha.command, *alpha.args), alpha.env)
     return fleet_config(tmp_path, {
-        "alpha": real_server(server, "--skills", str(tmp_path / "a"), "--app"),
+        "alpha": alpha,
         "beta": real_server(server, "--skills", str(tmp_path / "b"), "--extension", OTHER)})
 
 
@@ -58,11 +67,11 @@ async def modern(gateway: HttpGateway, method: str, params: dict[str, Any]) -> d
     return answer
 
 
-def test_the_sdk_client_gets_skills_and_apps_through_the_gateway(tmp_path, gateways):
+def test_the_sdk_client_gets_skills_and_apps_through_the_gateway(tmp_path, tap, gateways):
     python = realpeers.PY_MODERN_VENV / "bin" / "python"
 
     async def main() -> None:
-        gateway = await HttpGateway.start(fleet(tmp_path), gateways)
+        gateway = await HttpGateway.start(fleet(tmp_path, tap), gateways)
         try:
             proc = await asyncio.create_subprocess_exec(
                 str(python), str(PEERS / "sdk_extensions_client.py"), gateway.url,
@@ -88,6 +97,11 @@ def test_the_sdk_client_gets_skills_and_apps_through_the_gateway(tmp_path, gatew
             ("skill://git-workflow/SKILL.md", "Alpha's Git conventions"),
             ("skill://release-notes/SKILL.md", "Write the release notes")]
         assert "Alpha's Git conventions" in got["skill"][0]["text"]
+        # The gateway's host told the server behind that its client renders MCP Apps.
+        [discover] = [m for m in map(orjson.loads, taplog.lines(tap, taplog.IN))
+                      if m.get("method") == "server/discover"]
+        declared = discover["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        assert declared["extensions"] == {UI: {"mimeTypes": ["text/html;profile=mcp-app"]}}
 
     run(main())
 
