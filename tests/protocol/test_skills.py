@@ -58,6 +58,8 @@ def test_an_entry_is_read_whole() -> None:
                      "size": -1}]}, "byte size"),
     ({"resources": [{"uri": "skill://other/SKILL.md", "digest": digest(b""), "size": 0}]},
      "not within the skill"),
+    ({"resources": [{"uri": "skill://pdf-processing/../other/SKILL.md",
+                     "digest": digest(b""), "size": 0}]}, "not within the skill"),
     ({"resources": [{"uri": "skill://pdf-processing/a.md", "digest": digest(b""), "size": 0}]},
      "do not list its SKILL.md"),
     ({"resources": [{"uri": f"skill://pdf-processing/{i}.md", "digest": digest(b""), "size": 0}

@@ -113,7 +113,7 @@ class SkillReader:
                     f"skill {skill.uri} publishes no digests (its resources are \"dynamic\"): "
                     "its content cannot be verified; pass dynamic=True to read it anyway",
                     kind="dynamic", uri=uri, server=skill.server)
-            if not uri.startswith(rules.skill_root(skill.uri) + "/"):
+            if uri != skill.uri and not rules.within(rules.skill_root(skill.uri) + "/", uri):
                 raise SkillVerificationFailed(f"{uri} is not a file of skill {skill.uri}",
                                               kind="unlisted", uri=uri, server=skill.server)
         elif listed is None:

@@ -9,9 +9,9 @@ Rules (SEP-2640, "Skill Entries" and "Integrity and Verification"):
    ``name`` and ``description``, ``resources`` a list of ``{uri, digest, size}`` or the
    string ``"dynamic"``. Each listed file's ``digest`` is ``sha256:`` and 64 lowercase hex
    digits, its ``size`` a byte count, its ``uri`` the skill's ``SKILL.md`` or a file under
-   the skill's root, each once, and ``SKILL.md`` among them; at most 512 files and 16 MiB
-   in all. Anything else is no entry (``entry``: ``ValueError`` naming what), and is never
-   loaded.
+   the skill's root (no ``.`` or ``..`` segment), each once, and ``SKILL.md`` among them;
+   at most 512 files and 16 MiB in all. Anything else is no entry (``entry``:
+   ``ValueError`` naming what), and is never loaded.
 2. A file is fetched only when asked for (``resources/read``), never ahead of need; what
    comes back is checked against its entry before anyone sees it: its byte count against
    ``size`` first (a different length fails without hashing), then its SHA-256 against
@@ -134,6 +134,14 @@ def skill_root(uri: str) -> str:
     return uri[: -len(SKILL_MD) - 1] if uri.endswith("/" + SKILL_MD) else uri
 
 
+def within(root: str, uri: str) -> bool:
+    """Whether ``uri`` names a file under the directory ``root`` (ending in ``/``): no
+    ``.`` or ``..`` segment may take it elsewhere."""
+    if not uri.startswith(root) or uri == root:
+        return False
+    return all(segment not in ("", ".", "..") for segment in uri[len(root):].split("/"))
+
+
 def entry(server: str, raw: Any, name: str | None = None) -> SkillEntry:
     """The entry ``raw`` (rule 1), of ``server``, named ``name`` (default: its path), or
     ``ValueError`` saying what is wrong with it."""
@@ -165,7 +173,7 @@ def _resources(uri: str, listed: Any) -> tuple[SkillResource, ...]:
         if not isinstance(item, dict):
             raise ValueError(f"skill {uri}: a listed file is an object")
         file_uri, digest, size = item.get("uri"), item.get("digest"), item.get("size")
-        if not isinstance(file_uri, str) or not file_uri.startswith(root):
+        if not isinstance(file_uri, str) or not within(root, file_uri):
             raise ValueError(f"skill {uri}: file {file_uri!r} is not within the skill")
         if file_uri in files:
             raise ValueError(f"skill {uri}: file {file_uri} is listed twice")
