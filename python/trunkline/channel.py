@@ -45,10 +45,11 @@ from .errors import (
 from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 10
+CHANNEL_VERSION = 11
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
+_LENGTH = struct.Struct("<I")
 
 # --- frame types -----------------------------------------------------------------------
 
@@ -65,6 +66,10 @@ SERVER_ANSWER = 5
 WATCH_RESOURCES = 6
 #: parent -> worker: the host's answer to ``CREDENTIALS_ASKED`` (``CredentialAnswer``).
 CREDENTIALS = 7
+#: parent -> worker: follow one of the server's tasks to its end (``TaskWatch``).
+WATCH_TASK = 8
+#: parent -> worker: stop following a task, and cancel it upstream (``TaskUnwatch``).
+UNWATCH_TASK = 9
 #: worker -> parent, binary (codec): one call's answer.
 RESULT = FRAME_RESULT
 #: worker -> parent: one call failed without an answer (``Failure``).
@@ -87,6 +92,8 @@ RESOURCE_UPDATED = 24
 #: worker -> parent: an HTTP server wants credentials (``CredentialQuestion``). Its own
 #: frame, never a ``ServerRequest``: nothing a server sends can become one.
 CREDENTIALS_ASKED = 25
+#: worker -> parent: a followed task moved, asks for input, or ended (``TaskReport``).
+TASK_REPORT = 26
 
 
 def frame(kind: int, body: bytes = b"") -> bytes:
@@ -330,6 +337,70 @@ class ServerAnswer(_Json, frozen=True):
     key: int
     result: dict[str, Any] | None = None
     error: str | None = None
+
+
+# --- tasks -------------------------------------------------------------------------------
+
+
+class TaskWatch(_Json, frozen=True, kw_only=True):
+    """Follow task ``task_id`` of the server (``protocol.tasks``), reporting under
+    ``key``: from its creation, or again after a restart (the last look the parent had).
+    ``deadline_s``: seconds left until the caller stops waiting (None: no deadline)."""
+
+    FRAME = WATCH_TASK
+    key: int
+    task_id: str
+    legacy: bool = False
+    status: str = "working"
+    status_message: str | None = None
+    poll_interval_ms: float | None = None
+    ttl_ms: float | None = None
+    deadline_s: float | None = None
+    #: After a restart: the server's task is looked at once at once, to learn whether it
+    #: still knows it.
+    resumed: bool = False
+
+
+class TaskUnwatch(_Json, frozen=True):
+    """Stop following the task under ``key``; ``cancel``: send ``tasks/cancel``."""
+
+    FRAME = UNWATCH_TASK
+    key: int
+    cancel: bool = False
+
+
+class TaskReport(_Json, frozen=True, kw_only=True):
+    """What the worker learned of the task under ``key``: its latest look, the input it
+    asks for that was not asked before (``asks``, the ``inputRequests`` object as JSON
+    text), and at its end the JSON-RPC error it failed with (``error``), or why it was
+    given up (``lost``; ``overdue``: the caller's deadline). A completed task's result
+    follows the message in the frame as the bytes the server sent (``with_result``):
+    ``u32 length | message JSON | result``."""
+
+    FRAME = TASK_REPORT
+    key: int
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: float | None = None
+    ttl_ms: float | None = None
+    created_at: str | None = None
+    last_updated_at: str | None = None
+    asks: str | None = None
+    error: dict[str, Any] | None = None
+    lost: str | None = None
+    overdue: bool = False
+
+    def to_bytes(self, result: bytes = b"") -> bytes:
+        head = _ENCODER.encode(self)
+        return frame(TASK_REPORT, _LENGTH.pack(len(head)) + head + result)
+
+    @classmethod
+    def from_bytes(cls, body: bytes | memoryview) -> Any:
+        """``(report, result bytes)``."""
+        (length,) = _LENGTH.unpack_from(body)
+        end = _LENGTH.size + length
+        report = msgspec.json.decode(body[_LENGTH.size:end], type=cls)
+        return report, bytes(body[end:])
 
 
 # --- calls -------------------------------------------------------------------------------

@@ -2,12 +2,13 @@
 (VS Code's names its servers under ``"servers"``), plus trunkline's own per-server keys:
 ``allowLegacy``, ``idempotentTools``, ``callTimeoutMs`` (its calls' deadline),
 ``discoverTimeoutMs``, ``maxDiscoverTimeoutMs`` (how far the probes' deadlines may grow
-after silent starts), ``enabledTools`` / ``disabledTools`` (glob patterns of the server's
-tool names the model may see and call) and ``roots`` (what the server is told its roots
-are: ``file://`` URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio
-(``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``,
-``"headers"``, optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy``
-allowlists that exact URL.
+after silent starts), ``maxTasks`` (the server's tasks followed at once),
+``enabledTools`` / ``disabledTools`` (glob patterns of the server's tool names the model
+may see and call) and ``roots`` (what the server is told its roots are: ``file://``
+URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio (``"command"``,
+``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``,
+optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that
+exact URL.
 
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
@@ -51,7 +52,7 @@ from .params import HttpParams, StdioParams, validated_http_params
 from .settings import Root, ServerConfig
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
-                "maxDiscoverTimeoutMs",
+                "maxDiscoverTimeoutMs", "maxTasks",
                 "type", "disabled", "enabledTools", "disabledTools", "roots"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
@@ -106,8 +107,11 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     discover_timeout_s = _seconds(raw, "discoverTimeoutMs", source, name, discover_timeout_s)
     max_discover_timeout_s = _seconds(raw, "maxDiscoverTimeoutMs", source, name,
                                       max_discover_timeout_s)
+    max_tasks = raw.get("maxTasks", 1024)
+    if type(max_tasks) is not int or max_tasks < 0:
+        raise _fail(source, name, "\"maxTasks\" must be a non-negative integer")
     try:
-        return ServerConfig(name, params, allow_legacy=allow_legacy,
+        return ServerConfig(name, params, allow_legacy=allow_legacy, max_tasks=max_tasks,
                             idempotent_tools=frozenset(idempotent),
                             call_timeout_s=call_timeout_s,
                             discover_timeout_s=discover_timeout_s,

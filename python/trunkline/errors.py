@@ -347,6 +347,29 @@ class EraRefused(ProtocolFailure):
 # --- business family -----------------------------------------------------------------
 
 
+class TaskEnded(TrunklineError):
+    """A task the host followed ended without a result: cancelled on its server
+    (``TaskCancelled``), or no longer known to it (``TaskLost``). ``task_id`` names it."""
+
+    def __init__(self, message: str, *, task_id: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.task_id = task_id
+
+
+class TaskCancelled(TaskEnded):
+    """The server says the task was cancelled."""
+
+
+class TaskLost(TaskEnded):
+    """The server no longer knows the task: it forgot it (a restart, its TTL passed), or
+    stopped answering about it."""
+
+
+class TaskLimitReached(TrunklineError):
+    """The server answered with a task while the host already follows as many of its
+    tasks as it may (``ServerConfig.max_tasks``); the new task was cancelled upstream."""
+
+
 class ServerError(TrunklineError):
     """The server answered the request with a JSON-RPC error object."""
 

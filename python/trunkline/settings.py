@@ -25,6 +25,7 @@ from .params import HttpParams, TransportParams, validated_http_params
 from .protocol.backoff import Backoff
 from .protocol.era import NegotiationConfig
 from .protocol.identity import ClientIdentity
+from .protocol.tasks import TASKS_EXTENSION, TaskLimits
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class ServerConfig:
     #: Bound on calls in flight to this server; beyond it callers wait (within their
     #: timeout) instead of growing memory without limit.
     max_in_flight: int = 1024
+    #: Bound on the tasks of this server the host follows at once (``"maxTasks"``): a
+    #: call answered with one more task fails with ``TaskLimitReached`` (the task is
+    #: cancelled upstream).
+    max_tasks: int = 1024
     #: While the server (re)starts: wait for it within the call's timeout (True), or
     #: fail at once with ServerUnavailable (False).
     wait_ready: bool = True
@@ -103,6 +108,8 @@ class ServerConfig:
                     f"server {self.name!r}: {setting} must be positive, not {value!r}")
         if self.max_in_flight < 1:
             raise ConfigurationError(f"server {self.name!r}: max_in_flight must be at least 1")
+        if self.max_tasks < 0:
+            raise ConfigurationError(f"server {self.name!r}: max_tasks must not be negative")
         if isinstance(self.params, HttpParams):
             validated_http_params(self.params)
 
@@ -169,6 +176,13 @@ class HostSettings:
     #: host (a sibling gateway process) knows such a token is not its own. Letters,
     #: digits, ``-`` and ``_`` only.
     instance: str = field(default_factory=lambda: secrets.token_hex(4))
+    #: The MCP extensions this host implements: each is declared to a modern server that
+    #: declares it too (``io.modelcontextprotocol/tasks``: tools/call may answer with a
+    #: task, followed to its end). Empty: none is negotiated.
+    extensions: tuple[str, ...] = (TASKS_EXTENSION,)
+    #: How tasks are followed (``protocol.tasks``): the floor and cap of the wait between
+    #: two looks, the wait when the server names none, failed looks tolerated.
+    task_limits: TaskLimits = field(default_factory=TaskLimits)
 
     def __post_init__(self) -> None:
         # A reply line becomes one RESULT frame: the frame limit must hold the line limit.

@@ -58,6 +58,17 @@ def test_modern_request_headers_come_from_the_message_itself():
     assert named["Mcp-Name"].startswith("=?base64?")
 
 
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_a_tasks_request_is_named_by_its_task_id(method):
+    """ext-tasks, "Streamable HTTP: Routing Headers": Mcp-Name is params.taskId, so an
+    intermediary routes every request about one task to the instance holding it."""
+    plan = HeaderPlan({})
+    headers = plan.request(out(method, {"taskId": "t-1", "inputResponses": {},
+                                        "_meta": META}))
+    assert (headers["Mcp-Method"], headers["Mcp-Name"]) == (method, "t-1")
+    assert "Mcp-Name" not in plan.request(out(method, {"taskId": 7, "_meta": META}))
+
+
 def test_param_headers_follow_the_learned_annotations():
     plan = HeaderPlan({})
     call = out("tools/call", {"name": "h", "arguments": {"region": "eu", "opts": {"n": 5}},

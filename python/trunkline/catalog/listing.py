@@ -51,13 +51,17 @@ class ListingDriver:
         *,
         protocol_version: str | None = None,
         max_pages: int = DEFAULT_MAX_PAGES,
+        task_calls: bool = False,
     ) -> None:
+        """``task_calls``: the host runs this (legacy) server's tool calls as tasks, so a
+        tool that must be called as one is admitted."""
         if max_pages < 1:
             raise ValueError("max_pages must be at least 1")
         self.server = server
         self.era = Era(era)
         self.protocol_version = protocol_version
         self.max_pages = max_pages
+        self.task_calls = task_calls
         self._cursor: str | None = None  # cursor for the next request; None = first page
         self._seen_cursors: set[str] = set()
         self._pages = 0
@@ -281,8 +285,8 @@ class ListingDriver:
         if self._requires_task(raw):
             self._warn(
                 "task-required",
-                f"{where} must be called as a task, which this host does not implement; "
-                "left out",
+                f"{where} must be called as a task, and the server did not declare "
+                "tasks.requests.tools.call (or the host follows no tasks); left out",
                 name,
             )
             return None
@@ -320,7 +324,7 @@ class ListingDriver:
 
     def _requires_task(self, raw: dict[str, Any]) -> bool:
         # MCP 2025-11-25: a "required" task-support tool cannot be called without tasks.
-        if self.era is not Era.LEGACY:
+        if self.era is not Era.LEGACY or self.task_calls:
             return False
         execution = raw.get("execution")
         return isinstance(execution, dict) and execution.get("taskSupport") == "required"

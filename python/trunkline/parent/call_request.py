@@ -100,6 +100,13 @@ class CallRequest(msgspec.Struct, gc=False):
     trace_context: dict[str, str] | None = None
     #: Who the call is made for: reserved for per-user authorization and credentials.
     identity: object | None = None
+    #: ``Host.start_tool``: a task the server answers with is the caller's to wait on
+    #: (a ``ToolTask`` is returned), and a legacy server is asked to run the call as one
+    #: whenever the tool allows it.
+    detached: bool = False
+    #: ``call_tool(on_status=...)``: told each status of the task the server runs the
+    #: call as, if it runs it as one (``parent.tasks.TaskStatus``).
+    on_status: Callable[[Any], None] | None = None
 
     # What the call path learns on the way (rule 2).
 
@@ -113,6 +120,9 @@ class CallRequest(msgspec.Struct, gc=False):
     watched: str | None = None
     #: When the call's timeout ends (the loop's clock): its retries end there too.
     deadline: float = 0.0
+    #: A legacy server was asked to run the call as a task (``params.task``): its answer
+    #: has no ``resultType``, and is taken on as a task's creation, never as complete.
+    task_asked: bool = False
     #: The complete result's bytes, when a recorded call's record takes the result
     #: before it is checked (``CallPath``): checked after, with them.
     answered_json: bytes = b""

@@ -164,7 +164,7 @@ class CallSlots:
             return await ends.failed(handle, request, failure)
         kind, result_type, payload, request_id = answer
         self.returned(started, request_id)
-        if kind == KIND_RESULT and result_type in _COMPLETE:
+        if kind == KIND_RESULT and result_type in _COMPLETE and not request.task_asked:
             return ends.answered(handle, request, result_type, payload)
         return await ends.unfinished(handle, request,
                                      self.reply_of(kind, result_type, payload, method))

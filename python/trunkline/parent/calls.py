@@ -17,6 +17,7 @@ type, a failure) taken on from there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -37,12 +38,14 @@ from ..protocol.retry import (
     with_idempotency_key,
     without_idempotency_key,
 )
+from ..protocol.tasks import RESULT_TYPE_TASK, task_view
 from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
 from ..telemetry.calls import CallRecord
 from .call_request import CallRequest
 from .handle import WorkerHandle
 from .mrtr import InputRequired, InputRounds
 from .retry import run_with_retries
+from .tasks import ToolTask
 from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")
@@ -100,7 +103,7 @@ class CallPath:
         self.retry_policy = retry_policy
         self._telemetry = telemetry or Telemetry()
         self.call_timeout_s = call_timeout_s
-        self._input_rounds = input_rounds
+        self.input_rounds = input_rounds
         self._relist = relist
         self._checked = checked
         #: A ``tools/call``'s ends: its result checked, or (a recorded call, checked once
@@ -127,6 +130,9 @@ class CallPath:
         arguments = request.arguments
         body = {"name": entry.local_name, "arguments": (
             arguments if type(arguments) is dict else dict(arguments or {}))}
+        if handle.task_mode == "legacy" and _as_legacy_task(entry, request.detached):
+            body["task"] = {}  # task-augmented (2025-11-25): the server's TTL
+            request.task_asked = True
         request.timeout = self.timeout_for(handle, request.timeout)
         if self._telemetry.recording():
             return self._recorded_call_tool(handle, request, body)
@@ -205,7 +211,36 @@ class CallPath:
             result = await self._input_required(handle, request, result, reply)
             if isinstance(result, InputRequired):
                 return result
+        if _is_task(handle, result):
+            task = self.task_of(handle, request, result, checked)
+            if request.detached:
+                return task
+            return await _waited(task)
         return result if checked is None else checked(entry, result, b"")
+
+    def task_of(self, handle: WorkerHandle, request: CallRequest, result: dict[str, Any],
+                checked: ResultCheck | None) -> ToolTask:
+        """A ``tools/call`` answered with a task: followed from now on, its final result
+        checked as a complete answer's would be, the input it asks for answered by the
+        call's handlers (or kept for the caller's ``respond``, when it relays its
+        rounds)."""
+        entry = request.entry
+        assert entry is not None
+        legacy = handle.task_mode == "legacy"
+        view = task_view(result, legacy=legacy, created=True)
+        call_input = request.call_input
+        rounds = None if call_input is not None and call_input.relay else (
+            self.input_rounds.for_call(call_input))
+
+        def finish(final: dict[str, Any], raw: bytes) -> Any:
+            return final if checked is None else checked(entry, final, raw)
+        task = handle.tasks.follow(view, tool=request.name or entry.name, finish=finish,
+                                   rounds=rounds, legacy=legacy,
+                                   deadline=None if request.detached else request.deadline)
+        if request.on_status is not None:
+            request.on_status(task.status)
+            task.watch(request.on_status)
+        return task
 
     def read(self, handle: WorkerHandle, request: CallRequest) -> Coroutine[Any, Any, Any]:
         """A read (``resources/read``, ``prompts/get``; ``request.arguments`` its params):
@@ -277,7 +312,7 @@ class CallPath:
         assert request.params is not None and request.timeout is not None
         original = {k: v for k, v in orjson.loads(request.params).items()
                     if k not in ("inputResponses", "requestState")}
-        return await self._input_rounds.for_call(call_input).complete(
+        return await self.input_rounds.for_call(call_input).complete(
             handle, request.method, without_idempotency_key(original, request.key), result,
             reply, request.timeout, request.watched)
 
@@ -317,6 +352,37 @@ class _ToolCallEnds:
                      failure: Exception) -> Any:
         reply = await self._path.retried(handle, request, failure)
         return await self._path.finished(handle, request, reply, self._checked)
+
+
+def _as_legacy_task(entry: ToolEntry, detached: bool) -> bool:
+    """Whether a legacy server is asked to run a call of ``entry`` as a task: always for
+    a tool that requires it, when the caller takes the task for one that allows it."""
+    execution = entry.raw.get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, dict) else None
+    return support == "required" or (detached and support == "optional")
+
+
+def _is_task(handle: WorkerHandle, result: Any) -> bool:
+    """Whether a decoded ``tools/call`` result is a task the host follows: a modern
+    ``CreateTaskResult`` (``resultType: "task"``) when the extension was negotiated, a
+    legacy one (``{"task": {...}}``) to a task-augmented call. Any other ``resultType``
+    is the result check's to refuse."""
+    mode = handle.task_mode
+    if mode is None or type(result) is not dict:
+        return False
+    if mode == "modern":
+        return result.get("resultType") == RESULT_TYPE_TASK
+    return "task" in result
+
+
+async def _waited(task: ToolTask) -> Any:
+    """A task's end, for the call that waits on it: a caller that stops waiting (its
+    deadline, a cancellation) cancels the task upstream."""
+    try:
+        return await task.wait()
+    except asyncio.CancelledError:
+        await task.cancel()
+        raise
 
 
 def _asks_input(result: Any) -> bool:

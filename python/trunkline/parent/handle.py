@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 from .. import channel as ch
 from .._codec import CORR_MATCHED, CodecError
 from ..channel import ServerState, StateReport
-from ..errors import TransportLost
+from ..errors import ServerUnavailable, TransportLost
 from ..loop.tasks import TaskScope, gather_all
 from ..params import HttpParams
 from ..protocol.mrtr import InputHandler
+from ..protocol.tasks import TASKS_EXTENSION
 from ..settings import HostSettings, ServerConfig
 from .call_notices import CallNotices
 from .call_slots import ON_ITS_WAY, CallSlots
@@ -41,6 +42,7 @@ from .relay import ServerRequestRelay
 from .resource_watch import ResourceWatchers
 from .restarts import CoolDown, Decision, ReprobeIn, RestartIn, RestartPlanner, StayDown
 from .status import ServerStatus, ServerWarning
+from .tasks import ServerTasks
 
 if TYPE_CHECKING:
     from ..auth import OAuthClient
@@ -108,6 +110,12 @@ class WorkerHandle:
         self._stopping = False
         #: The calls routed to the current worker.
         self.slots = CallSlots(self)
+        #: The server's tasks the host follows (``parent.tasks``).
+        self.tasks = ServerTasks(self)
+        #: How this server runs tool calls as tasks, decided when it is ready: ``"modern"``
+        #: (both sides declared ``io.modelcontextprotocol/tasks``), ``"legacy"`` (its
+        #: ``tasks.requests.tools.call``), or None.
+        self.task_mode: str | None = None
         #: Each frame kind a worker sends, and what is done with it.
         self._frames: dict[int, Callable[[Generation, bytes], None]] = {
             ch.STATE: self._state_frame, ch.FAILURE: self._failure_frame,
@@ -115,6 +123,7 @@ class WorkerHandle:
             ch.LOG: self._log_frame, ch.RESOURCE_UPDATED: self._resource_updated_frame,
             ch.SERVER_REQUEST: self._server_request_frame,
             ch.CREDENTIALS_ASKED: self._credentials_asked_frame, ch.STATS: self._stats_frame,
+            ch.TASK_REPORT: self._task_report_frame,
         }
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -143,6 +152,9 @@ class WorkerHandle:
     async def aclose(self) -> None:
         """Stop the worker (which stops its server), bounded in time. Idempotent."""
         self._stopping = True
+        self.tasks.fail_all(lambda: ServerUnavailable(
+            "the host stopped following the server's tasks: it is stopping",
+            state="stopped", server=self.name))
         # A restart that was spawning a worker finishes unwinding first, so the worker it
         # may have created is stopped below, not orphaned.
         await self._end_supervision()
@@ -335,6 +347,9 @@ class WorkerHandle:
     def _credentials_asked_frame(self, gen: Generation, body: bytes) -> None:
         self._credentials.answer(gen, ch.CredentialQuestion.from_bytes(body))
 
+    def _task_report_frame(self, gen: Generation, body: bytes) -> None:
+        self.tasks.reported(*ch.TaskReport.from_bytes(body))
+
     def _stats_frame(self, gen: Generation, body: bytes) -> None:
         gen.stats = ch.Stats.from_bytes(body)
 
@@ -372,6 +387,7 @@ class WorkerHandle:
         if state is ServerState.READY:
             self.reason = None
             self._planner.ready()
+            self.task_mode = _task_mode(report, self.settings.extensions)
         elif state in (ServerState.RESTARTING, ServerState.UNAVAILABLE):
             # The worker says it is ending: its calls fail now, not when its server's stop
             # ladder has run.
@@ -382,6 +398,8 @@ class WorkerHandle:
                 stderr_tail=report.stderr_tail, exit_code=report.exit_code))
         if state is not ServerState.STOPPED:
             self._set_state(state)
+        if state is ServerState.READY and self.tasks:
+            self.tasks.resume()  # a new worker: the tasks still followed go on on it
 
     # -- loss and restart --------------------------------------------------------------
 
@@ -427,6 +445,19 @@ class WorkerHandle:
 
     # -- state changes -----------------------------------------------------------------
 
+    def send_when_ready(self, frame: bytes) -> bool:
+        """Send ``frame`` to the current worker if its server is ready (a frame about
+        the server's state, such as a task to follow, waits for the next one)."""
+        gen = self._gen
+        if gen is None or gen.gone or gen.ending or self.state is not ServerState.READY:
+            return False
+        gen.send(frame)
+        return True
+
+    def spawn(self, coro: Any, name: str) -> None:
+        """Run ``coro`` in this server's scope (it ends with the server's handle)."""
+        self._scope.spawn(coro, name=name)
+
     def note_listing(self, error: str | None) -> None:
         """The catalog keeper's word on this server's last listing: why it failed (also
         the last error), or None when it succeeded."""
@@ -470,6 +501,23 @@ class WorkerHandle:
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
         return asyncio.shield(self._changed)
+
+
+def _task_mode(report: StateReport, extensions: tuple[str, ...]) -> str | None:
+    """How a ready server runs tool calls as tasks, if it does and the host follows
+    tasks (``HostSettings.extensions``)."""
+    if TASKS_EXTENSION not in extensions:
+        return None
+    capabilities = report.capabilities or {}
+    if report.era == "modern":
+        declared = capabilities.get("extensions")
+        return "modern" if isinstance(declared, dict) and TASKS_EXTENSION in declared \
+            else None
+    tasks = capabilities.get("tasks")
+    requests = tasks.get("requests") if isinstance(tasks, dict) else None
+    tools = requests.get("tools") if isinstance(requests, dict) else None
+    return "legacy" if isinstance(tools, dict) and isinstance(tools.get("call"), dict) \
+        else None
 
 
 __all__ = ["CoolDown", "ReprobeIn", "ServerStatus", "ServerWarning", "WorkerHandle"]

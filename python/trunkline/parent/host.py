@@ -42,6 +42,7 @@ from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, MrtrLimits
 from ..protocol.retry import RetryPolicy
 from ..protocol.skills import SkillEntry
+from ..protocol.tasks import TaskView
 from ..protocol.versions import LOG_LEVELS
 from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
 from ..telemetry.carried import carried
@@ -64,6 +65,7 @@ from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .skills import SkillFile, SkillReader
 from .supervisor import Supervisor
+from .tasks import TaskStatus, ToolTask
 from .telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -606,6 +608,7 @@ class Host:
         call_input: CallInput | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
+        on_status: Callable[[TaskStatus], None] | None = None,
     ) -> Coroutine[Any, Any, CallToolResult]:
         """Call a tool by its canonical name (or model-safe alias): a coroutine to await
         (or to run as a task). JSON-RPC errors raise ``ServerError``; ``isError`` results
@@ -637,7 +640,15 @@ class Host:
         (this host is no hop of the trace); a malformed ``traceparent`` (and its
         ``tracestate``) or a value over 8,192 characters is dropped, never forwarded
         (``telemetry.carried``). With tracing on, the call's span is its child (instead
-        of the current span's), and the span's context goes."""
+        of the current span's), and the span's context goes.
+
+        A server may run the call as a task (MCP tasks: a modern server that declared
+        ``io.modelcontextprotocol/tasks``, or a legacy one for a tool whose
+        ``taskSupport`` is ``required``): the call then waits for the task's end within
+        its timeout, ``on_status(TaskStatus)`` told its first status and each change,
+        the input it asks for answered by the call's (else the host's) handlers. A
+        caller that stops waiting (the timeout, a cancellation) cancels the task on its
+        server. ``start_tool`` takes the task instead."""
         if call_input is not None and call_input.relay and not self._relaying:
             warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                             "use call_tool_relayed, which may return InputRequired")
@@ -647,6 +658,8 @@ class Host:
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, idempotent, idempotency_key,
             on_progress, log_level, on_log, call_input)
+        if on_status is not None:
+            request.on_status = on_status
         try:
             if call_input is not None and BridgedCalls.claims(call_input.request_state):
                 return self._bridged.resume(call_input.request_state, ("tools/call", name),
@@ -705,6 +718,56 @@ class Host:
                                   on_log=on_log, trace_context=trace_context)
         finally:
             self._relaying = False
+
+    async def start_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        call_input: CallInput | None = None,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> ToolTask | CallToolResult:
+        """Call a tool and take the task its server runs it as (MCP tasks) instead of
+        waiting for its end: a ``ToolTask`` (its ``task_id``, ``status``, ``wait()``,
+        ``cancel()``, ``respond()``), or the ``CallToolResult`` itself when the server
+        answered at once. A legacy server is asked to run the call as a task whenever the
+        tool allows it (``taskSupport`` ``optional`` or ``required``); a modern one
+        decides itself. ``timeout`` bounds the call that starts the task, not the task;
+        the input the task asks for goes to ``call_input``'s handlers, else the host's
+        (``CallInput(relay=True)``: kept in ``status.input_requests`` for ``respond``).
+
+        ``call_tool`` on such a tool waits for the task itself (within its timeout; a
+        caller that stops waiting cancels the task upstream)."""
+        entry = self._entry(name)
+        handle = self._servers.handle(entry.server)
+        request = CallRequest("tools/call", name, arguments, timeout, call_input=call_input,
+                              detached=True)
+        if trace_context is not None:
+            request.trace_context = carried(trace_context)
+        request.entry = entry
+        result: ToolTask | CallToolResult = await self._calls.call_tool(handle, request)
+        return result
+
+    def resume_task(self, tool: str, task_id: str, *,
+                    call_input: CallInput | None = None) -> ToolTask:
+        """Follow again a task started earlier (``ToolTask.task_id``, of a call of
+        ``tool``), for a caller that stopped waiting or a host that restarted: its
+        server is asked about it at once, and ``wait()`` ends with ``TaskLost`` if the
+        server no longer knows it. Raises ``ValueError`` if the tool's server runs no
+        tasks."""
+        entry = self._entry(tool)
+        handle = self._servers.handle(entry.server)
+        if handle.task_mode is None:
+            raise ValueError(f"server {entry.server!r} runs no tasks (it is not ready, or "
+                             "declared no task support)")
+        rounds = None if call_input is not None and call_input.relay else (
+            self._calls.input_rounds.for_call(call_input))
+        checked = self._results.to_result
+        return handle.tasks.follow(
+            TaskView(task_id, "working"), tool=tool, rounds=rounds,
+            legacy=handle.task_mode == "legacy", resumed=True,
+            finish=lambda result, raw: checked(entry, result, raw))
 
     async def _call_screened(self, request: CallRequest) -> Any:
         """A call whose server's tools are being listed again (made once they are), or a

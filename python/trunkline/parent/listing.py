@@ -202,7 +202,8 @@ class CatalogKeeper:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.list_timeout_s
         generation = self._cache.generation(name)
-        driver = ListingDriver(name, era, protocol_version=handle.version)
+        driver = ListingDriver(name, era, protocol_version=handle.version,
+                               task_calls=handle.task_mode == "legacy")
         received_at: float | None = None
         more = True
         while more:

@@ -29,11 +29,13 @@ from ..protocol.mrtr import (
     MrtrLoop,
     NeedInput,
     Resend,
+    check_response,
 )
 from ..protocol.reply import Reply
 from ..telemetry.calls import note
 from .call_request import CallInput
 from .handle import WorkerHandle
+from .tasks import checked_entries
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,21 @@ class InputRounds:
                                                watched=watched)
             decoded = reply.decode(server=server, method=method)
             decision = mrtr.on_result(decoded, reply.result or b"", loop.time())
+
+    async def answer_entries(self, server: str, asks: Mapping[str, Any]) -> dict[str, Any]:
+        """A task's ``inputRequests`` (``parent.tasks``) answered by these handlers: each
+        entry checked and gated by the capabilities as a round's are, each answer's
+        shape checked; the first failure is the task's."""
+        need = NeedInput(tuple(checked_entries(server, asks, self._capabilities)), 0, 0.0)
+        responses = await self._answer(server, "tasks/get", need)
+        for item in need.requests:
+            try:
+                check_response(item, responses[item.key])
+            except ValueError as exc:
+                raise InputNotSupported(f"the host's answer is not one: {exc}", key=item.key,
+                                        kind=item.method, server=server,
+                                        method="tasks/update") from None
+        return responses
 
     async def _answer(self, server: str, method: str, need: NeedInput) -> dict[str, Any]:
         async def answer(item: Any) -> tuple[str, Any]:

@@ -29,6 +29,9 @@ log = logging.getLogger("trunkline.transports.http")
 ACCEPT = "application/json, text/event-stream"
 #: Methods whose ``Mcp-Name`` header comes from a params member.
 _NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: The tasks extension's methods: their ``Mcp-Name`` is ``params.taskId``, so that an
+#: intermediary routes every request about one task to the instance that holds it.
+_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 @dataclass(slots=True)
@@ -139,6 +142,10 @@ class HeaderPlan:
         params = out.params or {}
         if source is not None and isinstance(params.get(source), str):
             headers["Mcp-Name"] = mcp_headers.encode_header_value(params[source])
+        elif out.method in _TASK_METHODS:
+            task_id = (out.all_params() or {}).get("taskId")  # small params: decoded whole
+            if isinstance(task_id, str):
+                headers["Mcp-Name"] = mcp_headers.encode_header_value(task_id)
         if out.method == "tools/call":
             name = params.get("name")
             annotated = self._tool_params.get(name)  # type: ignore[arg-type]  # a non-str: None

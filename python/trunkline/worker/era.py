@@ -60,9 +60,12 @@ class Negotiator:
         write: Callable[[bytes], None],
         on_verdict: Callable[[era.Verdict], None],
         on_renegotiate: Callable[[str], None],
+        client_tasks: bool = False,
     ) -> None:
         self.machine = era.EraNegotiation(config)
         self._identity = identity
+        #: A legacy ``initialize`` declares the client-side tasks (``worker.client_tasks``).
+        self._client_tasks = client_tasks
         self._server = server
         self._correlator = correlator
         self._write = write
@@ -141,7 +144,8 @@ class Negotiator:
                 self._send(era.Probe.DISCOVER, decision.timeout_s, functools.partial(
                     stamp_request, method="server/discover", params=None, meta=meta))
             elif isinstance(decision, era.SendInitialize):
-                params = self._identity.initialize_params(decision.version)
+                params = self._identity.initialize_params(decision.version,
+                                                          self._client_tasks)
                 self._send(era.Probe.INITIALIZE, decision.timeout_s, functools.partial(
                     encode_request, method="initialize", params=params))
             elif isinstance(decision, era.SendInitialized):

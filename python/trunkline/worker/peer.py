@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 import orjson
@@ -55,6 +55,7 @@ from ..protocol.era import Verdict
 from ..protocol.identity import ClientIdentity
 from ..protocol.mrtr import InputHandler
 from ..protocol.reply import Reply
+from ..protocol.tasks import TASKS_EXTENSION
 from .era import Negotiator, ProbeToken
 from .forwarding import Forwarder
 from .server_requests import ServerRequests
@@ -95,8 +96,12 @@ class Peer:
         close_wait_s: float = 2.0,
         term_wait_s: float = 2.0,
         credentials: HostCredentials | None = None,
+        extensions: Iterable[str] = (),
     ) -> None:
+        """``extensions``: the ones the host implements, declared to the server on every
+        modern request when it declared them too (``negotiated``)."""
         self.name = name
+        self._extensions = tuple(extensions)
         self.params = params
         self.identity = identity or ClientIdentity()
         self.negotiation = negotiation or era.NegotiationConfig()
@@ -148,13 +153,18 @@ class Peer:
         if self.state is not PeerState.STARTING:
             raise RuntimeError(f"peer {self.name!r} was already started")
         await self._scope.open()
+        # Tasks a legacy server may ask the host to run: only with the tasks extension on,
+        # and only of the kinds the host answers.
+        client_tasks = TASKS_EXTENSION in self._extensions
+        task_kinds = (self.identity.task_kinds() & frozenset(self._input_handlers)
+                      if client_tasks else frozenset())
         self._server_requests = ServerRequests(
             self._input_handlers, self.identity.capabilities, write=self._transport.write,
-            scope=self._scope)
+            scope=self._scope, task_kinds=task_kinds)
         self._negotiator = Negotiator(
             self.negotiation, self.identity, server=self.name, correlator=self._correlator,
             write=self._transport.write, on_verdict=self._become_ready,
-            on_renegotiate=self._renegotiate)
+            on_renegotiate=self._renegotiate, client_tasks=bool(task_kinds))
         await self._transport.start()
         self.state = PeerState.NEGOTIATING
         self._negotiator.start()
@@ -172,6 +182,8 @@ class Peer:
             self._forwarder.close()
         if self._server_requests is not None:
             self._server_requests.open = False
+            if self._server_requests.tasks is not None:
+                self._server_requests.tasks.close()
         await self._scope.aclose()
         await self._transport.close()
         if self.state is not PeerState.REFUSED:
@@ -303,10 +315,18 @@ class Peer:
         self._modern = verdict.era is era.Era.MODERN
         if self._modern:
             # Serialized once per connection and spliced into every request.
-            self._meta = self.identity.modern_meta(verdict.version)
+            self._meta = self.identity.modern_meta(verdict.version,
+                                                   self.negotiated(verdict))
         if self._forwarder is not None:
             self._forwarder.start_stamping(self._meta if self._modern else None)
         self.state = PeerState.READY
+
+    def negotiated(self, verdict: Verdict) -> dict[str, Any]:
+        """The extensions both sides declared (each with the host's settings: none)."""
+        declared = (verdict.capabilities or {}).get("extensions")
+        if not isinstance(declared, dict):
+            return {}
+        return {name: {} for name in self._extensions if name in declared}
 
     def _renegotiate(self, reason: str) -> None:
         """The ready connection holds two sessions: it carries nothing more."""
@@ -473,6 +493,8 @@ class Peer:
         self._closed_reported = True
         if self._server_requests is not None:
             self._server_requests.open = False
+            if self._server_requests.tasks is not None:
+                self._server_requests.tasks.close()
         if self._forwarder is not None:
             self._forwarder.stop_stamping()
         if self.state is PeerState.READY:

@@ -36,6 +36,7 @@ from .forwarding import Forwarder
 from .notices import NotificationRouter
 from .peer import Peer
 from .questions import HostQuestions
+from .tasks import TaskPoller
 
 # Exit codes, for the parent's logs; the STATE frame sent before exiting is authoritative.
 EXIT_STOPPED = 0
@@ -65,10 +66,12 @@ class Worker:
             on_notification=self._on_notification, on_closed=self._on_server_closed,
             max_line_bytes=host.max_line_bytes, first_request_id=spec.first_request_id,
             request_id_limit=spec.request_id_limit, close_wait_s=host.close_wait_s,
-            term_wait_s=host.term_wait_s, credentials=self._credentials)
+            term_wait_s=host.term_wait_s, credentials=self._credentials,
+            extensions=host.extensions)
         self.peer.on_counters = self._counters_changed
         self._notices = NotificationRouter(self.peer, host.listen, self.send,
                                            streamed=streamed)
+        self._tasks = TaskPoller(self.peer, self.send, host.task_limits)
         self._out: TickBatcher | None = None
         self._forwarder: Forwarder | None = None
         self._lost: asyncio.Future[str] | None = None
@@ -84,6 +87,8 @@ class Worker:
             ch.SERVER_ANSWER: self._server_answer_frame,
             ch.CREDENTIALS: self._credentials_frame,
             ch.WATCH_RESOURCES: self._watch_resources_frame,
+            ch.WATCH_TASK: self._watch_task_frame,
+            ch.UNWATCH_TASK: self._unwatch_task_frame,
             ch.STOP: self._stop_frame,
         }
 
@@ -135,6 +140,12 @@ class Worker:
     def _credentials_frame(self, body: bytes) -> None:
         if self._credentials is not None:
             self._credentials.on_answer(ch.CredentialAnswer.from_bytes(body))
+
+    def _watch_task_frame(self, body: bytes) -> None:
+        self._tasks.watch(ch.TaskWatch.from_bytes(body))
+
+    def _unwatch_task_frame(self, body: bytes) -> None:
+        self._tasks.unwatch(ch.TaskUnwatch.from_bytes(body))
 
     def _watch_resources_frame(self, body: bytes) -> None:
         watch = ch.ResourceWatch.from_bytes(body)
@@ -211,6 +222,7 @@ class Worker:
             return EXIT_STOPPED
         self._out.attach(channel)
         self._forwarder = self.peer.forward_to(self.send, self.spec.host.max_frame_bytes)
+        await self._tasks.open()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self.stop)
         try:
@@ -225,6 +237,7 @@ class Worker:
         # stop ladder runs (bounded) below.
         self.report(state, **fields)
         self._out.flush()
+        await self._tasks.aclose()
         await self.peer.aclose()
         self._out.flush()
         channel.close()
