@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         SchemaViolation,
         ServerError,
         ServerUnavailable,
+        SkillVerificationFailed,
         SpawnFailed,
         StoreUnavailable,
         StreamBroken,
@@ -65,9 +66,11 @@ if TYPE_CHECKING:
     from .parent.mrtr import InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
+    from .parent.skills import SkillFile
     from .protocol.identity import ClientIdentity
     from .protocol.mrtr import MrtrLimits
     from .protocol.retry import RetryPolicy
+    from .protocol.skills import SkillEntry, SkillResource
     from .records import FileRecords, MemoryRecords, RedisRecords
     from .settings import HostSettings, RestartPolicy, Root, ServerConfig
 
@@ -75,7 +78,8 @@ _ERRORS = (
     "AuthenticationFailed", "AuthorizationFailed", "ConfigurationError", "ConnectionFailure",
     "EraRefused", "HttpStatusError", "InputNotSupported", "InputRoundUnknown",
     "MalformedMessage", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
-    "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable", "SpawnFailed",
+    "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable",
+    "SkillVerificationFailed", "SpawnFailed",
     "StoreUnavailable", "StreamBroken", "ToolCandidate", "ToolCollision", "ToolFiltered",
     "ToolQuarantined", "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool",
 )
@@ -110,6 +114,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     # what it gives back
     "ToolEntry": ("catalog.model", "ToolEntry"),
     "ToolMatch": ("catalog.search", "ToolMatch"),
+    "SkillEntry": ("protocol.skills", "SkillEntry"),
+    "SkillResource": ("protocol.skills", "SkillResource"),
+    "SkillFile": ("parent.skills", "SkillFile"),
     "CatalogWarning": ("catalog.model", "CatalogWarning"),
     "Quarantine": ("catalog.pins", "Quarantine"),
     "CallToolResult": ("parent.results", "CallToolResult"),
@@ -133,7 +140,8 @@ __all__ = [
     "OversizedMessage", "PinStore", "ProtocolFailure", "Quarantine", "RedirectRefused",
     "RedisRecords", "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation",
     "ServerConfig", "ServerError", "ServerState", "ServerStatus", "ServerUnavailable",
-    "ServerWarning", "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken",
+    "ServerWarning", "SkillEntry", "SkillFile", "SkillResource", "SkillVerificationFailed",
+    "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken",
     "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
     "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolWithheld", "TransportLost",
     "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions", "UnknownTool",

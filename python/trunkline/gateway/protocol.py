@@ -274,14 +274,20 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def capabilities(tools_change: bool = True) -> dict[str, Any]:
+def capabilities(tools_change: bool = True,
+                 extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes; in tool-search mode
     its two tools, which never change), the fleet's prompts and resources (announcing
     changes of both lists; with subscriptions, for the resources of servers that offer
-    them) and completions, and the log messages of each call."""
-    return {"tools": {"listChanged": tools_change}, "prompts": {"listChanged": True},
-            "resources": {"subscribe": True, "listChanged": True},
-            "completions": {}, "logging": {}}
+    them) and completions, the log messages of each call, and the ``extensions`` it
+    relays now (``gateway/extensions.py``), when there are any."""
+    served: dict[str, Any] = {"tools": {"listChanged": tools_change},
+                              "prompts": {"listChanged": True},
+                              "resources": {"subscribe": True, "listChanged": True},
+                              "completions": {}, "logging": {}}
+    if extensions:
+        served["extensions"] = {key: dict(value) for key, value in extensions.items()}
+    return served
 
 
 #: The notification that each list the gateway serves changed.
@@ -296,11 +302,12 @@ def list_changed(which: str, subscription: Any = None) -> dict[str, Any]:
 
 
 def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
-                    tools_change: bool = True) -> dict[str, Any]:
+                    tools_change: bool = True,
+                    extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": capabilities(tools_change),
+        "capabilities": capabilities(tools_change, extensions),
         # The fleet behind us changes: nothing about it may be cached.
         "ttlMs": 0,
         "cacheScope": "private",
@@ -312,12 +319,12 @@ def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
 
 
 def initialize_result(requested: Any, server_info: Mapping[str, Any],
-                      instructions: str | None, *, tools_change: bool = True
-                      ) -> dict[str, Any]:
+                      instructions: str | None, *, tools_change: bool = True,
+                      extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The legacy handshake's answer: the client's revision when we serve it, else ours."""
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {"protocolVersion": version,
-                              "capabilities": capabilities(tools_change),
+                              "capabilities": capabilities(tools_change, extensions),
                               "serverInfo": dict(server_info)}
     if instructions:
         result["instructions"] = instructions
@@ -344,7 +351,8 @@ def list_result(member: str, items: list[dict[str, Any]], era: ClientEra) -> dic
 #: The results of these requests are 2026-07-28 ``CacheableResult``s: ``ttlMs`` and
 #: ``cacheScope`` are required (rule 5).
 CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list",
-                       "resources/templates/list", "resources/read"})
+                       "resources/templates/list", "resources/read", "skills/list",
+                       "skills/get"})
 CACHE_SCOPES = frozenset({"private", "public"})
 
 

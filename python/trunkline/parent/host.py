@@ -41,6 +41,7 @@ from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, MrtrLimits
 from ..protocol.retry import RetryPolicy
+from ..protocol.skills import SkillEntry
 from ..protocol.tasks import TaskView
 from ..protocol.versions import LOG_LEVELS
 from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
@@ -62,6 +63,7 @@ from .listing import CatalogKeeper
 from .mrtr import InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
+from .skills import SkillFile, SkillReader
 from .supervisor import Supervisor
 from .tasks import TaskStatus, ToolTask
 from .telemetry import Telemetry
@@ -204,6 +206,10 @@ class Host:
         #: Relayed calls to legacy servers, whose questions become their callers' rounds.
         self._bridged = BridgedCalls(self._scope, mrtr_limits,
                                      self.settings.instance)
+        #: Skills (MCP's skills extension): entries on demand, files read and verified.
+        self._skills = SkillReader(self.request, self._servers.statuses,
+                                   lambda name: self._servers.handle(name).status(),
+                                   prefix_all=catalog.collision == "prefix-all")
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._server_watchers: list[Callable[[ServerStatus], None]] = []
@@ -912,6 +918,56 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+    # -- skills (MCP's skills extension, io.modelcontextprotocol/skills) -------------------
+
+    async def list_skills(self, server: str | None = None, *,
+                          timeout: float | None = None) -> list[SkillEntry]:
+        """The skills ``server`` serves (every page of its ``skills/list``), or with no
+        server those of every ready server that declared the extension, as one list: each
+        a ``SkillEntry`` (its server, ``SKILL.md`` URI, frontmatter, files with their
+        digests and sizes) under a ``name`` unique in the list (``catalog/skills.py``: a
+        skill's path, ``<server>_<path>`` where two servers serve the same path). Only
+        entries are fetched, never a file. A server that did not declare the extension
+        is refused (``ValueError``); in the merged list a server whose listing fails is
+        left out (logged)."""
+        return await self._skills.listing(server, timeout)
+
+    async def get_skill(self, server: str, uri: str, *,
+                        timeout: float | None = None) -> SkillEntry:
+        """The entry of the skill whose ``SKILL.md`` is ``uri`` on ``server``
+        (``skills/get``): for a skill given by URI only (the server's instructions named
+        it, it was left out of a partial listing), or to refresh one whose file no longer
+        matches. A URI the server serves no skill at is its error (``ServerError``,
+        -32602)."""
+        return await self._skills.get(server, uri, timeout)
+
+    async def load_skill(self, skill: SkillEntry, *, dynamic: bool = False,
+                         timeout: float | None = None) -> SkillFile:
+        """The skill's ``SKILL.md``, read now (``resources/read``) and returned only if it
+        is what the entry describes: its size, its SHA-256 digest, and its YAML
+        frontmatter field by field; else ``SkillVerificationFailed`` (the content is not
+        returned). A skill whose files are ``"dynamic"`` (no digests) is read only with
+        ``dynamic=True``, its frontmatter still checked."""
+        return await self._skills.read(skill, skill.uri, dynamic, timeout)
+
+    async def read_skill_file(self, skill: SkillEntry, path: str, *, dynamic: bool = False,
+                              timeout: float | None = None) -> SkillFile:
+        """One file of the skill, by its path relative to the skill's root
+        (``references/FORMS.md``) or its URI, read now and checked against the entry as
+        ``load_skill`` says. A file the entry does not list is not read
+        (``SkillVerificationFailed``, kind ``unlisted``)."""
+        return await self._skills.read(skill, path, dynamic, timeout)
+
+    async def read_skill_directory(self, server: str, uri: str, *,
+                                   timeout: float | None = None) -> list[dict[str, Any]]:
+        """The direct children of a directory of ``server``'s skills
+        (``resources/directory/read``, every page): each a resource (``uri``, ``name``,
+        ``mimeType``: ``inode/directory`` for a subdirectory). Only for a server that
+        declared ``directoryRead: true`` (else ``ValueError``). A child it names that the
+        skill's entry does not list is still not a file of the skill
+        (``read_skill_file``)."""
+        return await self._skills.directory(server, uri, timeout)
 
     # What a gateway needs of a host
 
