@@ -152,3 +152,25 @@ def test_a_task_outlives_its_worker_on_a_server_that_does(no_leaks, http_peer):
             assert host.servers()[0].worker_pid != worker
             assert host.servers()[0].restarts >= 1
     run(main())
+
+
+def test_a_call_that_brings_its_own_capabilities_still_declares_the_extension(tmp_path,
+                                                                              no_leaks):
+    """A gateway's call declares its client's capabilities upstream (``CallInput``): the
+    extensions the host negotiated stay declared, so the host still follows the task."""
+    tap = tmp_path / "tap.jsonl"
+
+    async def main() -> None:
+        from trunkline import CallInput
+        async with Host(settings=SETTINGS) as host:
+            await host.add_servers([ServerConfig("fx", fixture(tap))])
+            call_input = CallInput(handlers={"elicitation/create": confirm},
+                                   capabilities={"elicitation": {}})
+            result = await host.call_tool("confirm_delete", {"filename": "b.txt"},
+                                          call_input=call_input, timeout=30)
+            assert result.text == "deleted b.txt"
+    run(main())
+    (call,) = sent(tap, "tools/call")
+    assert call["params"]["_meta"][CAPABILITIES] == {
+        "elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
+    assert len(sent(tap, "tasks/update")) == 1

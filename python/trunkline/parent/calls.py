@@ -39,7 +39,7 @@ from ..protocol.retry import (
     without_idempotency_key,
 )
 from ..protocol.tasks import RESULT_TYPE_TASK, task_view
-from ..protocol.versions import HEADER_MISMATCH, META_LOG_LEVEL
+from ..protocol.versions import HEADER_MISMATCH, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from ..telemetry.calls import CallRecord
 from .call_request import CallRequest
 from .handle import WorkerHandle
@@ -86,6 +86,13 @@ def _ask(handle: WorkerHandle, body: dict[str, Any], request: CallRequest) -> st
             meta[META_LOG_LEVEL] = log_level
         if call_input is not None:
             meta.update(call_input.meta())
+            declared = handle.extensions
+            caps = meta.get(META_CLIENT_CAPABILITIES)
+            if declared and isinstance(caps, dict):
+                # The call's capabilities replace the stamped ones: the extensions the
+                # host declared to this server (tasks it follows, MCP Apps) stay declared.
+                meta[META_CLIENT_CAPABILITIES] = {
+                    **caps, "extensions": {**declared, **(caps.get("extensions") or {})}}
     if meta:
         body["_meta"] = meta
     return token

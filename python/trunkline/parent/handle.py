@@ -116,6 +116,9 @@ class WorkerHandle:
         #: (both sides declared ``io.modelcontextprotocol/tasks``), ``"legacy"`` (its
         #: ``tasks.requests.tools.call``), or None.
         self.task_mode: str | None = None
+        #: The extensions declared to the modern server on every request (its stamped
+        #: ``clientCapabilities.extensions``): the host's own and those negotiated.
+        self.extensions: dict[str, Any] = {}
         #: Each frame kind a worker sends, and what is done with it.
         self._frames: dict[int, Callable[[Generation, bytes], None]] = {
             ch.STATE: self._state_frame, ch.FAILURE: self._failure_frame,
@@ -388,6 +391,7 @@ class WorkerHandle:
             self.reason = None
             self._planner.ready()
             self.task_mode = _task_mode(report, self.settings.extensions)
+            self.extensions = _declared_extensions(report, self.settings)
         elif state in (ServerState.RESTARTING, ServerState.UNAVAILABLE):
             # The worker says it is ending: its calls fail now, not when its server's stop
             # ladder has run.
@@ -501,6 +505,19 @@ class WorkerHandle:
         if self._changed is None or self._changed.done():
             self._changed = asyncio.get_running_loop().create_future()
         return asyncio.shield(self._changed)
+
+
+def _declared_extensions(report: StateReport, settings: HostSettings) -> dict[str, Any]:
+    """What a ready modern server is told the host implements, as the worker stamps it
+    (``ClientIdentity.modern_meta``, ``Peer.negotiated``)."""
+    if report.era != "modern":
+        return {}
+    own = settings.identity.capabilities.get("extensions")
+    declared = dict(own) if isinstance(own, Mapping) else {}
+    offered = (report.capabilities or {}).get("extensions")
+    if isinstance(offered, dict):
+        declared.update({name: {} for name in settings.extensions if name in offered})
+    return declared
 
 
 def _task_mode(report: StateReport, extensions: tuple[str, ...]) -> str | None:
