@@ -227,6 +227,28 @@ CONFORMANCE_EVERYTHING = RealServer(
     ),
 )
 
+#: fastmcp as a skills (SEP-2640) and MCP Apps server over stdio; its options choose what
+#: it serves (tests/peers/fastmcp_skills.py). Not in ``ALL``: it serves nothing without them.
+FASTMCP_SKILLS = RealServer(
+    name="fastmcp-skills",
+    argv=[str(FASTMCP_VENV / "bin" / "python"), str(PEERS_SRC / "fastmcp_skills.py")],
+    env=_PY_ENV,
+    era_expected="dual",
+    notes=(
+        f"our tests/peers/fastmcp_skills.py on fastmcp=={PINS['FASTMCP']} "
+        f"(mcp=={PINS['MODERN_PY_MCP']}): --skills DIR (SkillsDirectoryProvider, re-read "
+        "per request), --drifted (a SkillManifestProvider whose manifest's frontmatter is "
+        "not its file's), --app (tool clock with _meta.ui.resourceUri ui://clock/view). "
+        "Declares io.modelcontextprotocol/ui always, io.modelcontextprotocol/skills with a "
+        "skills provider; skills/list and skills/get only at 2026-07-28."
+    ),
+    checks=(
+        (FASTMCP_VENV / "bin" / "python", "exists", ""),
+        (FASTMCP_VENV, "dist-info", f"fastmcp=={PINS['FASTMCP']}"),
+        (PEERS_SRC / "fastmcp_skills.py", "exists", ""),
+    ),
+)
+
 _EVERYTHING_PKG = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything"
 LEGACY_TS_EVERYTHING = RealServer(
     name="legacy-ts-everything",
@@ -364,7 +386,7 @@ ALL: tuple[RealServer, ...] = (
 )
 #: the Streamable HTTP servers (tests/httppeers.py starts these)
 HTTP: tuple[RealServer, ...] = (PY_HTTP_MODERN, PY_HTTP_LEGACY, FASTMCP_HTTP, TS_EVERYTHING_HTTP)
-BY_NAME: dict[str, RealServer] = {s.name: s for s in ALL + HTTP}
+BY_NAME: dict[str, RealServer] = {s.name: s for s in (*ALL, *HTTP, FASTMCP_SKILLS)}
 
 
 def _main(argv: list[str]) -> int:

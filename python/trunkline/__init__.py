@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         SchemaViolation,
         ServerError,
         ServerUnavailable,
+        SkillVerificationFailed,
         SpawnFailed,
         StoreUnavailable,
         StreamBroken,
@@ -69,10 +70,12 @@ if TYPE_CHECKING:
     from .parent.mrtr import InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
+    from .parent.skills import SkillFile
     from .parent.tasks import TaskStatus, ToolTask
     from .protocol.identity import ClientIdentity
     from .protocol.mrtr import MrtrLimits
     from .protocol.retry import RetryPolicy
+    from .protocol.skills import SkillEntry, SkillResource
     from .protocol.tasks import TaskLimits
     from .records import FileRecords, MemoryRecords, RedisRecords
     from .settings import HostSettings, RestartPolicy, Root, ServerConfig
@@ -81,10 +84,11 @@ _ERRORS = (
     "AuthenticationFailed", "AuthorizationFailed", "ConfigurationError", "ConnectionFailure",
     "EraRefused", "HttpStatusError", "InputNotSupported", "InputRoundUnknown",
     "MalformedMessage", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
-    "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable", "SpawnFailed",
-    "StoreUnavailable", "StreamBroken", "TaskCancelled", "TaskEnded", "TaskLimitReached",
-    "TaskLost", "ToolCandidate", "ToolCollision", "ToolFiltered", "ToolQuarantined",
-    "ToolWithheld", "TransportLost", "TrunklineError", "UnknownTool",
+    "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable",
+    "SkillVerificationFailed", "SpawnFailed", "StoreUnavailable", "StreamBroken",
+    "TaskCancelled", "TaskEnded", "TaskLimitReached", "TaskLost", "ToolCandidate",
+    "ToolCollision", "ToolFiltered", "ToolQuarantined", "ToolWithheld", "TransportLost",
+    "TrunklineError", "UnknownTool",
 )
 
 #: Each public name: the module it is defined in, and its name there.
@@ -118,6 +122,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     # what it gives back
     "ToolEntry": ("catalog.model", "ToolEntry"),
     "ToolMatch": ("catalog.search", "ToolMatch"),
+    "SkillEntry": ("protocol.skills", "SkillEntry"),
+    "SkillResource": ("protocol.skills", "SkillResource"),
+    "SkillFile": ("parent.skills", "SkillFile"),
     "CatalogWarning": ("catalog.model", "CatalogWarning"),
     "Quarantine": ("catalog.pins", "Quarantine"),
     "CallToolResult": ("parent.results", "CallToolResult"),
@@ -143,8 +150,9 @@ __all__ = [
     "OversizedMessage", "PinStore", "ProtocolFailure", "Quarantine", "RedirectRefused",
     "RedisRecords", "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation",
     "ServerConfig", "ServerError", "ServerState", "ServerStatus", "ServerUnavailable",
-    "ServerWarning", "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken",
-    "TaskCancelled", "TaskEnded", "TaskLimitReached", "TaskLimits", "TaskLost", "TaskStatus",
+    "ServerWarning", "SkillEntry", "SkillFile", "SkillResource", "SkillVerificationFailed",
+    "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken", "TaskCancelled",
+    "TaskEnded", "TaskLimitReached", "TaskLimits", "TaskLost", "TaskStatus",
     "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
     "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolTask", "ToolWithheld",
     "TransportLost", "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions",

@@ -288,6 +288,21 @@ class InputNotSupported(ProtocolFailure):
         self.kind = kind
 
 
+class SkillVerificationFailed(ProtocolFailure):
+    """A file of a skill (MCP's skills extension) is not what the skill's entry described,
+    so it is not used: ``kind`` says how (``size``, ``digest``, ``frontmatter``: its
+    ``SKILL.md``'s frontmatter differs from the entry's; ``unlisted``: the entry lists no
+    such file, so it was not read; ``dynamic``: the skill publishes no digests and the
+    caller did not accept that; ``unreadable``: the read held no content for it).
+    ``uri`` is the file's. The content may be stale (the skill changed since its entry was
+    listed): ``Host.get_skill`` gives the current entry."""
+
+    def __init__(self, message: str, *, kind: str, uri: str, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.kind = kind
+        self.uri = uri
+
+
 class InputRoundUnknown(TrunklineError):
     """A call's ``requestState`` names an input round this host does not hold: one that
     ended (timed out, answered already), one of another request, or one another host

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -215,3 +216,28 @@ def test_errors_are_one_line_with_a_nonzero_exit(config, args, code, message, no
     errors = [line for line in done.stderr.strip().splitlines()
               if not line.startswith("server ")]
     assert errors == [done.stderr.strip().splitlines()[-1]]
+
+
+@pytest.mark.real_servers
+def test_probe_lists_the_extensions_each_server_declared(tmp_path, no_leaks):
+    import realpeers
+
+    fastmcp = realpeers.require(realpeers.FASTMCP_SKILLS)
+    skill = tmp_path / "skills" / "git-workflow"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: git-workflow\ndescription: d\n---\n")
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "skills": {"command": fastmcp.argv[0],
+                   "args": [*fastmcp.argv[1:], "--skills", str(tmp_path / "skills")]},
+        "plain": {"command": sys.executable, "args": [str(PEERS / "scripted.py")]}}}))
+    probed = trunkline("probe", str(path), "--json")
+    assert probed.returncode == 0, probed.stderr
+    assert {s["name"]: s["extensions"] for s in orjson.loads(probed.stdout)} == {
+        "skills": ["io.modelcontextprotocol/ui", "io.modelcontextprotocol/skills"],
+        "plain": []}
+    shown = subprocess.run([sys.executable, "-m", "trunkline", "probe", str(path)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "300"})  # a row on one line
+    assert "extensions: io.modelcontextprotocol/ui, io.modelcontextprotocol/skills" in \
+        shown.stdout, shown.stdout

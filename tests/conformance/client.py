@@ -206,6 +206,33 @@ async def calls_from_context(host: Host, context: dict[str, Any]) -> None:
         await call(host, tool(host, item["name"]), item.get("arguments") or {})
 
 
+async def list_skills_only(host: Host, context: dict[str, Any]) -> None:
+    """Look at the server's skills and load none: an agent that was shown them and chose
+    none. Listing fetches entries only, never a file."""
+    skills = await host.list_skills(SERVER)
+    log(f"skills: {[(s.name, s.uri) for s in skills]}")
+
+
+async def load_every_skill(host: Host, context: dict[str, Any]) -> None:
+    """Load each listed skill (its SKILL.md, verified against the entry) and, once it is
+    loaded, read every other file it lists. A skill whose SKILL.md fails verification is
+    refused, as a host must: it is not used, and none of its other files is read."""
+    skills = await host.list_skills(SERVER)
+    if not skills:
+        raise ScenarioFailed("the server lists no skills")
+    for skill in skills:
+        try:
+            loaded = await host.load_skill(skill)
+        except trunkline.SkillVerificationFailed as exc:
+            log(f"skill {skill.uri} refused ({exc.kind}): {exc.message}")
+            continue
+        log(f"skill {skill.uri} loaded: {len(loaded.data)} bytes")
+        for listed in skill.resources or ():
+            if listed.uri != skill.uri:
+                read = await host.read_skill_file(skill, listed.uri)
+                log(f"skill file {listed.uri}: {len(read.data)} bytes")
+
+
 PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
     "initialize": list_only,
     "tools_call": call_every_tool,
@@ -220,6 +247,12 @@ PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
     # that did is what shows whether the host dropped them.
     "http-invalid-tool-headers": call_every_tool,
     "json-schema-ref-no-deref": list_only,
+    # SEP-2640 skills: nothing fetched ahead of need; a file that is not what its entry
+    # said (digest, size, frontmatter) is refused, and the skill's other files unread.
+    "sep-2640-client-no-prefetch": list_skills_only,
+    "sep-2640-client-verify-digest": load_every_skill,
+    "sep-2640-client-verify-size": load_every_skill,
+    "sep-2640-client-verify-frontmatter": load_every_skill,
 }
 
 

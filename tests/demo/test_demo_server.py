@@ -212,7 +212,9 @@ def test_modern_discover_result(spawn, profile):
     )
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == [MODERN]
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    skills = {"resources": {}, "extensions": {"io.modelcontextprotocol/skills": {}}}
+    assert result["capabilities"] == {"tools": {"listChanged": False},
+                                      **(skills if profile == "docs" else {})}
     assert isinstance(result["ttlMs"], int) and result["ttlMs"] >= 0
     assert result["cacheScope"] == "public"
     assert result["_meta"][INFO] == {"name": profile, "version": "1.0.0"}
@@ -483,7 +485,10 @@ def test_protocol_errors_on_tools_call(spawn, params):
 def test_unknown_methods_and_cursor(spawn):
     for profile in ("web", "docs", "archive"):
         server = spawn(profile)
-        for method in ("prompts/list", "resources/list", "tools/frobnicate"):
+        # the docs profile serves resources (its skill's files): resources/list is known
+        unknown = ("prompts/list", "tools/frobnicate",
+                   *(() if profile == "docs" else ("resources/list", "skills/list")))
+        for method in unknown:
             assert server.error(method, modern_params())["code"] == -32601
     server = spawn("web")
     assert server.error("tools/list", modern_params(cursor="abc"))["code"] == -32602
@@ -682,3 +687,24 @@ def test_trunkline_refuses_the_archive_unless_allowlisted():
             await peer.start()
         await peer.aclose()
     run(main(), timeout=30)
+
+
+def test_the_docs_profile_serves_a_skill_whose_entry_describes_its_files(spawn):
+    import hashlib
+
+    server = spawn("docs")
+    # (the schema has no skills/ requests to check these against)
+    [entry] = server.call("skills/list", modern_params())["skills"]
+    assert entry["uri"] == "skill://mcp-eras/SKILL.md"
+    assert entry["frontmatter"]["name"] == "mcp-eras"
+    for listed in entry["resources"]:
+        read = server.call("resources/read", modern_params(uri=listed["uri"]), revision=MODERN)
+        data = read["contents"][0]["text"].encode()
+        assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (
+            listed["size"], listed["digest"])
+    assert server.call("skills/get", modern_params(uri=entry["uri"]))["skill"] == entry
+    assert server.error("skills/get", modern_params(uri="skill://nope/SKILL.md"))["code"] \
+        == -32602
+    assert server.error("resources/read", modern_params(uri="skill://nope/x"))["code"] \
+        == -32602
+    assert server.close() == 0

@@ -51,7 +51,7 @@ def status_json(s: ServerStatus) -> dict[str, Any]:
         "stderr_tail": s.stderr_tail, "time_to_verdict_s": s.time_to_verdict_s,
         "restarts": s.restarts, "in_flight": s.in_flight, "late_replies": s.late_replies,
         "protocol_violations": s.protocol_violations, "last_error": s.last_error,
-        "listing_error": s.listing_error,
+        "listing_error": s.listing_error, "extensions": list(s.extensions),
     }
 
 
@@ -106,6 +106,8 @@ class Out:
                 parts.append(f"[yellow]hint: {escape(s.hint)}[/yellow]")
             if s.listing_error:
                 parts.append(f"[yellow]{escape(s.listing_error)}[/yellow]")
+            if s.extensions:
+                parts.append(f"extensions: {escape(', '.join(s.extensions))}")
             if s.stderr_tail and s.state is not ServerState.READY:
                 parts.append(f"[dim]stderr:\n{escape(s.stderr_tail)}[/dim]")
             took = "-" if s.time_to_verdict_s is None else f"{s.time_to_verdict_s:.2f} s"

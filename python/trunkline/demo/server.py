@@ -16,6 +16,10 @@ the tools; the JSON-RPC plumbing is shared.
 ``docs`` (modern, 2026-07-28 only)
     ``search {query, limit?}``  built-in MCP documentation snippets (text content)
     ``summarize {text}``        the first sentence of ``text``
+                                and one skill (MCP's skills extension, SEP-2640):
+                                ``skill://mcp-eras/SKILL.md`` with a reference file,
+                                served by ``skills/list``, ``skills/get``,
+                                ``resources/list`` and ``resources/read``
 ``archive`` (legacy, 2025-11-25 and earlier; behaves like a TypeScript SDK 1.x server)
     ``lookup {id}``             one archived record (text + ``structuredContent``)
     ``search {query, limit?}``  archived records whose title or summary match
@@ -31,7 +35,12 @@ Protocol behaviour
 ------------------
 Modern profiles (stateless, no handshake):
   * ``server/discover`` -> ``DiscoverResult`` (supportedVersions ["2026-07-28"],
-    capabilities {"tools": {"listChanged": false}}, ttlMs, cacheScope "public").
+    capabilities {"tools": {"listChanged": false}}, ttlMs, cacheScope "public"; the
+    ``docs`` profile adds {"resources": {}, "extensions":
+    {"io.modelcontextprotocol/skills": {}}}).
+  * Skills (``docs``): ``skills/list`` (one page), ``skills/get`` (an unknown URI ->
+    -32602), ``resources/list`` (the skill's files), ``resources/read`` (an unknown
+    URI -> -32602); each entry lists every file with its SHA-256 digest and size.
   * Every request other than ``ping`` and ``initialize`` must carry
     ``params._meta["io.modelcontextprotocol/protocolVersion"]`` (a string) and
     ``params._meta["io.modelcontextprotocol/clientCapabilities"]`` (an object).
@@ -93,6 +102,7 @@ Standard library only, and nothing from the rest of trunkline: startup stays che
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -452,6 +462,36 @@ DOCS_TOOLS = (
 )
 
 
+#: The docs profile's skills: each skill's path -> its files (path -> text).
+DOCS_SKILLS: dict[str, dict[str, str]] = {
+    "mcp-eras": {
+        "SKILL.md": "---\nname: mcp-eras\ndescription: Tell which MCP era a server speaks, "
+                    "and what follows from it\n---\n\n# MCP eras\n\nA server that answers "
+                    "server/discover is modern (2026-07-28); one that needs initialize is "
+                    "legacy. See references/HANDSHAKE.md for the old handshake.\n",
+        "references/HANDSHAKE.md": "# The initialize handshake\n\ninitialize, its result, "
+                                   "then notifications/initialized: one session per "
+                                   "connection.\n",
+    },
+}
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
+
+
+def _skill_entry(path: str, files: dict[str, str]) -> Json:
+    """A skill's SEP-2640 entry: its frontmatter, and every file's digest and size."""
+    header = files["SKILL.md"].split("---\n")[1]
+    frontmatter = dict(line.split(": ", 1) for line in header.strip().splitlines())
+    return {"uri": f"skill://{path}/SKILL.md", "frontmatter": frontmatter, "resources": [
+        {"uri": f"skill://{path}/{name}",
+         "digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
+         "size": len(text.encode())} for name, text in sorted(files.items())]}
+
+
+def _skill_files(skills: dict[str, dict[str, str]]) -> dict[str, str]:
+    return {f"skill://{path}/{name}": text for path, files in skills.items()
+            for name, text in files.items()}
+
+
 # archive ------------------------------------------------------------------------
 
 class ArchiveRecord(TypedDict):
@@ -586,6 +626,8 @@ class Profile:
     description: str
     tools: tuple[Tool, ...]
     instructions: str
+    #: Skills served (path -> files), modern profiles only.
+    skills: dict[str, dict[str, str]] = field(default_factory=dict)
     tools_by_name: dict[str, Tool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -608,6 +650,7 @@ PROFILES: dict[str, Profile] = {
             "modern (2026-07-28) MCP documentation snippets: search, summarize",
             DOCS_TOOLS,
             "Use search for questions about the Model Context Protocol.",
+            DOCS_SKILLS,
         ),
         Profile(
             "archive",
@@ -622,6 +665,9 @@ PROFILES: dict[str, Profile] = {
 
 
 # --------------------------------------------------------------------------- server
+
+#: The requests a profile with skills answers besides its tools'.
+_SKILL_METHODS = ("skills/list", "skills/get", "resources/list", "resources/read")
 
 
 def _now_iso() -> str:
@@ -809,18 +855,25 @@ class Server:
             if method == "initialize":
                 requested = params.get("protocolVersion")
                 raise self.unsupported(requested if isinstance(requested, str) else "")
-            if method not in ("server/discover", "tools/list", "tools/call"):
+            served = ("server/discover", "tools/list", "tools/call",
+                      *(_SKILL_METHODS if self.profile.skills else ()))
+            if method not in served:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
             self.check_meta(params)
             if method == "server/discover":
+                capabilities: Json = {"tools": {"listChanged": False}}
+                if self.profile.skills:
+                    capabilities.update(resources={}, extensions={SKILLS_EXTENSION: {}})
                 return self.result(
                     {
                         "supportedVersions": [MODERN_VERSION],
-                        "capabilities": {"tools": {"listChanged": False}},
+                        "capabilities": capabilities,
                         "instructions": self.profile.instructions,
                     },
                     cacheable=True,
                 )
+            if method in _SKILL_METHODS:
+                return self.skills(method, params)
         else:
             if method == "initialize":
                 return self.initialize(params)
@@ -836,6 +889,34 @@ class Server:
             return self.result({"tools": [t.definition() for t in self.profile.tools]},
                                cacheable=True)
         return self.call_tool(request_id, params)
+
+    def skills(self, method: str, params: Json) -> Json:
+        """``skills/list``, ``skills/get``, ``resources/list``, ``resources/read`` of the
+        profile's skills."""
+        entries = {f"skill://{path}/SKILL.md": _skill_entry(path, files)
+                   for path, files in sorted(self.profile.skills.items())}
+        files = _skill_files(self.profile.skills)
+        if method == "skills/list":
+            return self.result({"skills": list(entries.values())}, cacheable=True)
+        if method == "resources/list":
+            listed = []
+            for file_uri in sorted(files):
+                item: Json = {"uri": file_uri, "name": file_uri.rsplit("/", 1)[-1],
+                              "mimeType": "text/markdown"}
+                if file_uri in entries:
+                    item.update(name=entries[file_uri]["frontmatter"]["name"],
+                                description=entries[file_uri]["frontmatter"]["description"])
+                listed.append(item)
+            return self.result({"resources": listed}, cacheable=True)
+        uri = params.get("uri")
+        if method == "skills/get":
+            if uri not in entries:
+                raise RpcError(INVALID_PARAMS, f"No skill is served at {uri}")
+            return self.result({"skill": entries[uri]}, cacheable=True)
+        if uri not in files:
+            raise RpcError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+        return self.result({"contents": [{"uri": uri, "mimeType": "text/markdown",
+                                          "text": files[uri]}]}, cacheable=True)
 
     def check_meta(self, params: Json) -> None:
         meta = params.get("_meta")

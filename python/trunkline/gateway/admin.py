@@ -10,6 +10,8 @@ Rules:
   are the host's own sentences.
 - Fields are only ever added within one ``SCHEMA``; a reader ignores those it does not
   know.
+- ``extensions``: each MCP extension the server declared, and whether the gateway relays
+  it or leaves it out (``gateway/extensions.py``).
 - Latencies are milliseconds, rounded to the microsecond; ``null`` before a first
   answered call.
 - The face serves it behind the same checks as ``/mcp`` (API keys, OAuth tokens).
@@ -18,6 +20,8 @@ Rules:
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from .extensions import verdicts
 
 if TYPE_CHECKING:
     from ..parent.host import Host
@@ -37,6 +41,7 @@ def status_document(host: Host) -> dict[str, Any]:
             "p50_ms": _ms(latency.p50_s), "p99_ms": _ms(latency.p99_s),
             "restarts": status.restarts, "last_error": status.last_error,
             "last_error_at": status.last_error_at, "listing_error": status.listing_error,
+            "extensions": verdicts(status.extensions),
         })
     return {"schema": SCHEMA, "tools": len(host.tools()), "servers": servers}
 

@@ -54,12 +54,13 @@ from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from ..telemetry.carried import picked
+from . import extensions as ext
 from . import protocol as p
 from . import tasks as task_table
 from . import tool_search
 from .admission import Admission
 from .limits import Limits
-from .offerings import LISTS, Offerings
+from .offerings import LISTS, Offerings, skills_page
 from .tasks import NOBODY, Caller, Place, TaskTable
 
 log = logging.getLogger("trunkline.gateway")
@@ -106,7 +107,8 @@ SUBSCRIBING = frozenset({"resources/subscribe", "resources/unsubscribe"})
 DEFAULT_MAX_IN_FLIGHT = 16384
 DEFAULT_MAX_PER_SERVER = 2048
 #: Requests answered by the servers behind (``from_fleet``).
-FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/complete"})
+FLEET_METHODS = frozenset({*LISTS, "prompts/get", "resources/read", "completion/complete",
+                           *ext.METHODS})
 
 
 class Answerer:
@@ -142,9 +144,22 @@ class Answerer:
         self._owners: dict[str, str] = {}
         self._remember_owners(host.tools())
         self._unwatch = host.watch_catalog(self._remember_owners)
+        #: The extensions servers declare that the gateway does not relay, said once each.
+        self._left_out = ext.LeftOut()
+        for status in host.servers():
+            self._note_extensions(status)
+        self._unwatch_servers = host.watch_servers(self._note_extensions)
 
     def close(self) -> None:
         self._unwatch()
+        self._unwatch_servers()
+
+    def _note_extensions(self, status: Any) -> None:
+        if status.state is ServerState.READY:
+            self._left_out.note(status.name, status.extensions)
+
+    def _ready_capabilities(self) -> list[Mapping[str, Any] | None]:
+        return [s.capabilities for s in self.host.servers() if s.state is ServerState.READY]
 
     def watch_lists(self, on_change: Callable[[str], None]) -> Callable[[], None]:
         """Have ``on_change(which)`` hear that the fleet's ``tools`` (the merged catalog;
@@ -183,10 +198,15 @@ class Answerer:
         if method == "initialize" and era is p.ClientEra.LEGACY:
             result = p.initialize_result(request.params.get("protocolVersion"),
                                          self._server_info, self._instructions,
-                                         tools_change=not self.tool_search)
+                                         tools_change=not self.tool_search,
+                                         extensions=ext.advertised(self._ready_capabilities(),
+                                                                   legacy=True))
         elif method == "server/discover":
             result = p.discover_result(self._server_info, self._instructions,
-                                       tools_change=not self.tool_search)
+                                       tools_change=not self.tool_search,
+                                       extensions=ext.advertised(
+                                           self._ready_capabilities(),
+                                           legacy=era is p.ClientEra.LEGACY))
         elif method == "ping" and era is p.ClientEra.LEGACY:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
@@ -339,6 +359,15 @@ class Answerer:
                          "resourceTemplates": table.templates}[member]
                 return p.list_result(member, list(items), era)
             return await self._behind(request, None, merged(), client_key)
+        if method in ext.METHODS and not ext.serves(method, self._ready_capabilities(),
+                                                    legacy=era is p.ClientEra.LEGACY):
+            return p.error_response(request.id, p.unknown_method(method))
+        if method == "skills/list":
+            cursor = request.params.get("cursor")
+            if cursor is not None and skills_page((), cursor) is None:
+                return p.error_response(request.id, p.error(
+                    p.INVALID_PARAMS, f"invalid cursor {cursor!r}"))
+            return await self._behind(request, None, self._skills(cursor), client_key)
         routed = await self._route(request)
         if isinstance(routed, p.InBandError):
             return routed.response(request.id)
@@ -533,9 +562,36 @@ class Answerer:
         if held is not None:
             self.admission.leave(*held)
 
+    async def _skills(self, cursor: str | None) -> Mapping[str, Any]:
+        """A page of the merged ``skills/list`` (``offerings``, rule 5) after ``cursor``
+        (checked): the first page lists the servers again, a later one pages the list
+        the first one made."""
+        table = self._offerings.table if cursor is not None else \
+            await self._offerings.refresh()
+        page = skills_page(table.skills, cursor)
+        assert page is not None  # the cursor was checked
+        items, next_cursor = page
+        result: dict[str, Any] = {"skills": items}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
     async def _route(self, request: p.Request) -> tuple[str, dict[str, Any]] | p.InBandError:
         """The server a request goes to and its params as that server knows its things."""
         params = {k: v for k, v in request.params.items() if k not in _NOT_FORWARDED}
+        if request.method == "skills/get":
+            uri = params.get("uri")
+            server = await self._offerings.skill(uri) if isinstance(uri, str) else None
+            if server is None:
+                return p.in_band(p.INVALID_PARAMS, f"No skill is served at {uri}", {"uri": uri})
+            return server, params
+        if request.method == "resources/directory/read":
+            uri = params.get("uri")
+            server = await self._offerings.directory(uri) if isinstance(uri, str) else None
+            if server is None:
+                return p.in_band(p.INVALID_PARAMS, f"{uri} is not a directory resource",
+                                 {"uri": uri})
+            return server, params
         if request.method == "prompts/get":
             return await self._prompt_route(params.get("name"), lambda local: {
                 **params, "name": local})

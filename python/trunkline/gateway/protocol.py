@@ -54,7 +54,6 @@ from ..errors import (
 )
 from ..protocol import wide_ints
 from ..protocol.listen import LISTS, SUBSCRIPTION_ID
-from ..protocol.tasks import TASKS_EXTENSION
 from ..protocol.versions import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -275,19 +274,19 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def capabilities(tools_change: bool = True, *, modern: bool = False) -> dict[str, Any]:
+def capabilities(tools_change: bool = True,
+                 extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes; in tool-search mode
     its two tools, which never change), the fleet's prompts and resources (announcing
     changes of both lists; with subscriptions, for the resources of servers that offer
-    them) and completions, and the log messages of each call. To a modern client, the
-    extensions it implements whatever the servers behind do: tasks (it follows every
-    server's tasks itself, ``gateway/tasks.py``)."""
-    served: dict[str, Any] = {
-        "tools": {"listChanged": tools_change}, "prompts": {"listChanged": True},
-        "resources": {"subscribe": True, "listChanged": True},
-        "completions": {}, "logging": {}}
-    if modern:
-        served["extensions"] = {TASKS_EXTENSION: {}}
+    them) and completions, the log messages of each call, and the ``extensions`` it
+    relays now (``gateway/extensions.py``), when there are any."""
+    served: dict[str, Any] = {"tools": {"listChanged": tools_change},
+                              "prompts": {"listChanged": True},
+                              "resources": {"subscribe": True, "listChanged": True},
+                              "completions": {}, "logging": {}}
+    if extensions:
+        served["extensions"] = {key: dict(value) for key, value in extensions.items()}
     return served
 
 
@@ -303,11 +302,12 @@ def list_changed(which: str, subscription: Any = None) -> dict[str, Any]:
 
 
 def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
-                    tools_change: bool = True) -> dict[str, Any]:
+                    tools_change: bool = True,
+                    extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(MODERN_VERSIONS),
-        "capabilities": capabilities(tools_change, modern=True),
+        "capabilities": capabilities(tools_change, extensions),
         # The fleet behind us changes: nothing about it may be cached.
         "ttlMs": 0,
         "cacheScope": "private",
@@ -319,12 +319,12 @@ def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
 
 
 def initialize_result(requested: Any, server_info: Mapping[str, Any],
-                      instructions: str | None, *, tools_change: bool = True
-                      ) -> dict[str, Any]:
+                      instructions: str | None, *, tools_change: bool = True,
+                      extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The legacy handshake's answer: the client's revision when we serve it, else ours."""
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {"protocolVersion": version,
-                              "capabilities": capabilities(tools_change),
+                              "capabilities": capabilities(tools_change, extensions),
                               "serverInfo": dict(server_info)}
     if instructions:
         result["instructions"] = instructions
@@ -351,7 +351,8 @@ def list_result(member: str, items: list[dict[str, Any]], era: ClientEra) -> dic
 #: The results of these requests are 2026-07-28 ``CacheableResult``s: ``ttlMs`` and
 #: ``cacheScope`` are required (rule 5).
 CACHEABLE = frozenset({"tools/list", "prompts/list", "resources/list",
-                       "resources/templates/list", "resources/read"})
+                       "resources/templates/list", "resources/read", "skills/list",
+                       "skills/get"})
 CACHE_SCOPES = frozenset({"private", "public"})
 
 

@@ -14,7 +14,8 @@ Rules:
 - The host behind the gateway declares every kind of input to its servers
   (``RELAYED_CAPABILITIES``): the gateway relays each request for input to its own client,
   which must have declared it (``answers``). A legacy server's roots are its session's,
-  so every client's: the entry's ``roots``, else none (``_no_roots``).
+  so every client's: the entry's ``roots``, else none (``_no_roots``). It declares the
+  client side of the extensions it relays too (``extensions.upstream``: MCP Apps).
 - Each modern server is asked to announce every list it serves (``RELAYED_LISTS``), so the
   gateway can relay the changes.
 - Starting: the OpenTelemetry SDK from ``OTEL_*`` (and ``metrics``) when anything asks
@@ -41,6 +42,7 @@ from ..errors import ConfigurationError
 from ..parent.host_options import CallOptions, ClientOptions
 from ..settings import HostSettings
 from ..version import VERSION
+from .extensions import upstream as upstream_extensions
 from .limits import Limits
 
 if TYPE_CHECKING:
@@ -57,7 +59,8 @@ ServerWatcher = Callable[["ServerStatus"], None]
 #: What the gateway's host declares to the servers behind it: every kind of input, since
 #: it passes each request for input on to its client, except a legacy server's roots.
 RELAYED_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}},
-                                        "sampling": {}, "roots": {}}
+                                        "sampling": {}, "roots": {},
+                                        "extensions": upstream_extensions()}
 #: What the gateway's host asks each modern server to announce on its listen stream:
 #: every list it serves (a legacy server announces its changes unasked).
 RELAYED_LISTS = {"toolsListChanged": True, "promptsListChanged": True,

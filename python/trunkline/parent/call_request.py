@@ -60,8 +60,8 @@ class CallInput(msgspec.Struct, frozen=True):
 
     def meta(self, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What this call adds to a modern request's ``_meta``: its capabilities, which
-        replace the host's there, with ``extensions`` (those negotiated with the server,
-        which the host's declared) added to theirs (``with_extensions``)."""
+        replace the host's there, with ``extensions`` (those the host declared to the
+        server) beside theirs (``with_extensions``)."""
         if self.capabilities is None:
             return {}
         return {META_CLIENT_CAPABILITIES: with_extensions(self.capabilities, extensions)}
@@ -78,12 +78,13 @@ class CallInput(msgspec.Struct, frozen=True):
 
 def with_extensions(capabilities: Mapping[str, Any],
                     extensions: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A call's own client capabilities as a modern request declares them: with the
-    extensions negotiated with its server added to theirs."""
+    """A call's own client capabilities as a modern request declares them: the extensions
+    the host declared to its server (``WorkerHandle.extensions``: tasks it follows, MCP
+    Apps) stay declared beside the call's own, which win."""
     declared = dict(capabilities)
     if extensions:
         own = declared.get("extensions")
-        declared["extensions"] = {**(own if isinstance(own, dict) else {}), **extensions}
+        declared["extensions"] = {**extensions, **(own if isinstance(own, dict) else {})}
     return declared
 
 

@@ -116,9 +116,8 @@ class WorkerHandle:
         #: (both sides declared ``io.modelcontextprotocol/tasks``), ``"legacy"`` (its
         #: ``tasks.requests.tools.call``), or None.
         self.task_mode: str | None = None
-        #: The extensions negotiated with this server (modern, both sides declared them),
-        #: each with the host's settings: a request carrying capabilities of its own (a
-        #: gateway's client's) still declares them (``CallInput.meta``).
+        #: The extensions declared to the modern server on every request (its stamped
+        #: ``clientCapabilities.extensions``): the host's own and those negotiated.
         self.extensions: dict[str, Any] = {}
         #: Each frame kind a worker sends, and what is done with it.
         self._frames: dict[int, Callable[[Generation, bytes], None]] = {
@@ -392,7 +391,7 @@ class WorkerHandle:
             self.reason = None
             self._planner.ready()
             self.task_mode = _task_mode(report, self.settings.extensions)
-            self.extensions = _negotiated(report, self.settings.extensions)
+            self.extensions = _declared_extensions(report, self.settings)
         elif state in (ServerState.RESTARTING, ServerState.UNAVAILABLE):
             # The worker says it is ending: its calls fail now, not when its server's stop
             # ladder has run.
@@ -508,14 +507,17 @@ class WorkerHandle:
         return asyncio.shield(self._changed)
 
 
-def _negotiated(report: StateReport, extensions: tuple[str, ...]) -> dict[str, Any]:
-    """The extensions of the host's that a ready modern server declared too (as the worker
-    stamps them on every request: ``Peer.negotiated``)."""
-    declared = (report.capabilities or {}).get("extensions") if report.era == "modern" \
-        else None
-    if not isinstance(declared, dict):
+def _declared_extensions(report: StateReport, settings: HostSettings) -> dict[str, Any]:
+    """What a ready modern server is told the host implements, as the worker stamps it
+    (``ClientIdentity.modern_meta``, ``Peer.negotiated``)."""
+    if report.era != "modern":
         return {}
-    return {name: {} for name in extensions if name in declared}
+    own = settings.identity.capabilities.get("extensions")
+    declared = dict(own) if isinstance(own, Mapping) else {}
+    offered = (report.capabilities or {}).get("extensions")
+    if isinstance(offered, dict):
+        declared.update({name: {} for name in settings.extensions if name in offered})
+    return declared
 
 
 def _task_mode(report: StateReport, extensions: tuple[str, ...]) -> str | None:

@@ -41,6 +41,7 @@ from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
 from ..protocol.mrtr import CAPABILITY_OF, MRTR_METHODS, MrtrLimits
 from ..protocol.retry import RetryPolicy
+from ..protocol.skills import SkillEntry
 from ..protocol.tasks import TaskView
 from ..protocol.versions import LOG_LEVELS
 from ..settings import OLD_SERVER_NAMES, HostSettings, Root, ServerConfig
@@ -62,6 +63,7 @@ from .listing import CatalogKeeper
 from .mrtr import InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
+from .skills import SkillFile, SkillReader
 from .supervisor import Supervisor
 from .tasks import TaskStatus, ToolTask
 from .telemetry import Telemetry
@@ -204,6 +206,10 @@ class Host:
         #: Relayed calls to legacy servers, whose questions become their callers' rounds.
         self._bridged = BridgedCalls(self._scope, mrtr_limits,
                                      self.settings.instance)
+        #: Skills (MCP's skills extension): entries on demand, files read and verified.
+        self._skills = SkillReader(self.request, self._servers.statuses,
+                                   lambda name: self._servers.handle(name).status(),
+                                   prefix_all=catalog.collision == "prefix-all")
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._server_watchers: list[Callable[[ServerStatus], None]] = []
@@ -743,14 +749,13 @@ class Host:
         decides itself. ``timeout`` bounds the call that starts the task, not the task;
         the input the task asks for goes to ``call_input``'s handlers, else the host's.
         ``on_progress``, ``log_level`` and ``on_log`` are the starting call's, as
-        ``call_tool`` takes them. A caller that answers the input itself relays it:
-        ``start_tool_relayed``.
+        ``call_tool`` takes them. With ``CallInput(relay=True)`` the task's input is kept
+        in ``status.input_requests`` for ``respond``; a caller whose input may be asked
+        before the task exists (a gateway's client) uses ``start_tool_relayed``, which
+        returns those rounds.
 
         ``call_tool`` on such a tool waits for the task itself (within its timeout; a
         caller that stops waiting cancels the task upstream)."""
-        if call_input is not None and call_input.relay:
-            raise ValueError("a call whose input is relayed to its caller is started with "
-                             "start_tool_relayed")
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
             on_log, call_input, detached=True)
@@ -951,6 +956,56 @@ class Host:
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+    # -- skills (MCP's skills extension, io.modelcontextprotocol/skills) -------------------
+
+    async def list_skills(self, server: str | None = None, *,
+                          timeout: float | None = None) -> list[SkillEntry]:
+        """The skills ``server`` serves (every page of its ``skills/list``), or with no
+        server those of every ready server that declared the extension, as one list: each
+        a ``SkillEntry`` (its server, ``SKILL.md`` URI, frontmatter, files with their
+        digests and sizes) under a ``name`` unique in the list (``catalog/skills.py``: a
+        skill's path, ``<server>_<path>`` where two servers serve the same path). Only
+        entries are fetched, never a file. A server that did not declare the extension
+        is refused (``ValueError``); in the merged list a server whose listing fails is
+        left out (logged)."""
+        return await self._skills.listing(server, timeout)
+
+    async def get_skill(self, server: str, uri: str, *,
+                        timeout: float | None = None) -> SkillEntry:
+        """The entry of the skill whose ``SKILL.md`` is ``uri`` on ``server``
+        (``skills/get``): for a skill given by URI only (the server's instructions named
+        it, it was left out of a partial listing), or to refresh one whose file no longer
+        matches. A URI the server serves no skill at is its error (``ServerError``,
+        -32602)."""
+        return await self._skills.get(server, uri, timeout)
+
+    async def load_skill(self, skill: SkillEntry, *, dynamic: bool = False,
+                         timeout: float | None = None) -> SkillFile:
+        """The skill's ``SKILL.md``, read now (``resources/read``) and returned only if it
+        is what the entry describes: its size, its SHA-256 digest, and its YAML
+        frontmatter field by field; else ``SkillVerificationFailed`` (the content is not
+        returned). A skill whose files are ``"dynamic"`` (no digests) is read only with
+        ``dynamic=True``, its frontmatter still checked."""
+        return await self._skills.read(skill, skill.uri, dynamic, timeout)
+
+    async def read_skill_file(self, skill: SkillEntry, path: str, *, dynamic: bool = False,
+                              timeout: float | None = None) -> SkillFile:
+        """One file of the skill, by its path relative to the skill's root
+        (``references/FORMS.md``) or its URI, read now and checked against the entry as
+        ``load_skill`` says. A file the entry does not list is not read
+        (``SkillVerificationFailed``, kind ``unlisted``)."""
+        return await self._skills.read(skill, path, dynamic, timeout)
+
+    async def read_skill_directory(self, server: str, uri: str, *,
+                                   timeout: float | None = None) -> list[dict[str, Any]]:
+        """The direct children of a directory of ``server``'s skills
+        (``resources/directory/read``, every page): each a resource (``uri``, ``name``,
+        ``mimeType``: ``inode/directory`` for a subdirectory). Only for a server that
+        declared ``directoryRead: true`` (else ``ValueError``). A child it names that the
+        skill's entry does not list is still not a file of the skill
+        (``read_skill_file``)."""
+        return await self._skills.directory(server, uri, timeout)
 
     # What a gateway needs of a host
 

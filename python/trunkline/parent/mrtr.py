@@ -32,6 +32,7 @@ from ..protocol.mrtr import (
     check_response,
 )
 from ..protocol.reply import Reply
+from ..protocol.tasks import RESULT_TYPE_TASK
 from ..protocol.versions import META_CLIENT_CAPABILITIES
 from ..telemetry.calls import note
 from .call_request import CallInput, with_extensions
@@ -58,6 +59,10 @@ class InputRequired:
         return requests if isinstance(requests, dict) else {}
 
 
+_TASK = frozenset({RESULT_TYPE_TASK})
+_NONE: frozenset[str] = frozenset()
+
+
 class InputRounds:
     def __init__(self, handlers: Mapping[str, InputHandler], capabilities: Mapping[str, Any],
                  limits: MrtrLimits) -> None:
@@ -76,17 +81,20 @@ class InputRounds:
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                        result: dict[str, Any], reply: Reply, timeout: float,
                        watched: str | None = None) -> Any:
-        """Rounds until the result is complete (or a bound, or the deadline, ends them).
-        ``watched``: the call's notices token (``CallSlots.request``)."""
+        """Rounds until the result is complete (or a bound, or the deadline, ends them);
+        a ``tools/call`` to a server that runs tasks may end in one (its caller follows
+        it). ``watched``: the call's notices token (``CallSlots.request``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         server = handle.name
-        # A call that declares capabilities of its own declares the extensions negotiated
-        # with its server beside them (``CallInput.meta``): its rounds declare the same.
+        # A call that declares capabilities of its own declares the host's extensions
+        # beside them (``CallInput.meta``): its rounds declare the same.
         meta = body.get("_meta")
         declared = with_extensions(self._capabilities, handle.extensions) if (
             isinstance(meta, dict) and META_CLIENT_CAPABILITIES in meta) else self._capabilities
-        mrtr = MrtrLoop(method, body, declared, self.limits, loop.time(), server=server)
+        final = _TASK if method == "tools/call" and handle.task_mode == "modern" else _NONE
+        mrtr = MrtrLoop(method, body, declared, self.limits, loop.time(), server=server,
+                        final_types=final)
         decision = mrtr.on_result(result, reply.result or b"", loop.time())
         while True:
             if isinstance(decision, Done):

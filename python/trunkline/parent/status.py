@@ -58,6 +58,13 @@ class ServerStatus:
         return self.report.capabilities if self.report else None
 
     @property
+    def extensions(self) -> tuple[str, ...]:
+        """The ids of the MCP extensions the server declared (``capabilities.extensions``),
+        as it listed them; empty before it is ready or when it declared none."""
+        declared = (self.capabilities or {}).get("extensions")
+        return tuple(declared) if isinstance(declared, dict) else ()
+
+    @property
     def server_info(self) -> dict[str, Any] | None:
         return self.report.server_info if self.report else None
 

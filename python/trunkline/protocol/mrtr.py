@@ -182,7 +182,11 @@ class MrtrLoop:
         now: float = 0.0,
         *,
         server: str | None = None,
+        final_types: frozenset[str] = frozenset(),
     ) -> None:
+        """``final_types``: result types besides ``complete`` that end the rounds, those of
+        an extension negotiated for this request (``task``: the server ran the request
+        as a task once it had its input). The caller takes them on."""
         if not isinstance(original_params, Mapping):
             raise TypeError("original_params must be a mapping")
         for reserved in ("inputResponses", "requestState"):
@@ -203,6 +207,7 @@ class MrtrLoop:
             )
         self.method = method
         self.server = server
+        self.final_types = final_types
         self.limits = limits or MrtrLimits()
         self.capabilities = declared_capabilities
         self.started = now
@@ -237,7 +242,7 @@ class MrtrLoop:
         if not isinstance(result, dict):
             return self._fail(MalformedMessage, f"{self.method} result is not a JSON object")
         result_type = result.get("resultType", "complete")
-        if result_type == "complete":
+        if result_type == "complete" or result_type in self.final_types:
             # Absent is "complete" for earlier-era servers; whether a modern server may
             # omit it is the era-aware caller's check.
             self.state = State.DONE
