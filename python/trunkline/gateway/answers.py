@@ -185,7 +185,7 @@ class Answerer:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
             tools = list(tool_search.TOOLS) if self.tool_search else \
-                [p.served_tool(e) for e in self.host.tools()]
+                [p.served_tool(e, era) for e in self.host.tools()]
             result = p.list_result("tools", tools, era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
             level = request.params.get("level")
