@@ -195,9 +195,10 @@ def test_a_client_answers_what_the_task_tools_ask(gateways, tmp_path, client):
 
     clarified, elicited, sampling = run(through_gateway(tmp_path, gateways, tap, work),
                                         timeout=300)
-    # Each client was asked once, what the server asked.
+    # Each client was asked once, what the server asked, without the server's task.
     [(method, asked)] = clarified["asked"]
     assert method == "elicitation/create" and "tides" in asked["message"]
+    assert RELATED_TASK not in asked.get("_meta", {})
     assert [m for m, _ in elicited["asked"]] == ["elicitation/create"]
     [(method, asked)] = sampling["asked"]
     assert method == "sampling/createMessage"
