@@ -26,7 +26,6 @@ import os
 import sys
 from importlib.metadata import version
 
-
 ANSWERS: dict = json.loads(os.environ.get("SDK_CLIENT_ANSWERS") or "{}")
 ASKED: list[list] = []
 CALLBACKS = {"elicitation/create": "elicitation_callback",
