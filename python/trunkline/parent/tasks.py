@@ -6,7 +6,9 @@ A tool call its server runs as a task (MCP tasks: ``protocol.tasks``) becomes a
 (``worker.tasks.TaskPoller``) and reports only what changed (``TaskReport``); here each
 report reaches its ``ToolTask``: a new status to its watchers, input it asks for to the
 call's handlers (or, for a caller that answers itself, kept until ``respond``), its end
-to whoever waits.
+to whoever waits. A legacy task asks with requests of the server's own, each naming the
+task (``related-task``): the call's handlers answer those too (``handler_for``), and no
+other call's.
 
 A task lives on its server, not in a worker: when a worker is replaced, every task still
 followed is watched again on the new one (``ServerTasks.resume``), which looks at it at
@@ -36,7 +38,7 @@ from ..errors import (
     TaskLost,
     TrunklineError,
 )
-from ..protocol.mrtr import parse_input_request, undeclared
+from ..protocol.mrtr import InputHandler, parse_input_request, undeclared
 from ..protocol.tasks import CANCELLED, COMPLETED, FAILED, TERMINAL, TaskView
 
 if TYPE_CHECKING:
@@ -104,6 +106,12 @@ class ToolTask:
 
     def done(self) -> bool:
         return self._end.done()
+
+    def handler(self, method: str) -> InputHandler | None:
+        """The call's handler of ``method`` (the host's when the call brought none), for
+        a request of the server's about this task; None for a caller that answers the
+        task's input itself."""
+        return None if self._rounds is None else self._rounds.handler(method)
 
     def watch(self, on_status: Callable[[TaskStatus], None]) -> Callable[[], None]:
         """Call ``on_status(status)`` at each change (on the loop); returns what stops it."""
@@ -261,6 +269,14 @@ class ServerTasks:
         task = self._tasks.get(report.key)
         if task is not None:
             task.reported(report, result)
+
+    def handler_for(self, task_id: str, method: str) -> InputHandler | None:
+        """The handler of the call whose task ``task_id`` is, for a request of the
+        server's that names it; None when no task followed here has that id."""
+        for task in self._tasks.values():
+            if task.task_id == task_id:
+                return task.handler(method)
+        return None
 
     def forget(self, key: int) -> None:
         self._tasks.pop(key, None)
