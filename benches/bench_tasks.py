@@ -195,7 +195,7 @@ def render(path: Path) -> str:
             f"| {_us(whole_t)} ({_us(1e6 * t['parent_cpu_s'] / i['tasks'])} + "
             f"{_us(1e6 * t['worker_cpu_s'] / i['tasks'])}) | {_us(whole_r)} |")
     out += ["", "The SDK (mcp 2.3.0) has no column: its client does not follow tasks "
-            "(no `tasks/get`; see this file's docstring)."]
+            "(no `tasks/get`; `benches/bench_tasks.py` says where)."]
     return "\n".join(out)
 
 
