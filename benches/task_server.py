@@ -35,9 +35,10 @@ Answers, one JSON-RPC message per line each way:
   anything else: -32601.
 
 The summary (written to ``--stats`` at exit too: stdin's end or SIGTERM): ``tasks``
-created, ``plain_calls``, ``cancelled``, ``polls`` (``tasks/get`` answered),
-``polls_unknown`` (for no task of ours), ``polls_after_end`` (at a task whose end a look
-already showed), ``completed_seen`` (tasks whose completion a look showed), the first and
+created, ``plain_calls``, ``cancelled``, ``methods`` (requests received, by method),
+``polls`` (``tasks/get`` answered), ``polls_unknown`` (for no task of ours),
+``polls_after_end`` (at a task whose end a look already showed), ``completed_seen``
+(tasks whose completion a look showed), ``unlooked`` (tasks never looked at), the first and
 last look and creation (``time.monotonic()`` seconds: on Linux the same clock in every
 process, so a client can set them beside its own readings), and, in seconds: ``gap`` (the
 time between two looks at one task: count, min, median, mean), ``per_task_min_gap`` and
