@@ -296,7 +296,8 @@ class ServerTasks:
         for key, task in list(self._tasks.items()):
             status = task.status
             view = TaskView(task.task_id, status.status, status.message,
-                            status.poll_interval_ms, status.ttl_ms)
+                            status.poll_interval_ms, status.ttl_ms, status.created_at,
+                            status.last_updated_at)
             self._send(self._watch(key, task, view, resumed=True))
 
     def fail_all(self, error: Callable[[], BaseException]) -> None:
@@ -329,6 +330,8 @@ class ServerTasks:
         return ch.TaskWatch(key=key, task_id=view.task_id, legacy=task.legacy,
                             status=view.status, status_message=view.status_message,
                             poll_interval_ms=view.poll_interval_ms, ttl_ms=view.ttl_ms,
+                            created_at=view.created_at,
+                            last_updated_at=view.last_updated_at,
                             deadline_s=left, resumed=resumed).to_bytes()
 
     def _send(self, frame: bytes) -> bool:
