@@ -355,6 +355,8 @@ class TaskWatch(_Json, frozen=True, kw_only=True):
     status_message: str | None = None
     poll_interval_ms: float | None = None
     ttl_ms: float | None = None
+    created_at: str | None = None
+    last_updated_at: str | None = None
     deadline_s: float | None = None
     #: After a restart: the server's task is looked at once at once, to learn whether it
     #: still knows it.

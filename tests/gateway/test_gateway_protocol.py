@@ -108,6 +108,24 @@ def test_a_served_tool_is_the_upstream_definition_under_the_catalogs_name():
     assert p.served_tool(entry) == {**raw, "name": "docs_2fsearch_1234"}
 
 
+@pytest.mark.parametrize("support", ["required", "optional", "forbidden"])
+def test_a_legacy_client_is_served_a_task_tool_as_a_plain_one(support):
+    """The gateway answers every call of a legacy client whole (it declares it no tasks):
+    the server's ``taskSupport`` stays behind, the rest of ``execution`` goes on."""
+    raw = {"name": "research", "inputSchema": {"type": "object"},
+           "execution": {"taskSupport": support}}
+    entry = ToolEntry("ev/research", "ev", "research", None, None, raw["inputSchema"],
+                      raw=raw)
+    legacy = p.served_tool(entry, p.ClientEra.LEGACY)
+    assert legacy == {"name": "ev/research", "inputSchema": {"type": "object"}}
+    conforms(p.list_result("tools", [legacy], p.ClientEra.LEGACY), LEGACY, "ListToolsResult")
+    more = {**raw, "execution": {"taskSupport": support, "x.example/more": 1}}
+    entry = ToolEntry("ev/research", "ev", "research", None, None, raw["inputSchema"],
+                      raw=more)
+    assert p.served_tool(entry, p.ClientEra.LEGACY)["execution"] == {"x.example/more": 1}
+    assert p.served_tool(entry, p.ClientEra.MODERN)["execution"] == more["execution"]
+
+
 def test_a_call_result_keeps_the_servers_meta_but_not_the_hops():
     raw = {"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"},
                                     "x.example/trace": "t"}}

@@ -5,6 +5,7 @@ cancelled on the wire, resumed by id, and its worker killed while tasks are in f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -18,6 +19,7 @@ from conftest import PEERS, run
 from trunkline import ClientOptions
 from trunkline.errors import TaskCancelled, TaskLimitReached, TaskLost
 from trunkline.params import StdioParams
+from trunkline.parent.call_request import CallInput
 from trunkline.parent.host import Host
 from trunkline.parent.tasks import TaskStatus, ToolTask
 from trunkline.protocol import NegotiationConfig
@@ -33,6 +35,19 @@ def everything(tap: Any) -> StdioParams:
     server = realpeers.require(realpeers.LEGACY_TS_EVERYTHING)
     return StdioParams(sys.executable, (str(PEERS / "tap.py"), "--log", str(tap), "--",
                                         *server.argv), dict(server.env))
+
+
+#: server-everything's research stages, each a statusMessage of the task, in order.
+STAGES = ["Gathering sources...", "Analyzing content...", "Synthesizing findings...",
+          "Generating report..."]
+
+
+def assert_stages(messages: list[str | None]) -> None:
+    """Each message a stage, in the stages' order (a look may miss a stage, never
+    reorder them)."""
+    assert messages and all(m in STAGES for m in messages), messages
+    indexes = [STAGES.index(m) for m in messages]  # type: ignore[arg-type]
+    assert indexes == sorted(indexes), messages
 
 
 def sent(tap: Any, method: str) -> list[dict[str, Any]]:
@@ -59,7 +74,7 @@ def test_a_required_task_tool_is_listed_and_call_tool_waits_for_its_task(tmp_pat
             assert result.is_error is False
             # The first status, each stage, and the end, told to the call's watcher.
             assert told[0].status == "working" and told[-1].status == "completed"
-            assert "Synthesizing findings..." in [s.message for s in told]
+            assert_stages([s.message for s in told])
     run(main())
     # On the wire: one task-augmented call, looks at the task, then its payload.
     (call,) = sent(tap, "tools/call")
@@ -86,11 +101,11 @@ def test_start_tool_reports_each_status_and_cancel_reaches_the_server(tmp_path, 
             assert {s.created_at for s in seen} == {created_at}
             assert None not in {s.poll_interval_ms for s in seen}
             assert task.outcome() is result
-            # Each stage the server went through, told once each, ending completed.
-            messages = [s.message for s in seen]
-            assert "Analyzing content..." in messages and seen[-1].status == "completed"
-            assert len(messages) == len(set(zip(messages, [s.status for s in seen],
-                                                strict=True)))
+            # The stages the looks saw (which ones depends on their timing), in order,
+            # each told once, ending completed.
+            assert seen[-1].status == "completed"
+            assert_stages([s.message for s in seen])
+            assert len(seen) == len({(s.status, s.message) for s in seen})
 
             second = await host.start_tool(TOOL, {"topic": "sun"})
             assert isinstance(second, ToolTask) and second.outcome() is None
@@ -209,6 +224,65 @@ def test_an_ambiguous_query_asks_through_the_host_elicitation_handler(tmp_path, 
             assert "ocean tides" in result.text
     run(main())
     assert len(asked) == 1 and "tides" in asked[0]["message"]
+
+
+def _answering(choice: str, asked: list[dict[str, Any]]) -> Any:
+    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"interpretation": choice}}
+    return elicit
+
+
+def test_a_calls_own_handlers_answer_what_its_task_asks(tmp_path, no_leaks):
+    """The task's question comes while the host looks at the task (``tasks/result``), not
+    while the call's request is in flight: it names its task (``related-task``), and
+    the handlers of the call that task is answer it (a gateway's: its client's)."""
+    tap = tmp_path / "tap.jsonl"
+    asked: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        client = ClientOptions(capabilities={"elicitation": {}})
+        async with Host(settings=SETTINGS, client=client) as host:
+            await started(tap, host)
+            result = await host.call_tool(
+                TOOL, {"topic": "tides", "ambiguous": True}, timeout=60,
+                call_input=CallInput(handlers={"elicitation/create": _answering(
+                    "historical", asked)}))
+            assert "Research Report: tides (historical)" in result.text, result.text
+    run(main())
+    assert len(asked) == 1 and "tides" in asked[0]["message"]
+
+
+def test_a_tasks_question_never_goes_to_another_call_in_flight(tmp_path, no_leaks):
+    """Another call's request is the server's one request in flight when the task asks:
+    the question is still the task's call's (here: the host's, the call brought none),
+    never the other caller's."""
+    tap = tmp_path / "tap.jsonl"
+    mine: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        client = ClientOptions(capabilities={"elicitation": {}},
+                               input_handlers={"elicitation/create": _answering(
+                                   "current", mine)})
+        async with Host(settings=SETTINGS, client=client) as host:
+            await started(tap, host)
+            other = asyncio.ensure_future(host.call_tool(
+                "trigger-long-running-operation", {"duration": 60, "steps": 60}, timeout=90,
+                call_input=CallInput(handlers={"elicitation/create": _answering(
+                    "historical", theirs)})))
+            while not sent(tap, "tools/call"):
+                await asyncio.sleep(0.05)
+            try:
+                result = await host.call_tool(TOOL, {"topic": "tides", "ambiguous": True},
+                                              timeout=60)
+            finally:
+                other.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await other
+            assert "Research Report: tides (current)" in result.text, result.text
+    run(main())
+    assert theirs == [] and len(mine) == 1
 
 
 def test_the_server_asks_the_host_to_run_its_elicitation_and_sampling_as_tasks(tmp_path,

@@ -174,3 +174,22 @@ def test_a_call_that_brings_its_own_capabilities_still_declares_the_extension(tm
     assert call["params"]["_meta"][CAPABILITIES] == {
         "elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
     assert len(sent(tap, "tasks/update")) == 1
+
+
+def test_a_tasks_status_keeps_the_servers_times_from_its_creation_on(tmp_path, no_leaks):
+    tap = tmp_path / "tap.jsonl"
+
+    async def main() -> None:
+        async with Host(settings=SETTINGS) as host:
+            await host.add_servers([ServerConfig("fx", fixture(tap))])
+            task = await host.start_tool("slow_compute", {"seconds": 0.5})
+            assert isinstance(task, ToolTask)
+            created = task.status.created_at
+            assert created is not None and task.status.last_updated_at is not None
+            told: list[TaskStatus] = []
+            task.watch(told.append)
+            await task.wait(30)
+            # Only news was told (the end), never the creation again without its times.
+            assert [s.status for s in told] == ["completed"]
+            assert all(s.created_at == created for s in told)
+    run(main())

@@ -9,9 +9,13 @@ It lists the tools (every page), calls TOOL with ARGS_JSON with a progress callb
 prints {"sdk", "protocol", "tools", "result", "progress"}. mcp 2.x connects with
 ``mode="auto"`` (server/discover first), mcp 1.x with the initialize handshake. With
 ``SDK_CLIENT_BEARER`` in its environment, mcp 2.x sends ``Authorization: Bearer <it>`` on
-every HTTP request (as a host holding an access token does). A stdio COMMAND gets this
-process's environment (the SDKs' default keeps only a few variables), so the test decides
-it: ``PYTHONPATH`` picks the trunkline under test, as ``ts_client.mjs`` does.
+every HTTP request (as a host holding an access token does). With ``SDK_CLIENT_ANSWERS``
+(a JSON object: request method -> the result to give), the client answers each
+``elicitation/create`` or ``sampling/createMessage`` of the server's with that result (so
+declaring the capability), and the document's ``"asked"`` lists them (``[method, params]``,
+in the order they came). A stdio COMMAND gets this process's environment (the SDKs'
+default keeps only a few variables), so the test decides it: ``PYTHONPATH`` picks the
+trunkline under test, as ``ts_client.mjs`` does.
 """
 
 from __future__ import annotations
@@ -21,6 +25,27 @@ import json
 import os
 import sys
 from importlib.metadata import version
+
+ANSWERS: dict = json.loads(os.environ.get("SDK_CLIENT_ANSWERS") or "{}")
+ASKED: list[list] = []
+CALLBACKS = {"elicitation/create": "elicitation_callback",
+             "sampling/createMessage": "sampling_callback"}
+
+
+def answering() -> dict:
+    """The SDK's callbacks for the canned answers: each records what it was asked."""
+    from mcp import types
+
+    shapes = {"elicitation/create": types.ElicitResult,
+              "sampling/createMessage": types.CreateMessageResult}
+    callbacks = {}
+    for method, answer in ANSWERS.items():
+        async def callback(context, params, method=method, answer=answer):
+            ASKED.append([method, params.model_dump(mode="json", by_alias=True,
+                                                    exclude_none=True)])
+            return shapes[method].model_validate(answer)
+        callbacks[CALLBACKS[method]] = callback
+    return callbacks
 
 
 def parse(argv: list[str]) -> tuple[str, dict, str, list[str]]:
@@ -42,14 +67,14 @@ async def modern(tool: str, arguments: dict, command: str, args: list[str]) -> d
 
         target = streamable_http_client(command, http_client=create_mcp_http_client(
             headers={"Authorization": f"Bearer {bearer}"}))
-    async with Client(target, mode="auto") as client:
+    async with Client(target, mode="auto", **answering()) as client:
         listed = await client.list_tools()
         result = await client.call_tool(
             tool, arguments, progress_callback=lambda p, t, m: progress.append([p, t, m]))
         return {"protocol": str(getattr(client, "protocol_version", None)),
                 "tools": [t.name for t in listed.tools],
                 "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
-                "progress": progress}
+                "progress": progress, "asked": ASKED}
 
 
 async def legacy(tool: str, arguments: dict, command: str, args: list[str]) -> dict:
@@ -69,13 +94,13 @@ async def legacy(tool: str, arguments: dict, command: str, args: list[str]) -> d
         transport = stdio_client(StdioServerParameters(command=command, args=args,
                                                        env=dict(os.environ)))
     async with transport as (r, w, *_):
-        async with ClientSession(r, w) as session:
+        async with ClientSession(r, w, **answering()) as session:
             init = await session.initialize()
             listed = await session.list_tools()
             result = await session.call_tool(tool, arguments, progress_callback=on_progress)
             return {"protocol": init.protocolVersion, "tools": [t.name for t in listed.tools],
                     "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    "progress": progress}
+                    "progress": progress, "asked": ASKED}
 
 
 def _is_url(target: str) -> bool:

@@ -20,9 +20,12 @@ the gateway itself: a modern client gets the ``input_required`` result as it is 
 answers it in its next request (``inputResponses``, ``requestState``), which goes to the
 server as it came; a legacy client is asked with requests of its own era
 (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) through the face's
-``Client.ask``, and the server gets the answers. The server behind is told, as the
-request's ``clientCapabilities``, the input kinds the client declared (and the gateway can
-relay); input the client did not declare is -32021, never asked.
+``Client.ask``, and the server gets the answers. A legacy server's request about one of
+its tasks names it (``_meta`` ``related-task``): the client is asked without it (the task
+is the server's, which the client never saw; the gateway answers the call whole). The
+server behind is told, as the request's ``clientCapabilities``, the input kinds the
+client declared (and the gateway can relay); input the client did not declare is -32021,
+never asked.
 
 A request's W3C trace context (``traceparent`` in its ``_meta``, else in the HTTP face's
 headers, with ``tracestate`` and ``baggage``) is continued by its SERVER span when tracing
@@ -52,6 +55,7 @@ from ..parent.results import CallToolResult
 from ..parent.tasks import ToolTask
 from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
+from ..protocol.tasks import RELATED_TASK
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
 from ..telemetry.carried import picked
 from . import extensions as ext
@@ -211,7 +215,7 @@ class Answerer:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
             tools = list(tool_search.TOOLS) if self.tool_search else \
-                [p.served_tool(e) for e in self.host.tools()]
+                [p.served_tool(e, era) for e in self.host.tools()]
             result = p.list_result("tools", tools, era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
             level = request.params.get("level")
@@ -674,7 +678,19 @@ def _relayable(declared: Any) -> dict[str, Any]:
 
 
 def _asking(ask: Ask, method: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
-    return lambda params: ask(method, params)
+    return lambda params: ask(method, _without_task(params))
+
+
+def _without_task(params: dict[str, Any]) -> dict[str, Any]:
+    """A server's request as its client is asked it: without the task it names."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or RELATED_TASK not in meta:
+        return params
+    asked = {key: value for key, value in params.items() if key != "_meta"}
+    rest = {key: value for key, value in meta.items() if key != RELATED_TASK}
+    if rest:
+        asked["_meta"] = rest
+    return asked
 
 
 def _undeclared(needed: InputRequired, declared: Any) -> dict[str, Any]:

@@ -30,6 +30,11 @@ Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/li
    bytes; when it changes more (``_meta`` of the protocol's, a legacy client and a
    ``resultType``), the result is encoded anew. A message to send is therefore a JSON
    object or the bytes of one (``Message``, ``encoded``).
+8. A legacy client is served every tool as a plain one: a server's ``execution``
+   ``taskSupport`` stays behind. The gateway declares it no tasks and answers each of
+   its calls whole (the host waits for the task), so no call of its needs to be a task;
+   a ``required`` would have the client refuse to call the tool at all (the TypeScript
+   SDK 1.x does).
 """
 
 from __future__ import annotations
@@ -331,11 +336,19 @@ def initialize_result(requested: Any, server_info: Mapping[str, Any],
     return result
 
 
-def served_tool(entry: ToolEntry) -> dict[str, Any]:
+def served_tool(entry: ToolEntry, era: ClientEra = ClientEra.MODERN) -> dict[str, Any]:
     """A catalog entry as the gateway's own tool: the upstream definition, under the name
-    the catalog gave it (canonical, or the model-safe alias when the host has them)."""
+    the catalog gave it (canonical, or the model-safe alias when the host has them); to
+    a legacy client, without its ``taskSupport`` (rule 8)."""
     tool = {key: value for key, value in entry.raw.items() if key != "name"}
     tool["name"] = entry.model_name
+    execution = tool.get("execution")
+    if era is ClientEra.LEGACY and isinstance(execution, dict) and "taskSupport" in execution:
+        rest = {key: value for key, value in execution.items() if key != "taskSupport"}
+        if rest:
+            tool["execution"] = rest
+        else:
+            del tool["execution"]
     return tool
 
 

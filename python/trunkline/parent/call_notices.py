@@ -22,6 +22,7 @@ Each call that wants any of these gets a token unique to it (``_meta.progressTok
   (``ServerRequest.stream``): the call's handlers answer it. Over stdio it is a call's
   only while that call's request is the server's one request in flight (anything else
   could put one client's question to another); otherwise the host's handlers answer.
+  (A request about a task names it, and is never decided here: ``parent.tasks``.)
 
 "In flight" is exact: a call says when its request is with the server (``sent``) and
 when it is back (``returned``), so a call waiting for a slot, between retries or between

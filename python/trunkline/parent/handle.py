@@ -30,7 +30,7 @@ from ..errors import ServerUnavailable, TransportLost
 from ..loop.tasks import TaskScope, gather_all
 from ..params import HttpParams
 from ..protocol.mrtr import InputHandler
-from ..protocol.tasks import TASKS_EXTENSION
+from ..protocol.tasks import TASKS_EXTENSION, related_task
 from ..settings import HostSettings, ServerConfig
 from .call_notices import CallNotices
 from .call_slots import ON_ITS_WAY, CallSlots
@@ -77,10 +77,8 @@ class WorkerHandle:
         #: entry per URI, however many changes came meanwhile.
         self._watch_pending: dict[str, bool] = {}
         self._watch_scheduled = False
-        self._relay = ServerRequestRelay(
-            input_handlers or {},
-            lambda request: self.notices.handler_for(request, self.slots.in_flight),
-            config.roots)
+        self._relay = ServerRequestRelay(input_handlers or {}, self._call_handler,
+                                         config.roots)
         self._credentials = CredentialDesk(
             oauth, config.name,
             config.params.url if isinstance(config.params, HttpParams) else "",
@@ -346,6 +344,15 @@ class WorkerHandle:
 
     def _server_request_frame(self, gen: Generation, body: bytes) -> None:
         self._relay.relay(gen, ch.ServerRequest.from_bytes(body))
+
+    def _call_handler(self, request: ch.ServerRequest) -> InputHandler | None:
+        """The handler of the call a server's own request belongs to, if any: one about a
+        task (``related-task``) is that task's call's, whatever else is in flight; any
+        other is the call ``CallNotices`` finds."""
+        task_id = related_task(request.params)
+        if task_id is not None:
+            return self.tasks.handler_for(task_id, request.method)
+        return self.notices.handler_for(request, self.slots.in_flight)
 
     def _credentials_asked_frame(self, gen: Generation, body: bytes) -> None:
         self._credentials.answer(gen, ch.CredentialQuestion.from_bytes(body))

@@ -78,6 +78,10 @@ class InputRounds:
                            if call_input.capabilities is None else call_input.capabilities,
                            self.limits)
 
+    def handler(self, method: str) -> InputHandler | None:
+        """The handler these rounds answer ``method`` with, if any."""
+        return self._handlers.get(method)
+
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                        result: dict[str, Any], reply: Reply, timeout: float,
                        watched: str | None = None) -> Any:

@@ -9,8 +9,10 @@ Who answers:
   handler; never one call's. A legacy server's roots belong to its session, which every
   call on the connection shares, and servers keep them (server-everything caches them per
   session): one caller's roots would become every caller's.
-- elicitation and sampling: the handlers of the call the request belongs to
-  (``CallNotices.handler_for``), else the host's.
+- elicitation and sampling: the handlers of the call the request belongs to, else the
+  host's. A request about a task (its ``_meta`` names it: ``related-task``) belongs to
+  the call that task is (``ServerTasks.handler_for``), never to another call in flight;
+  any other is the call ``CallNotices.handler_for`` finds.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ A tool call its server runs as a task (MCP tasks: ``protocol.tasks``) becomes a
 (``worker.tasks.TaskPoller``) and reports only what changed (``TaskReport``); here each
 report reaches its ``ToolTask``: a new status to its watchers, input it asks for to the
 call's handlers (or, for a caller that answers itself, kept until ``respond``), its end
-to whoever waits.
+to whoever waits. A legacy task asks with requests of the server's own, each naming the
+task (``related-task``): the call's handlers answer those too (``handler_for``), and no
+other call's.
 
 A task lives on its server, not in a worker: when a worker is replaced, every task still
 followed is watched again on the new one (``ServerTasks.resume``), which looks at it at
@@ -36,7 +38,7 @@ from ..errors import (
     TaskLost,
     TrunklineError,
 )
-from ..protocol.mrtr import parse_input_request, undeclared
+from ..protocol.mrtr import InputHandler, parse_input_request, undeclared
 from ..protocol.tasks import CANCELLED, COMPLETED, FAILED, TERMINAL, TaskView
 
 if TYPE_CHECKING:
@@ -113,6 +115,12 @@ class ToolTask:
         if not end.done():
             return None
         return end.exception() or end.result()
+
+    def handler(self, method: str) -> InputHandler | None:
+        """The call's handler of ``method`` (the host's when the call brought none), for
+        a request of the server's about this task; None for a caller that answers the
+        task's input itself."""
+        return None if self._rounds is None else self._rounds.handler(method)
 
     def watch(self, on_status: Callable[[TaskStatus], None]) -> Callable[[], None]:
         """Call ``on_status(status)`` at each change (on the loop); returns what stops it."""
@@ -278,6 +286,14 @@ class ServerTasks:
         if task is not None:
             task.reported(report, result)
 
+    def handler_for(self, task_id: str, method: str) -> InputHandler | None:
+        """The handler of the call whose task ``task_id`` is, for a request of the
+        server's that names it; None when no task followed here has that id."""
+        for task in self._tasks.values():
+            if task.task_id == task_id:
+                return task.handler(method)
+        return None
+
     def forget(self, key: int) -> None:
         self._tasks.pop(key, None)
         self._deadlines.pop(key, None)
@@ -296,7 +312,8 @@ class ServerTasks:
         for key, task in list(self._tasks.items()):
             status = task.status
             view = TaskView(task.task_id, status.status, status.message,
-                            status.poll_interval_ms, status.ttl_ms)
+                            status.poll_interval_ms, status.ttl_ms, status.created_at,
+                            status.last_updated_at)
             self._send(self._watch(key, task, view, resumed=True))
 
     def fail_all(self, error: Callable[[], BaseException]) -> None:
@@ -329,6 +346,8 @@ class ServerTasks:
         return ch.TaskWatch(key=key, task_id=view.task_id, legacy=task.legacy,
                             status=view.status, status_message=view.status_message,
                             poll_interval_ms=view.poll_interval_ms, ttl_ms=view.ttl_ms,
+                            created_at=view.created_at,
+                            last_updated_at=view.last_updated_at,
                             deadline_s=left, resumed=resumed).to_bytes()
 
     def _send(self, frame: bytes) -> bool:

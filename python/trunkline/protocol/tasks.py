@@ -55,6 +55,8 @@ from .validate import json_type
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 #: The ``resultType`` of a modern ``CreateTaskResult``.
 RESULT_TYPE_TASK = "task"
+#: The ``_meta`` key a legacy (2025-11-25) message names the task it is about with.
+RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
@@ -112,6 +114,15 @@ class TaskView:
     @property
     def ended(self) -> bool:
         return self.status in TERMINAL
+
+
+def related_task(params: Any) -> str | None:
+    """The id of the task a legacy message's params name in ``_meta`` (``related-task``),
+    if they name one."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    related = meta.get(RELATED_TASK) if isinstance(meta, dict) else None
+    task_id = related.get("taskId") if isinstance(related, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 def _number(raw: dict[str, Any], key: str, what: str) -> float | None:

@@ -92,10 +92,13 @@ class TaskPoller:
         loop = asyncio.get_running_loop()
         now = loop.time()
         created = TaskView(watch.task_id, watch.status, watch.status_message,
-                           watch.poll_interval_ms, watch.ttl_ms)
+                           watch.poll_interval_ms, watch.ttl_ms, watch.created_at,
+                           watch.last_updated_at)
         poll = TaskPoll(created, now, limits=self._limits,
                         deadline=None if watch.deadline_s is None else now + watch.deadline_s)
         step: Step = Look(now) if watch.resumed else poll.first(now)
+        if isinstance(step, Changed) and not step.asks:
+            step = Look(step.at)  # the parent has the creation: only news crosses
         params = orjson.dumps({"taskId": watch.task_id})
         result: bytes | None = None  # the final result, as the server wrote it
         fetched = False  # a legacy task's tasks/result was answered

@@ -18,6 +18,11 @@
 // notification a microtask later, by which time the handler is gone:
 // modelcontextprotocol/typescript-sdk#2580), which on stdio is the usual case.
 //
+// With TS_CLIENT_ANSWERS in its environment (a JSON object: request method -> the result to
+// give), the client declares the matching capabilities (elicitation/create: elicitation,
+// sampling/createMessage: sampling) and answers each such request of the server's with that
+// result; the document's "asked" lists them ([method, params], in the order they came).
+//
 // .ci/install-peers copies this file next to its node_modules under .peers/ts-client/ (ESM
 // resolves packages relative to the importing file); tests/gateway/test_serve_ts_clients.py
 // runs that copy. The COMMAND gets this process's environment, so the test decides it.
@@ -86,13 +91,44 @@ function watchCall(transport) {
 
 const progressOf = (p) => [p.progress, p.total ?? null, p.message ?? null];
 
+// The canned answers (TS_CLIENT_ANSWERS), the capabilities they need, and what was asked.
+const ANSWERS = JSON.parse(process.env.TS_CLIENT_ANSWERS ?? '{}');
+const CAPABILITY_OF = { 'elicitation/create': 'elicitation', 'sampling/createMessage': 'sampling' };
+const asked = [];
+
+function capabilities() {
+    const declared = {};
+    for (const method of Object.keys(ANSWERS)) {
+        if (!(method in CAPABILITY_OF)) {
+            process.stderr.write(`TS_CLIENT_ANSWERS: cannot answer ${method}\n`);
+            process.exit(2);
+        }
+        declared[CAPABILITY_OF[method]] = {};
+    }
+    return declared;
+}
+
+// Install the handlers with setRequestHandler(key, handler): v2 keys by method, 1.x by schema.
+function answering(client, keyOf) {
+    for (const [method, result] of Object.entries(ANSWERS)) {
+        client.setRequestHandler(keyOf(method), async (request) => {
+            asked.push([method, request.params]);
+            return result;
+        });
+    }
+}
+
 async function modern({ tool, toolArgs, command, args }) {
     const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
     const { StdioClientTransport } = await import('@modelcontextprotocol/client/stdio');
     const transport = isUrl(command)
         ? new StreamableHTTPClientTransport(new URL(command))
         : new StdioClientTransport({ command, args, env: { ...process.env } });
-    const client = new Client(CLIENT_INFO, { versionNegotiation: { mode: 'auto' } });
+    const client = new Client(CLIENT_INFO, {
+        versionNegotiation: { mode: 'auto' },
+        capabilities: capabilities()
+    });
+    answering(client, (method) => method);
     const progress = [];
     await client.connect(transport);
     try {
@@ -108,7 +144,8 @@ async function modern({ tool, toolArgs, command, args }) {
             tools,
             result,
             progress,
-            wire
+            wire,
+            asked
         };
     } finally {
         await client.close();
@@ -133,7 +170,15 @@ async function legacy({ tool, toolArgs, command, args }) {
         negotiated = version;
         forward?.(version);
     };
-    const client = new Client(CLIENT_INFO);
+    const { CreateMessageRequestSchema, ElicitRequestSchema } = await import(
+        '@modelcontextprotocol/sdk/types.js'
+    );
+    const schemas = {
+        'elicitation/create': ElicitRequestSchema,
+        'sampling/createMessage': CreateMessageRequestSchema
+    };
+    const client = new Client(CLIENT_INFO, { capabilities: capabilities() });
+    answering(client, (method) => schemas[method]);
     const progress = [];
     await client.connect(transport);
     try {
@@ -142,7 +187,7 @@ async function legacy({ tool, toolArgs, command, args }) {
         const result = await client.callTool({ name: tool, arguments: toolArgs }, undefined, {
             onprogress: (p) => progress.push(progressOf(p))
         });
-        return { era: 'legacy', protocol: negotiated, tools, result, progress, wire };
+        return { era: 'legacy', protocol: negotiated, tools, result, progress, wire, asked };
     } finally {
         await client.close();
     }
