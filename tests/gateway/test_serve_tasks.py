@@ -396,3 +396,33 @@ def test_the_official_python_sdk_client_takes_a_task_through_its_extension_inter
     assert done["created"]["taskId"].startswith("tl-task.")
     assert done["statuses"][-1] == "completed" and set(done["statuses"][:-1]) <= {"working"}
     assert "# Research Report: sdk" in done["result"]["content"][0]["text"]
+
+
+def test_a_call_refused_before_it_starts_holds_no_place(gateways, tmp_path):
+    """A task-taking call refused before its work starts (its id already in flight over
+    stdio) takes no place in the client's bound: the next one is served
+    (``--limit client_tasks=1``)."""
+    tap = tmp_path / "tap.jsonl"
+    path = fleet(tmp_path, tap)
+
+    async def main():
+        gw = await StdioGateway.start(path, gateways, "--limit", "client_tasks=1")
+        # A plain call of the task tool (waited for by the gateway) holds id 7 a while.
+        gw.request("tools/call", {"name": TOOL, "arguments": {"topic": "plain"},
+                                  "_meta": modern_meta()}, request_id=7)
+        for _ in range(200):
+            if upstream(tap, "tools/call"):
+                break
+            await asyncio.sleep(0.05)
+        gw.request("tools/call", {"name": TOOL, "arguments": {"topic": "dup"},
+                                  "_meta": taking()}, request_id=7)
+        refused = await gw.answer()
+        assert refused["id"] == 7 and "already in flight" in refused["error"]["message"]
+        created = await gw.call("tools/call", {"name": TOOL, "arguments": {"topic": "next"},
+                                               "_meta": taking()})
+        assert created["result"]["resultType"] == "task", created
+        plain = await gw.answer(60)
+        assert plain["id"] == 7 and "Research Report: plain" in \
+            plain["result"]["content"][0]["text"]
+        assert await gw.close() == 0
+    run(main(), timeout=120)

@@ -273,14 +273,11 @@ class Answerer:
             self._release_round(call_input.request_state)  # this request takes it up
         on_log = None if level is None else _logs_to(notify)
         if request.era is p.ClientEra.MODERN and task_table.takes_tasks(request.meta):
-            # The client takes a task: the call may be answered with one (its place first).
-            place = self.tasks.reserve(caller.client)
-            if not isinstance(place, Place):
-                return ready(p.error_response(request.id, place))
+            # The client takes a task: the call may be answered with one.
             return self._behind(request, server, self.host.start_tool_relayed(
                 name, arguments, on_progress=on_progress, call_input=call_input,
                 log_level=level, on_log=on_log, trace_context=self._passed_on(request)),
-                client_key, admitted, (place, caller))
+                client_key, admitted, caller)
         return self._behind(request, server, self.host.call_tool_relayed(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
             on_log=on_log, trace_context=self._passed_on(request)), client_key, admitted)
@@ -481,19 +478,27 @@ class Answerer:
     async def _behind(self, request: p.Request, server: str | None,
                       work: Coroutine[Any, Any, Any], client_key: Hashable = None,
                       admitted: Admitted | None = None,
-                      taking: tuple[Place, Caller] | None = None) -> p.Message:
+                      taking: Caller | None = None) -> p.Message:
         """Run ``work`` (a request to ``server``, or to the fleet, of ``client_key``'s) if
         admitted (by the face already, when ``admitted``): its result as our response, in
         the client's era, or its failure as the client's error. ``taking``: the call
-        may make a task, held in that place for that caller."""
+        may make a task, that caller's: a place for it in the task table is taken
+        first (here, where it is always given back), and a task is held in it."""
+        place: Place | None = None
+        if taking is not None:
+            reserved = self.tasks.reserve(taking.client)
+            if not isinstance(reserved, Place):
+                work.close()
+                return p.error_response(request.id, reserved)
+            place = reserved
         # The work names the request in the admission while it runs.
         ticket: object = work
         if admitted is None:
             refusal = self.admission.enter(server, client_key, ticket)
             if refusal is not None:
                 work.close()
-                if taking is not None:
-                    self.tasks.release(taking[0])
+                if place is not None:
+                    self.tasks.release(place)
                 return p.error_response(request.id, refusal)
         # Every line logged while this request is worked on names it (``log_context``).
         tool = request.params.get("name") if request.method == CALL else None
@@ -527,12 +532,11 @@ class Answerer:
             if admitted is None and not held:
                 self.admission.leave(server, client_key, ticket)
             log_context.unbind(bound)
-            if taking is not None and type(result) is not ToolTask:
-                self.tasks.release(taking[0])
+            if place is not None and type(result) is not ToolTask:
+                self.tasks.release(place)
         if type(result) is ToolTask:
-            assert taking is not None  # only a call that takes tasks gets one
-            place, caller = taking
-            kept = self.tasks.hold(place, result, caller.owner)
+            assert place is not None and taking is not None  # only such a call gets one
+            kept = self.tasks.hold(place, result, taking.owner)
             return p.response(request.id, task_table.created_result(kept))
         if isinstance(result, CallToolResult):
             passed = p.passed_on_result(result.raw, result.raw_json, request.era)
