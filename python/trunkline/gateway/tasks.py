@@ -23,9 +23,9 @@ Rules:
    -32602 "Task not found" either way).
 3. Bounds: at most ``client_tasks`` tasks per client (``Caller.client``: its owner, else
    its address) and ``tasks`` in all, counting those held and the places of calls that
-   may yet make one (``reserve``, before the call starts). At a bound, the oldest ended
-   task of that client (for the overall bound: of anyone's) is dropped to make room;
-   when none has ended, the call is refused (``admission.overloaded``: 429 for the
+   may yet make one (``reserve``, as the call's work starts). At a bound, the oldest
+   ended task of that client (for the overall bound: of anyone's) is dropped to make
+   room; when none has ended, the call is refused (``admission.overloaded``: 429 for the
    client's bound, 503 for the gateway's), before anything is sent upstream.
 4. An ended task is kept for its TTL from when the gateway saw it created: the server's
    ``ttlMs`` when it is shorter than ``task_ttl_s``, else ``task_ttl_s`` (the ``ttlMs``
