@@ -114,10 +114,7 @@ def test_start_tool_reports_each_status_and_cancel_reaches_the_server(tmp_path, 
                 await second.wait(5)
             assert isinstance(second.outcome(), TaskCancelled)
             # Cooperative: the server was told, by task id.
-            for _ in range(100):
-                if sent(tap, "tasks/cancel"):
-                    break
-                await asyncio.sleep(0.05)
+            await taplog.requests_of(tap, "tasks/cancel")
             assert [m["params"] for m in sent(tap, "tasks/cancel")] == [
                 {"taskId": second.task_id}]
     run(main())
@@ -135,10 +132,7 @@ def test_a_call_whose_caller_gives_up_cancels_its_task_upstream(tmp_path, no_lea
             call.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await call
-            for _ in range(100):
-                if sent(tap, "tasks/cancel"):
-                    break
-                await asyncio.sleep(0.05)
+            await taplog.requests_of(tap, "tasks/cancel")
             assert len(sent(tap, "tasks/cancel")) == 1
     run(main())
 
@@ -171,10 +165,7 @@ def test_tasks_beyond_max_tasks_are_refused_and_cancelled(tmp_path, no_leaks):
             assert isinstance(first, ToolTask)
             with pytest.raises(TaskLimitReached, match="max_tasks"):
                 await host.start_tool(TOOL, {"topic": "two"})
-            for _ in range(100):
-                if sent(tap, "tasks/cancel"):
-                    break
-                await asyncio.sleep(0.05)
+            await taplog.requests_of(tap, "tasks/cancel")
             assert len(sent(tap, "tasks/cancel")) == 1
             await first.cancel()
     run(main())

@@ -124,10 +124,7 @@ def test_a_detached_task_answers_input_by_respond_and_cancels(tmp_path, no_leaks
             await long.cancel()
             with pytest.raises(TaskCancelled):
                 await long.wait(1)
-            for _ in range(200):
-                if sent(tap, "tasks/cancel"):
-                    break
-                await asyncio.sleep(0.02)
+            await taplog.requests_of(tap, "tasks/cancel")
             assert [m["params"]["taskId"] for m in sent(tap, "tasks/cancel")] == [long.task_id]
     run(main())
 

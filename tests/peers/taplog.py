@@ -147,3 +147,19 @@ def messages(path: str | os.PathLike[str], direction: str = IN) -> list[Any]:
     assert on malformed traffic.
     """
     return [json.loads(data) for data in lines(path, direction) if data.strip()]
+
+
+async def requests_of(path: str | os.PathLike[str], method: str, *,
+                      timeout: float = 10.0) -> list[Any]:
+    """The client's ``method`` requests in the log, once there is one (an async test
+    waiting for something the host sends on its own, such as ``tasks/cancel``); an
+    empty list if none came within ``timeout`` seconds."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [m for m in messages(path, IN) if isinstance(m, dict)
+                 and m.get("method") == method]
+        if found or time.monotonic() >= deadline:
+            return found
+        await asyncio.sleep(0.02)

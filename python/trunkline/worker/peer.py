@@ -79,6 +79,16 @@ class PeerState(enum.Enum):
     CLOSED = "closed"
 
 
+
+class _Expired(Exception):
+    """A worker's own request reached its deadline (``Peer.request``)."""
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
+
+
 class Peer:
     def __init__(
         self,
@@ -243,18 +253,24 @@ class Peer:
         """Send one request in the peer's era and wait for its reply, at most ``timeout``
         seconds from the write. ``params`` is a JSON object already serialized."""
         request_id, future = self.open_request(method, params)
+        # The deadline is one timer that fails the reply's future (no ``wait_for``: its
+        # waiter and timeout context cost as much again as the request; a worker following
+        # a thousand tasks sends one of these per look).
+        timer = asyncio.get_running_loop().call_later(timeout, _expire, future)
         try:
-            return await asyncio.wait_for(future, timeout)
-        except (TimeoutError, asyncio.CancelledError) as exc:
+            return await future
+        except (_Expired, asyncio.CancelledError) as exc:
             if self._correlator.discard(request_id) is not None:
                 self._send_cancelled(request_id, "timeout" if isinstance(
-                    exc, asyncio.TimeoutError) else "cancelled by the caller")
-            if isinstance(exc, asyncio.TimeoutError):
+                    exc, _Expired) else "cancelled by the caller")
+            if isinstance(exc, _Expired):
                 raise RequestTimeout(
                     f"no reply within {timeout:g} s", timeout_s=timeout,
                     server=self.name, method=method,
                 ) from None
             raise
+        finally:
+            timer.cancel()
 
     def open_request(self, method: str, params: bytes | None = None
                      ) -> tuple[int, asyncio.Future[Reply]]:

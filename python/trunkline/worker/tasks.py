@@ -102,6 +102,7 @@ class TaskPoller:
         params = orjson.dumps({"taskId": watch.task_id})
         result: bytes | None = None  # the final result, as the server wrote it
         fetched = False  # a legacy task's tasks/result was answered
+        looked: list[bytes] = []  # the last look's answer, as the server wrote it
         try:
             while True:
                 if isinstance(step, Changed):
@@ -133,7 +134,7 @@ class TaskPoller:
                 if late is not None:
                     step = late
                     continue
-                step, result = await self._look(watch, poll, params)
+                step, result = await self._look(watch, poll, params, looked)
         except MalformedMessage as exc:
             self._send(ch.TaskReport(key=watch.key, status=poll.view.status,
                                      lost="the server's answer about the task is "
@@ -143,8 +144,11 @@ class TaskPoller:
             if current is not None and current[0] is asyncio.current_task():
                 del self._following[watch.key]
 
-    async def _look(self, watch: ch.TaskWatch, poll: TaskPoll,
-                    params: bytes) -> tuple[Step, bytes | None]:
+    async def _look(self, watch: ch.TaskWatch, poll: TaskPoll, params: bytes,
+                    looked: list[bytes]) -> tuple[Step, bytes | None]:
+        """One ``tasks/get``, and what the machine makes of it. An answer byte for byte
+        the last one's is the same look, not decoded again (most looks: the task works
+        on)."""
         now = asyncio.get_running_loop().time
         try:
             reply = await self._peer.request("tasks/get", params, timeout=LOOK_TIMEOUT_S)
@@ -152,8 +156,13 @@ class TaskPoller:
             return poll.failed(None, now(), exc.message), None
         if reply.is_error:
             return poll.failed(reply.error_code, now(), reply.error_message or ""), None
+        raw = reply.result
+        if raw is not None and looked and looked[0] == raw:
+            return poll.seen(poll.view, now()), None
         view = task_view(reply.decode(server=self._peer.name, method="tasks/get"),
                          legacy=watch.legacy, task_id=watch.task_id)
+        if raw is not None:
+            looked[:] = [raw]
         step = poll.seen(view, now())
         if isinstance(step, Ended) and view.status == COMPLETED and not watch.legacy:
             # The result crosses as the server wrote it (decoded once, in the parent).
