@@ -3,6 +3,8 @@ need nothing behind the gateway."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mcp_schema import LEGACY, MODERN, conforms
@@ -108,22 +110,35 @@ def test_a_served_tool_is_the_upstream_definition_under_the_catalogs_name():
     assert p.served_tool(entry) == {**raw, "name": "docs_2fsearch_1234"}
 
 
-@pytest.mark.parametrize("support", ["required", "optional", "forbidden"])
-def test_a_legacy_client_is_served_a_task_tool_as_a_plain_one(support):
-    """The gateway answers every call of a legacy client whole (it declares it no tasks):
-    the server's ``taskSupport`` stays behind, the rest of ``execution`` goes on."""
-    raw = {"name": "research", "inputSchema": {"type": "object"},
-           "execution": {"taskSupport": support}}
+@pytest.mark.parametrize("support", ["required", "optional", "forbidden", None])
+def test_a_legacy_client_is_served_every_tool_as_an_optional_task(support):
+    """The gateway runs any call of a legacy client as a task when asked (a result its
+    server gives at once is held as an ended task), and answers any call whole when not:
+    every tool is ``optional``, never ``required`` (which a client that runs no tasks
+    refuses to call); the rest of ``execution`` goes on."""
+    raw: dict[str, Any] = {"name": "research", "inputSchema": {"type": "object"}}
+    if support is not None:
+        raw["execution"] = {"taskSupport": support}
     entry = ToolEntry("ev/research", "ev", "research", None, None, raw["inputSchema"],
                       raw=raw)
     legacy = p.served_tool(entry, p.ClientEra.LEGACY)
-    assert legacy == {"name": "ev/research", "inputSchema": {"type": "object"}}
+    assert legacy == {"name": "ev/research", "inputSchema": {"type": "object"},
+                      "execution": {"taskSupport": "optional"}}
     conforms(p.list_result("tools", [legacy], p.ClientEra.LEGACY), LEGACY, "ListToolsResult")
-    more = {**raw, "execution": {"taskSupport": support, "x.example/more": 1}}
+    more = {**raw, "execution": {**raw.get("execution", {}), "x.example/more": 1}}
     entry = ToolEntry("ev/research", "ev", "research", None, None, raw["inputSchema"],
                       raw=more)
-    assert p.served_tool(entry, p.ClientEra.LEGACY)["execution"] == {"x.example/more": 1}
+    assert p.served_tool(entry, p.ClientEra.LEGACY)["execution"] == {
+        "x.example/more": 1, "taskSupport": "optional"}
     assert p.served_tool(entry, p.ClientEra.MODERN)["execution"] == more["execution"]
+
+
+def test_a_legacy_client_is_told_the_gateway_s_tasks():
+    tasks = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    result = p.initialize_result("2025-11-25", {"name": "gw", "version": "1"}, None,
+                                 tasks=tasks)
+    assert result["capabilities"]["tasks"] == tasks
+    conforms(result, LEGACY, "InitializeResult")
 
 
 def test_a_call_result_keeps_the_servers_meta_but_not_the_hops():

@@ -12,11 +12,17 @@ import pytest
 from trunkline.errors import ServerError, TaskCancelled, TaskLost
 from trunkline.gateway import protocol as p
 from trunkline.gateway.tasks import (
+    PAGE_SIZE,
+    EndedCall,
     Place,
     TaskTable,
+    asked_ttl_ms,
     created_result,
     detailed_task,
     instance_of,
+    legacy_created,
+    legacy_result,
+    legacy_task,
     takes_tasks,
 )
 from trunkline.parent.results import CallToolResult
@@ -228,3 +234,59 @@ def test_an_ended_task_without_a_result(outcome, status, error):
         assert told["error"] == error
     else:
         assert told["error"]["code"] == -32603 and told["error"]["data"]["kind"] == "TaskLost"
+
+
+# --- rule 7: a legacy client's tasks ----------------------------------------------------
+
+
+def test_a_legacy_client_lists_its_own_tasks_a_page_at_a_time():
+    tasks = table(client_tasks=PAGE_SIZE * 2, tasks=PAGE_SIZE * 3)
+    mine = [held(tasks, Task(), client="s1", owner="s1").id for _ in range(PAGE_SIZE + 1)]
+    held(tasks, Task(), client="s2", owner="s2")
+    first = tasks.page("s1", None)
+    assert first is not None
+    page, cursor = first
+    assert [h.id for h in page] == mine[:PAGE_SIZE] and cursor is not None
+    assert cursor not in "".join(mine), "a cursor names a place, not a task"
+    second = tasks.page("s1", cursor)
+    assert second is not None and [h.id for h in second[0]] == mine[PAGE_SIZE:]
+    assert second[1] is None
+    assert tasks.page("s3", None) == ([], None)
+    for bad in ("x", "tl-tasks.", "tl-tasks.-1", 7):
+        assert tasks.page("s1", bad) is None
+
+
+def test_a_call_answered_at_once_is_held_as_a_task_that_has_ended():
+    tasks = table()
+    place = tasks.reserve("s1")
+    assert isinstance(place, Place)
+    kept = tasks.hold(place, EndedCall("ev", result("at once")), "s1", 5000)
+    told = legacy_created(kept)["task"]
+    assert told == {"taskId": kept.id, "status": "completed",
+                    "createdAt": "2023-11-14T22:13:20.000Z",
+                    "lastUpdatedAt": "2023-11-14T22:13:20.000Z", "ttl": 5000}
+    assert legacy_result(kept) == {"result": {
+        "content": [{"type": "text", "text": "at once"}],
+        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": kept.id}}}}
+    assert tasks.drop_owner("s1") == [], "nothing of it runs to be cancelled"
+
+
+def test_a_legacy_client_is_told_its_task_in_its_own_fields():
+    tasks = table()
+    task = Task(message="half", poll_interval_ms=500.0, ttl_ms=30000.0)
+    kept = held(tasks, task, owner="s1")
+    assert legacy_task(kept) == {"taskId": kept.id, "status": "working",
+                                 "statusMessage": "half",
+                                 "createdAt": "2023-11-14T22:13:20.000Z",
+                                 "lastUpdatedAt": "2023-11-14T22:13:20.000Z",
+                                 "ttl": 30000, "pollInterval": 500}
+    task.end(ServerError("boom", code=-32603))
+    assert legacy_task(kept)["status"] == "failed"
+    assert legacy_result(kept)["error"]["code"] == -32603
+
+
+@pytest.mark.parametrize(("task", "ttl"), [({}, None), ({"ttl": 1500}, 1500),
+                                           ({"ttl": 0}, None), ({"ttl": True}, None),
+                                           ({"ttl": "1"}, None), (None, None)])
+def test_the_ttl_a_legacy_client_asks_for(task, ttl):
+    assert asked_ttl_ms({} if task is None else {"task": task}) == ttl

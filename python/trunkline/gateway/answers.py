@@ -37,6 +37,7 @@ of the client's ``_meta``, goes to the server behind as it came (``Host``'s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
@@ -204,7 +205,8 @@ class Answerer:
                                          self._server_info, self._instructions,
                                          tools_change=not self.tool_search,
                                          extensions=ext.advertised(self._ready_capabilities(),
-                                                                   legacy=True))
+                                                                   legacy=True),
+                                         tasks=task_table.LEGACY_CAPABILITY)
         elif method == "server/discover":
             result = p.discover_result(self._server_info, self._instructions,
                                        tools_change=not self.tool_search,
@@ -237,7 +239,8 @@ class Answerer:
         ``client_key``: the client the call counts against (``admission``); ``admitted``:
         the face admitted it already (``admit_call``), and releases it. A modern call
         naming the tasks extension may be answered with a task, ``caller``'s
-        (``gateway/tasks.py``)."""
+        (``gateway/tasks.py``); a legacy call naming ``params.task`` is, when there is a
+        caller to bind it to (a session)."""
         try:
             return self._call(request, notify, client, client_key, admitted, caller)
         except Exception as exc:  # noqa: BLE001 - raised where it is awaited
@@ -275,6 +278,13 @@ class Answerer:
         if request.era is p.ClientEra.MODERN and task_table.takes_tasks(request.meta):
             # The client takes a task: the call may be answered with one.
             return self._behind(request, server, self.host.start_tool_relayed(
+                name, arguments, on_progress=on_progress, call_input=call_input,
+                log_level=level, on_log=on_log, trace_context=self._passed_on(request)),
+                client_key, admitted, caller)
+        if request.era is p.ClientEra.LEGACY and caller is not NOBODY and \
+                task_table.asks_task(request.params):
+            # A legacy client asks for a task: it gets one, whatever its server does.
+            return self._behind(request, server, self.host.start_tool(
                 name, arguments, on_progress=on_progress, call_input=call_input,
                 log_level=level, on_log=on_log, trace_context=self._passed_on(request)),
                 client_key, admitted, caller)
@@ -417,10 +427,46 @@ class Answerer:
         # Answers to what the task does not wait for are ignored, as its server would.
         pending = task.status.input_requests
         answered = {key: value for key, value in responses.items() if key in pending}
-        if not answered or task.done():
+        if not answered or task.done() or not isinstance(task, ToolTask):
             return p.response(request.id, {"resultType": "complete"})
         return await self._behind(request, task.server, _responded(task, answered),
                                   client_key)
+
+    async def legacy_task_request(self, request: p.Request, caller: Caller) -> p.Message:
+        """The response to a legacy session's ``tasks/get``, ``tasks/result``,
+        ``tasks/list`` or ``tasks/cancel`` about ``caller``'s tasks (``gateway/tasks.py``
+        rule 7): from the task as its host last heard of it; ``tasks/result`` waits for
+        its end (the session ending cancels its tasks, which ends the wait)."""
+        if request.method == "tasks/list":
+            page = self.tasks.page(caller.owner, request.params.get("cursor"))
+            if page is None:
+                return p.error_response(request.id, p.error(
+                    p.INVALID_PARAMS, f"invalid cursor {request.params.get('cursor')!r}"))
+            listed, cursor = page
+            result: dict[str, Any] = {"tasks": [task_table.legacy_task(h) for h in listed]}
+            if cursor is not None:
+                result["nextCursor"] = cursor
+            return p.response(request.id, result)
+        held = self.tasks.find(request.params.get("taskId"), caller.owner)
+        if held is None:
+            return p.error_response(request.id, task_table.not_found())
+        task = held.task
+        if request.method == "tasks/cancel":
+            if task.done():
+                return p.error_response(request.id, p.error(
+                    p.INVALID_PARAMS, "Cannot cancel task: it has already ended "
+                    f"({task_table.legacy_task(held)['status']})"))
+            self.tasks.cancelled(held)
+            await task.cancel()
+        elif request.method == "tasks/result":
+            if not task.done():
+                with contextlib.suppress(Exception):  # its end is read below
+                    await task.wait()
+            ended = task_table.legacy_result(held)
+            if "error" in ended:
+                return p.error_response(request.id, ended["error"])
+            return p.response(request.id, ended["result"])
+        return p.response(request.id, task_table.legacy_task(held))
 
     async def watch(self, uri: Any, era: p.ClientEra,
                     on_updated: Callable[[dict[str, Any]], None]
@@ -532,12 +578,18 @@ class Answerer:
             if admitted is None and not held:
                 self.admission.leave(server, client_key, ticket)
             log_context.unbind(bound)
-            if place is not None and type(result) is not ToolTask:
+            if place is not None and not _makes_task(result, request.era):
                 self.tasks.release(place)
-        if type(result) is ToolTask:
-            assert place is not None and taking is not None  # only such a call gets one
-            kept = self.tasks.hold(place, result, taking.owner)
-            return p.response(request.id, task_table.created_result(kept))
+        if place is not None and _makes_task(result, request.era):
+            assert taking is not None  # only such a call has a place
+            if request.era is p.ClientEra.MODERN:
+                kept = self.tasks.hold(place, result, taking.owner)
+                return p.response(request.id, task_table.created_result(kept))
+            if isinstance(result, CallToolResult):  # answered at once: a task that ended
+                result = task_table.EndedCall(server, result)
+            kept = self.tasks.hold(place, result, taking.owner,
+                                   task_table.asked_ttl_ms(request.params))
+            return p.response(request.id, task_table.legacy_created(kept))
         if isinstance(result, CallToolResult):
             passed = p.passed_on_result(result.raw, result.raw_json, request.era)
             if passed is not None:
@@ -683,6 +735,13 @@ def _relayable(declared: Any) -> dict[str, Any]:
 
 def _asking(ask: Ask, method: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
     return lambda params: ask(method, _without_task(params))
+
+
+def _makes_task(result: Any, era: p.ClientEra) -> bool:
+    """Whether a call that may make a task made one: its server's task, or, for a legacy
+    client, a result given at once (``gateway/tasks.py`` rule 7)."""
+    return type(result) is ToolTask or (era is p.ClientEra.LEGACY
+                                        and isinstance(result, CallToolResult))
 
 
 def _without_task(params: dict[str, Any]) -> dict[str, Any]:

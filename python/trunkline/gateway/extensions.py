@@ -36,9 +36,9 @@ The rows:
   extension to every modern client: a ``tools/call`` naming it may be answered with a
   task under an id of the gateway's, asked about with ``tasks/get``, ``tasks/update`` and
   ``tasks/cancel``, which ``gateway/tasks.py`` answers. Modern clients only (2025-11-25
-  has core tasks of its own, which the gateway does not serve). Nothing is declared
-  upstream here: the host declares the extension to each server that declares it
-  (``HostSettings.extensions``).
+  has core tasks of its own, which the gateway serves from the same table:
+  ``gateway/tasks.py`` rule 7). Nothing is declared upstream here: the host declares
+  the extension to each server that declares it (``HostSettings.extensions``).
 - ``io.modelcontextprotocol/ui`` (MCP Apps, SEP-1865): no methods of its own; a tool's
   ``_meta.ui`` passes through ``tools/list`` as it came and ``ui://`` resources through
   ``resources/list`` and ``resources/read`` (``offerings`` routes a UI resource no list

@@ -17,7 +17,8 @@ Rules:
    or its signed expiry (``session_lifetime_s`` after it opened) passes. An ended session
    is not found (404: its client starts a new one), and everything it held goes at once:
    its subscriptions are unwatched behind the gateway, its GET streams end, its calls in
-   flight are cancelled (their servers told, as for ``notifications/cancelled``), its
+   flight and its tasks still running are cancelled (their servers told, as for
+   ``notifications/cancelled`` and ``tasks/cancel``), its tasks are dropped, its
    questions waiting fail, its kept streams are dropped, its log level is forgotten.
 2. One sweep (not a timer per session) ends idle and expired sessions and drops kept
    streams past their keeping; a request finds a session ended even before the sweep
@@ -66,6 +67,7 @@ from .replies import (
     sibling_for,
 )
 from .siblings import Siblings
+from .tasks import LEGACY_TASK_METHODS, NOBODY, Caller
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -211,6 +213,8 @@ class LegacySessions:
         self._tell(held, None)
         for task in held.calls.values():
             task.cancel()
+        for running in self._answerer.tasks.drop_owner(held.id):
+            self._scope.spawn(running.cancel(), name=f"tasks/cancel {running.task_id}")
         self._asks.fail(held.id, ServerError(f"the client's session ended ({why})",
                                              code=p.INTERNAL_ERROR))
         self._kept.drop_session(held.id)
@@ -370,7 +374,7 @@ class LegacySessions:
         async def run() -> None:
             try:
                 stream.add(await self._answerer.call(request, stream.add, client, session_id,
-                                                     admitted))
+                                                     admitted, Caller(session_id, session_id)))
             finally:
                 held.calls.pop(key, None)
                 self._kept.finished(stream)
@@ -484,10 +488,16 @@ class LegacyRequests:
             if session_id and session is not None and \
                     "text/event-stream" in http.headers.get("accept", ""):
                 return self.sessions.call(http, request, session_id, session.capabilities)
+            # A session's tasks are its own (``gateway/tasks.py``); without one, none.
+            caller = Caller(session_id, session_id) if session_id and session is not None \
+                else NOBODY
             return relayed(http, limits, lambda notify: self._answerer.call(
-                request, notify, NO_CLIENT, key))
+                request, notify, NO_CLIENT, key, caller=caller))
         if request.method in SUBSCRIBING and session_id:
             return self._subscription_reply(request, session_id)
+        if request.method in LEGACY_TASK_METHODS and session_id and session is not None:
+            return relayed(http, limits, lambda _notify: self._answerer.legacy_task_request(
+                request, Caller(session_id, session_id)))
         answered = self._answerer.immediate(request)
         if answered is None:
             client = NO_CLIENT if session_id is None \

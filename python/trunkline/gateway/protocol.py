@@ -30,15 +30,18 @@ Rules (MCP 2026-07-28, basic/index and server/discover; MCP 2025-11-25, basic/li
    bytes; when it changes more (``_meta`` of the protocol's, a legacy client and a
    ``resultType``), the result is encoded anew. A message to send is therefore a JSON
    object or the bytes of one (``Message``, ``encoded``).
-8. A legacy client is served every tool as a plain one: a server's ``execution``
-   ``taskSupport`` stays behind. The gateway declares it no tasks and answers each of
-   its calls whole (the host waits for the task), so no call of its needs to be a task;
-   a ``required`` would have the client refuse to call the tool at all (the TypeScript
-   SDK 1.x does).
+8. A legacy client is served every tool with ``execution`` ``taskSupport``
+   ``"optional"``, whatever its server's: the gateway runs any call as a task for it
+   (``gateway/tasks.py`` rule 7; a call its server answers at once is held as a task
+   that has ended), and answers any call whole when the client does not ask for a task
+   (the host waits for the server's task), so never ``"required"``, which would have a
+   client that runs no tasks refuse to call the tool at all (the TypeScript SDK 1.x
+   does).
 """
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Mapping
 from typing import Any
@@ -280,16 +283,20 @@ def notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def capabilities(tools_change: bool = True,
-                 extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 extensions: Mapping[str, Any] | None = None,
+                 tasks: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the gateway serves: the merged tools (announcing changes; in tool-search mode
     its two tools, which never change), the fleet's prompts and resources (announcing
     changes of both lists; with subscriptions, for the resources of servers that offer
-    them) and completions, the log messages of each call, and the ``extensions`` it
-    relays now (``gateway/extensions.py``), when there are any."""
+    them) and completions, the log messages of each call, the ``extensions`` it relays
+    now (``gateway/extensions.py``), when there are any, and to a legacy client its
+    core ``tasks`` (``gateway/tasks.py``)."""
     served: dict[str, Any] = {"tools": {"listChanged": tools_change},
                               "prompts": {"listChanged": True},
                               "resources": {"subscribe": True, "listChanged": True},
                               "completions": {}, "logging": {}}
+    if tasks is not None:
+        served["tasks"] = copy.deepcopy(dict(tasks))
     if extensions:
         served["extensions"] = {key: dict(value) for key, value in extensions.items()}
     return served
@@ -325,11 +332,12 @@ def discover_result(server_info: Mapping[str, Any], instructions: str | None, *,
 
 def initialize_result(requested: Any, server_info: Mapping[str, Any],
                       instructions: str | None, *, tools_change: bool = True,
-                      extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                      extensions: Mapping[str, Any] | None = None,
+                      tasks: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The legacy handshake's answer: the client's revision when we serve it, else ours."""
     version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
     result: dict[str, Any] = {"protocolVersion": version,
-                              "capabilities": capabilities(tools_change, extensions),
+                              "capabilities": capabilities(tools_change, extensions, tasks),
                               "serverInfo": dict(server_info)}
     if instructions:
         result["instructions"] = instructions
@@ -339,16 +347,13 @@ def initialize_result(requested: Any, server_info: Mapping[str, Any],
 def served_tool(entry: ToolEntry, era: ClientEra = ClientEra.MODERN) -> dict[str, Any]:
     """A catalog entry as the gateway's own tool: the upstream definition, under the name
     the catalog gave it (canonical, or the model-safe alias when the host has them); to
-    a legacy client, without its ``taskSupport`` (rule 8)."""
+    a legacy client, with ``taskSupport`` ``"optional"`` (rule 8)."""
     tool = {key: value for key, value in entry.raw.items() if key != "name"}
     tool["name"] = entry.model_name
-    execution = tool.get("execution")
-    if era is ClientEra.LEGACY and isinstance(execution, dict) and "taskSupport" in execution:
-        rest = {key: value for key, value in execution.items() if key != "taskSupport"}
-        if rest:
-            tool["execution"] = rest
-        else:
-            del tool["execution"]
+    if era is ClientEra.LEGACY:
+        execution = tool.get("execution")
+        tool["execution"] = {**(execution if isinstance(execution, dict) else {}),
+                             "taskSupport": "optional"}
     return tool
 
 

@@ -36,7 +36,7 @@ from .answers import (
     resource_updated,
 )
 from .legacy_sessions import LegacyConnection
-from .tasks import TASK_METHODS, Caller
+from .tasks import LEGACY_TASK_METHODS, TASK_METHODS, Caller
 
 
 class ClientSession:
@@ -108,6 +108,8 @@ class ClientSession:
                                                      caller=self._caller))
         elif request.method in TASK_METHODS and request.era is p.ClientEra.MODERN:
             self._start(request, self._answerer.task_request(request, self._caller, self))
+        elif request.method in LEGACY_TASK_METHODS and request.era is p.ClientEra.LEGACY:
+            self._start(request, self._answerer.legacy_task_request(request, self._caller))
         elif request.method == LISTEN and request.era is p.ClientEra.MODERN:
             self._start(request, self._listen(request))
         elif request.method in SUBSCRIBING and request.era is p.ClientEra.LEGACY:

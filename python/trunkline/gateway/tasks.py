@@ -42,6 +42,17 @@ Rules:
    and ``lastUpdatedAt`` are the server's when it gives them, else the gateway's.
 6. The table lives in the gateway process: a restart loses it (the tasks go on upstream,
    followed by nobody, until their servers drop them).
+7. A 2025-11-25 client has core tasks of its own (``capabilities.tasks``): a session's
+   ``tools/call`` naming ``params.task`` is always answered with a task
+   (``{"task": Task}``, the fields ``ttl`` and ``pollInterval``), held here bound to the
+   session (or the stdio connection) as a modern client's is. When its server answered
+   at once (it runs no tasks, or chose not to), the result is held as a task that has
+   ended (``EndedCall``): so every tool may be called as one. The client asks with
+   ``tasks/get``, ``tasks/result`` (the call's result once the task ends, as the call
+   would have been answered, with ``_meta`` ``related-task``; a failed task's error as
+   the error), ``tasks/list`` (its own, a page at a time) and ``tasks/cancel`` (refused,
+   -32602, for a task that has ended). A ``ttl`` it asks for shortens the keeping, never
+   lengthens it.
 """
 
 from __future__ import annotations
@@ -59,12 +70,13 @@ import orjson
 
 from ..errors import TaskCancelled
 from ..parent.results import CallToolResult
-from ..parent.tasks import ToolTask
+from ..parent.tasks import TaskStatus, ToolTask
 from ..protocol.tasks import (
     CANCELLED,
     COMPLETED,
     FAILED,
     INPUT_REQUIRED,
+    RELATED_TASK,
     TASKS_EXTENSION,
     WORKING,
 )
@@ -78,6 +90,13 @@ TASK_PREFIX = "tl-task."
 SECRET_BYTES = 24
 #: The requests of the extension the gateway answers.
 TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: The core tasks requests of 2025-11-25 the gateway answers a legacy client (rule 7).
+LEGACY_TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
+#: The ``capabilities.tasks`` the gateway declares to a legacy client (rule 7).
+LEGACY_CAPABILITY: Mapping[str, Any] = {"list": {}, "cancel": {},
+                                        "requests": {"tools": {"call": {}}}}
+#: Tasks in one page of ``tasks/list``.
+PAGE_SIZE = 100
 #: How long a task still running past its time waits for the table's next look at it.
 _RECHECK_S = 60.0
 
@@ -88,6 +107,22 @@ def takes_tasks(meta: Mapping[str, Any]) -> bool:
     declared = meta.get(META_CLIENT_CAPABILITIES)
     extensions = declared.get("extensions") if type(declared) is dict else None
     return type(extensions) is dict and TASKS_EXTENSION in extensions
+
+
+def asks_task(params: Mapping[str, Any]) -> bool:
+    """Whether a legacy ``tools/call``'s params ask for it to run as a task (rule 7)."""
+    return type(params.get("task")) is dict
+
+
+def asked_ttl_ms(params: Mapping[str, Any]) -> int | None:
+    """The ``ttl`` a legacy client asked its task kept for, when it is a positive
+    number."""
+    task = params.get("task")
+    ttl = task.get("ttl") if type(task) is dict else None
+    if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or \
+            not math.isfinite(ttl) or ttl <= 0:
+        return None
+    return max(1, int(ttl))
 
 
 def missing_extension() -> dict[str, Any]:
@@ -123,6 +158,35 @@ class Caller:
 NOBODY = Caller(None, None)
 
 
+class EndedCall:
+    """A call its server answered at once, held as a task that has ended (rule 7): what
+    the table reads of a ``ToolTask``, all of it settled."""
+
+    __slots__ = ("server", "task_id", "status", "_result")
+
+    def __init__(self, server: str | None, result: CallToolResult) -> None:
+        self.server = server
+        #: No server holds it: it has no server id.
+        self.task_id = ""
+        self.status = TaskStatus("", COMPLETED)
+        self._result = result
+
+    def done(self) -> bool:
+        return True
+
+    def outcome(self) -> CallToolResult:
+        return self._result
+
+    async def wait(self, timeout: float | None = None) -> CallToolResult:
+        return self._result
+
+    async def cancel(self) -> None:
+        return None
+
+
+Held = ToolTask | EndedCall
+
+
 class Place:
     """A call's place in the table while it may yet make a task (rule 3)."""
 
@@ -135,10 +199,11 @@ class Place:
 class HeldTask:
     """One task the gateway holds for a client."""
 
-    __slots__ = ("id", "task", "owner", "client", "created_at", "ttl_ms", "ended_at", "seq")
+    __slots__ = ("id", "task", "owner", "client", "created_at", "ttl_ms", "ended_at", "seq",
+                 "order")
 
-    def __init__(self, task_id: str, task: ToolTask, owner: Hashable, client: Hashable,
-                 created_at: str, ttl_ms: int, seq: int) -> None:
+    def __init__(self, task_id: str, task: Held, owner: Hashable, client: Hashable,
+                 created_at: str, ttl_ms: int, seq: int, order: int) -> None:
         self.id = task_id
         self.task = task
         self.owner = owner
@@ -151,6 +216,8 @@ class HeldTask:
         self.ended_at: float | None = None
         #: Its entry in the expiry heap (an entry of a task since dropped is stale).
         self.seq = seq
+        #: Its place among the tasks held, in the order they were made (``tasks/list``).
+        self.order = order
 
 
 class TaskTable:
@@ -174,6 +241,7 @@ class TaskTable:
         #: ``(when, seq, id)``: when each task's time is up (rule 4).
         self._expiries: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
+        self._order = itertools.count()
 
     def __len__(self) -> int:
         return len(self._held)
@@ -206,16 +274,21 @@ class TaskTable:
         """The call made no task: its place goes back."""
         self._count(place.client, -1)
 
-    def hold(self, place: Place, task: ToolTask, owner: Hashable) -> HeldTask:
-        """The call made ``task``: held from now on in ``place``, bound to ``owner``."""
+    def hold(self, place: Place, task: Held, owner: Hashable,
+             asked_ttl_ms: int | None = None) -> HeldTask:
+        """The call made ``task``: held from now on in ``place``, bound to ``owner``, for
+        its time (rule 4), shortened to ``asked_ttl_ms`` when its client asked less (rule
+        7)."""
         task_id = self._prefix + secrets.token_urlsafe(SECRET_BYTES)
         ttl = task.status.ttl_ms
         ttl_ms = self._ttl_ms if ttl is None or not ttl < self._ttl_ms else max(1, int(ttl))
+        if asked_ttl_ms is not None:
+            ttl_ms = min(ttl_ms, asked_ttl_ms)
         seq = next(self._seq)
         created = task.status.created_at
         held = HeldTask(task_id, task, owner, place.client,
                         created if isinstance(created, str) else _iso(self._wall()),
-                        ttl_ms, seq)
+                        ttl_ms, seq, next(self._order))
         self._held[task_id] = held
         if place.client is not None:
             self._by_client.setdefault(place.client, {})[task_id] = held
@@ -232,6 +305,25 @@ class TaskTable:
             return None
         return held
 
+    def page(self, owner: Hashable, cursor: Any) -> tuple[list[HeldTask], str | None] | None:
+        """A page of ``owner``'s tasks, oldest first, after ``cursor`` (None: from the
+        first), and the cursor of the next page (None: this was the last); None for a
+        cursor the table never gave. The cursor names a place in the order, not a task,
+        so a task dropped meanwhile loses no one their place."""
+        self._expire(self._clock())
+        after = -1
+        if cursor is not None:
+            if type(cursor) is not str or not cursor.startswith(_CURSOR) or \
+                    not cursor[len(_CURSOR):].isdigit():
+                return None
+            after = int(cursor[len(_CURSOR):])
+        own = [held for held in self._held.values()
+               if held.owner == owner and held.order > after]
+        if len(own) <= PAGE_SIZE:
+            return own, None
+        page = own[:PAGE_SIZE]
+        return page, f"{_CURSOR}{page[-1].order}"
+
     def cancelled(self, held: HeldTask) -> None:
         """Its client cancelled the task (its host is told to, by the caller)."""
         if held.ended_at is None and not held.task.done():
@@ -243,7 +335,8 @@ class TaskTable:
         gone = [held for held in self._held.values() if held.owner == owner]
         for held in gone:
             self._drop(held)
-        return [held.task for held in gone if not held.task.done()]
+        return [held.task for held in gone
+                if not isinstance(held.task, EndedCall) and not held.task.done()]
 
     # -- internals ------------------------------------------------------------------------
 
@@ -284,6 +377,10 @@ class TaskTable:
                 heapq.heappush(expiries, (now + _RECHECK_S, held.seq, task_id))
 
 
+#: What a ``tasks/list`` cursor starts with.
+_CURSOR = "tl-tasks."
+
+
 # --- what a client is told -------------------------------------------------------------
 
 
@@ -301,7 +398,7 @@ def detailed_task(held: HeldTask, era: p.ClientEra) -> dict[str, Any] | bytes:
     status = _status(held)
     out = _task(held, status)
     out["resultType"] = "complete"
-    outcome = held.task.outcome()
+    outcome: Any = held.task.outcome()
     if status == INPUT_REQUIRED:
         out["inputRequests"] = dict(held.task.status.input_requests)
     elif status == COMPLETED:
@@ -350,11 +447,43 @@ def _task(held: HeldTask, status: str) -> dict[str, Any]:
     return out
 
 
+def legacy_created(held: HeldTask) -> dict[str, Any]:
+    """A legacy ``tools/call``'s ``CreateTaskResult`` (rule 7)."""
+    return {"task": legacy_task(held)}
+
+
+def legacy_task(held: HeldTask) -> dict[str, Any]:
+    """The task as a 2025-11-25 client is told of it (``tasks/get``, ``tasks/list``,
+    ``tasks/cancel``): ``ttl`` and ``pollInterval``, in milliseconds."""
+    out = _task(held, _status(held))
+    out["ttl"] = out.pop("ttlMs")
+    if "pollIntervalMs" in out:
+        out["pollInterval"] = out.pop("pollIntervalMs")
+    return out
+
+
+def legacy_result(held: HeldTask) -> dict[str, Any]:
+    """``tasks/result`` of a task that has ended: the call's result as a legacy client is
+    answered it, naming the task in its ``_meta``; or the error, for a task that did not
+    complete (its ``error``, to answer with)."""
+    outcome: object = held.task.outcome()
+    if not isinstance(outcome, CallToolResult):
+        assert isinstance(outcome, BaseException)  # the task has ended
+        return {"error": p.error_for(outcome)}
+    result = dict(p.served_result(outcome.raw, p.ClientEra.LEGACY, "tools/call"))
+    meta = result.get("_meta")
+    result["_meta"] = {**(meta if isinstance(meta, dict) else {}),
+                       RELATED_TASK: {"taskId": held.id}}
+    return {"result": result}
+
+
 def _iso(when: float) -> str:
     return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds") \
         .replace("+00:00", "Z")
 
 
-__all__ = ["NOBODY", "TASK_METHODS", "TASK_PREFIX", "Caller", "HeldTask", "Place",
-           "TaskTable", "created_result", "detailed_task", "instance_of", "missing_extension",
-           "not_found", "takes_tasks"]
+__all__ = ["LEGACY_CAPABILITY", "LEGACY_TASK_METHODS", "NOBODY", "PAGE_SIZE", "TASK_METHODS",
+           "TASK_PREFIX", "Caller", "EndedCall", "Held", "HeldTask", "Place", "TaskTable",
+           "asked_ttl_ms", "asks_task", "created_result", "detailed_task", "instance_of",
+           "legacy_created", "legacy_result", "legacy_task", "missing_extension", "not_found",
+           "takes_tasks"]
