@@ -61,8 +61,12 @@ def conforms(value: Any, revision: str, definition: str) -> Any:
     else:
         import pydantic
 
+        model = _model(revision, definition)
+        # Most definitions are models; a few (``InputRequests``) are type aliases.
+        validate = (model.model_validate if hasattr(model, "model_validate")
+                    else pydantic.TypeAdapter(model).validate_python)
         try:
-            _model(revision, definition).model_validate(value, strict=True)
+            validate(value, strict=True)
         except pydantic.ValidationError as exc:
             raise Invalid(f"{definition} ({revision}): {exc}") from exc
     return value
