@@ -335,6 +335,7 @@ async def serve(ns: argparse.Namespace) -> int:
 def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     """``serve``'s arguments as a gateway's settings, with what its environment adds over
     HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_SESSION_KEY``, ``TRUNKLINE_REPLICA``."""
+    from ..gateway.api_keys import read_api_keys
     from ..gateway.limits import Limits
     from ..gateway.processes import REPLICA_ENV
     from ..gateway.serve import GatewaySettings
@@ -342,7 +343,7 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     http: dict[str, Any] = {}
     if ns.http:
         bind, port = _bind_address(ns.http)
-        http = {"bind": bind, "port": port, "api_keys": tuple(_api_keys(ns.api_key_file)),
+        http = {"bind": bind, "port": port, "api_keys": read_api_keys(ns.api_key_file),
                 "oauth": _oauth(ns), "session_key": _session_key(),
                 "replica": ns.replica or os.environ.get(REPLICA_ENV),
                 "host_names": tuple(ns.host_names),
@@ -445,19 +446,6 @@ def _bind_address(text: str) -> tuple[str, int]:
     return bind.strip("[]") or "127.0.0.1", int(port or 0)
 
 
-def _api_keys(path: str | None) -> list[bytes]:
-    """API keys: one per line of ``--api-key-file``, and/or comma-separated in
-    ``TRUNKLINE_API_KEYS``. Never echoed anywhere."""
-    keys = [k for k in os.environ.get("TRUNKLINE_API_KEYS", "").split(",") if k.strip()]
-    if path is not None:
-        try:
-            with open(path) as f:
-                keys += [line.strip() for line in f if line.strip()]
-        except OSError as exc:
-            raise ConfigurationError(f"{path}: cannot read the API keys: {exc.strerror}") from None
-    return [k.strip().encode() for k in keys]
-
-
 def _oauth(ns: argparse.Namespace) -> ResourceSettings | None:
     """The gateway as an OAuth protected resource, if ``--oauth-issuer`` says so."""
     if not ns.oauth_issuer:
@@ -550,7 +538,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="Streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 by default; "
                            "any other address needs API keys or --oauth-issuer)")
     g.add_argument("--api-key-file", metavar="PATH",
-                   help="API keys, one per line (also TRUNKLINE_API_KEYS, comma-separated)")
+                   help="API keys: one per line, or JSON {\"keys\": [{\"name\", \"key\", "
+                   "\"groups\", ...}]} naming each (also TRUNKLINE_API_KEYS, "
+                   "comma-separated)")
     g.add_argument("--host-name", dest="host_names", metavar="NAME", action="append",
                    default=[],
                    help="with --http: a name clients reach the gateway by besides its bind "

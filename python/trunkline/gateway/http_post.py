@@ -27,6 +27,7 @@ from opentelemetry import context as otel_context
 from .._codec import wide_integer_at
 from ..loop.awaitables import ready
 from ..parent.input_bridge import TOKEN_PREFIX
+from ..policy.identity import LOCAL
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from ..telemetry.carried import picked
@@ -97,7 +98,8 @@ class PostHandler:
             return ready(json_reply(refused, malformed_status(refused["error"])))
         session_id = http.headers.get("mcp-session-id")
         session = self._legacy.verified(http, session_id) if session_id else None
-        inbound = p.read(message, session.version if session else None)
+        inbound = p.read(message, session.version if session else None,
+                         http.identity or LOCAL)
         if type(inbound) is p.Request and inbound.era is p.ClientEra.MODERN:
             state = inbound.params.get("requestState")
             if type(state) is str and state.startswith(TOKEN_PREFIX) \

@@ -277,7 +277,8 @@ class LegacySessions:
         if over is not None:
             return over.response(request.id)
         watched = await self._answerer.watch(
-            uri, request.era, lambda params: self._tell(held, resource_updated(params)))
+            uri, request.era, lambda params: self._tell(held, resource_updated(params)),
+            request.identity)
         if isinstance(watched, p.InBandError):
             return watched.response(request.id)
         # Checked again: the session may have ended, or subscribed more, meanwhile.
@@ -639,7 +640,8 @@ class LegacyConnection:
                 stop()
             return p.response(request.id, {})
         watched = await self._answerer.watch(
-            uri, request.era, lambda params: self._send(resource_updated(params)))
+            uri, request.era, lambda params: self._send(resource_updated(params)),
+            request.identity)
         if isinstance(watched, p.InBandError):
             return watched.response(request.id)
         assert isinstance(uri, str)  # a watch of anything else is refused

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..parent.host import Host
     from ..telemetry.sdk import Configured
     from .answers import Answerer
+    from .api_keys import ApiKeys
     from .bearer import ResourceSettings
     from .siblings import Siblings
 
@@ -103,8 +104,9 @@ class GatewaySettings:
     max_body_bytes: int | None = None
     #: On stopping, how long calls in flight may take to finish.
     drain_timeout_s: float = 10.0
-    #: The API keys a client may send (HTTP); never shown.
-    api_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    #: The API keys a client may send (HTTP), each with its name (``api_keys``); bare
+    #: values are named ``key-1``, ``key-2``, ... Never shown.
+    api_keys: ApiKeys | tuple[bytes, ...] = field(default=(), repr=False)
     #: The gateway as an OAuth protected resource (HTTP); None: no access tokens.
     oauth: ResourceSettings | None = None
     #: The key legacy session ids are signed with (replicas that share their sessions
@@ -247,7 +249,7 @@ class Gateway:
             pages = CopyPages.from_environment(telemetry.metrics_page)
             metrics = served_metrics(telemetry.metrics_page, pages)
         face = HttpFace(answerer, bind=settings.bind, port=settings.port,
-                        api_keys=list(settings.api_keys),
+                        api_keys=settings.api_keys,
                         signer=SessionSigner(settings.session_key or os.urandom(32), instance),
                         max_body_bytes=(settings.max_body_bytes
                                         or self.host.settings.max_line_bytes),
