@@ -526,6 +526,12 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("server", nargs="?", help="the server's name in that file (diff, approve)")
     pn.add_argument("tool", nargs="?", help="the server's own name of the tool (diff, approve)")
     pn.add_argument("--json", action="store_true", help="print the same as JSON")
+    pc = sub.add_parser("policy", help="check an authorization policy before a gateway reads "
+                                       "it (serve reads it again on SIGHUP)")
+    pc.add_argument("action", choices=("check",), help="compile it, and say what in it "
+                                                       "could never match")
+    pc.add_argument("file", help="a policy JSON file, or an mcpServers file whose "
+                                 "\"policy\" is checked (then its servers are known too)")
     for command in (p, t, c, g):
         command.add_argument("config", help="an mcpServers JSON file")
     c.add_argument("tool", help="the tool's name in the merged catalog (as tools lists it)")
@@ -716,6 +722,10 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
         from .pins import pins
 
         return pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
+    if ns.command == "policy":
+        from .policy import check_policy
+
+        return check_policy(ns.file)
     if ns.command == "login":
         from .login import login
 

@@ -92,6 +92,35 @@ class Client:
 NO_CLIENT = Client()
 
 
+class ListSight:
+    """What one client (a listen stream, a legacy session, the stdio client) last saw of
+    the tool list: under a policy a change of the catalog, or of the policy, is told to
+    the client only when what its identity sees changed. Without one every change is."""
+
+    __slots__ = ("_host", "_identity", "_seen")
+
+    def __init__(self, host: Host, identity: Identity) -> None:
+        self._host = host
+        self._identity = identity
+        self._seen = self._now()
+
+    def _now(self) -> Sequence[ToolEntry] | None:
+        access = self._host.access
+        if not access.active:
+            return None
+        return access.tools_visible(self._identity, self._host.catalog.entries)
+
+    def changed(self, which: str) -> bool:
+        """Whether a change of list ``which`` is this client's to hear (call once per
+        change)."""
+        if which != "tools":
+            return True
+        now = self._now()
+        changed = now is None or now != self._seen
+        self._seen = now
+        return changed
+
+
 class Admitted:
     """A call admitted before it starts (``Answerer.admit_call``): its place, held under
     its client until ``Answerer.release``."""
@@ -186,6 +215,11 @@ class Answerer:
             for unwatch in stops:
                 unwatch()
         return stop
+
+    def sight(self, identity: Identity) -> ListSight:
+        """What ``identity``'s client sees of the tool list now, to ask on each change
+        whether it should be told (``ListSight``)."""
+        return ListSight(self.host, identity)
 
     def _remember_owners(self, catalog: Iterable[ToolEntry]) -> None:
         for entry in catalog:

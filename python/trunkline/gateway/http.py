@@ -421,7 +421,7 @@ class HttpFace:
 
     def _list_changed(self, which: str) -> None:
         self._posts.list_changed(which)
-        self._legacy.list_changed(p.list_changed(which))
+        self._legacy.list_changed(which)
 
 
 __all__ = ["ENDPOINT", "HttpFace", "HttpReply"]

@@ -37,6 +37,7 @@ from .answers import (
     LISTEN,
     NO_CLIENT,
     Answerer,
+    ListSight,
     granted_lists,
     listen_grant,
     resource_updated,
@@ -80,7 +81,7 @@ class PostHandler:
         self._instance = instance
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
-        self._streams: dict[StreamWriter, frozenset[str]] = {}
+        self._streams: dict[StreamWriter, tuple[frozenset[str], ListSight]] = {}
         self._header_params_of: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
 
     def message(self, http: Exchange, body: bytes) -> Awaitable[Handled]:
@@ -236,7 +237,8 @@ class PostHandler:
             if not granted:
                 await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
                 return None
-            self._streams[stream] = granted_lists(granted)
+            self._streams[stream] = (granted_lists(granted),
+                                     self._answerer.sight(request.identity))
             await stream.run()
             # The gateway is stopping: the subscription ends gracefully.
             await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
@@ -250,8 +252,8 @@ class PostHandler:
         if which == "tools":
             self._header_params_of.clear()
         note = p.list_changed(which)
-        for stream, lists in self._streams.items():
-            if which in lists:
+        for stream, (lists, sight) in self._streams.items():
+            if which in lists and sight.changed(which):
                 stream.put(note)
 
     def stop(self) -> None:

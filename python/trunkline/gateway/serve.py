@@ -26,14 +26,23 @@ Rules:
   telemetry set up here stop, in that order. Nothing outlives the gateway.
 - ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
   copies of the command (``copy_arguments``) on one socket (``processes``).
+- The authorization policy (the configuration's ``"policy"``) is read again by
+  ``Gateway.reload_policy`` (``serve``: on SIGHUP, passed on to every copy): one that does
+  not compile is refused, logged, and the policy in force stays; one that does takes
+  over for every request decided from then on (a call admitted before finishes as it
+  was admitted). Connections and calls in flight are untouched. What in a policy could
+  never match is logged as a warning when it is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
@@ -45,9 +54,12 @@ from ..version import VERSION
 from .extensions import upstream as upstream_extensions
 from .limits import Limits
 
+log = logging.getLogger("trunkline.gateway")
+
 if TYPE_CHECKING:
     from ..parent.handle import ServerStatus
     from ..parent.host import Host
+    from ..policy import Policy
     from ..telemetry.sdk import Configured
     from .answers import Answerer
     from .api_keys import ApiKeys
@@ -179,6 +191,21 @@ class Gateway:
             self._host = self._answerer = None
             self.url = None
 
+    def reload_policy(self) -> bool:
+        """Read the configuration's policy again and decide by it from now on; a policy
+        that cannot be read or does not compile is logged and the one in force stays.
+        Whether it changed."""
+        from ..config import read_policy
+
+        try:
+            policy = read_policy(self.settings.config)
+        except ConfigurationError as exc:
+            log.error("the policy was not changed: %s", exc)
+            return False
+        self.host.set_policy(policy)
+        _said(policy, [s.name for s in self.host.servers()], reloaded=True)
+        return True
+
     async def serve(self) -> None:
         """Serve: one client on stdin/stdout until it closes stdin, or HTTP clients until
         cancelled."""
@@ -218,6 +245,7 @@ class Gateway:
         finally:
             if unwatch is not None:
                 unwatch()
+        _said(host.access.policy, [s.name for s in host.servers()], reloaded=False)
         limits = settings.limits
         answerer = self._answerer = Answerer(
             host, server_info={"name": "trunkline", "version": VERSION},
@@ -276,9 +304,10 @@ async def serve(settings: GatewaySettings, *, starting: ServerWatcher | None = N
     async with Gateway(settings, starting=starting) as gateway:
         if watch is not None:
             gateway.host.watch_servers(watch)
-        if serving is not None:
-            serving(gateway.url)
-        await gateway.serve()
+        with _on_signal(signal.SIGHUP, gateway.reload_policy):
+            if serving is not None:
+                serving(gateway.url)
+            await gateway.serve()
     return 0
 
 
@@ -291,7 +320,39 @@ async def _serve_copies(settings: GatewaySettings,
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     if serving is not None:
         ready.add_done_callback(lambda f: serving(f.result()))
-    return await copies.run(ready)
+    with _on_signal(signal.SIGHUP, lambda: copies.signal_all(signal.SIGHUP)):
+        return await copies.run(ready)
+
+
+@contextlib.contextmanager
+def _on_signal(sig: signal.Signals, callback: Callable[[], object]) -> Iterator[None]:
+    """``callback`` runs on the loop whenever ``sig`` comes, while in the block (where
+    the loop can take signals: the main thread of a Unix process)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(sig, callback)
+    except (NotImplementedError, RuntimeError, ValueError):
+        yield  # not the main thread, or no signals here: reload by calling instead
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(sig)
+
+
+def _said(policy: Policy | None, servers: list[str], *, reloaded: bool) -> None:
+    """Log what a policy just read is, and what in it could never match (given the
+    configured ``servers``)."""
+    if policy is None or not policy.active:
+        if reloaded:
+            log.warning("policy reloaded: no rules, so every identity sees and calls "
+                        "everything")
+        return
+    if reloaded:
+        log.warning("policy reloaded from %s: %d rules (sha256 %s)", policy.origin,
+                    len(policy.rules), policy.digest[:12])
+    for warning in policy.warnings(servers):
+        log.warning("policy: %s", warning)
 
 
 def _calls(call_timeout_s: float | None) -> CallOptions | None:
