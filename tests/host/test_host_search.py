@@ -120,3 +120,49 @@ def test_a_server_that_goes_away_takes_its_tools_out_of_the_results(no_leaks):
             found = host.search_tools("current time", limit=50)
             assert found and all(m.server != "time" for m in found), found
     run(main())
+
+
+def test_under_a_policy_each_identity_finds_what_it_may_list(no_leaks):
+    """The index is of the whole catalog, and each search keeps what its identity may
+    list: not the index of what the host's own (``local``) identity may see, which under
+    a policy granting it nothing is nothing."""
+    from trunkline import Identity, Policy
+
+    policy = Policy.compile({"rules": [
+        {"id": "ops-time", "allow": ["list", "call"], "servers": ["time"],
+         "when": "'ops' in identity.groups"},
+        {"id": "everyone-echoes", "allow": ["list"], "tools": ["echo/echo"],
+         "when": "identity.kind == 'user'"}]})
+    ops = Identity.user("ana", groups=["ops"])
+    dev = Identity.user("bo", groups=["dev"])
+
+    async def main():
+        async with Host(settings=SETTINGS, policy=policy) as host:
+            await host.add_server("time", real(realpeers.MODERN_PY_TIME))
+            await host.add_server("echo", real(realpeers.MODERN_PY_ECHO))
+            query = "current time in a timezone echo text"
+            assert {m.name for m in host.search_tools(query, limit=50, identity=ops)} == \
+                {"get_current_time", "convert_time", "echo"}
+            assert [m.name for m in host.search_tools(query, limit=50, identity=dev)] == \
+                ["echo"]
+            assert host.search_tools(query, limit=50) == []  # local: granted nothing
+            (now,) = host.search_tools("current time", limit=1, identity=ops)
+            assert now.name == "get_current_time"
+            result = await host.call_tool(now.name, {"timezone": "UTC"}, identity=ops)
+            assert not result.is_error
+            # The limit is checked as without a policy.
+            for limit in (0, -1, True, 2.5):
+                with pytest.raises(ValueError):
+                    host.search_tools(query, limit=limit, identity=ops)
+    run(main())
+
+
+def test_under_a_policy_an_empty_catalog_finds_nothing(no_leaks):
+    from trunkline import Identity, Policy
+
+    policy = Policy.compile({"rules": [{"id": "all", "allow": ["list", "call"]}]})
+
+    async def main():
+        async with Host(settings=SETTINGS, policy=policy) as host:
+            assert host.search_tools("anything", identity=Identity.user("ana")) == []
+    run(main())

@@ -241,8 +241,9 @@ class Host:
         #: The servers whose refusal for want of the allowlist was logged: said once, not
         #: again until the server is ready or refused for another reason.
         self._hinted: set[str] = set()
-        #: The tool search index, built again at the first search after a change.
-        self._search = ToolSearch(self.tools)
+        #: The tool search index, built again at the first search after a change: of the
+        #: whole catalog (``search_tools`` keeps what the asking identity may list).
+        self._search = ToolSearch(self._catalog.tools)
         self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
         #: ``call_tool_relayed`` is making its call (``call_tool``'s relay is not deprecated).
@@ -611,7 +612,11 @@ class Host:
         if not self.access.active:
             return self._search.search(query, limit)
         view = self.access.view(identity)
-        found = self._search.search(query, len(self._catalog.catalog.entries))
+        # Every match, to keep ``limit`` the identity may list (a bad ``limit`` passes on
+        # as it is, for the index to refuse as it does without a policy).
+        everything = limit if isinstance(limit, bool) or not isinstance(limit, int) or \
+            limit < 1 else max(limit, len(self._catalog.catalog.entries))
+        found = self._search.search(query, everything)
         return [m for m in found if self.access.tool_verdict(view, m.entry).listed.__class__
                 is Allowed][:limit]
 
