@@ -8,6 +8,10 @@ get a flaw on purpose: ``expired`` (``exp`` an hour ago), ``elsewhere`` (``iss``
 issuer's), ``stranded`` (``iss`` an issuer at ``dead_issuer``, a port nothing listens
 on). Everything else is real: its keys, its signatures, its discovery documents.
 
+The authorization policy's users (``GROUPS``) get a ``groups`` claim: ``sre``, ``support``
+and ``intern`` each their own; ``many-groups`` one of ``MANY_GROUPS`` strings, and
+``odd-groups`` one that is a number (bad input, which the gateway refuses).
+
 ``OwnIssuer`` is an issuer of the tests' own, in process, for key rotation and for an
 issuer that fails."""
 
@@ -63,8 +67,18 @@ class Provider:
         stop_process(self.proc)
 
 
+#: The ``groups`` claim of each policy test user's tokens, by client id.
+GROUPS: dict[str, Any] = {"sre": ["sre", "oncall"], "support": ["support"],
+                          "intern": ["interns"]}
+MANY_GROUPS = 1000
+_BAD_GROUPS: dict[str, Any] = {"many-groups": [f"g{n}" for n in range(MANY_GROUPS)],
+                               "odd-groups": 42}
+
+
 def _config(dead_issuer: str) -> dict[str, Any]:
     usual = {"sub": "${clientId}", "aud": "${resource}", "scope": "${scope}"}
+    grouped = [{"requestParam": "client_id", "match": client, "claims": {**usual, "groups": groups}}
+               for client, groups in {**GROUPS, **_BAD_GROUPS}.items()]
     return {"interactiveLogin": False, "httpServer": "NettyWrapper", "tokenCallbacks": [{
         "issuerId": "default", "tokenExpiry": 300, "requestMappings": [
             {"requestParam": "client_id", "match": "expired",
@@ -74,6 +88,7 @@ def _config(dead_issuer: str) -> dict[str, Any]:
              "claims": {**usual, "iss": "https://elsewhere.example/default"}},
             {"requestParam": "client_id", "match": "stranded",
              "claims": {**usual, "iss": dead_issuer}},
+            *grouped,
             {"requestParam": "client_id", "match": "*", "claims": usual},
         ]}]}
 
