@@ -581,9 +581,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests behind the gateway at once for one server; beyond it: "
                         "429 / an error asking to retry (default 2048)")
     g.add_argument("--limit", action="append", metavar="NAME=VALUE",
-                   help="one of the bounds on what a client may make the gateway hold "
-                        "(gateway/limits.py: client_calls, listen_uris, session_idle_s, "
-                        "connections, ...); repeatable")
+                   help="one of the bounds on what a client may make the gateway hold, "
+                        "or how often it may start calls (gateway/limits.py: client_calls, "
+                        "client_rate, listen_uris, session_idle_s, connections, ...); "
+                        "repeatable")
     g.add_argument("--call-timeout", dest="call_timeout_s", type=_seconds, default=None,
                    metavar="SECONDS",
                    help="seconds a call behind the gateway is given when its server's entry "

@@ -253,6 +253,8 @@ class Gateway:
                                 per_server=settings.max_per_server,
                                 client_calls=limits.client_calls,
                                 client_server_share=limits.client_server_share,
+                                client_rate=limits.client_rate,
+                                client_burst=limits.client_burst,
                                 timeout_of=host.call_timeout, slots_of=host.call_slots),
             tool_search=settings.tool_search, transport="pipe" if settings.stdio else "tcp",
             limits=limits)
