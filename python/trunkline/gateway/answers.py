@@ -164,7 +164,9 @@ class Answerer:
         self.admission = admission or Admission(
             total=DEFAULT_MAX_IN_FLIGHT, per_server=DEFAULT_MAX_PER_SERVER,
             client_calls=self.limits.client_calls,
-            client_server_share=self.limits.client_server_share, timeout_of=host.call_timeout,
+            client_server_share=self.limits.client_server_share,
+            client_rate=self.limits.client_rate, client_burst=self.limits.client_burst,
+            timeout_of=host.call_timeout,
             slots_of=host.call_slots)
         self._server_info = dict(server_info)
         self._instructions = instructions

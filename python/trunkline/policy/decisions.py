@@ -101,7 +101,7 @@ class Verdict:
 class IdentityView:
     """The decisions of one identity, made as they are asked for."""
 
-    __slots__ = ("identity", "verdicts", "_facts", "_identity_only")
+    __slots__ = ("identity", "verdicts", "_facts", "_identity_only", "_context")
 
     def __init__(self, identity: Identity) -> None:
         self.identity = identity
@@ -110,11 +110,24 @@ class IdentityView:
         self._facts: dict[str, Any] | None = None
         #: The value of each ``when`` that reads only the identity, by rule index.
         self._identity_only: dict[int, bool] = {}
+        self._context: Any = None
 
     def facts(self) -> dict[str, Any]:
         if self._facts is None:
             self._facts = self.identity.facts()
         return self._facts
+
+    def context(self, **more: Any) -> Any:
+        """A CEL context holding the identity (converted once: a ``cel.Context`` kept
+        for the view) and ``more`` (``item``, ``arguments``), set now."""
+        if self._context is None:
+            import cel
+
+            self._context = cel.Context()
+            self._context.add_variable("identity", self.facts())
+        for name, value in more.items():
+            self._context.add_variable(name, value)
+        return self._context
 
 
 K = TypeVar("K")
@@ -282,6 +295,7 @@ class Access:
             if rule.when is not None:
                 if rule.when.reads_item and item_facts is None:
                     item_facts = item.facts()
+                    view.context(item=item_facts)  # set once for this item's rules
                 if not self._holds(rule, rule.when, view, item_facts):
                     continue
             for action in rule.actions:
@@ -309,8 +323,10 @@ class Access:
     def _on_arguments(self, view: IdentityView, item: Item, verdict: Verdict,
                       arguments: Mapping[str, Any]) -> Decision:
         """Rule 5: the call's decision once its arguments are known."""
-        context = {"identity": view.facts(), "item": item.facts(),
-                   "arguments": dict(arguments)}
+        try:
+            context = view.context(item=item.facts(), arguments=dict(arguments))
+        except (ValueError, TypeError, OverflowError):  # not a CEL value (an int over 64 bits)
+            context = None
         for rule in verdict.deny_on_arguments:
             assert rule.arguments is not None
             if self._evaluated(rule, rule.arguments, context, deny=True):
@@ -329,15 +345,17 @@ class Access:
             known = view._identity_only.get(rule.index)
             if known is None:
                 known = view._identity_only[rule.index] = self._evaluated(
-                    rule, when, {"identity": view.facts()}, deny=not rule.allow)
+                    rule, when, view.context(), deny=not rule.allow)
             return known
-        return self._evaluated(rule, when, {"identity": view.facts(), "item": item_facts},
-                               deny=not rule.allow)
+        return self._evaluated(rule, when, view.context(), deny=not rule.allow)
 
-    def _evaluated(self, rule: Rule, condition: Condition, context: dict[str, Any],
+    def _evaluated(self, rule: Rule, condition: Condition, context: Any,
                    deny: bool) -> bool:
-        """Rule 4: an error counts against the request."""
+        """Rule 4: an error counts against the request (``context`` None: the values
+        could not be made CEL's)."""
         try:
+            if context is None:
+                raise ValueError("the call's arguments are not values CEL holds")
             return condition.holds(context)
         except Exception as exc:  # noqa: BLE001 - any failure of a condition is rule 4's
             now = self._clock()
