@@ -43,7 +43,16 @@ def status_document(host: Host) -> dict[str, Any]:
             "last_error_at": status.last_error_at, "listing_error": status.listing_error,
             "extensions": verdicts(status.extensions),
         })
-    return {"schema": SCHEMA, "tools": len(host.tools()), "servers": servers}
+    document: dict[str, Any] = {"schema": SCHEMA, "tools": len(host.catalog.entries),
+                                "servers": servers}
+    access = host.access
+    if access.policy is not None:
+        # Counts only: never who, nor which rule decided for whom.
+        document["policy"] = {"origin": access.policy.origin,
+                              "rules": len(access.policy.rules),
+                              "sha256": access.policy.digest,
+                              "identities": access.identities, **access.counts}
+    return document
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -180,7 +180,7 @@ class Answerer:
         #: Every tool name ever served, and its server: a call to the tool of a server that
         #: has since gone away is told which server and why, not just "no such tool".
         self._owners: dict[str, str] = {}
-        self._remember_owners(host.tools())
+        self._remember_owners(host.catalog.entries)
         self._unwatch = host.watch_catalog(self._remember_owners)
         #: The extensions servers declare that the gateway does not relay, said once each.
         self._left_out = ext.LeftOut()

@@ -242,7 +242,7 @@ class Host:
         #: again until the server is ready or refused for another reason.
         self._hinted: set[str] = set()
         #: The tool search index, built again at the first search after a change.
-        self._search = ToolSearch(self.tools)
+        self._search = ToolSearch(lambda: self._catalog.tools())
         self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
         #: ``call_tool_relayed`` is making its call (``call_tool``'s relay is not deprecated).
