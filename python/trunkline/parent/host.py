@@ -612,8 +612,8 @@ class Host:
             return self._search.search(query, limit)
         view = self.access.view(identity)
         found = self._search.search(query, len(self._catalog.catalog.entries))
-        return [m for m in found if self.access.tool_verdict(view, m.entry).listed.__class__
-                is Allowed][:limit]
+        return [m for m in found
+                if type(self.access.tool_verdict(view, m.entry).listed) is Allowed][:limit]
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing

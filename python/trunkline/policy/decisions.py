@@ -296,7 +296,7 @@ class Access:
                 if rule.when.reads_item and item_facts is None:
                     item_facts = item.facts()
                     view.context(item=item_facts)  # set once for this item's rules
-                if not self._holds(rule, rule.when, view, item_facts):
+                if not self._holds(rule, rule.when, view):
                     continue
             for action in rule.actions:
                 if rule.arguments is not None:
@@ -339,8 +339,9 @@ class Access:
                 return Allowed(rule.id)
         return Denied(None)
 
-    def _holds(self, rule: Rule, when: Condition, view: IdentityView,
-               item_facts: dict[str, Any] | None) -> bool:
+    def _holds(self, rule: Rule, when: Condition, view: IdentityView) -> bool:
+        """Whether ``when`` holds for the view's identity and the item its context holds
+        now (one reading only the identity: once per identity)."""
         if not when.reads_item:
             known = view._identity_only.get(rule.index)
             if known is None:
