@@ -2,7 +2,7 @@
 file (0600, reopened when rotated away), to a descriptor in whole lines, and as
 OpenTelemetry log records (the SDK's in-memory exporter); a full queue and a failing sink
 cost records, counted and warned of, never a call; closing writes what is queued and
-leaves nothing behind."""
+leaves nothing behind. Then ``serve --audit``: the flags, the gateway's lifetime."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import os
 import re
 import socket
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -23,8 +25,12 @@ from opentelemetry._logs import NoOpLoggerProvider, SeverityNumber
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
-from conftest import run
+import realpeers
+from conftest import PEERS, run
+from gateways import fleet_config, real_server
+from trunkline.cli.commands import build_parser, gateway_settings, main
 from trunkline.errors import ConfigurationError
+from trunkline.gateway.serve import Gateway, GatewaySettings
 from trunkline.telemetry import audit as audit_module
 from trunkline.telemetry.audit import (
     CANONICAL_MAX_BYTES,
@@ -503,3 +509,102 @@ def test_opentelemetry_logs_need_a_provider_that_records():
 ])
 def test_logs_exporters_asked_by_the_environment(env, logs):
     assert exporters("logs", env) == logs
+
+
+# --- serve --audit ---------------------------------------------------------------------
+
+
+def serve_settings(*args: str) -> GatewaySettings:
+    ns = build_parser().parse_args(["serve", "mcp.json", "--stdio", *args])
+    ns.argv = []
+    return gateway_settings(ns)
+
+
+def test_serve_flags_become_the_gateways_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRUNKLINE_AUDIT_KEY", KEY.decode())
+    target = str(tmp_path / "audit.jsonl")
+    settings = serve_settings("--audit", target, "--audit-hash-arguments")
+    assert settings.audit == target and settings.audit_key == KEY
+    assert KEY.decode() not in repr(settings)
+    plain = serve_settings("--audit", "otel")
+    assert plain.audit == "otel" and plain.audit_key is None
+    assert serve_settings().audit is None
+
+
+def test_serve_refuses_a_missing_or_short_key_and_a_bad_target(monkeypatch, capsys):
+    monkeypatch.delenv("TRUNKLINE_AUDIT_KEY", raising=False)
+    with pytest.raises(ConfigurationError, match="needs its key in TRUNKLINE_AUDIT_KEY"):
+        serve_settings("--audit", "-", "--audit-hash-arguments")
+    monkeypatch.setenv("TRUNKLINE_AUDIT_KEY", "too-short")
+    with pytest.raises(ConfigurationError, match="TRUNKLINE_AUDIT_KEY needs at least 16"):
+        serve_settings("--audit", "-", "--audit-hash-arguments")
+    with pytest.raises(ConfigurationError, match="a file's path"):
+        serve_settings("--audit", "")
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "mcp.json", "--stdio", "--audit-hash-arguments"])
+    assert exited.value.code == 2
+    assert "--audit-hash-arguments needs --audit" in capsys.readouterr().err
+    with pytest.raises(ConfigurationError, match="an audit key needs an audit target"):
+        GatewaySettings(config="mcp.json", audit_key=KEY)
+
+
+def trunkline_serve(*args: str, env: dict[str, str] | None = None
+                    ) -> subprocess.CompletedProcess[str]:
+    """``trunkline serve ARGS`` with no ``OTEL_*`` variable but ``env``'s, its stdin closed
+    at once (on stdio: served, then stopped)."""
+    return subprocess.run([sys.executable, "-m", "trunkline", "serve", *args],
+                          capture_output=True, text=True, timeout=120, input="",
+                          env={**{k: v for k, v in os.environ.items()
+                                  if not k.startswith("OTEL_")}, **(env or {})})
+
+
+def test_serve_stops_at_once_for_a_target_it_cannot_write(tmp_path, no_leaks):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "alpha": {"command": sys.executable, "args": [str(PEERS / "scripted.py")]}}}))
+    missing = tmp_path / "none" / "audit.jsonl"
+    done = trunkline_serve(str(config), "--stdio", "--audit", str(missing))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"trunkline: audit file {missing}: No such file or directory")
+    done = trunkline_serve(str(config), "--stdio", "--audit", "otel")
+    assert done.returncode == 2, done.stderr
+    assert "need a logs exporter: set OTEL_LOGS_EXPORTER" in done.stderr
+
+
+@pytest.mark.real_servers
+def test_the_gateway_holds_its_audit_log_while_it_runs(tmp_path, no_leaks):
+    """``Gateway.audit``: open (the file made, 0600) once the gateway is, written and
+    closed with it; nothing of it outlives the gateway."""
+    config = fleet_config(tmp_path, {"py": real_server(realpeers.require(
+        realpeers.MODERN_PY_ECHO))})
+    path = tmp_path / "audit.jsonl"
+    settings = GatewaySettings(config=config, stdio=True, audit=str(path), audit_key=KEY)
+    assert KEY.decode() not in repr(settings)
+
+    async def main():
+        before = asyncio.all_tasks()
+        async with Gateway(settings) as gateway:
+            audit = gateway.audit
+            assert audit is not None and audit.hashes_arguments
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+            audit.emit(record(1, arguments_hash=audit.arguments_hash({"text": "hi"})))
+        assert gateway.audit is None
+        assert audit.status()["written"] == 1
+        assert not tasks_but(before)
+    run(main())
+    [line] = lines_of(path)
+    assert line["arguments_hash"] == hash_arguments({"text": "hi"}, KEY)
+
+
+def test_serve_sends_audit_records_to_opentelemetry_logs_when_an_exporter_is_set(
+        tmp_path, no_leaks):
+    """``--audit otel`` with ``OTEL_LOGS_EXPORTER=console``: the SDK's logger provider is
+    set up and the gateway starts (and stops when its stdin closes)."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "alpha": {"command": sys.executable, "args": [str(PEERS / "scripted.py")]}}}))
+    done = trunkline_serve(str(config), "--stdio", "--audit", "otel",
+                           env={"OTEL_LOGS_EXPORTER": "console"})
+    assert done.returncode == 0, done.stderr
+    assert "logs exporter" not in done.stderr
