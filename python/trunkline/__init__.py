@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         InputNotSupported,
         InputRoundUnknown,
         MalformedMessage,
+        NotPermitted,
         OversizedMessage,
         ProtocolFailure,
         RedirectRefused,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         ToolCandidate,
         ToolCollision,
         ToolFiltered,
+        ToolHidden,
         ToolQuarantined,
         ToolWithheld,
         TransportLost,
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from .parent.results import CallToolResult
     from .parent.skills import SkillFile
     from .parent.tasks import TaskStatus, ToolTask
+    from .policy import Identity, Policy
     from .protocol.identity import ClientIdentity
     from .protocol.mrtr import MrtrLimits
     from .protocol.retry import RetryPolicy
@@ -83,12 +86,12 @@ if TYPE_CHECKING:
 _ERRORS = (
     "AuthenticationFailed", "AuthorizationFailed", "ConfigurationError", "ConnectionFailure",
     "EraRefused", "HttpStatusError", "InputNotSupported", "InputRoundUnknown",
-    "MalformedMessage", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
+    "MalformedMessage", "NotPermitted", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
     "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable",
     "SkillVerificationFailed", "SpawnFailed", "StoreUnavailable", "StreamBroken",
     "TaskCancelled", "TaskEnded", "TaskLimitReached", "TaskLost", "ToolCandidate",
-    "ToolCollision", "ToolFiltered", "ToolQuarantined", "ToolWithheld", "TransportLost",
-    "TrunklineError", "UnknownTool",
+    "ToolCollision", "ToolFiltered", "ToolHidden", "ToolQuarantined", "ToolWithheld",
+    "TransportLost", "TrunklineError", "UnknownTool",
 )
 
 #: Each public name: the module it is defined in, and its name there.
@@ -115,6 +118,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "MemoryRecords": ("records", "MemoryRecords"),
     "RedisRecords": ("records", "RedisRecords"),
     "OAuthClient": ("auth", "OAuthClient"),
+    "Identity": ("policy", "Identity"),
+    "Policy": ("policy", "Policy"),
     "StdioParams": ("params", "StdioParams"),
     "stdio": ("params", "stdio"),
     "HttpParams": ("params", "HttpParams"),
@@ -145,16 +150,17 @@ __all__ = [
     "AuthenticationFailed", "AuthorizationFailed", "CallInput", "CallOptions", "CallToolResult",
     "CatalogOptions", "CatalogWarning", "ClientIdentity", "ClientOptions", "CollisionPolicy",
     "ConfigurationError", "ConnectionFailure", "EraRefused", "FileRecords", "Host",
-    "HostSettings", "HttpParams", "HttpStatusError", "InputNotSupported", "InputRequired",
-    "InputRoundUnknown", "MalformedMessage", "MemoryRecords", "MrtrLimits", "OAuthClient",
-    "OversizedMessage", "PinStore", "ProtocolFailure", "Quarantine", "RedirectRefused",
+    "HostSettings", "HttpParams", "HttpStatusError", "Identity", "InputNotSupported",
+    "InputRequired", "InputRoundUnknown", "MalformedMessage", "MemoryRecords", "MrtrLimits",
+    "NotPermitted", "OAuthClient", "OversizedMessage", "PinStore", "Policy", "ProtocolFailure",
+    "Quarantine", "RedirectRefused",
     "RedisRecords", "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation",
     "ServerConfig", "ServerError", "ServerState", "ServerStatus", "ServerUnavailable",
     "ServerWarning", "SkillEntry", "SkillFile", "SkillResource", "SkillVerificationFailed",
     "SpawnFailed", "StdioParams", "StoreUnavailable", "StreamBroken", "TaskCancelled",
     "TaskEnded", "TaskLimitReached", "TaskLimits", "TaskLost", "TaskStatus",
     "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
-    "ToolFiltered", "ToolMatch", "ToolQuarantined", "ToolTask", "ToolWithheld",
+    "ToolFiltered", "ToolHidden", "ToolMatch", "ToolQuarantined", "ToolTask", "ToolWithheld",
     "TransportLost", "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions",
     "UnknownTool", "__version__", "http", "stdio",
 ]

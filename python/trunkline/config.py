@@ -23,6 +23,10 @@ Pins (``load_pin_config``): a top-level ``"pins"`` object, ``approveFirstSight``
 new tools wait for approval too) and ``bounds`` (``descriptionChars``, ``schemaBytes``,
 ``schemaDepth``, ``toolsPerServer``). Pins are kept where the tokens are (``oauth.store``).
 
+Authorization (``read_policy``): a top-level ``"policy"``, the policy object itself or the
+path of a file holding it (relative to the file), compiled when read (``trunkline.policy``):
+a policy that does not compile refuses the configuration, naming the rule and the error.
+
 ``read_host_config`` reads all of it at once, from a file or from the mapping a host
 already holds (the decoded file: ``{"mcpServers": {...}, "oauth": ..., "pins": ...}``),
 with the top-level ``"collision"``: ``"prefix"`` (the default), ``"prefix-all"`` (every
@@ -42,7 +46,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -50,6 +54,9 @@ from .catalog.merge import CollisionPolicy
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
 from .settings import Root, ServerConfig
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
                 "maxDiscoverTimeoutMs", "maxTasks",
@@ -399,6 +406,8 @@ class HostConfig:
     source: str
     #: The file's path, or None for a mapping (for ``trunkline login FILE NAME``).
     path: Path | None
+    #: Who may see and call what (``"policy"``); None: everyone, everything.
+    policy: Policy | None = None
 
 
 def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None = None,
@@ -421,4 +430,31 @@ def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None =
     if collision is not None and collision not in _COLLISIONS:
         raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")
     return HostConfig(servers, _oauth_config(data, name, base_dir, env), _pin_config(data, name),
-                      cast("CollisionPolicy | None", collision), name, path)
+                      cast("CollisionPolicy | None", collision), name, path,
+                      _policy(data, name, base_dir))
+
+
+def read_policy(source: ConfigSource) -> Policy | None:
+    """The configuration's ``"policy"`` alone, compiled (None: it has none): what a
+    running gateway reads again to change its policy."""
+    if isinstance(source, Mapping):
+        return _policy(source, "<mapping>", None)
+    path = Path(source)
+    return _policy(_read(path), str(path), path.parent)
+
+
+def _policy(data: Any, source: str, base_dir: Path | None) -> Policy | None:
+    raw = data.get("policy") if isinstance(data, Mapping) else None
+    if raw is None:
+        return None
+    from .policy import Policy, PolicyError
+
+    try:
+        if isinstance(raw, str):
+            path = Path(raw)
+            if base_dir is not None and not path.is_absolute():
+                path = base_dir / path
+            return Policy.load(path)
+        return Policy.compile(raw, origin=f"{source}: \"policy\"")
+    except PolicyError as exc:
+        raise ConfigurationError(str(exc)) from None

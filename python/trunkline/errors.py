@@ -125,6 +125,26 @@ class StoreUnavailable(TrunklineError):
     kind of failure only."""
 
 
+class NotPermitted(TrunklineError):
+    """The authorization policy does not let the caller's identity do this (``tool``:
+    the name it was asked by). ``rule`` is the id of the rule that refused (None: no rule
+    allowed it): the operator's to know, never in the message a client is shown."""
+
+    def __init__(self, message: str, *, tool: str, rule: str | None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.tool = tool
+        self.rule = rule
+
+
+class ToolHidden(UnknownTool):
+    """The tool is there, but the caller's identity may not see it: to the caller it is
+    an unknown tool, with exactly the message one gets (``rule``: as ``NotPermitted``'s)."""
+
+    def __init__(self, message: str, *, rule: str | None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.rule = rule
+
+
 class ToolWithheld(UnknownTool):
     """The tool exists on its server but is kept from the model and from calls (a subclass
     of ``UnknownTool``: to a caller it is not in the catalog). ``tool`` is the server's own

@@ -38,8 +38,9 @@ POLICY = TokenPolicy(("ISSUER",), AUD, ("mcp:tools",))
 
 def test_good_claims_give_the_identity():
     got = bearer.check_claims(claims(), POLICY, NOW)
-    assert got == Identity("ISSUER", "alice", frozenset({"mcp:tools", "files:read"}), "app")
-    assert got.key == ("ISSUER", "alice")
+    assert got == Identity("oauth", "alice", "ISSUER", frozenset({"mcp:tools", "files:read"}),
+                           client_id="app")
+    assert got.key == ("oauth", "ISSUER", "alice")
     assert isinstance(bearer.check_claims(claims(aud=["other", AUD]), POLICY, NOW), Identity)
     assert isinstance(bearer.check_claims(claims(scope=None, scp=["mcp:tools"]), POLICY, NOW),
                       Identity)

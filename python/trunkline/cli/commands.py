@@ -336,6 +336,7 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     """``serve``'s arguments as a gateway's settings, with what its environment adds over
     HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_SESSION_KEY``, ``TRUNKLINE_REPLICA``; and
     ``TRUNKLINE_AUDIT_KEY`` with ``--audit-hash-arguments``."""
+    from ..gateway.api_keys import read_api_keys
     from ..gateway.limits import Limits
     from ..gateway.processes import REPLICA_ENV
     from ..gateway.serve import GatewaySettings
@@ -343,7 +344,7 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     http: dict[str, Any] = {}
     if ns.http:
         bind, port = _bind_address(ns.http)
-        http = {"bind": bind, "port": port, "api_keys": tuple(_api_keys(ns.api_key_file)),
+        http = {"bind": bind, "port": port, "api_keys": read_api_keys(ns.api_key_file),
                 "oauth": _oauth(ns), "session_key": _session_key(),
                 "replica": ns.replica or os.environ.get(REPLICA_ENV),
                 "host_names": tuple(ns.host_names),
@@ -447,19 +448,6 @@ def _bind_address(text: str) -> tuple[str, int]:
     return bind.strip("[]") or "127.0.0.1", int(port or 0)
 
 
-def _api_keys(path: str | None) -> list[bytes]:
-    """API keys: one per line of ``--api-key-file``, and/or comma-separated in
-    ``TRUNKLINE_API_KEYS``. Never echoed anywhere."""
-    keys = [k for k in os.environ.get("TRUNKLINE_API_KEYS", "").split(",") if k.strip()]
-    if path is not None:
-        try:
-            with open(path) as f:
-                keys += [line.strip() for line in f if line.strip()]
-        except OSError as exc:
-            raise ConfigurationError(f"{path}: cannot read the API keys: {exc.strerror}") from None
-    return [k.strip().encode() for k in keys]
-
-
 def _oauth(ns: argparse.Namespace) -> ResourceSettings | None:
     """The gateway as an OAuth protected resource, if ``--oauth-issuer`` says so."""
     if not ns.oauth_issuer:
@@ -557,6 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("server", nargs="?", help="the server's name in that file (diff, approve)")
     pn.add_argument("tool", nargs="?", help="the server's own name of the tool (diff, approve)")
     pn.add_argument("--json", action="store_true", help="print the same as JSON")
+    pc = sub.add_parser("policy", help="check an authorization policy before a gateway reads "
+                                       "it (serve reads it again on SIGHUP)")
+    pc.add_argument("action", choices=("check",), help="compile it, and say what in it "
+                                                       "could never match")
+    pc.add_argument("file", help="a policy JSON file, or an mcpServers file whose "
+                                 "\"policy\" is checked (then its servers are known too)")
     for command in (p, t, c, g):
         command.add_argument("config", help="an mcpServers JSON file")
     c.add_argument("tool", help="the tool's name in the merged catalog (as tools lists it)")
@@ -569,7 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="Streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 by default; "
                            "any other address needs API keys or --oauth-issuer)")
     g.add_argument("--api-key-file", metavar="PATH",
-                   help="API keys, one per line (also TRUNKLINE_API_KEYS, comma-separated)")
+                   help="API keys: one per line, or JSON {\"keys\": [{\"name\", \"key\", "
+                   "\"groups\", ...}]} naming each (also TRUNKLINE_API_KEYS, "
+                   "comma-separated)")
     g.add_argument("--host-name", dest="host_names", metavar="NAME", action="append",
                    default=[],
                    help="with --http: a name clients reach the gateway by besides its bind "
@@ -604,9 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests behind the gateway at once for one server; beyond it: "
                         "429 / an error asking to retry (default 2048)")
     g.add_argument("--limit", action="append", metavar="NAME=VALUE",
-                   help="one of the bounds on what a client may make the gateway hold "
-                        "(gateway/limits.py: client_calls, listen_uris, session_idle_s, "
-                        "connections, ...); repeatable")
+                   help="one of the bounds on what a client may make the gateway hold, "
+                        "or how often it may start calls (gateway/limits.py: client_calls, "
+                        "client_rate, listen_uris, session_idle_s, connections, ...); "
+                        "repeatable")
     g.add_argument("--call-timeout", dest="call_timeout_s", type=_seconds, default=None,
                    metavar="SECONDS",
                    help="seconds a call behind the gateway is given when its server's entry "
@@ -758,6 +755,10 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
         from .pins import pins
 
         return pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
+    if ns.command == "policy":
+        from .policy import check_policy
+
+        return check_policy(ns.file)
     if ns.command == "login":
         from .login import login
 

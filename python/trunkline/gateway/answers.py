@@ -40,7 +40,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,8 @@ from ..parent.host import Host
 from ..parent.mrtr import InputRequired
 from ..parent.results import CallToolResult
 from ..parent.tasks import ToolTask
+from ..policy.decisions import Allowed, Denied, Item, tool_item
+from ..policy.identity import LOCAL, ClaimNames, Identity
 from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.tasks import RELATED_TASK
@@ -65,7 +67,7 @@ from . import tasks as task_table
 from . import tool_search
 from .admission import Admission
 from .limits import Limits
-from .offerings import LISTS, Offerings, skills_page
+from .offerings import LISTS, Offerings, OfferingsTable, skills_page
 from .tasks import NOBODY, Caller, Place, TaskTable
 
 log = logging.getLogger("trunkline.gateway")
@@ -88,6 +90,35 @@ class Client:
 
 
 NO_CLIENT = Client()
+
+
+class ListSight:
+    """What one client (a listen stream, a legacy session, the stdio client) last saw of
+    the tool list: under a policy a change of the catalog, or of the policy, is told to
+    the client only when what its identity sees changed. Without one every change is."""
+
+    __slots__ = ("_host", "_identity", "_seen")
+
+    def __init__(self, host: Host, identity: Identity) -> None:
+        self._host = host
+        self._identity = identity
+        self._seen = self._now()
+
+    def _now(self) -> Sequence[ToolEntry] | None:
+        access = self._host.access
+        if not access.active:
+            return None
+        return access.tools_visible(self._identity, self._host.catalog.entries)
+
+    def changed(self, which: str) -> bool:
+        """Whether a change of list ``which`` is this client's to hear (call once per
+        change)."""
+        if which != "tools":
+            return True
+        now = self._now()
+        changed = now is None or now != self._seen
+        self._seen = now
+        return changed
 
 
 class Admitted:
@@ -133,7 +164,9 @@ class Answerer:
         self.admission = admission or Admission(
             total=DEFAULT_MAX_IN_FLIGHT, per_server=DEFAULT_MAX_PER_SERVER,
             client_calls=self.limits.client_calls,
-            client_server_share=self.limits.client_server_share, timeout_of=host.call_timeout,
+            client_server_share=self.limits.client_server_share,
+            client_rate=self.limits.client_rate, client_burst=self.limits.client_burst,
+            timeout_of=host.call_timeout,
             slots_of=host.call_slots)
         self._server_info = dict(server_info)
         self._instructions = instructions
@@ -159,6 +192,11 @@ class Answerer:
         self._unwatch()
         self._unwatch_servers()
 
+    def claim_names(self) -> ClaimNames:
+        """Which token claims carry groups and roles: the policy's (it may be changed)."""
+        policy = self.host.access.policy
+        return policy.claims if policy is not None else ClaimNames()
+
     def _note_extensions(self, status: Any) -> None:
         if status.state is ServerState.READY:
             self._left_out.note(status.name, status.extensions)
@@ -179,6 +217,11 @@ class Answerer:
             for unwatch in stops:
                 unwatch()
         return stop
+
+    def sight(self, identity: Identity) -> ListSight:
+        """What ``identity``'s client sees of the tool list now, to ask on each change
+        whether it should be told (``ListSight``)."""
+        return ListSight(self.host, identity)
 
     def _remember_owners(self, catalog: Iterable[ToolEntry]) -> None:
         for entry in catalog:
@@ -217,7 +260,7 @@ class Answerer:
             result = {}  # 2026-07-28 has no ping
         elif method == "tools/list":
             tools = list(tool_search.TOOLS) if self.tool_search else \
-                [p.served_tool(e, era) for e in self.host.tools()]
+                [p.served_tool(e, era) for e in self.host.tools(identity=request.identity)]
             result = p.list_result("tools", tools, era)
         elif method == "logging/setLevel" and era is p.ClientEra.LEGACY:
             level = request.params.get("level")
@@ -254,6 +297,7 @@ class Answerer:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return ready(p.error_response(request.id, p.error(
                 p.INVALID_PARAMS, "tools/call needs a tool name and an arguments object")))
+        identity = request.identity
         if self.tool_search:
             called = self._searched_call(request, name, arguments)
             if not isinstance(called, tuple):
@@ -267,7 +311,9 @@ class Answerer:
         if isinstance(level, p.InBandError):
             return ready(level.response(request.id))
         server = self.host.server_of(name)
-        if server is None and (gone := self._gone(name)) is not None:
+        if server is None and not self.host.access.active and \
+                (gone := self._gone(name)) is not None:
+            # Under a policy, which servers are down is not every identity's to learn.
             return ready(gone.response(request.id))
         call_input = _call_input(request, client)
         if isinstance(call_input, p.InBandError):
@@ -279,18 +325,19 @@ class Answerer:
             # The client takes a task: the call may be answered with one.
             return self._behind(request, server, self.host.start_tool_relayed(
                 name, arguments, on_progress=on_progress, call_input=call_input,
-                log_level=level, on_log=on_log, trace_context=self._passed_on(request)),
-                client_key, admitted, caller)
+                log_level=level, on_log=on_log, trace_context=self._passed_on(request),
+                identity=identity), client_key, admitted, caller)
         if request.era is p.ClientEra.LEGACY and caller is not NOBODY and \
                 task_table.asks_task(request.params):
             # A legacy client asks for a task: it gets one, whatever its server does.
             return self._behind(request, server, self.host.start_tool(
                 name, arguments, on_progress=on_progress, call_input=call_input,
-                log_level=level, on_log=on_log, trace_context=self._passed_on(request)),
-                client_key, admitted, caller)
+                log_level=level, on_log=on_log, trace_context=self._passed_on(request),
+                identity=identity), client_key, admitted, caller)
         return self._behind(request, server, self.host.call_tool_relayed(
             name, arguments, on_progress=on_progress, call_input=call_input, log_level=level,
-            on_log=on_log, trace_context=self._passed_on(request)), client_key, admitted)
+            on_log=on_log, trace_context=self._passed_on(request), identity=identity),
+            client_key, admitted)
 
     def _searched_call(self, request: p.Request, name: str, arguments: dict[str, Any]
                        ) -> tuple[str, dict[str, Any]] | dict[str, Any]:
@@ -299,16 +346,24 @@ class Answerer:
         if name == tool_search.SEARCH:
             asked = tool_search.search_arguments(arguments)
             result = asked if isinstance(asked, dict) else tool_search.found(
-                self.host.search_tools(asked[0], limit=asked[1]))
+                self.host.search_tools(asked[0], limit=asked[1], identity=request.identity))
             return p.response(request.id, p.served_result(result, request.era, CALL))
         if name != tool_search.CALL:
             return p.error_response(request.id, tool_search.not_served(name))
         called = tool_search.call_arguments(arguments)
-        if isinstance(called, tuple) and (self.host.server_of(called[0]) is not None
-                                          or called[0] in self._owners):
+        if isinstance(called, tuple) and self._callable_name(called[0], request.identity):
             return called
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
         return p.response(request.id, p.served_result(refusal, request.era, CALL))
+
+    def _callable_name(self, name: str, identity: Identity) -> bool:
+        """Whether ``call_tool`` goes on to call ``name``: a tool in the catalog (or one
+        whose server went away, to be told why), and under a policy one ``identity`` may
+        list (one it may not is as unknown as a name no tool has)."""
+        if not self.host.access.active:
+            return self.host.server_of(name) is not None or name in self._owners
+        entry = self.host.tool_entry(name)
+        return entry is not None and self.host.access.may_list(identity, tool_item(entry))
 
     def admit_call(self, request: p.Request, client_key: Hashable
                    ) -> Admitted | p.InBandError:
@@ -320,7 +375,7 @@ class Answerer:
         if self.tool_search and name == tool_search.CALL and isinstance(arguments, dict):
             name = arguments.get("name")
         admitted = Admitted(self.host.server_of(name) if isinstance(name, str) else None,
-                            client_key)
+                            _budget_key(request, client_key))
         refusal = self.admission.enter(admitted.server, client_key, admitted)
         return admitted if refusal is None else p.InBandError(refusal)
 
@@ -366,8 +421,12 @@ class Answerer:
 
             async def merged() -> Mapping[str, Any]:
                 table = await self._offerings.refresh()
-                items = {"prompts": table.prompts, "resources": table.resources,
-                         "resourceTemplates": table.templates}[member]
+                items: Sequence[dict[str, Any]] = {
+                    "prompts": table.prompts, "resources": table.resources,
+                    "resourceTemplates": table.templates}[member]
+                if self.host.access.active:
+                    items = self.host.access.visible(request.identity, member, items,
+                                                     _item_of(table, member))
                 return p.list_result(member, list(items), era)
             return await self._behind(request, None, merged(), client_key)
         if method in ext.METHODS and not ext.serves(method, self._ready_capabilities(),
@@ -378,11 +437,16 @@ class Answerer:
             if cursor is not None and skills_page((), cursor) is None:
                 return p.error_response(request.id, p.error(
                     p.INVALID_PARAMS, f"invalid cursor {cursor!r}"))
-            return await self._behind(request, None, self._skills(cursor), client_key)
+            return await self._behind(request, None, self._skills(cursor, request.identity),
+                                      client_key)
         routed = await self._route(request)
         if isinstance(routed, p.InBandError):
             return routed.response(request.id)
         server, params = routed
+        if self.host.access.active:
+            refused = self._refused(request, server, params)
+            if refused is not None:
+                return refused.response(request.id)
         call_input = _call_input(request, client)
         if isinstance(call_input, p.InBandError):
             return call_input.response(request.id)
@@ -469,7 +533,7 @@ class Answerer:
         return p.response(request.id, task_table.legacy_task(held))
 
     async def watch(self, uri: Any, era: p.ClientEra,
-                    on_updated: Callable[[dict[str, Any]], None]
+                    on_updated: Callable[[dict[str, Any]], None], identity: Identity = LOCAL
                     ) -> Callable[[], None] | p.InBandError:
         """Have ``on_updated(params)`` hear of updates to the resource ``uri`` from the
         server it belongs to: what stops that, or the error (no such resource, or its
@@ -479,6 +543,9 @@ class Answerer:
         if isinstance(routed, p.InBandError):
             return routed
         server, _params = routed
+        if self.host.access.active and not isinstance(
+                self.host.access.may_call(identity, Item("resource", server, uri)), Allowed):
+            return p.InBandError(p.resource_not_found(uri, era))
         try:
             return self.host.subscribe_resource(server, uri, on_updated)
         except ValueError as exc:
@@ -504,8 +571,10 @@ class Answerer:
                            "(listen_uris)", {"limit": "listen_uris", "max": limit})
         routes = await self._offerings.resources(uris) if uris else {}
         by_server: dict[str, list[str]] = {}
+        access = self.host.access
         for uri, server in routes.items():
-            if server is not None:
+            if server is not None and (not access.active or isinstance(access.may_call(
+                    request.identity, Item("resource", server, uri)), Allowed)):
                 by_server.setdefault(server, []).append(uri)
         stops: list[Callable[[], None]] = []
         taken: set[str] = set()
@@ -530,6 +599,7 @@ class Answerer:
         the client's era, or its failure as the client's error. ``taking``: the call
         may make a task, that caller's: a place for it in the task table is taken
         first (here, where it is always given back), and a task is held in it."""
+        client_key = _budget_key(request, client_key)
         place: Place | None = None
         if taking is not None:
             reserved = self.tasks.reserve(taking.client)
@@ -622,19 +692,42 @@ class Answerer:
         if held is not None:
             self.admission.leave(*held)
 
-    async def _skills(self, cursor: str | None) -> Mapping[str, Any]:
+    async def _skills(self, cursor: str | None, identity: Identity) -> Mapping[str, Any]:
         """A page of the merged ``skills/list`` (``offerings``, rule 5) after ``cursor``
         (checked): the first page lists the servers again, a later one pages the list
-        the first one made."""
+        the first one made. Under a policy, a skill is a resource (its ``SKILL.md``)."""
         table = self._offerings.table if cursor is not None else \
             await self._offerings.refresh()
-        page = skills_page(table.skills, cursor)
+        skills: Sequence[dict[str, Any]] = table.skills
+        if self.host.access.active:
+            skills = self.host.access.visible(identity, "skills", skills,
+                                              _item_of(table, "skills"))
+        page = skills_page(skills, cursor)
         assert page is not None  # the cursor was checked
         items, next_cursor = page
         result: dict[str, Any] = {"skills": items}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
         return result
+
+    def _refused(self, request: p.Request, server: str, params: dict[str, Any]
+                 ) -> p.InBandError | None:
+        """Under a policy, the error for a request about a prompt or resource its identity
+        may not use: as for one that does not exist when it may not list it, else "not
+        permitted"."""
+        item = _item_asked(request.method, server, params)
+        if item is None:
+            return None
+        decision = self.host.access.may_call(request.identity, item)
+        if type(decision) is Allowed:
+            return None
+        assert isinstance(decision, Denied)
+        what = f"{item.kind} {item.name!r}"
+        if decision.hidden:
+            if item.kind == "prompt":
+                return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {params.get('name')!r}")
+            return p.InBandError(p.resource_not_found(item.name, request.era))
+        return p.InBandError(p.not_permitted(f"using {what} is not permitted"))
 
     async def _route(self, request: p.Request) -> tuple[str, dict[str, Any]] | p.InBandError:
         """The server a request goes to and its params as that server knows its things."""
@@ -683,6 +776,44 @@ class Answerer:
         if server is None:
             return p.InBandError(p.resource_not_found(uri, era))
         return server, params
+
+
+def _budget_key(request: p.Request, client_key: Hashable) -> Hashable:
+    """Whose budgets a request counts against (``admission``): its identity's, when it
+    has one (an access token's, an API key's: every connection and session of one
+    identity share them), else the client the face names."""
+    identity = request.identity
+    return client_key if identity is LOCAL else identity.key
+
+
+def _item_asked(method: str, server: str, params: Mapping[str, Any]) -> Item | None:
+    """What a routed request (``Answerer._route``'s params, named as the server knows
+    them) uses, as the policy's item."""
+    if method == "prompts/get":
+        return Item("prompt", server, str(params.get("name")))
+    if method in ("resources/read", "skills/get", "resources/directory/read"):
+        return Item("resource", server, str(params.get("uri")))
+    ref = params.get("ref")
+    if method == "completion/complete" and isinstance(ref, dict):
+        if ref.get("type") == "ref/prompt":
+            return Item("prompt", server, str(ref.get("name")))
+        return Item("resource", server, str(ref.get("uri")))
+    return None
+
+
+def _item_of(table: OfferingsTable, member: str) -> Callable[[dict[str, Any]], Item]:
+    """What each served item of a merged list is, as the policy's item."""
+    if member == "prompts":
+        def prompt(served: dict[str, Any]) -> Item:
+            server, local = table.prompt_routes[served["name"]]
+            return Item("prompt", server, local)
+        return prompt
+    if member == "resourceTemplates":
+        owners = {template: server for template, _pattern, server in table.template_routes}
+        return lambda served: Item("resource", owners[served["uriTemplate"]],
+                                   served["uriTemplate"])
+    routes = table.skill_routes if member == "skills" else table.resource_routes
+    return lambda served: Item("resource", routes[served["uri"]], served["uri"])
 
 
 #: Request params the gateway does not pass on as they are: its own ``_meta`` goes on each

@@ -14,7 +14,9 @@ Rules (MCP 2026-07-28 basic/authorization; RFC 6750, RFC 9068, RFC 9728):
 3. Claims, after the signature holds: ``iss`` equal to a configured issuer (exactly),
    ``aud`` (a string or a list) containing the gateway's audience, ``exp`` required and
    ``nbf`` honoured, both with ``LEEWAY_S``; ``sub`` a non-empty string. Scopes come from
-   ``scope`` (space-separated, RFC 9068) or ``scp`` (a list or a string).
+   ``scope`` (space-separated, RFC 9068) or ``scp`` (a list or a string). The
+   request's ``Identity`` is read from them (``policy.identity``: groups, roles, client,
+   email); a claim it reads that has the wrong type or too many values refuses the token.
 4. A missing or unusable token is 401 with ``WWW-Authenticate: Bearer
    resource_metadata="<PRM URL>"`` (plus ``scope`` when scopes are required, and
    ``error="invalid_token"`` with a short reason when one was presented); a token lacking
@@ -36,6 +38,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from ..policy.identity import ClaimNames, Identity, IdentityRefused, from_claims
+
 #: Signature algorithms accepted: asymmetric only (rule 2).
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
               "ES256", "ES384", "ES512", "EdDSA")
@@ -47,21 +51,6 @@ MAX_TOKEN_CHARS = 16 * 1024
 #: Clock skew allowed on ``exp`` and ``nbf``.
 LEEWAY_S = 60
 PRM_SUFFIX = "/.well-known/oauth-protected-resource"
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who a valid token speaks for: ``(issuer, subject)`` is the key for anything kept
-    per downstream user."""
-
-    issuer: str
-    subject: str
-    scopes: frozenset[str]
-    client_id: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.issuer, self.subject)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +147,10 @@ def unverified_parts(token: str) -> tuple[dict[str, Any], dict[str, Any]] | Refu
     return header, claims
 
 
-def check_claims(claims: Mapping[str, Any], policy: TokenPolicy,
-                 now: float) -> Identity | Refused:
-    """Rule 3: the verified claims against the policy, at ``now``."""
+def check_claims(claims: Mapping[str, Any], policy: TokenPolicy, now: float,
+                 names: ClaimNames | None = None) -> Identity | Refused:
+    """Rule 3: the verified claims against the policy, at ``now``; the identity they
+    make (``policy.identity``: its groups and roles from the claims ``names`` names)."""
     issuer = claims.get("iss")
     if not isinstance(issuer, str) or issuer not in policy.issuers:
         return _invalid("the token is from another issuer")
@@ -186,8 +176,10 @@ def check_claims(claims: Mapping[str, Any], policy: TokenPolicy,
         return Refused(403, "insufficient_scope",
                        f"the token lacks the scope{'s' if len(missing) > 1 else ''} "
                        + " ".join(missing))
-    client = claims.get("client_id", claims.get("azp"))
-    return Identity(issuer, subject, scopes, client if isinstance(client, str) else None)
+    try:
+        return from_claims(claims, names)
+    except IdentityRefused as exc:
+        return _invalid(str(exc))
 
 
 def token_scopes(claims: Mapping[str, Any]) -> frozenset[str]:
@@ -260,8 +252,12 @@ class Validator:
 
     def __init__(self, policy: TokenPolicy, key_sources: Mapping[str, KeySource],
                  verify: Callable[[str, Any, str], dict[str, Any] | None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 claim_names: Callable[[], ClaimNames] = ClaimNames) -> None:
+        """``claim_names``: which claims carry groups and roles now (the authorization
+        policy's, which a reload may change)."""
         self.policy = policy
+        self._claim_names = claim_names
         self._sources = dict(key_sources)
         self._verify = verify or verify_signature
         self._clock = clock
@@ -289,7 +285,8 @@ class Validator:
                 continue
             claims = self._verify(token, key, alg)
             if claims is not None:
-                return check_claims(claims, self.policy, self._clock())
+                return check_claims(claims, self.policy, self._clock(),
+                                    self._claim_names())
         return _invalid("the token's signature does not verify")
 
 

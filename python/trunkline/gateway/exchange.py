@@ -95,7 +95,8 @@ class Exchange:
         #: Passed on by a sibling gateway process (``siblings``), not from a client.
         self.internal = internal
         self.gone = False
-        #: Who the request's access token speaks for (``bearer.Identity``), once checked.
+        #: Who the request's access token or API key speaks for (``policy.Identity``),
+        #: once checked; None: it showed neither.
         self.identity: Any = None
         #: Whether the client would keep the connection for another request.
         self.keep_alive = keep_alive

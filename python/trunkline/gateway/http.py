@@ -59,16 +59,17 @@ import orjson
 
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
+from ..policy.identity import Identity
 from . import bearer
 from . import protocol as p
 from .admin import status_document
 from .answers import Answerer
+from .api_keys import ApiKeys
 from .exchange import Disconnected, Exchange
 from .http_post import PostHandler
 from .http_rules import (
     SessionSigner,
     host_allowed,
-    key_accepted,
     loopback_names,
     origin_allowed,
     served_origins,
@@ -91,7 +92,8 @@ class HttpFace:
     """The HTTP server around one ``Answerer``, and its router: ``start`` binds, ``stop``
     drains."""
 
-    def __init__(self, answerer: Answerer, *, bind: str, port: int, api_keys: Iterable[bytes],
+    def __init__(self, answerer: Answerer, *, bind: str, port: int,
+                 api_keys: ApiKeys | Iterable[bytes],
                  signer: SessionSigner, max_body_bytes: int, drain_s: float = 10.0,
                  names: Iterable[str] = (), sock: socket.socket | None = None,
                  oauth: bearer.ResourceSettings | None = None,
@@ -106,7 +108,8 @@ class HttpFace:
         self._answerer = answerer
         self._bind, self._port = bind, port
         self._sock = sock
-        self._keys = tuple(api_keys)
+        self._keys = api_keys if isinstance(api_keys, ApiKeys) else \
+            ApiKeys.unnamed(api_keys)
         if not self._keys and oauth is None and bind not in loopback_names():
             raise ConfigurationError(
                 f"serving on {bind} (not loopback) needs API keys (TRUNKLINE_API_KEYS or "
@@ -196,7 +199,8 @@ class HttpFace:
         self._issuer_keys = [IssuerKeys(issuer) for issuer in oauth.issuers]
         self._validator = bearer.Validator(
             bearer.TokenPolicy(oauth.issuers, oauth.audience or resource, oauth.scopes),
-            {keys.issuer: keys for keys in self._issuer_keys})
+            {keys.issuer: keys for keys in self._issuer_keys},
+            claim_names=self._answerer.claim_names)
         self._prm = orjson.dumps(bearer.protected_resource_metadata(
             resource, oauth.issuers, oauth.scopes))
         self._challenge_base = bearer.metadata_url(resource)
@@ -297,15 +301,18 @@ class HttpFace:
         """An API key, or else an access token (``bearer``), when either is configured;
         a token's identity is attached to the request."""
         authorization = request.headers.get("authorization")
-        if self._keys and key_accepted(authorization, self._keys):
-            return None
+        if self._keys:
+            named = self._keys.identity_of(authorization)
+            if named is not None:
+                request.identity = named
+                return None
         if self._validator is None:
             if not self._keys:
                 return None
             return refusal(401, p.INVALID_REQUEST, "an API key is required",
                             **{"WWW-Authenticate": 'Bearer realm="trunkline"'})
         verdict = await self._validator.check(authorization)
-        if isinstance(verdict, bearer.Identity):
+        if isinstance(verdict, Identity):
             request.identity = verdict
             return None
         # The reason only: never the token (a flood of bad ones is not worth more).
@@ -414,7 +421,7 @@ class HttpFace:
 
     def _list_changed(self, which: str) -> None:
         self._posts.list_changed(which)
-        self._legacy.list_changed(p.list_changed(which))
+        self._legacy.list_changed(which)
 
 
 __all__ = ["ENDPOINT", "HttpFace", "HttpReply"]

@@ -27,6 +27,7 @@ from opentelemetry import context as otel_context
 from .._codec import wide_integer_at
 from ..loop.awaitables import ready
 from ..parent.input_bridge import TOKEN_PREFIX
+from ..policy.identity import LOCAL
 from ..protocol import headers as mcp_headers
 from ..protocol.listen import SUBSCRIPTION_ID
 from ..telemetry.carried import picked
@@ -36,6 +37,7 @@ from .answers import (
     LISTEN,
     NO_CLIENT,
     Answerer,
+    ListSight,
     granted_lists,
     listen_grant,
     resource_updated,
@@ -79,7 +81,7 @@ class PostHandler:
         self._instance = instance
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
-        self._streams: dict[StreamWriter, frozenset[str]] = {}
+        self._streams: dict[StreamWriter, tuple[frozenset[str], ListSight]] = {}
         self._header_params_of: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
 
     def message(self, http: Exchange, body: bytes) -> Awaitable[Handled]:
@@ -97,7 +99,8 @@ class PostHandler:
             return ready(json_reply(refused, malformed_status(refused["error"])))
         session_id = http.headers.get("mcp-session-id")
         session = self._legacy.verified(http, session_id) if session_id else None
-        inbound = p.read(message, session.version if session else None)
+        inbound = p.read(message, session.version if session else None,
+                         http.identity or LOCAL)
         if type(inbound) is p.Request and inbound.era is p.ClientEra.MODERN:
             state = inbound.params.get("requestState")
             if type(state) is str and state.startswith(TOKEN_PREFIX) \
@@ -234,7 +237,8 @@ class PostHandler:
             if not granted:
                 await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
                 return None
-            self._streams[stream] = granted_lists(granted)
+            self._streams[stream] = (granted_lists(granted),
+                                     self._answerer.sight(request.identity))
             await stream.run()
             # The gateway is stopping: the subscription ends gracefully.
             await http.write(_sse(p.response(request.id, {"resultType": "complete"})))
@@ -248,8 +252,8 @@ class PostHandler:
         if which == "tools":
             self._header_params_of.clear()
         note = p.list_changed(which)
-        for stream, lists in self._streams.items():
-            if which in lists:
+        for stream, (lists, sight) in self._streams.items():
+            if which in lists and sight.changed(which):
                 stream.put(note)
 
     def stop(self) -> None:

@@ -201,18 +201,6 @@ def loopback_names() -> frozenset[str]:
     return _LOOPBACK_NAMES
 
 
-def key_accepted(authorization: str | None, keys: Iterable[bytes]) -> bool:
-    """``Authorization: Bearer <key>`` for one of ``keys``, compared in constant time
-    (every key is compared, so timing does not tell which one almost matched)."""
-    if authorization is None or not authorization.startswith("Bearer "):
-        return False
-    presented = authorization[len("Bearer "):].strip().encode()
-    matched = False
-    for key in keys:
-        matched |= hmac.compare_digest(presented, key)
-    return matched
-
-
 # --- legacy session ids -------------------------------------------------------------------
 
 

@@ -47,9 +47,19 @@ from typing import Any
 from ..errors import ServerError
 from ..loop.awaitables import ready
 from ..loop.tasks import TaskScope
+from ..policy.identity import LOCAL
 from . import protocol as p
 from .admission import OVERLOADED, RETRY_AFTER_S
-from .answers import CALL, NO_CLIENT, SUBSCRIBING, Answerer, Client, Send, resource_updated
+from .answers import (
+    CALL,
+    NO_CLIENT,
+    SUBSCRIBING,
+    Answerer,
+    Client,
+    ListSight,
+    Send,
+    resource_updated,
+)
 from .asks import Asks
 from .event_streams import KEEP_S, SSE_HEADERS, ReplayableStream, StreamStore
 from .exchange import Exchange
@@ -79,7 +89,7 @@ class _Session:
     """What one held session holds."""
 
     __slots__ = ("id", "signed", "deadline", "active", "level", "subscribed", "streams",
-                 "calls", "open")
+                 "calls", "open", "sight")
 
     def __init__(self, session_id: str, signed: LegacySession, deadline: float,
                  now: float) -> None:
@@ -101,6 +111,9 @@ class _Session:
         #: Streams of it open to its client now (GET streams, calls followed): while
         #: any is, it is active.
         self.open = 0
+        #: What its client sees of the tool list (``answers.ListSight``), from its first
+        #: GET stream on.
+        self.sight: ListSight | None = None
 
 
 class LegacySessions:
@@ -277,7 +290,8 @@ class LegacySessions:
         if over is not None:
             return over.response(request.id)
         watched = await self._answerer.watch(
-            uri, request.era, lambda params: self._tell(held, resource_updated(params)))
+            uri, request.era, lambda params: self._tell(held, resource_updated(params)),
+            request.identity)
         if isinstance(watched, p.InBandError):
             return watched.response(request.id)
         # Checked again: the session may have ended, or subscribed more, meanwhile.
@@ -300,10 +314,12 @@ class LegacySessions:
                        "subscriptions, its limit (session_subscriptions): unsubscribe from "
                        "some first", {"limit": "session_subscriptions", "max": limit})
 
-    def list_changed(self, note: dict[str, Any]) -> None:
-        """A list of the fleet's changed: every GET stream is told."""
+    def list_changed(self, which: str) -> None:
+        """A list of the fleet's changed: every GET stream whose client sees the change
+        is told (``answers.ListSight``)."""
+        note = p.list_changed(which)
         for held in self._held.values():
-            if held.streams:
+            if held.streams and (held.sight is None or held.sight.changed(which)):
                 self._tell(held, note)
 
     # -- GET streams (``changes``, ``_tell``: the queues) -----------------------------------
@@ -316,6 +332,8 @@ class LegacySessions:
         await http.open_stream(SSE_HEADERS)
         stream = client_stream(http, self._limits, "a legacy session's GET stream")
         held.streams.add(stream)
+        if held.sight is None:
+            held.sight = self._answerer.sight(http.identity or LOCAL)
         self._opening(held)
         try:
             await stream.run()
@@ -639,7 +657,8 @@ class LegacyConnection:
                 stop()
             return p.response(request.id, {})
         watched = await self._answerer.watch(
-            uri, request.era, lambda params: self._send(resource_updated(params)))
+            uri, request.era, lambda params: self._send(resource_updated(params)),
+            request.identity)
         if isinstance(watched, p.InBandError):
             return watched.response(request.id)
         assert isinstance(uri, str)  # a watch of anything else is refused

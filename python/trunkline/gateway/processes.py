@@ -107,6 +107,13 @@ class Copies:
         self._pages_dir = tempfile.mkdtemp(prefix="trunkline-copies-")
         self._env[COPIES_DIR_ENV] = self._pages_dir
 
+    def signal_all(self, sig: signal.Signals) -> None:
+        """Pass ``sig`` on to every copy running (SIGHUP: each reloads its policy)."""
+        for proc in self._procs.values():
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(sig)
+
     async def run(self, ready: asyncio.Future[str]) -> int:
         """Serve until cancelled or until a copy fails to start (every copy is stopped
         either way); ``ready`` gets the URL once all of them listen. The exit status."""

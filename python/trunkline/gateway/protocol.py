@@ -54,12 +54,14 @@ from ..errors import (
     ConnectionFailure,
     InputNotSupported,
     InputRoundUnknown,
+    NotPermitted,
     RequestTimeout,
     ServerError,
     ServerUnavailable,
     TrunklineError,
     UnknownTool,
 )
+from ..policy.identity import LOCAL, Identity
 from ..protocol import wide_ints
 from ..protocol.listen import LISTS, SUBSCRIPTION_ID
 from ..protocol.versions import (
@@ -80,6 +82,9 @@ PARSE_ERROR = -32700
 RESERVED_META_PREFIX = "io.modelcontextprotocol/"
 INVALID_REQUEST = -32600
 RESOURCE_NOT_FOUND_LEGACY = -32002
+#: A request the authorization policy does not let its identity make (an
+#: implementation-defined code of JSON-RPC's server range: MCP defines none).
+NOT_PERMITTED = -32003
 
 
 class ClientEra(enum.Enum):
@@ -112,6 +117,8 @@ class Request(msgspec.Struct, frozen=True):
     #: The W3C trace context its transport carried (the HTTP face's ``traceparent``,
     #: ``tracestate``, ``baggage`` headers) when its ``_meta`` names none; else None.
     trace_headers: dict[str, str] | None = None
+    #: Who it is made for: its access token's or API key's identity, else ``LOCAL``.
+    identity: Identity = LOCAL
 
 
 class Notification(msgspec.Struct, frozen=True):
@@ -138,9 +145,9 @@ class Response(msgspec.Struct, frozen=True):
 Inbound = Request | Notification | Refused | Response | None
 
 
-def read(message: Any, legacy_version: str | None) -> Inbound:
+def read(message: Any, legacy_version: str | None, identity: Identity = LOCAL) -> Inbound:
     """What a decoded downstream message is, given the connection's legacy session (its
-    revision, or None)."""
+    revision, or None) and who sent it."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return Refused(_id_of(message), error(INVALID_REQUEST, "not a JSON-RPC 2.0 message"))
     method = message.get("method")
@@ -171,15 +178,17 @@ def read(message: Any, legacy_version: str | None) -> Inbound:
             return Refused(request_id, error(
                 INVALID_PARAMS, f"a {version} request carries {META_CLIENT_CAPABILITIES} "
                 "(an object) in params._meta"))
-        return Request(request_id, method, params, ClientEra.MODERN, version, meta)
+        return Request(request_id, method, params, ClientEra.MODERN, version, meta,
+                       identity=identity)
     if method in ("initialize", "server/discover", "ping"):
         return Request(request_id, method, params, ClientEra.LEGACY,
-                       legacy_version or LEGACY_VERSIONS[0], meta)
+                       legacy_version or LEGACY_VERSIONS[0], meta, identity=identity)
     if legacy_version is None:
         return Refused(request_id, error(
             INVALID_REQUEST, "no session: send initialize first (2025-11-25), or carry the "
             f"protocol revision in _meta ({MODERN_VERSIONS[0]})"))
-    return Request(request_id, method, params, ClientEra.LEGACY, legacy_version, meta)
+    return Request(request_id, method, params, ClientEra.LEGACY, legacy_version, meta,
+                   identity=identity)
 
 
 def wide_integer(message: Any, body: bytes) -> Refused:
@@ -429,6 +438,8 @@ def error_for(exc: BaseException) -> dict[str, Any]:
                       for c in exc.candidates]
         return error(INVALID_PARAMS, exc.message,
                      {"candidates": candidates} if candidates else None)
+    if isinstance(exc, NotPermitted):
+        return not_permitted(exc.message)
     if isinstance(exc, TrunklineError):
         data: dict[str, Any] = {"server": exc.server, "kind": type(exc).__name__}
         if isinstance(exc, ServerUnavailable) and exc.state:
@@ -441,6 +452,11 @@ def error_for(exc: BaseException) -> dict[str, Any]:
         kind = "unreachable" if isinstance(exc, ConnectionFailure) else "failed"
         return error(INTERNAL_ERROR, f"{where}{kind}: {exc.message}", data)
     return error(INTERNAL_ERROR, "internal error")
+
+
+def not_permitted(message: str) -> dict[str, Any]:
+    """The error for what the policy refuses: what was asked, never which rule refused."""
+    return error(NOT_PERMITTED, message, {"kind": "NotPermitted"})
 
 
 def resource_not_found(uri: str, era: ClientEra) -> dict[str, Any]:

@@ -70,10 +70,12 @@ def malformed_status(err: dict[str, Any]) -> int:
 
 
 def owner(http: Exchange) -> str | None:
-    """Whose a legacy session opened on this exchange is (a token's identity; None: no
-    token)."""
+    """Whose a legacy session opened on this exchange is (the identity of its access
+    token or API key; None: it showed neither)."""
     identity = http.identity
-    return None if identity is None else session_owner(identity.issuer, identity.subject)
+    if identity is None:
+        return None
+    return session_owner(identity.issuer or identity.kind, identity.subject)
 
 
 def sibling_for(siblings: Siblings | None, http: Exchange, instance: str) -> int | None:

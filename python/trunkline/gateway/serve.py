@@ -29,14 +29,23 @@ Rules:
   in that order. Nothing outlives the gateway.
 - ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
   copies of the command (``copy_arguments``) on one socket (``processes``).
+- The authorization policy (the configuration's ``"policy"``) is read again by
+  ``Gateway.reload_policy`` (``serve``: on SIGHUP, passed on to every copy): one that does
+  not compile is refused, logged, and the policy in force stays; one that does takes
+  over for every request decided from then on (a call admitted before finishes as it
+  was admitted). Connections and calls in flight are untouched. What in a policy could
+  never match is logged as a warning when it is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
@@ -48,12 +57,16 @@ from ..version import VERSION
 from .extensions import upstream as upstream_extensions
 from .limits import Limits
 
+log = logging.getLogger("trunkline.gateway")
+
 if TYPE_CHECKING:
     from ..parent.handle import ServerStatus
     from ..parent.host import Host
+    from ..policy import Policy
     from ..telemetry.audit import AuditLog
     from ..telemetry.sdk import Configured
     from .answers import Answerer
+    from .api_keys import ApiKeys
     from .bearer import ResourceSettings
     from .siblings import Siblings
 
@@ -107,8 +120,9 @@ class GatewaySettings:
     max_body_bytes: int | None = None
     #: On stopping, how long calls in flight may take to finish.
     drain_timeout_s: float = 10.0
-    #: The API keys a client may send (HTTP); never shown.
-    api_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    #: The API keys a client may send (HTTP), each with its name (``api_keys``); bare
+    #: values are named ``key-1``, ``key-2``, ... Never shown.
+    api_keys: ApiKeys | tuple[bytes, ...] = field(default=(), repr=False)
     #: The gateway as an OAuth protected resource (HTTP); None: no access tokens.
     oauth: ResourceSettings | None = None
     #: The key legacy session ids are signed with (replicas that share their sessions
@@ -199,6 +213,21 @@ class Gateway:
             self._host = self._answerer = self.audit = None
             self.url = None
 
+    def reload_policy(self) -> bool:
+        """Read the configuration's policy again and decide by it from now on; a policy
+        that cannot be read or does not compile is logged and the one in force stays.
+        Whether it changed."""
+        from ..config import read_policy
+
+        try:
+            policy = read_policy(self.settings.config)
+        except ConfigurationError as exc:
+            log.error("the policy was not changed: %s", exc)
+            return False
+        self.host.set_policy(policy)
+        _said(policy, [s.name for s in self.host.servers()], reloaded=True)
+        return True
+
     async def serve(self) -> None:
         """Serve: one client on stdin/stdout until it closes stdin, or HTTP clients until
         cancelled."""
@@ -245,6 +274,7 @@ class Gateway:
         finally:
             if unwatch is not None:
                 unwatch()
+        _said(host.access.policy, [s.name for s in host.servers()], reloaded=False)
         limits = settings.limits
         answerer = self._answerer = Answerer(
             host, server_info={"name": "trunkline", "version": VERSION},
@@ -252,6 +282,8 @@ class Gateway:
                                 per_server=settings.max_per_server,
                                 client_calls=limits.client_calls,
                                 client_server_share=limits.client_server_share,
+                                client_rate=limits.client_rate,
+                                client_burst=limits.client_burst,
                                 timeout_of=host.call_timeout, slots_of=host.call_slots),
             tool_search=settings.tool_search, transport="pipe" if settings.stdio else "tcp",
             limits=limits)
@@ -276,7 +308,7 @@ class Gateway:
             pages = CopyPages.from_environment(telemetry.metrics_page)
             metrics = served_metrics(telemetry.metrics_page, pages)
         face = HttpFace(answerer, bind=settings.bind, port=settings.port,
-                        api_keys=list(settings.api_keys),
+                        api_keys=settings.api_keys,
                         signer=SessionSigner(settings.session_key or os.urandom(32), instance),
                         max_body_bytes=(settings.max_body_bytes
                                         or self.host.settings.max_line_bytes),
@@ -303,9 +335,10 @@ async def serve(settings: GatewaySettings, *, starting: ServerWatcher | None = N
     async with Gateway(settings, starting=starting) as gateway:
         if watch is not None:
             gateway.host.watch_servers(watch)
-        if serving is not None:
-            serving(gateway.url)
-        await gateway.serve()
+        with _on_signal(signal.SIGHUP, gateway.reload_policy):
+            if serving is not None:
+                serving(gateway.url)
+            await gateway.serve()
     return 0
 
 
@@ -318,7 +351,39 @@ async def _serve_copies(settings: GatewaySettings,
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     if serving is not None:
         ready.add_done_callback(lambda f: serving(f.result()))
-    return await copies.run(ready)
+    with _on_signal(signal.SIGHUP, lambda: copies.signal_all(signal.SIGHUP)):
+        return await copies.run(ready)
+
+
+@contextlib.contextmanager
+def _on_signal(sig: signal.Signals, callback: Callable[[], object]) -> Iterator[None]:
+    """``callback`` runs on the loop whenever ``sig`` comes, while in the block (where
+    the loop can take signals: the main thread of a Unix process)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(sig, callback)
+    except (NotImplementedError, RuntimeError, ValueError):
+        yield  # not the main thread, or no signals here: reload by calling instead
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(sig)
+
+
+def _said(policy: Policy | None, servers: list[str], *, reloaded: bool) -> None:
+    """Log what a policy just read is, and what in it could never match (given the
+    configured ``servers``)."""
+    if policy is None or not policy.active:
+        if reloaded:
+            log.warning("policy reloaded: no rules, so every identity sees and calls "
+                        "everything")
+        return
+    if reloaded:
+        log.warning("policy reloaded from %s: %d rules (sha256 %s)", policy.origin,
+                    len(policy.rules), policy.digest[:12])
+    for warning in policy.warnings(servers):
+        log.warning("policy: %s", warning)
 
 
 def _calls(call_timeout_s: float | None) -> CallOptions | None:
@@ -335,8 +400,9 @@ def _telemetry(metrics: bool, *, logs: bool = False) -> Configured | None:
     """The SDK from ``OTEL_*`` (and ``metrics``, and ``logs``: the audit trail's log
     records), when anything asks for it; the OTel API's no-op otherwise, without importing
     the SDK."""
-    wanted = metrics or logs or any(key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
-                                            "OTEL_EXPORTER_OTLP_")) for key in os.environ)
+    wanted = metrics or logs or any(
+        key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_"))
+        for key in os.environ)
     if not wanted:
         return None
     from ..telemetry.sdk import MissingExtra, configure

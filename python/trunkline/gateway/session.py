@@ -22,6 +22,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..loop.tasks import TaskScope
+from ..policy.identity import LOCAL
 from ..protocol.listen import SUBSCRIPTION_ID
 from . import protocol as p
 from .answers import (
@@ -56,6 +57,8 @@ class ClientSession:
         self._listen_watches: dict[tuple[str, Any], Callable[[], None]] = {}
         self._closed = False
         self._unwatch = answerer.watch_lists(self._list_changed)
+        #: What the client (``LOCAL``) sees of the tool list.
+        self._sight = answerer.sight(LOCAL)
         #: The connection is the one client, and its tasks are its own (``tasks``).
         self._caller = Caller(self, self)
 
@@ -182,6 +185,8 @@ class ClientSession:
         return None
 
     def _list_changed(self, which: str) -> None:
+        if not self._sight.changed(which):
+            return  # what the one client sees did not change (a policy hides the rest)
         self._legacy.list_changed(which)
         for listen_id, lists in self._listens.values():
             if which in lists:

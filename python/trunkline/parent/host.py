@@ -32,10 +32,20 @@ from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import ConfigSource, read_host_config
 from ..deprecations import renamed_keywords, warn_deprecated
-from ..errors import RequestTimeout, ToolCandidate, ToolCollision, UnknownTool
+from ..errors import (
+    NotPermitted,
+    RequestTimeout,
+    ToolCandidate,
+    ToolCollision,
+    ToolHidden,
+    UnknownTool,
+)
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
+from ..policy.decisions import Access, Allowed, Denied
+from ..policy.document import Policy
+from ..policy.identity import Identity
 from ..protocol.identity import ClientIdentity
 from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
@@ -100,6 +110,7 @@ class Host:
         calls: CallOptions | None = None,
         telemetry: TelemetryOptions | None = None,
         oauth: OAuthClient | None = None,
+        policy: Policy | None = None,
         **old_keywords: Any,
     ) -> None:
         """``settings`` (``HostSettings``): what every worker is told too (how workers
@@ -146,6 +157,13 @@ class Host:
         page of it; a server whose listing fails (that one, a malformed or unreadable
         list, a crash) is that server's failure only (``ServerStatus.listing_error``).
 
+        ``policy`` (``trunkline.Policy``): who may see and call what. With one, every
+        listing and call is decided for the identity it is made for (``identity=``; none
+        given: ``Identity`` ``local``): a tool the identity may not list is not in its
+        ``tools()`` or ``search_tools()``, and calling it raises ``ToolHidden`` (an
+        ``UnknownTool`` whose message is exactly an unknown tool's); one it may list but
+        not call raises ``NotPermitted``. ``set_policy`` changes it.
+
         The keywords of before the groups (``collision=``, ``call_timeout=``, ...) still
         work, with a ``DeprecationWarning`` naming each one's group."""
         groups = {"client": client, "catalog": catalog, "trust": trust, "calls": calls,
@@ -182,6 +200,8 @@ class Host:
                                    input_handlers=handlers,
                                    oauth=oauth)
         self._results = ResultChecks()
+        #: The authorization policy and its decisions (``trunkline.policy``).
+        self.access = Access(policy)
         #: Capped exponential backoff with full jitter; reads are retried after transport
         #: loss or a timeout, tools/call only when declared idempotent.
         self.retry_policy = calls.retry or RetryPolicy()
@@ -290,6 +310,8 @@ class Host:
                 read.oauth, SignInRequired(
                     f"run `trunkline login {file} SERVER`, SERVER being this server's name "
                     "in it"))
+        if "policy" not in kwargs:
+            kwargs["policy"] = read.policy
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
@@ -520,9 +542,24 @@ class Host:
 
     # -- the catalog ---------------------------------------------------------------------
 
-    def tools(self) -> list[ToolEntry]:
-        """The merged catalog as last listed (no I/O)."""
-        return self._catalog.tools()
+    def tools(self, *, identity: Identity | None = None) -> list[ToolEntry]:
+        """The merged catalog as last listed (no I/O); with a policy, the tools
+        ``identity`` may list (none given: ``local``)."""
+        if not self.access.active:
+            return self._catalog.tools()
+        return list(self.access.tools_visible(identity, self._catalog.catalog.entries))
+
+    def set_policy(self, policy: Policy | None) -> None:
+        """Decide by ``policy`` from now on (None: no policy). Calls already admitted
+        finish under the policy that admitted them; every catalog watcher is told, since
+        what each identity sees may have changed."""
+        self.access.replace(policy)
+        catalog = self._catalog.catalog
+        for watcher in list(self._catalog_watchers):
+            try:
+                watcher(catalog)
+            except Exception:  # one watcher must not break the change
+                log.exception("a catalog watcher failed")
 
     @property
     def catalog(self) -> Catalog:
@@ -553,6 +590,7 @@ class Host:
 
     def _on_rebuilt(self, announced: bool) -> None:
         self._results.forget()
+        self.access.forget()
         catalog = self._catalog.catalog
         if catalog.entries == self._last_entries and not announced:
             return  # rebuilt, but nothing a client could see changed, nor was it said to
@@ -563,12 +601,19 @@ class Host:
             except Exception:  # one watcher must not break the catalog
                 log.exception("a catalog watcher failed")
 
-    def search_tools(self, query: str, *, limit: int = DEFAULT_LIMIT) -> list[ToolMatch]:
+    def search_tools(self, query: str, *, limit: int = DEFAULT_LIMIT,
+                     identity: Identity | None = None) -> list[ToolMatch]:
         """The ``limit`` tools of ``tools()`` that best match ``query`` (BM25 over names,
         titles, descriptions and parameter names; ``catalog/search.py``), best first, each
         a ``ToolMatch`` (``.entry``, ``.name`` the model calls, ``.server``, ``.score``).
-        No I/O: it searches the catalog as last listed."""
-        return self._search.search(query, limit)
+        No I/O: it searches the catalog as last listed. With a policy, only tools
+        ``identity`` may list are found (a search never reveals another)."""
+        if not self.access.active:
+            return self._search.search(query, limit)
+        view = self.access.view(identity)
+        found = self._search.search(query, len(self._catalog.catalog.entries))
+        return [m for m in found if self.access.tool_verdict(view, m.entry).listed.__class__
+                is Allowed][:limit]
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing
@@ -609,6 +654,7 @@ class Host:
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
         on_status: Callable[[TaskStatus], None] | None = None,
+        identity: Identity | None = None,
     ) -> Coroutine[Any, Any, CallToolResult]:
         """Call a tool by its canonical name (or model-safe alias): a coroutine to await
         (or to run as a task). JSON-RPC errors raise ``ServerError``; ``isError`` results
@@ -648,7 +694,11 @@ class Host:
         its timeout, ``on_status(TaskStatus)`` told its first status and each change,
         the input it asks for answered by the call's (else the host's) handlers. A
         caller that stops waiting (the timeout, a cancellation) cancels the task on its
-        server. ``start_tool`` takes the task instead."""
+        server. ``start_tool`` takes the task instead.
+
+        ``identity``: who the call is made for, when the host has a policy (none given:
+        ``local``); a tool it may not see raises ``ToolHidden``, one it may not call
+        ``NotPermitted``, before anything is sent."""
         if call_input is not None and call_input.relay and not self._relaying:
             warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                             "use call_tool_relayed, which may return InputRequired")
@@ -660,6 +710,8 @@ class Host:
             on_progress, log_level, on_log, call_input)
         if on_status is not None:
             request.on_status = on_status
+        if identity is not None:
+            request.identity = identity
         return self._routed(request, trace_context)
 
     def _routed(self, request: CallRequest, trace_context: Mapping[str, str] | None
@@ -674,7 +726,8 @@ class Host:
             if call_input is not None and BridgedCalls.claims(call_input.request_state):
                 return self._bridged.resume(call_input.request_state, ("tools/call", name),
                                             call_input.responses)
-            entry = self._entry(name)
+            entry = self._entry(name) if not self.access.active else \
+                self._permitted(name, arguments, request.identity)
             # A dict needs no ABC check (the common case, and the check is not free).
             if type(arguments) is not dict and arguments is not None and not isinstance(
                     arguments, Mapping):
@@ -707,6 +760,7 @@ class Host:
         idempotency_key: str | bool | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
+        identity: Identity | None = None,
     ) -> Coroutine[Any, Any, CallToolResult | InputRequired]:
         """``call_tool`` for a caller that answers the call's input rounds itself (a
         gateway, whose client does): with ``CallInput(relay=True)`` an ``input_required``
@@ -725,7 +779,8 @@ class Host:
             return self.call_tool(name, arguments, timeout=timeout, on_progress=on_progress,
                                   log_level=log_level, idempotent=idempotent,
                                   idempotency_key=idempotency_key, call_input=call_input,
-                                  on_log=on_log, trace_context=trace_context)
+                                  on_log=on_log, trace_context=trace_context,
+                                  identity=identity)
         finally:
             self._relaying = False
 
@@ -740,6 +795,7 @@ class Host:
         log_level: str | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
+        identity: Identity | None = None,
     ) -> ToolTask | CallToolResult:
         """Call a tool and take the task its server runs it as (MCP tasks) instead of
         waiting for its end: a ``ToolTask`` (its ``task_id``, ``status``, ``wait()``,
@@ -758,7 +814,7 @@ class Host:
         caller that stops waiting cancels the task upstream)."""
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
-            on_log, call_input, detached=True)
+            on_log, call_input, identity=identity, detached=True)
         result: ToolTask | CallToolResult = await self._routed(request, trace_context)
         return result
 
@@ -773,6 +829,7 @@ class Host:
         log_level: str | None = None,
         on_log: Callable[[dict[str, Any]], None] | None = None,
         trace_context: Mapping[str, str] | None = None,
+        identity: Identity | None = None,
     ) -> ToolTask | CallToolResult | InputRequired:
         """``start_tool`` for a caller that answers the call's input itself (a gateway,
         whose client does), as ``call_tool_relayed`` is ``call_tool``'s: with
@@ -782,7 +839,7 @@ class Host:
         ``status.input_requests`` for ``ToolTask.respond``."""
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
-            on_log, call_input, detached=True)
+            on_log, call_input, identity=identity, detached=True)
         result: ToolTask | CallToolResult | InputRequired = await self._routed(
             request, trace_context)
         return result
@@ -844,6 +901,25 @@ class Host:
                 raise withheld from None
             raise self._unknown_tool(name) from None
 
+    def _permitted(self, name: str, arguments: Mapping[str, Any] | None,
+                   identity: Any) -> ToolEntry:
+        """The entry of a tool ``identity`` may call now, under the policy: a tool it may
+        not list is as unknown as one that is not there (no candidates, no quarantine
+        named: that it exists is not the identity's to learn), one it may list but not
+        call is ``NotPermitted``."""
+        try:
+            entry = self._catalog.catalog.lookup(name)
+        except KeyError:
+            raise UnknownTool(_unknown_message(name), method="tools/call") from None
+        decision = self.access.may_call_tool(identity, entry, arguments)
+        if type(decision) is Allowed:
+            return entry
+        assert isinstance(decision, Denied)
+        if decision.hidden:
+            raise ToolHidden(_unknown_message(name), rule=decision.rule, method="tools/call")
+        raise NotPermitted(f"calling tool {name!r} is not permitted", tool=name,
+                           rule=decision.rule, method="tools/call")
+
     def _unknown_tool(self, name: str) -> UnknownTool:
         """``name`` is served by no ready server: the error names the servers not ready
         that could serve it (``CatalogKeeper.unserved_owners``), and why they are not."""
@@ -853,7 +929,7 @@ class Host:
             candidates.append(ToolCandidate(server, status.state.value,
                                             status.reason or status.listing_error,
                                             status.hint, listed))
-        message = f"no tool named {name!r} in the catalog"
+        message = _unknown_message(name)
         named = [str(c) for c in candidates[:_CANDIDATES_NAMED]]
         if len(candidates) > _CANDIDATES_NAMED:
             named.append(f"{len(candidates) - _CANDIDATES_NAMED} more servers not ready "
@@ -1039,6 +1115,10 @@ class Host:
         """Whether traces are recorded now (a gateway that records none passes its
         clients' trace context on as it came)."""
         return self.telemetry.tracer() is not None
+
+
+def _unknown_message(name: str) -> str:
+    return f"no tool named {name!r} in the catalog"
 
 
 def _bridged(handle: WorkerHandle, call_input: CallInput) -> bool:
