@@ -31,6 +31,7 @@ from gateways import fleet_config, real_server
 from trunkline.cli.commands import build_parser, gateway_settings, main
 from trunkline.errors import ConfigurationError
 from trunkline.gateway.serve import Gateway, GatewaySettings
+from trunkline.policy import LOCAL, Identity
 from trunkline.telemetry import audit as audit_module
 from trunkline.telemetry.audit import (
     CANONICAL_MAX_BYTES,
@@ -42,12 +43,12 @@ from trunkline.telemetry.audit import (
     WarningPace,
     _Lines,
     hash_arguments,
-    identity,
 )
 from trunkline.telemetry.sdk import exporters
 
 KEY = b"an-audit-key-of-32-bytes-0123456"
-ALICE = identity("oauth", "alice", "https://idp.example.com")
+ALICE = Identity("oauth", "alice", "https://idp.example.com", groups=frozenset({"analysts"}),
+                 email="alice@example.com").described()
 RFC3339_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
@@ -115,7 +116,7 @@ def test_records_are_json_lines_appended_to_a_0600_file(tmp_path, no_leaks):
         before = asyncio.all_tasks()
         async with AuditLog(JsonLinesFile(path)) as audit:
             audit.emit(record(1, time=1767225600.5))
-            audit.emit(AuditRecord(action="prompts/get", identity=identity("stdio"),
+            audit.emit(AuditRecord(action="prompts/get", identity=LOCAL.described(),
                                    target="greet", decision="denied", rule="no-prompts",
                                    request_id="r-2", trace_id="0af7651916cd43dd8448eb211c80319c"))
         assert audit.status() == {"written": 2, "dropped": 0, "failed": 0, "queued": 0}
@@ -133,9 +134,12 @@ def test_records_are_json_lines_appended_to_a_0600_file(tmp_path, no_leaks):
     # Fields without a value are left out; the key order is the record's.
     assert list(second) == ["time", "action", "identity", "target", "decision", "rule",
                             "request_id", "trace_id"]
-    assert second["identity"] == {"kind": "stdio"} and second["rule"] == "no-prompts"
+    assert second["identity"] == {"kind": "local", "subject": "local"}
+    assert second["rule"] == "no-prompts"
     assert RFC3339_MS.match(second["time"]) and RFC3339_MS.match(third["time"])
     assert third["request_id"] == 3
+    text = path.read_text()  # who, never what else is known of them
+    assert "analysts" not in text and "alice@example.com" not in text
 
 
 def test_a_file_rotated_away_is_opened_again_at_its_path(tmp_path, no_leaks):
@@ -464,7 +468,8 @@ def test_records_become_opentelemetry_log_records(no_leaks):
         async with AuditLog(OtelLogs(provider)) as audit:
             audit.emit(record(7, time=1767225600.25, trace_id=trace_id,
                               arguments_hash="hmac-sha256:00"))
-            audit.emit(AuditRecord(action="resources/read", identity=identity("api_key", "k1"),
+            audit.emit(AuditRecord(action="resources/read",
+                                   identity=Identity.api_key("k1").described(),
                                    target="file:///a", decision="denied", rule="r-9"))
         assert not tasks_but(before)
     run(main())

@@ -99,7 +99,8 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     time: float = msgspec.field(default_factory=time.time)
     #: The MCP method: ``tools/call``, ``prompts/get``, ``resources/read``, ...
     action: str
-    #: Who asked (``identity``): ``kind``, ``subject``, and ``issuer`` for a token's.
+    #: Who asked, as ``policy.Identity.described()`` says: ``kind``, ``subject``, and
+    #: ``issuer`` for a token's.
     identity: Mapping[str, str]
     #: The server behind the gateway the request went, or would have gone, to.
     server: str | None = None
@@ -123,19 +124,6 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 _FIELDS: tuple[str, ...] = AuditRecord.__struct_fields__
-
-
-def identity(kind: str, subject: str | None = None, issuer: str | None = None
-             ) -> dict[str, str]:
-    """An ``AuditRecord.identity``: ``kind`` (``oauth``, ``api_key``, ``stdio``,
-    ``anonymous``, ...), and the ``subject`` and ``issuer`` that are known. Never a token
-    or a key itself."""
-    who = {"kind": kind}
-    if issuer is not None:
-        who["issuer"] = issuer
-    if subject is not None:
-        who["subject"] = subject
-    return who
 
 
 def record_fields(record: AuditRecord) -> dict[str, Any]:
