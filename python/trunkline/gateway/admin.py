@@ -25,12 +25,13 @@ from .extensions import verdicts
 
 if TYPE_CHECKING:
     from ..parent.host import Host
+    from ..telemetry.audit import AuditLog
 
 #: The document's shape; ``trunkline status`` refuses one it does not know.
 SCHEMA = "trunkline.status/1"
 
 
-def status_document(host: Host) -> dict[str, Any]:
+def status_document(host: Host, audit: AuditLog | None = None) -> dict[str, Any]:
     servers = []
     for status in host.servers():
         latency = host.call_latency(status.name)
@@ -52,6 +53,8 @@ def status_document(host: Host) -> dict[str, Any]:
                               "rules": len(access.policy.rules),
                               "sha256": access.policy.digest,
                               "identities": access.identities, **access.counts}
+    if audit is not None:
+        document["audit"] = audit.status()
     return document
 
 

@@ -415,7 +415,9 @@ class HttpFace:
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return json_reply({**status_document(self._answerer.host),
+        auditor = self._answerer.auditor
+        return json_reply({**status_document(self._answerer.host,
+                                             None if auditor is None else auditor.log),
                       "legacy_sessions": self._legacy.status()},
                      headers={"Cache-Control": "no-store"})
 

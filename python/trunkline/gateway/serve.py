@@ -286,7 +286,7 @@ class Gateway:
                                 client_burst=limits.client_burst,
                                 timeout_of=host.call_timeout, slots_of=host.call_slots),
             tool_search=settings.tool_search, transport="pipe" if settings.stdio else "tcp",
-            limits=limits)
+            limits=limits, audit=self.audit)
         stack.callback(answerer.close)
         if not settings.stdio:
             self.url = await self._start_http(stack, answerer, telemetry, instance, siblings)

@@ -223,30 +223,34 @@ class Access:
         return type(self.verdict(self.view(identity), item).listed) is Allowed
 
     def may_call(self, identity: Identity | None, item: Item,
-                 arguments: Mapping[str, Any] | None = None) -> Decision:
-        """The decision on using ``item`` now (``arguments``: the call's, for rule 5)."""
+                 arguments: Mapping[str, Any] | None = None, *, count: bool = True
+                 ) -> Decision:
+        """The decision on using ``item`` now (``arguments``: the call's, for rule 5);
+        ``count``: it is counted in ``counts`` (not when it is asked again to be told)."""
         if not self.active:
             return NO_POLICY
         view = self.view(identity)
-        return self._counted(view, self.verdict(view, item), item, arguments)
+        return self._counted(view, self.verdict(view, item), item, arguments, count)
 
     def may_call_tool(self, identity: Identity | None, entry: Any,
-                      arguments: Mapping[str, Any] | None = None) -> Decision:
+                      arguments: Mapping[str, Any] | None = None, *, count: bool = True
+                      ) -> Decision:
         """``may_call`` for a catalog ``ToolEntry``."""
         if not self.active:
             return NO_POLICY
         view = self.view(identity)
         verdict = self.tool_verdict(view, entry)
         return self._counted(view, verdict, None if verdict.call is not None
-                             else tool_item(entry), arguments)
+                             else tool_item(entry), arguments, count)
 
     def _counted(self, view: IdentityView, verdict: Verdict, item: Item | None,
-                 arguments: Mapping[str, Any] | None) -> Decision:
+                 arguments: Mapping[str, Any] | None, count: bool) -> Decision:
         decision = verdict.call
         if decision is None:
             assert item is not None
             decision = self._on_arguments(view, item, verdict, arguments or {})
-        self.counts["allowed" if type(decision) is Allowed else "denied"] += 1
+        if count:
+            self.counts["allowed" if type(decision) is Allowed else "denied"] += 1
         return decision
 
     def tools_visible(self, identity: Identity | None, entries: Sequence[Any]
