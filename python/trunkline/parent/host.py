@@ -241,9 +241,8 @@ class Host:
         #: The servers whose refusal for want of the allowlist was logged: said once, not
         #: again until the server is ready or refused for another reason.
         self._hinted: set[str] = set()
-        #: The tool search index, built again at the first search after a change: of the
-        #: whole catalog (``search_tools`` keeps what the asking identity may list).
-        self._search = ToolSearch(self._catalog.tools)
+        #: The tool search index, built again at the first search after a change.
+        self._search = ToolSearch(lambda: self._catalog.tools())
         self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
         #: ``call_tool_relayed`` is making its call (``call_tool``'s relay is not deprecated).
@@ -617,8 +616,8 @@ class Host:
         everything = limit if isinstance(limit, bool) or not isinstance(limit, int) or \
             limit < 1 else max(limit, len(self._catalog.catalog.entries))
         found = self._search.search(query, everything)
-        return [m for m in found if self.access.tool_verdict(view, m.entry).listed.__class__
-                is Allowed][:limit]
+        return [m for m in found
+                if type(self.access.tool_verdict(view, m.entry).listed) is Allowed][:limit]
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing
