@@ -370,6 +370,54 @@ def test_a_hidden_tool_is_answered_byte_for_byte_as_one_no_server_has(gateways, 
     run(main(), timeout=240)
 
 
+def test_a_busy_server_does_not_tell_of_a_tool_hidden_on_it(gateways, tmp_path, provider):
+    """``--max-per-server 1`` and the echo server's one place taken (the sre user's long
+    ``sleep``): a call of one of its tools by one who may list it is refused as over the
+    server's limit, naming it; a call of one hidden on it is still an unknown tool's, in
+    both eras (a refusal naming the server would tell the tool is there, and where)."""
+    path = config(tmp_path)
+
+    async def main() -> None:
+        gw = await start(path, gateways, provider, "--max-per-server", "1")
+        bearer = await credentials(gw, provider)
+
+        async def echo_is_full() -> bool:
+            """Whether the sleep holds the echo server's place: support may call
+            echo_echo with a greeting, and is refused as over the server's limit."""
+            _, _, body = await raw_call(gw, bearer["support"], "echo_echo", GREETING, 3)
+            answer = orjson.loads(body)
+            return answer.get("error", {}).get("data", {}).get("server") == "echo"
+
+        async def echo_in_flight() -> int:
+            async with gw.http.get(f"{gw.base}/status", headers={
+                    "Authorization": f"Bearer {KEYS['ci-bot']}"}) as response:
+                assert response.status == 200
+                servers = (await response.json())["servers"]
+            return next(s["in_flight"] for s in servers if s["name"] == "echo")
+
+        holding = asyncio.ensure_future(raw_call(gw, bearer["sre"], "sleep",
+                                                 {"ms": 60_000}, 2))
+        try:
+            deadline = time.monotonic() + 30
+            while await echo_in_flight() != 1:
+                assert time.monotonic() < deadline and not holding.done(), "never held"
+            assert await echo_is_full()
+            session = await legacy_session(gw, bearer["intern"])
+            for name in ("sleep", "search", "echo_echo"):
+                for era_session in (None, session):
+                    status, _, body = await raw_call(gw, bearer["intern"], name,
+                                                     ARGUMENTS[name], 11, era_session)
+                    assert (status, orjson.loads(body)) == (200, {
+                        "jsonrpc": "2.0", "id": 11, "error": unknown_tool(name)}), \
+                        (name, era_session is not None, status, body)
+            assert await echo_is_full(), "the place was free before the calls were made"
+        finally:
+            holding.cancel()  # the client goes: the gateway cancels the sleep
+            await asyncio.gather(holding, return_exceptions=True)
+        assert await gw.stop() == 0
+    run(main(), timeout=180)
+
+
 def test_two_tokens_of_one_user_are_decided_by_their_own_scopes(gateways, tmp_path,
                                                                  provider):
     """The sre user with and without the admin scope: the same tools listed, the writes

@@ -315,7 +315,7 @@ class Answerer:
         level = _log_level(request, client)
         if isinstance(level, p.InBandError):
             return ready(level.response(request.id))
-        server = self.host.server_of(name)
+        server = self._server_of(name, identity)
         if server is None and not self.host.access.active and \
                 (gone := self._gone(name)) is not None:
             # Under a policy, which servers are down is not every identity's to learn.
@@ -361,6 +361,18 @@ class Answerer:
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
         return p.response(request.id, p.served_result(refusal, request.era, CALL))
 
+    def _server_of(self, name: Any, identity: Identity) -> str | None:
+        """The server a call of tool ``name`` counts against (``admission``): under a
+        policy, none for a tool ``identity`` may not list, whose call is answered as a
+        name no tool has is (a refusal naming its server would tell it is there)."""
+        if not isinstance(name, str):
+            return None
+        server = self.host.server_of(name)
+        if server is not None and self.host.access.active and \
+                not self._callable_name(name, identity):
+            return None
+        return server
+
     def _callable_name(self, name: str, identity: Identity) -> bool:
         """Whether ``call_tool`` goes on to call ``name``: a tool in the catalog (or one
         whose server went away, to be told why), and under a policy one ``identity`` may
@@ -379,7 +391,7 @@ class Answerer:
         arguments = request.params.get("arguments")
         if self.tool_search and name == tool_search.CALL and isinstance(arguments, dict):
             name = arguments.get("name")
-        admitted = Admitted(self.host.server_of(name) if isinstance(name, str) else None,
+        admitted = Admitted(self._server_of(name, request.identity),
                             _budget_key(request, client_key))
         refusal = self.admission.enter(admitted.server, client_key, admitted)
         return admitted if refusal is None else p.InBandError(refusal)
