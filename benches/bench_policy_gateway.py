@@ -75,6 +75,7 @@ from typing import Any
 import pytest
 
 import formats
+import gateway_instructions
 import gateway_load
 from trunkline.catalog.model import ToolEntry
 from trunkline.gateway.api_keys import ApiKeys, read_api_keys
@@ -621,12 +622,44 @@ def render(path: Path) -> str:
     return "\n".join(out) if out else ""
 
 
+def instructions(rounds: int, connections: int, seconds: int, warm_s: int,
+                 dump_dir: Path | None) -> Iterator[dict[str, Any]]:
+    """``gateway_instructions.measure`` of both columns, interleaved: the instructions the
+    gateway process executes per call, a count the shared machine does not move."""
+    with tempfile.TemporaryDirectory(prefix="bench-policy-instr-") as tmp:
+        key_file, wrk_keys = Path(tmp) / "keys.json", Path(tmp) / "keys.txt"
+        key_file.write_text(json.dumps({"keys": list(SCENARIO.keys)}))
+        wrk_keys.write_text("".join(f"{k['key']}\n" for k in SCENARIO.keys))
+        for n in range(rounds):
+            for column in ORDER:
+                dump = None if dump_dir is None else \
+                    dump_dir / f"callgrind.{column.replace('+', '-')}.{n}"
+                yield {"column": column, "round": n, **gateway_instructions.measure(
+                    None, connections, seconds, "--api-key-file", str(key_file),
+                    config_more={"policy": SCENARIO.policy} if column == "keys+policy"
+                    else None, script=LUA, script_args=(str(wrk_keys),), warm_s=warm_s,
+                    dump_to=dump)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("report", help="the markdown tables from a pytest --benchmark-json file")
     p.add_argument("json", type=Path)
+    i = sub.add_parser("instructions", help="instructions per call of both columns under "
+                       "callgrind (gateway_instructions.py), one JSON line per run")
+    i.add_argument("--rounds", type=int, default=2)
+    i.add_argument("--connections", type=int, default=64)
+    i.add_argument("--seconds", type=int, default=20)
+    i.add_argument("--warm-seconds", type=int, default=30,
+                   help="the uncounted run first: long enough to present every key")
+    i.add_argument("--dump-dir", type=Path, help="keep each run's callgrind dump here")
     ns = ap.parse_args(argv)
+    if ns.cmd == "instructions":
+        for line in instructions(ns.rounds, ns.connections, ns.seconds, ns.warm_seconds,
+                                 ns.dump_dir):
+            print(json.dumps(line), flush=True)
+        return 0
     sys.stdout.write(render(ns.json) or f"No policy gateway results in {ns.json}.\n")
     return 0
 
