@@ -44,9 +44,14 @@ policy and keys, a catalog of ``ToolEntry``\\ s for the 200 tools):
 * ``api-key``      ``ApiKeys.identity_of`` over the 1,000 keys: what authenticating one
                    request costs both targets (not the policy's cost: both pay it).
 
-    .venv/bin/pytest benches/bench_policy_gateway.py --benchmark-json=PG.json   # ~3.5 min
+    .venv/bin/pytest benches/bench_policy_gateway.py --benchmark-json=PG.json   # ~2.5 min
     .venv/bin/python benches/bench_policy_gateway.py report PG.json
     .venv/bin/pytest benches/bench_policy_gateway.py --benchmark-disable        # smoke (CI)
+    .venv/bin/python benches/bench_policy_gateway.py instructions [--dump-dir DIR]  # ~5 min
+
+``instructions`` runs both columns under callgrind (``gateway_instructions.py``: the
+instructions the gateway process executes per call, a count the shared machine moves
+far less than CPU time), interleaved, one JSON line per run.
 
 Timings are never pass/fail. A case fails when a call fails (a non-2xx, a JSON-RPC error,
 a result that is not the echo of that very call, a socket error or a wrk timeout), when
