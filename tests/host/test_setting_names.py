@@ -43,8 +43,8 @@ SETTING_GROUPS = (ServerConfig, HostSettings, RestartPolicy, NegotiationConfig, 
                   host_options.CatalogOptions, host_options.TrustOptions,
                   host_options.CallOptions, host_options.TelemetryOptions, GatewaySettings,
                   Limits)
-#: Settings in floats that are no durations: a multiplier, a fraction.
-NOT_DURATIONS = {"factor", "client_server_share"}
+#: Settings in floats that are no durations: a multiplier, a fraction, a rate (a second).
+NOT_DURATIONS = {"factor", "client_server_share", "client_rate"}
 
 
 @pytest.mark.parametrize("group", SETTING_GROUPS, ids=lambda group: group.__name__)

@@ -334,7 +334,8 @@ async def serve(ns: argparse.Namespace) -> int:
 
 def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     """``serve``'s arguments as a gateway's settings, with what its environment adds over
-    HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_SESSION_KEY``, ``TRUNKLINE_REPLICA``."""
+    HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_SESSION_KEY``, ``TRUNKLINE_REPLICA``; and
+    ``TRUNKLINE_AUDIT_KEY`` with ``--audit-hash-arguments``."""
     from ..gateway.api_keys import read_api_keys
     from ..gateway.limits import Limits
     from ..gateway.processes import REPLICA_ENV
@@ -356,7 +357,8 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
         max_in_flight=ns.max_in_flight, max_per_server=ns.max_per_server,
         limits=Limits.parse(ns.limit), max_body_bytes=ns.max_body_bytes,
         drain_timeout_s=ns.drain_timeout_s, metrics=ns.metrics, processes=ns.processes,
-        listen_fd=ns.listen_fd, **http)
+        listen_fd=ns.listen_fd, audit=ns.audit,
+        audit_key=_audit_key() if ns.audit_hash_arguments else None, **http)
 
 
 def _serve_progress(ns: argparse.Namespace) -> str:
@@ -485,6 +487,23 @@ def _session_key() -> bytes | None:
     return key.encode()
 
 
+#: Where ``serve --audit-hash-arguments`` finds its key.
+AUDIT_KEY_ENV = "TRUNKLINE_AUDIT_KEY"
+
+
+def _audit_key() -> bytes:
+    """The key of the audit records' ``arguments_hash``: ``TRUNKLINE_AUDIT_KEY``, at least
+    16 bytes. Never echoed anywhere."""
+    from ..telemetry.audit import MIN_KEY_BYTES
+
+    key = os.environ.get(AUDIT_KEY_ENV, "").encode()
+    if not key:
+        raise ConfigurationError(f"--audit-hash-arguments needs its key in {AUDIT_KEY_ENV}")
+    if len(key) < MIN_KEY_BYTES:
+        raise ConfigurationError(f"{AUDIT_KEY_ENV} needs at least {MIN_KEY_BYTES} bytes")
+    return key
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trunkline",
@@ -581,9 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="requests behind the gateway at once for one server; beyond it: "
                         "429 / an error asking to retry (default 2048)")
     g.add_argument("--limit", action="append", metavar="NAME=VALUE",
-                   help="one of the bounds on what a client may make the gateway hold "
-                        "(gateway/limits.py: client_calls, listen_uris, session_idle_s, "
-                        "connections, ...); repeatable")
+                   help="one of the bounds on what a client may make the gateway hold, "
+                        "or how often it may start calls (gateway/limits.py: client_calls, "
+                        "client_rate, listen_uris, session_idle_s, connections, ...); "
+                        "repeatable")
     g.add_argument("--call-timeout", dest="call_timeout_s", type=_seconds, default=None,
                    metavar="SECONDS",
                    help="seconds a call behind the gateway is given when its server's entry "
@@ -602,6 +622,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics", action="store_true",
                    help="with --http: Prometheus metrics at /metrics (needs trunkline[otel]; "
                         "traces and OTLP metrics are configured by OTEL_* variables)")
+    g.add_argument("--audit", metavar="TARGET", default=None,
+                   help="an audit record of each request (who, server, tool, allowed or "
+                        "denied and by which rule, outcome, duration, request and trace "
+                        "ids; never argument values), as JSON lines appended to the file "
+                        "TARGET (created 0600, reopened when rotated), to stderr ('-'), or "
+                        "as OpenTelemetry log records ('otel', exported as OTEL_* says)")
+    g.add_argument("--audit-hash-arguments", action="store_true",
+                   help="with --audit: each call's arguments_hash, an HMAC-SHA256 of its "
+                        "arguments (RFC 8785 canonical JSON) under the key in "
+                        "TRUNKLINE_AUDIT_KEY (at least 16 bytes): equal arguments, equal "
+                        "hashes, and no values")
     g.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     for command, printed in ((p, "each server's verdict"), (t, "the catalog"),
                              (c, "the result")):
@@ -681,6 +712,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--metrics needs --http (the page is served at /metrics)")
     if ns.command == "serve" and ns.oauth_issuer and not ns.http:
         parser.error("--oauth-issuer needs --http")
+    if ns.command == "serve" and ns.audit_hash_arguments and ns.audit is None:
+        parser.error("--audit-hash-arguments needs --audit")
     if ns.command is None:
         parser.print_help()
         return EXIT_USAGE

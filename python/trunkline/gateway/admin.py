@@ -25,12 +25,13 @@ from .extensions import verdicts
 
 if TYPE_CHECKING:
     from ..parent.host import Host
+    from ..telemetry.audit import AuditLog
 
 #: The document's shape; ``trunkline status`` refuses one it does not know.
 SCHEMA = "trunkline.status/1"
 
 
-def status_document(host: Host) -> dict[str, Any]:
+def status_document(host: Host, audit: AuditLog | None = None) -> dict[str, Any]:
     servers = []
     for status in host.servers():
         latency = host.call_latency(status.name)
@@ -43,7 +44,18 @@ def status_document(host: Host) -> dict[str, Any]:
             "last_error_at": status.last_error_at, "listing_error": status.listing_error,
             "extensions": verdicts(status.extensions),
         })
-    return {"schema": SCHEMA, "tools": len(host.tools()), "servers": servers}
+    document: dict[str, Any] = {"schema": SCHEMA, "tools": len(host.catalog.entries),
+                                "servers": servers}
+    access = host.access
+    if access.policy is not None:
+        # Counts only: never who, nor which rule decided for whom.
+        document["policy"] = {"origin": access.policy.origin,
+                              "rules": len(access.policy.rules),
+                              "sha256": access.policy.digest,
+                              "identities": access.identities, **access.counts}
+    if audit is not None:
+        document["audit"] = audit.status()
+    return document
 
 
 def _ms(seconds: float | None) -> float | None:

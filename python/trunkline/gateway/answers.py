@@ -60,12 +60,14 @@ from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
 from ..protocol.tasks import RELATED_TASK
 from ..protocol.versions import LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL
+from ..telemetry.audit import AuditLog
 from ..telemetry.carried import picked
 from . import extensions as ext
 from . import protocol as p
 from . import tasks as task_table
 from . import tool_search
 from .admission import Admission
+from .audited import AUDITED, Auditor
 from .limits import Limits
 from .offerings import LISTS, Offerings, OfferingsTable, skills_page
 from .tasks import NOBODY, Caller, Place, TaskTable
@@ -151,8 +153,11 @@ class Answerer:
     def __init__(self, host: Host, *, server_info: Mapping[str, Any],
                  instructions: str | None = None, admission: Admission | None = None,
                  tool_search: bool = False, transport: str | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, audit: AuditLog | None = None) -> None:
         self.host = host
+        #: One audit record per request behind the gateway (``audited``); None: no trail.
+        self.auditor = None if audit is None else Auditor(audit, host,
+                                                          tool_search=tool_search)
         #: What one client may make the gateway hold (both faces read them here).
         self.limits = limits or Limits()
         #: The face's ``network.transport`` (``pipe`` for stdio, ``tcp`` for HTTP), on
@@ -164,7 +169,9 @@ class Answerer:
         self.admission = admission or Admission(
             total=DEFAULT_MAX_IN_FLIGHT, per_server=DEFAULT_MAX_PER_SERVER,
             client_calls=self.limits.client_calls,
-            client_server_share=self.limits.client_server_share, timeout_of=host.call_timeout,
+            client_server_share=self.limits.client_server_share,
+            client_rate=self.limits.client_rate, client_burst=self.limits.client_burst,
+            timeout_of=host.call_timeout,
             slots_of=host.call_slots)
         self._server_info = dict(server_info)
         self._instructions = instructions
@@ -178,7 +185,7 @@ class Answerer:
         #: Every tool name ever served, and its server: a call to the tool of a server that
         #: has since gone away is told which server and why, not just "no such tool".
         self._owners: dict[str, str] = {}
-        self._remember_owners(host.tools())
+        self._remember_owners(host.catalog.entries)
         self._unwatch = host.watch_catalog(self._remember_owners)
         #: The extensions servers declare that the gateway does not relay, said once each.
         self._left_out = ext.LeftOut()
@@ -444,7 +451,10 @@ class Answerer:
         if self.host.access.active:
             refused = self._refused(request, server, params)
             if refused is not None:
-                return refused.response(request.id)
+                error, denied = refused
+                if self.auditor is not None:
+                    self.auditor.refused(request, server, "denied", denied.rule)
+                return error.response(request.id)
         call_input = _call_input(request, client)
         if isinstance(call_input, p.InBandError):
             return call_input.response(request.id)
@@ -610,6 +620,9 @@ class Answerer:
         if admitted is None:
             refusal = self.admission.enter(server, client_key, ticket)
             if refusal is not None:
+                if self.auditor is not None and request.method in AUDITED:
+                    self.auditor.refused(request, server, "limited",
+                                         error=str((refusal.get("data") or {}).get("kind")))
                 work.close()
                 if place is not None:
                     self.tasks.release(place)
@@ -624,11 +637,17 @@ class Answerer:
                                         request.version, self.transport)
         held = False  # the request's place is kept past its answer (a held round)
         result: Any = None
+        auditor = self.auditor if request.method in AUDITED else None
+        audit_from = time.perf_counter() if auditor is not None else 0.0
         try:
             result = await (work if record is None else record.run(work))
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            if auditor is not None:
+                auditor.ended(request, server, audit_from, failure=exc)
             raise  # the client cancelled: it expects no answer
         except Exception as exc:  # every failure becomes the client's error
+            if auditor is not None:
+                auditor.ended(request, server, audit_from, failure=exc)
             if not isinstance(exc, TrunklineError):
                 log.exception("%s failed inside the gateway", request.method)
             elif started:
@@ -637,6 +656,8 @@ class Answerer:
                          exc.message)
             return p.error_response(request.id, p.error_for(exc))
         else:
+            if auditor is not None:
+                auditor.ended(request, server, audit_from, result)
             if started:
                 log.info("%s answered in %.1f ms", request.method,
                          (time.perf_counter() - started) * 1000)
@@ -709,10 +730,10 @@ class Answerer:
         return result
 
     def _refused(self, request: p.Request, server: str, params: dict[str, Any]
-                 ) -> p.InBandError | None:
+                 ) -> tuple[p.InBandError, Denied] | None:
         """Under a policy, the error for a request about a prompt or resource its identity
-        may not use: as for one that does not exist when it may not list it, else "not
-        permitted"."""
+        may not use (and the decision): as for one that does not exist when it may not
+        list it, else "not permitted"."""
         item = _item_asked(request.method, server, params)
         if item is None:
             return None
@@ -723,9 +744,10 @@ class Answerer:
         what = f"{item.kind} {item.name!r}"
         if decision.hidden:
             if item.kind == "prompt":
-                return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {params.get('name')!r}")
-            return p.InBandError(p.resource_not_found(item.name, request.era))
-        return p.InBandError(p.not_permitted(f"using {what} is not permitted"))
+                asked = request.params.get("name")
+                return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {asked!r}"), decision
+            return p.InBandError(p.resource_not_found(item.name, request.era)), decision
+        return p.InBandError(p.not_permitted(f"using {what} is not permitted")), decision
 
     async def _route(self, request: p.Request) -> tuple[str, dict[str, Any]] | p.InBandError:
         """The server a request goes to and its params as that server knows its things."""

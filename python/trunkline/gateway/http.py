@@ -406,7 +406,7 @@ class HttpFace:
     async def _readyz(self, http: Exchange) -> HttpReply:
         down = [s.name for s in self._answerer.host.servers() if s.state.value == "unavailable"]
         ready = not self._draining
-        return json_reply({"ready": ready, "tools": len(self._answerer.host.tools()),
+        return json_reply({"ready": ready, "tools": len(self._answerer.host.catalog.entries),
                       "unavailable": down}, 200 if ready else 503)
 
     async def _status(self, http: Exchange) -> HttpReply:
@@ -415,7 +415,9 @@ class HttpFace:
         refused = await self._gate(http)
         if refused is not None:
             return refused
-        return json_reply({**status_document(self._answerer.host),
+        auditor = self._answerer.auditor
+        return json_reply({**status_document(self._answerer.host,
+                                             None if auditor is None else auditor.log),
                       "legacy_sessions": self._legacy.status()},
                      headers={"Cache-Control": "no-store"})
 

@@ -8,7 +8,13 @@ client is a legacy session (HTTP), a modern client's connection (HTTP), or the s
 face's one client (once identities exist: an identity). Each bound is enforced where the
 state it limits is created, and meeting it is a clear error naming it (a JSON-RPC error,
 or over HTTP the status that says so, with an honest ``Retry-After`` where waiting helps),
-never a silent drop and never a slowdown of anyone else.
+never a silent drop and never a slowdown of anyone else. How often a client may start
+calls (``client_rate``) is bounded too, off by default: a rate is the operator's to choose.
+
+Every bound is counted by the gateway process that holds the state: under ``serve
+--processes N``, or N replicas behind a load balancer, a client whose requests are spread
+over the processes may reach N times a per-client bound (a legacy session is one
+process's, so its bounds are its own).
 
 The defaults are set so that one busy agent never meets them. An operator changes any of
 them with ``serve --limit NAME=VALUE`` (repeatable; ``NAME`` is a field below).
@@ -17,6 +23,7 @@ them with ``serve --limit NAME=VALUE`` (repeatable; ``NAME`` is a field below).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -33,6 +40,12 @@ class Limits:
     #: The share of one server's places (the fewer of ``--max-per-server`` and the calls
     #: the server runs at once) one client may hold: no client holds all of a server.
     client_server_share: float = 0.5
+    #: Requests one client may start per second, on average (0: no bound; the bounds on
+    #: calls in flight protect the gateway already), and at once after an idle spell
+    #: (None: two seconds' worth, ``max(1, ceil(2 * client_rate))``): a token bucket
+    #: per client (``gateway/admission.py``, rule 3).
+    client_rate: float = 0.0
+    client_burst: int | None = None
 
     # -- tasks ---------------------------------------------------------------------------
     #: Tasks one client holds (MCP tasks: running, or ended and kept for their TTL), and
@@ -86,11 +99,28 @@ class Limits:
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigurationError(f"limit {field.name} must be a positive number, "
-                                         f"not {value!r}")
+            if field.name in _MAY_BE_NONE and value is None:
+                continue
+            if field.name in _MAY_BE_ZERO and value == 0 and not isinstance(value, bool):
+                continue
+            # ``not value > 0`` refuses NaN too, which compares false to everything.
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not value > 0:
+                also = " or 0" if field.name in _MAY_BE_ZERO else ""
+                raise ConfigurationError(f"limit {field.name} must be a positive number"
+                                         f"{also}, not {value!r}")
         if self.client_server_share > 1:
             raise ConfigurationError("limit client_server_share is a fraction, at most 1")
+        if not math.isfinite(self.client_rate):
+            raise ConfigurationError("limit client_rate must be a finite number of calls "
+                                     "per second (0 for no bound)")
+        if self.client_burst is not None:
+            if not isinstance(self.client_burst, int):
+                raise ConfigurationError(f"limit client_burst must be a whole number of "
+                                         f"calls, not {self.client_burst!r}")
+            if not self.client_rate:
+                raise ConfigurationError("limit client_burst is the size of client_rate's "
+                                         "bucket: give client_rate too")
 
     @classmethod
     def parse(cls, pairs: list[str] | None) -> Limits:
@@ -103,7 +133,7 @@ class Limits:
             if not sep or field is None:
                 raise ConfigurationError(
                     f"--limit {pair!r}: expected NAME=VALUE, NAME one of {sorted(known)}")
-            kind = int if field.type in ("int", int) else float
+            kind = int if field.type in ("int", int, "int | None") else float
             try:
                 given[field.name] = kind(text.strip())
             except ValueError:
@@ -111,6 +141,11 @@ class Limits:
                 raise ConfigurationError(
                     f"--limit {pair!r}: {field.name} takes {number}") from None
         return dataclasses.replace(cls(), **given)
+
+
+#: Fields that may be 0 (no bound), and fields that may be None (derived from another).
+_MAY_BE_ZERO = frozenset({"client_rate"})
+_MAY_BE_NONE = frozenset({"client_burst"})
 
 
 __all__ = ["Limits"]

@@ -326,7 +326,7 @@ class Offerings:
             self._one_list(SKILLS_LIST, skilled))
         return OfferingsTable.build(prompts, resources, templates, offering["resources"],
                                     skills=skills, skill_servers=skilled,
-                                    tools=self._host.tools())
+                                    tools=self._host.catalog.entries)
 
     async def skill(self, uri: str) -> str | None:
         return self.table.skill_routes.get(uri) or (await self.refresh()).skill(uri)

@@ -18,12 +18,15 @@ Rules:
   client side of the extensions it relays too (``extensions.upstream``: MCP Apps).
 - Each modern server is asked to announce every list it serves (``RELAYED_LISTS``), so the
   gateway can relay the changes.
-- Starting: the OpenTelemetry SDK from ``OTEL_*`` (and ``metrics``) when anything asks
-  for it (``telemetry.sdk``), then the host and its servers, then the face (HTTP: bound and
-  accepting when ``async with`` is entered). A start that fails stops what it started.
+- Starting: the OpenTelemetry SDK from ``OTEL_*`` (and ``metrics``, and ``audit`` to
+  OpenTelemetry logs) when anything asks for it (``telemetry.sdk``), then the audit log
+  (``telemetry.audit``: its sink opened, so a target that cannot be written fails the
+  start), then the host and its servers, then the face (HTTP: bound and accepting when
+  ``async with`` is entered). A start that fails stops what it started.
 - Stopping (leaving ``async with``, also by cancellation): the HTTP face drains the calls
-  in flight for up to ``drain_timeout_s``, then the answers, the host (its workers) and the
-  telemetry set up here stop, in that order. Nothing outlives the gateway.
+  in flight for up to ``drain_timeout_s``, then the answers, the host (its workers), the
+  audit log (what its calls recorded written first) and the telemetry set up here stop,
+  in that order. Nothing outlives the gateway.
 - ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
   copies of the command (``copy_arguments``) on one socket (``processes``).
 - The authorization policy (the configuration's ``"policy"``) is read again by
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
     from ..parent.handle import ServerStatus
     from ..parent.host import Host
     from ..policy import Policy
+    from ..telemetry.audit import AuditLog
     from ..telemetry.sdk import Configured
     from .answers import Answerer
     from .api_keys import ApiKeys
@@ -128,6 +132,14 @@ class GatewaySettings:
     replica: str | None = None
     #: Prometheus metrics at ``/metrics`` (HTTP; needs ``trunkline[otel]``).
     metrics: bool = False
+    #: Where the audit trail goes (``telemetry.audit``): a file's path, ``-`` or
+    #: ``stderr``, ``otel`` (OpenTelemetry logs); None: no audit trail.
+    audit: str | None = None
+    #: The key of each audit record's ``arguments_hash`` (at least 16 bytes); None: no
+    #: hash. Never shown.
+    audit_key: bytes | None = field(default=None, repr=False)
+    #: Audit records waiting to be written at most; beyond it each is dropped and counted.
+    audit_queue: int = 10_000
     #: Gateway processes on one socket (HTTP), each a copy of the command started with
     #: ``copy_arguments`` (``trunkline`` arguments, without ``--processes``).
     processes: int = 1
@@ -148,6 +160,14 @@ class GatewaySettings:
             raise ConfigurationError("processes > 1 needs copy_arguments (what starts a copy)")
         if self.session_key is not None and len(self.session_key) < 16:
             raise ConfigurationError("the session key needs at least 16 bytes")
+        if self.audit is None:
+            if self.audit_key is not None:
+                raise ConfigurationError("an audit key needs an audit target")
+        else:
+            from ..telemetry.audit import AuditLog
+
+            AuditLog.from_target(self.audit, hash_key=self.audit_key,
+                                 max_queue=self.audit_queue)  # refuses what it cannot use
 
 
 class Gateway:
@@ -165,6 +185,8 @@ class Gateway:
         self._stack = AsyncExitStack()
         self._host: Host | None = None
         self._answerer: Answerer | None = None
+        #: The audit trail (``GatewaySettings.audit``), while started; None without one.
+        self.audit: AuditLog | None = None
         #: The URL HTTP clients reach the gateway at (``http://HOST:PORT/mcp``); None on
         #: stdio, and until started.
         self.url: str | None = None
@@ -188,7 +210,7 @@ class Gateway:
         try:
             await self._stack.aclose()
         finally:
-            self._host = self._answerer = None
+            self._host = self._answerer = self.audit = None
             self.url = None
 
     def reload_policy(self) -> bool:
@@ -228,9 +250,16 @@ class Gateway:
             from ..lifetime import die_with_parent
 
             die_with_parent()  # a copy of `serve --processes N`
-        telemetry = _telemetry(settings.metrics)
+        to_otel = settings.audit == "otel"
+        telemetry = _telemetry(settings.metrics, logs=to_otel)
         if telemetry is not None:
             stack.callback(telemetry.shutdown)
+        if settings.audit is not None:
+            from ..telemetry.audit import AuditLog
+
+            self.audit = await stack.enter_async_context(AuditLog.from_target(
+                settings.audit, hash_key=settings.audit_key, max_queue=settings.audit_queue,
+                logger_provider=None if telemetry is None else telemetry.logger_provider))
         instance, siblings = _placement(settings.replica)
         host = Host.from_config(settings.config, discover_timeout_s=settings.discover_timeout_s,
                                 max_discover_timeout_s=settings.max_discover_timeout_s,
@@ -253,9 +282,11 @@ class Gateway:
                                 per_server=settings.max_per_server,
                                 client_calls=limits.client_calls,
                                 client_server_share=limits.client_server_share,
+                                client_rate=limits.client_rate,
+                                client_burst=limits.client_burst,
                                 timeout_of=host.call_timeout, slots_of=host.call_slots),
             tool_search=settings.tool_search, transport="pipe" if settings.stdio else "tcp",
-            limits=limits)
+            limits=limits, audit=self.audit)
         stack.callback(answerer.close)
         if not settings.stdio:
             self.url = await self._start_http(stack, answerer, telemetry, instance, siblings)
@@ -365,17 +396,19 @@ async def _no_roots(_params: dict[str, Any]) -> dict[str, Any]:
     return {"roots": []}
 
 
-def _telemetry(metrics: bool) -> Configured | None:
-    """The SDK from ``OTEL_*`` (and ``metrics``), when anything asks for it; the OTel API's
-    no-op otherwise, without importing the SDK."""
-    wanted = metrics or any(key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
-                                            "OTEL_EXPORTER_OTLP_")) for key in os.environ)
+def _telemetry(metrics: bool, *, logs: bool = False) -> Configured | None:
+    """The SDK from ``OTEL_*`` (and ``metrics``, and ``logs``: the audit trail's log
+    records), when anything asks for it; the OTel API's no-op otherwise, without importing
+    the SDK."""
+    wanted = metrics or logs or any(
+        key.startswith(("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_"))
+        for key in os.environ)
     if not wanted:
         return None
     from ..telemetry.sdk import MissingExtra, configure
 
     try:
-        return configure(prometheus=metrics)
+        return configure(prometheus=metrics, logs=logs)
     except (MissingExtra, ValueError) as exc:
         raise ConfigurationError(str(exc)) from None
 

@@ -242,7 +242,7 @@ class Host:
         #: again until the server is ready or refused for another reason.
         self._hinted: set[str] = set()
         #: The tool search index, built again at the first search after a change.
-        self._search = ToolSearch(self.tools)
+        self._search = ToolSearch(lambda: self._catalog.tools())
         self.watch_catalog(lambda _catalog: self._search.changed())
         self._closed = False
         #: ``call_tool_relayed`` is making its call (``call_tool``'s relay is not deprecated).
@@ -612,8 +612,8 @@ class Host:
             return self._search.search(query, limit)
         view = self.access.view(identity)
         found = self._search.search(query, len(self._catalog.catalog.entries))
-        return [m for m in found if self.access.tool_verdict(view, m.entry).listed.__class__
-                is Allowed][:limit]
+        return [m for m in found
+                if type(self.access.tool_verdict(view, m.entry).listed) is Allowed][:limit]
 
     async def list_tools(self) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing

@@ -102,7 +102,7 @@ class Verdict:
 class IdentityView:
     """The decisions of one identity, made as they are asked for."""
 
-    __slots__ = ("identity", "verdicts", "_facts", "_identity_only")
+    __slots__ = ("identity", "verdicts", "_facts", "_identity_only", "_context")
 
     def __init__(self, identity: Identity) -> None:
         self.identity = identity
@@ -111,11 +111,24 @@ class IdentityView:
         self._facts: dict[str, Any] | None = None
         #: The value of each ``when`` that reads only the identity, by rule index.
         self._identity_only: dict[int, bool] = {}
+        self._context: Any = None
 
     def facts(self) -> dict[str, Any]:
         if self._facts is None:
             self._facts = self.identity.facts()
         return self._facts
+
+    def context(self, **more: Any) -> Any:
+        """A CEL context holding the identity (converted once: a ``cel.Context`` kept
+        for the view) and ``more`` (``item``, ``arguments``), set now."""
+        if self._context is None:
+            import cel
+
+            self._context = cel.Context()
+            self._context.add_variable("identity", self.facts())
+        for name, value in more.items():
+            self._context.add_variable(name, value)
+        return self._context
 
 
 K = TypeVar("K")
@@ -211,30 +224,34 @@ class Access:
         return type(self.verdict(self.view(identity), item).listed) is Allowed
 
     def may_call(self, identity: Identity | None, item: Item,
-                 arguments: Mapping[str, Any] | None = None) -> Decision:
-        """The decision on using ``item`` now (``arguments``: the call's, for rule 5)."""
+                 arguments: Mapping[str, Any] | None = None, *, count: bool = True
+                 ) -> Decision:
+        """The decision on using ``item`` now (``arguments``: the call's, for rule 5);
+        ``count``: it is counted in ``counts`` (not when it is asked again to be told)."""
         if not self.active:
             return NO_POLICY
         view = self.view(identity)
-        return self._counted(view, self.verdict(view, item), item, arguments)
+        return self._counted(view, self.verdict(view, item), item, arguments, count)
 
     def may_call_tool(self, identity: Identity | None, entry: Any,
-                      arguments: Mapping[str, Any] | None = None) -> Decision:
+                      arguments: Mapping[str, Any] | None = None, *, count: bool = True
+                      ) -> Decision:
         """``may_call`` for a catalog ``ToolEntry``."""
         if not self.active:
             return NO_POLICY
         view = self.view(identity)
         verdict = self.tool_verdict(view, entry)
         return self._counted(view, verdict, None if verdict.call is not None
-                             else tool_item(entry), arguments)
+                             else tool_item(entry), arguments, count)
 
     def _counted(self, view: IdentityView, verdict: Verdict, item: Item | None,
-                 arguments: Mapping[str, Any] | None) -> Decision:
+                 arguments: Mapping[str, Any] | None, count: bool) -> Decision:
         decision = verdict.call
         if decision is None:
             assert item is not None
             decision = self._on_arguments(view, item, verdict, arguments or {})
-        self.counts["allowed" if type(decision) is Allowed else "denied"] += 1
+        if count:
+            self.counts["allowed" if type(decision) is Allowed else "denied"] += 1
         return decision
 
     def tools_visible(self, identity: Identity | None, entries: Sequence[Any]
@@ -283,7 +300,8 @@ class Access:
             if rule.when is not None:
                 if rule.when.reads_item and item_facts is None:
                     item_facts = item.facts()
-                if not self._holds(rule, rule.when, view, item_facts):
+                    view.context(item=item_facts)  # set once for this item's rules
+                if not self._holds(rule, rule.when, view):
                     continue
             for action in rule.actions:
                 if rule.arguments is not None:
@@ -310,8 +328,10 @@ class Access:
     def _on_arguments(self, view: IdentityView, item: Item, verdict: Verdict,
                       arguments: Mapping[str, Any]) -> Decision:
         """Rule 5: the call's decision once its arguments are known."""
-        context = {"identity": view.facts(), "item": item.facts(),
-                   "arguments": dict(arguments)}
+        try:
+            context = view.context(item=item.facts(), arguments=dict(arguments))
+        except (ValueError, TypeError, OverflowError):  # not a CEL value (an int over 64 bits)
+            context = None
         for rule in verdict.deny_on_arguments:
             assert rule.arguments is not None
             if self._evaluated(rule, rule.arguments, context, deny=True):
@@ -324,21 +344,24 @@ class Access:
                 return Allowed(rule.id)
         return Denied(None)
 
-    def _holds(self, rule: Rule, when: Condition, view: IdentityView,
-               item_facts: dict[str, Any] | None) -> bool:
+    def _holds(self, rule: Rule, when: Condition, view: IdentityView) -> bool:
+        """Whether ``when`` holds for the view's identity and the item its context holds
+        now (one reading only the identity: once per identity)."""
         if not when.reads_item:
             known = view._identity_only.get(rule.index)
             if known is None:
                 known = view._identity_only[rule.index] = self._evaluated(
-                    rule, when, {"identity": view.facts()}, deny=not rule.allow)
+                    rule, when, view.context(), deny=not rule.allow)
             return known
-        return self._evaluated(rule, when, {"identity": view.facts(), "item": item_facts},
-                               deny=not rule.allow)
+        return self._evaluated(rule, when, view.context(), deny=not rule.allow)
 
-    def _evaluated(self, rule: Rule, condition: Condition, context: dict[str, Any],
+    def _evaluated(self, rule: Rule, condition: Condition, context: Any,
                    deny: bool) -> bool:
-        """Rule 4: an error counts against the request."""
+        """Rule 4: an error counts against the request (``context`` None: the values
+        could not be made CEL's)."""
         try:
+            if context is None:
+                raise ValueError("the call's arguments are not values CEL holds")
             return condition.holds(context)
         except Exception as exc:  # noqa: BLE001 - any failure of a condition is rule 4's
             now = self._clock()

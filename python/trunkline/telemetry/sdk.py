@@ -13,6 +13,10 @@ Rules:
   nothing anywhere.
 - ``prometheus=True`` (``serve --metrics``) adds the Prometheus reader, served by the
   gateway's HTTP face at ``/metrics`` rather than a port of its own.
+- ``logs=True`` (``serve --audit otel``: something emits log records) sets up a logger
+  provider likewise, from ``OTEL_LOGS_EXPORTER`` (``otlp``, ``console``, ``none``) or an
+  OTLP endpoint; without it none is, whatever the variables say (trunkline's own log
+  lines stay on stderr).
 - ``console`` writes to stderr: ``serve --stdio`` speaks the protocol on stdout.
 - Everything else (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
   ``OTEL_TRACES_SAMPLER``, endpoints, headers, intervals, ``OTEL_PROPAGATORS``) is read by
@@ -43,6 +47,7 @@ class Configured:
 
     tracer_provider: Any = None
     meter_provider: Any = None
+    logger_provider: Any = None
     prometheus: bool = False
     _registry: Any = field(default=None, repr=False)
 
@@ -54,13 +59,13 @@ class Configured:
 
     def shutdown(self) -> None:
         """Export what is pending and stop the exporters."""
-        for provider in (self.tracer_provider, self.meter_provider):
+        for provider in (self.tracer_provider, self.meter_provider, self.logger_provider):
             if provider is not None:
                 provider.shutdown()
 
 
 def exporters(signal: str, env: Mapping[str, str]) -> list[str]:
-    """The exporters ``env`` asks for one signal (``traces``, ``metrics``); pure."""
+    """The exporters ``env`` asks for one signal (``traces``, ``metrics``, ``logs``); pure."""
     named = env.get(f"OTEL_{signal.upper()}_EXPORTER")
     if named is None:
         endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get(
@@ -70,10 +75,10 @@ def exporters(signal: str, env: Mapping[str, str]) -> list[str]:
     return [] if "none" in chosen else chosen
 
 
-def configure(*, prometheus: bool = False,
+def configure(*, prometheus: bool = False, logs: bool = False,
               env: Mapping[str, str] | None = None) -> Configured:
-    """Set the global tracer and meter providers as ``env`` (default ``os.environ``)
-    says; a signal nobody asked for stays the API's no-op."""
+    """Set the global tracer, meter and (with ``logs``) logger providers as ``env``
+    (default ``os.environ``) says; a signal nobody asked for stays the API's no-op."""
     env = os.environ if env is None else env
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return Configured()
@@ -81,7 +86,8 @@ def configure(*, prometheus: bool = False,
     wanted_metrics = exporters("metrics", env)
     if prometheus and "prometheus" not in wanted_metrics:
         wanted_metrics.append("prometheus")
-    if not traces and not wanted_metrics:
+    wanted_logs = exporters("logs", env) if logs else []
+    if not traces and not wanted_metrics and not wanted_logs:
         return Configured()
     try:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -97,6 +103,11 @@ def configure(*, prometheus: bool = False,
     if wanted_metrics:
         done.meter_provider, done.prometheus = _meter_provider(wanted_metrics, resource)
         metrics.set_meter_provider(done.meter_provider)
+    if wanted_logs:
+        from opentelemetry import _logs
+
+        done.logger_provider = _logger_provider(wanted_logs, resource)
+        _logs.set_logger_provider(done.logger_provider)
     return done
 
 
@@ -156,3 +167,22 @@ def _meter_provider(names: list[str], resource: Any) -> tuple[Any, bool]:
             raise ValueError(f"OTEL_METRICS_EXPORTER: unknown exporter {name!r} "
                              "(otlp, prometheus, console, none)")
     return MeterProvider(resource=resource, metric_readers=readers), prometheus
+
+
+def _logger_provider(names: list[str], resource: Any) -> Any:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter
+
+    provider = LoggerProvider(resource=resource)
+    for name in names:
+        if name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+            provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+        elif name == "console":
+            provider.add_log_record_processor(
+                BatchLogRecordProcessor(ConsoleLogRecordExporter(out=sys.stderr)))
+        else:
+            raise ValueError(f"OTEL_LOGS_EXPORTER: unknown exporter {name!r} "
+                             "(otlp, console, none)")
+    return provider

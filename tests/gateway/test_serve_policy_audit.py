@@ -1,0 +1,172 @@
+"""``trunkline serve --http`` with a policy, named API keys and ``--audit FILE``, in front
+of a real server (the echo peer on the official Python SDK 2.x): every call the policy
+lets through, refuses or hides, and every call a bound refuses, leaves one record naming
+the key's identity, the rule and the outcome, and never an argument's value; SIGHUP puts a
+new policy in force without dropping a connection, and a policy that does not compile
+keeps the old one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+
+import orjson
+import pytest
+
+import realpeers
+from conftest import run
+from gateways import HttpGateway
+
+pytestmark = pytest.mark.real_servers
+
+KEYS = {"keys": [
+    {"name": "support-bot", "key": "support-bot-key-0123456789", "groups": ["support"]},
+    {"name": "reader", "key": "reader-key-0123456789abcdef"}]}
+SUPPORT = "support-bot-key-0123456789"
+READER = "reader-key-0123456789abcdef"
+
+POLICY = {"rules": [
+    {"id": "echo-for-support", "allow": ["list", "call"], "servers": ["echo"],
+     "when": "'support' in identity.groups"},
+    {"id": "reader-lists-echo", "allow": ["list"], "tools": ["echo/echo"],
+     "when": "identity.subject == 'reader'"},
+    {"id": "no-sleep", "deny": ["call"], "tools": ["echo/sleep"]},
+]}
+
+
+def write_fleet(tmp_path, policy):
+    server = realpeers.require(realpeers.MODERN_PY_ECHO)
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    (tmp_path / "keys.json").write_text(json.dumps(KEYS))
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({
+        "mcpServers": {"echo": {"command": server.argv[0], "args": server.argv[1:],
+                                "env": dict(server.env)}},
+        "policy": "policy.json"}))
+    return path
+
+
+async def call(gw, key, name, arguments, request_id=1):
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments,
+                          "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                    "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {**gw.modern_headers(message, "application/json"),
+               "Authorization": f"Bearer {key}"}
+    async with gw.http.post(gw.url, data=orjson.dumps(message), headers=headers) as response:
+        return response.status, await response.read()
+
+
+async def listed(gw, key):
+    message = {"jsonrpc": "2.0", "id": 9, "method": "tools/list",
+               "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                    "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {**gw.modern_headers(message, "application/json"),
+               "Authorization": f"Bearer {key}"}
+    async with gw.http.post(gw.url, data=orjson.dumps(message), headers=headers) as response:
+        assert response.status == 200
+        return sorted(t["name"] for t in (await response.json())["result"]["tools"])
+
+
+async def logged(gw, text):
+    """The gateway's stderr line saying ``text``, read as it comes."""
+    while True:
+        line = await asyncio.wait_for(gw.proc.stderr.readline(), 30)
+        assert line, f"the gateway ended without logging {text!r}"
+        if text.encode() in line:
+            return line.decode()
+
+
+async def records(path, count):
+    for _ in range(400):
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= count:
+            return [json.loads(line) for line in lines]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} audit records never came: {path.read_text()!r}")
+
+
+def test_every_decision_leaves_one_record_and_no_argument_value(tmp_path, gateways):
+    config = write_fleet(tmp_path, POLICY)
+    trail = tmp_path / "audit.jsonl"
+
+    async def main():
+        gw = await HttpGateway.start(
+            config, gateways, "--api-key-file", str(tmp_path / "keys.json"),
+            "--audit", str(trail), "--audit-hash-arguments",
+            env={"TRUNKLINE_AUDIT_KEY": "k" * 32})
+        try:
+            assert await listed(gw, READER) == ["echo"]
+            status, body = await call(gw, SUPPORT, "echo", {"text": "secret-words"})
+            assert status == 200 and b"secret-words" in body
+            status, body = await call(gw, SUPPORT, "sleep", {"ms": 1}, 2)
+            assert orjson.loads(body)["error"]["code"] == -32003
+            assert b"no-sleep" not in body  # the rule is the operator's to know
+            _, hidden = await call(gw, READER, "sleep", {"ms": 1}, 3)
+            _, unknown = await call(gw, READER, "nothing_here", {}, 5)
+            assert hidden == unknown.replace(b"nothing_here", b"sleep").replace(
+                b'"id":5', b'"id":3')
+            _, listed_only = await call(gw, READER, "echo", {"text": "secret-words"}, 4)
+            assert orjson.loads(listed_only)["error"]["code"] == -32003
+            got = await records(trail, 5)
+        finally:
+            await gw.stop()
+        by_id = {r["request_id"]: r for r in got}
+        assert by_id[1]["decision"] == "allowed" and by_id[1]["rule"] == "echo-for-support"
+        assert by_id[1]["outcome"] == "ok" and by_id[1]["server"] == "echo"
+        assert by_id[1]["identity"] == {"kind": "api_key", "subject": "support-bot"}
+        assert by_id[1]["arguments_hash"].startswith("hmac-sha256:")
+        assert (by_id[2]["decision"], by_id[2]["rule"]) == ("denied", "no-sleep")
+        assert "outcome" not in by_id[2]
+        assert by_id[3]["decision"] == "denied" and by_id[3]["error"] == "ToolHidden"
+        assert by_id[4]["decision"] == "denied" and by_id[4]["identity"]["subject"] == "reader"
+        assert (by_id[5]["decision"], by_id[5]["error"]) == ("denied", "UnknownTool")
+        assert len(got) == 5
+        text = trail.read_text()
+        assert "secret-words" not in text and SUPPORT not in text and READER not in text
+        assert (trail.stat().st_mode & 0o777) == 0o600
+    run(main())
+
+
+def test_sighup_changes_the_policy_and_a_broken_one_keeps_the_old(tmp_path, gateways):
+    config = write_fleet(tmp_path, POLICY)
+
+    async def main():
+        gw = await HttpGateway.start(config, gateways, "--api-key-file",
+                                     str(tmp_path / "keys.json"))
+        try:
+            assert await listed(gw, READER) == ["echo"]
+            # A policy that does not compile: refused, logged, the old one stays.
+            (tmp_path / "policy.json").write_text(json.dumps({"rules": [
+                {"id": "broken", "allow": ["list"], "when": "identity.groups +"}]}))
+            gw.proc.send_signal(signal.SIGHUP)
+            said = await logged(gw, "the policy was not changed")
+            assert "rule 'broken'" in said and "does not compile" in said
+            assert await listed(gw, READER) == ["echo"]
+            (tmp_path / "policy.json").write_text(json.dumps({"rules": [
+                {"id": "reader-all", "allow": ["list", "call"],
+                 "when": "identity.subject == 'reader'"}]}))
+            gw.proc.send_signal(signal.SIGHUP)
+            said = await logged(gw, "policy reloaded from")
+            assert "1 rules" in said
+            assert len(await listed(gw, READER)) == 10
+            status, body = await call(gw, READER, "echo", {"text": "now"})
+            assert status == 200 and b"now" in body
+            assert await listed(gw, SUPPORT) == []  # the new policy grants it nothing
+        finally:
+            await gw.stop()
+    run(main())
+
+
+def test_a_policy_that_does_not_compile_refuses_to_start(tmp_path, gateways):
+    config = write_fleet(tmp_path, {"rules": [{"id": "bad-one", "allow": ["list"],
+                                               "when": "1 +"}]})
+
+    async def main():
+        with pytest.raises(AssertionError) as failed:
+            await HttpGateway.start(config, gateways)
+        said = str(failed.value)
+        assert "bad-one" in said and "does not compile" in said
+        assert "Traceback" not in said
+    run(main())
