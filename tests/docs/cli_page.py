@@ -123,6 +123,16 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
     return [*lines, ""]
 
 
+#: What ``serve`` does on each signal it acts on (the parser cannot say it).
+_SIGNALS = (
+    ("SIGTERM, SIGINT (Ctrl-C)", "stops taking requests, gives those in flight "
+     "`--drain-timeout` seconds, stops every server, exits"),
+    ("SIGHUP", "reads the configuration's `\"policy\"` again and decides every request from "
+     "then on by it; a policy that cannot be read or does not compile is logged and the one "
+     "in force stays ([Who may see and call what]"
+     "(../how-to/authorization.md#change-the-policy-without-a-restart))"),
+)
+
 _TAIL = """\
 ## Signals
 
@@ -131,9 +141,7 @@ every copy, and stops every copy with SIGTERM on SIGTERM or SIGINT.
 
 | Signal | What `serve` does |
 | --- | --- |
-| SIGTERM, SIGINT (Ctrl-C) | stops taking requests, gives those in flight `--drain-timeout` seconds, stops every server, exits |
-| SIGHUP | reads the configuration's `"policy"` again and decides every request from then on by it; a policy that cannot be read or does not compile is logged and the one in force stays ([Who may see and call what](../how-to/authorization.md#change-the-policy-without-a-restart)) |
-
+""" + "".join(f"| {signal} | {what} |\n" for signal, what in _SIGNALS) + """
 ## The API key file
 
 `--api-key-file PATH` is either one key per line (named `key-1`, `key-2`, ... by line;
