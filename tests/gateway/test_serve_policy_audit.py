@@ -170,3 +170,27 @@ def test_a_policy_that_does_not_compile_refuses_to_start(tmp_path, gateways):
         assert "bad-one" in said and "does not compile" in said
         assert "Traceback" not in said
     run(main())
+
+
+def test_a_legacy_session_with_a_key_gives_back_what_its_calls_held(tmp_path, gateways):
+    """A 2025-11-25 session's calls (answered as SSE streams, admitted before they start)
+    count against the key's identity and are given back when they end: with
+    ``client_calls=2``, call after call is served (before, each was admitted under the
+    session and released under the identity, and the third was refused)."""
+    config = write_fleet(tmp_path, {"rules": [{"id": "all", "allow": ["list", "call"]}]})
+
+    async def main():
+        gw = await HttpGateway.start(config, gateways, "--api-key-file",
+                                     str(tmp_path / "keys.json"), "--limit", "client_calls=2")
+        try:
+            gw.http.headers["Authorization"] = f"Bearer {READER}"
+            headers, _ = await gw.legacy_session()
+            for n in range(5):
+                message = gw.message("tools/call", {"name": "echo",
+                                                    "arguments": {"text": f"call {n}"}})
+                status, answer, _ = await gw.post(message, headers)
+                assert status == 200 and f"call {n}" in json.dumps(answer), answer
+        finally:
+            await gw.stop()
+        assert b"KeyError" not in gw.stderr
+    run(main())

@@ -381,7 +381,7 @@ class Answerer:
             name = arguments.get("name")
         admitted = Admitted(self.host.server_of(name) if isinstance(name, str) else None,
                             _budget_key(request, client_key))
-        refusal = self.admission.enter(admitted.server, client_key, admitted)
+        refusal = self.admission.enter(admitted.server, admitted.client, admitted)
         return admitted if refusal is None else p.InBandError(refusal)
 
     def release(self, admitted: Admitted) -> None:
