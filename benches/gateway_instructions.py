@@ -30,7 +30,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -47,19 +49,27 @@ def _counted_instructions(dump: Path) -> int:
     return max(counts)
 
 
-def measure(pythonpath: str | None, connections: int, seconds: int) -> dict[str, float]:
+def measure(pythonpath: str | None, connections: int, seconds: int, *flags: str,
+            config_more: dict[str, Any] | None = None,
+            script: Path = gateway_load.WRK_SCRIPT, script_args: Sequence[str] = (),
+            warm_s: int = 2, dump_to: Path | None = None) -> dict[str, float]:
+    """The count for one tree; ``flags``, ``config_more``, ``script`` and ``script_args``
+    as ``gateway_load.start_trunkline`` and ``run_wrk`` take them; ``warm_s``: the
+    uncounted run first; ``dump_to``: where to keep callgrind's dump (for
+    ``callgrind_annotate``)."""
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
     exe = str(fanout.build_echo_server())
     workdir = tempfile.TemporaryDirectory(prefix="bench-gw-instructions-")
-    config = gateway_load.write_config(Path(workdir.name) / "mcp.json", {"echo": [exe]})
+    config = gateway_load.write_config(Path(workdir.name) / "mcp.json", {"echo": [exe]},
+                                       config_more)
     out = Path(workdir.name) / "callgrind.out"
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
             f"--callgrind-out-file={out}", sys.executable, "-m", "trunkline", "serve",
-            str(config), "--http", "127.0.0.1:0"]
+            str(config), "--http", "127.0.0.1:0", *flags]
     proc, url, err = gateway_load._spawn("trunkline", argv, b"LISTENING ", workdir,
                                          stdin=subprocess.DEVNULL, env=env)
     target = gateway_load.Target("trunkline", proc, url, upstream_exe=exe, stderr_path=err,
@@ -69,15 +79,18 @@ def measure(pythonpath: str | None, connections: int, seconds: int) -> dict[str,
             subprocess.run(["callgrind_control", *options, str(proc.pid)], check=True,
                            capture_output=True)
 
-        gateway_load.run_wrk(target, connections, 2, timeout_s=60)  # warm: caches, imports
+        wrk = {"timeout_s": 60, "script": script, "script_args": script_args}
+        gateway_load.run_wrk(target, connections, warm_s, **wrk)  # warm: caches, imports
         callgrind("-i", "on")
-        result = gateway_load.run_wrk(target, connections, seconds, timeout_s=60)
+        result = gateway_load.run_wrk(target, connections, seconds, **wrk)
         callgrind("-i", "off")
         callgrind("-d")
         dumps = sorted(Path(workdir.name).glob("callgrind.out.*"))
         if not dumps:
             raise RuntimeError("callgrind wrote no dump")
         instructions = _counted_instructions(dumps[-1])
+        if dump_to is not None:
+            shutil.copyfile(dumps[-1], dump_to)
     finally:
         target.stop()
     return {"calls": result.calls, "instructions": instructions,

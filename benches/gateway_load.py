@@ -50,6 +50,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -179,10 +180,12 @@ class Target:
             self.workdir.cleanup()  # idempotent: columns of one process share it
 
 
-def write_config(path: Path, upstreams: dict[str, list[str]]) -> Path:
-    """An ``mcpServers`` file: name -> argv of a stdio server."""
+def write_config(path: Path, upstreams: dict[str, list[str]],
+                 more: dict[str, Any] | None = None) -> Path:
+    """An ``mcpServers`` file: name -> argv of a stdio server; ``more``: other top-level
+    keys (a ``policy``)."""
     entries = {name: {"command": argv[0], "args": argv[1:]} for name, argv in upstreams.items()}
-    path.write_text(json.dumps({"mcpServers": entries}))
+    path.write_text(json.dumps({"mcpServers": entries, **(more or {})}))
     return path
 
 
@@ -220,13 +223,16 @@ def start_direct() -> Target:
                   stderr_path=err, workdir=workdir)
 
 
-def start_trunkline(upstreams: int = 1, *flags: str) -> Target:
+def start_trunkline(upstreams: int = 1, *flags: str,
+                    config_more: dict[str, Any] | None = None) -> Target:
     """``trunkline serve --http`` over ``upstreams`` copies of the C echo server (named
-    ``echo``, ``echo1``, ...; the first one's tool is ``echo``)."""
+    ``echo``, ``echo1``, ...; the first one's tool is ``echo``); ``config_more``: other
+    top-level keys of its configuration (``write_config``)."""
     exe = str(fanout.build_echo_server())
     workdir = tempfile.TemporaryDirectory(prefix="bench-gw-trunkline-")
     names = ["echo"] + [f"echo{i}" for i in range(1, upstreams)]
-    config = write_config(Path(workdir.name) / "mcp.json", {n: [exe] for n in names})
+    config = write_config(Path(workdir.name) / "mcp.json", {n: [exe] for n in names},
+                          config_more)
     # wrk and the idle clients all connect from 127.0.0.1, more than one address's
     # share of connections (serve's limit peer_connections).
     proc, url, err = _spawn(
@@ -424,18 +430,22 @@ class WrkResult:
     upstream_calls: int | None = None  # what the direct server counted, when it counts
 
 
-def run_wrk(target: Target, connections: int, seconds: int, timeout_s: int = 30) -> WrkResult:
+def run_wrk(target: Target, connections: int, seconds: int, timeout_s: int = 30,
+            script: Path = WRK_SCRIPT, script_args: Sequence[str] = ()) -> WrkResult:
     """One wrk run (one thread, ``connections`` connections, ``seconds`` long) of
     ``tools/call`` against ``target``; raises ``CallsFailed`` unless every answer was a 2xx
-    carrying the right result."""
+    carrying the right result. ``script``: a Lua script that builds and checks the calls
+    as ``wrk/tools_call.lua`` does (its arguments: tool, argument, Accept, then
+    ``script_args``)."""
     if not target.url.startswith("http://"):
         raise ValueError(target.url)
     stats_url = target.url.rsplit("/mcp", 1)[0] + "/stats" if target.name == "direct" else None
     before = http_get_json(stats_url) if stats_url else None
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", f"--timeout={timeout_s}s",
-            "-s", str(WRK_SCRIPT), target.url, "--", target.tool, target.arg, target.accept]
+            "-s", str(script), target.url, "--", target.tool, target.arg, target.accept]
     if target.session:
         argv.append(target.session)
+    argv += script_args
     cpu0 = {role: cpu_by_pid(pids) for role, pids in target.roles().items()}
     kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(argv, capture_output=True, text=True, check=False,

@@ -29,9 +29,10 @@ _HEAD = """\
 `trunkline` is installed with the package (`python -m trunkline` is the same). Every
 command below reads its servers from a configuration file (the
 [configuration reference](configuration.md) has its keys), but `demo`, which needs
-none, and `status`, which asks a running gateway. When a command fails it prints one
-line on stderr and exits with a status that says how
-([exit codes](errors.md#exit-codes)).
+none, `status`, which asks a running gateway, and `policy`, which reads a policy file as
+well. When a command fails it prints one line on stderr and exits with a status that
+says how ([exit codes](errors.md#exit-codes)). Under a configuration's `"policy"`,
+`tools` and `call` see and call as the identity `local`.
 
 This page is generated from the command line's parser, so it says exactly what
 `trunkline COMMAND --help` says.
@@ -122,6 +123,43 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
     return [*lines, ""]
 
 
+#: What ``serve`` does on each signal it acts on (the parser cannot say it).
+_SIGNALS = (
+    ("SIGTERM, SIGINT (Ctrl-C)", "stops taking requests, gives those in flight "
+     "`--drain-timeout` seconds, stops every server, exits"),
+    ("SIGHUP", "reads the configuration's `\"policy\"` again and decides every request from "
+     "then on by it; a policy that cannot be read or does not compile is logged and the one "
+     "in force stays ([Who may see and call what]"
+     "(../how-to/authorization.md#change-the-policy-without-a-restart))"),
+)
+
+_TAIL = """\
+## Signals
+
+`trunkline serve` acts on these; with `--processes N` the parent passes SIGHUP on to
+every copy, and stops every copy with SIGTERM on SIGTERM or SIGINT.
+
+| Signal | What `serve` does |
+| --- | --- |
+""" + "".join(f"| {signal} | {what} |\n" for signal, what in _SIGNALS) + """
+## The API key file
+
+`--api-key-file PATH` is either one key per line (named `key-1`, `key-2`, ... by line;
+the keys of `TRUNKLINE_API_KEYS` are `env-1`, `env-2`, ...) or a JSON object naming each
+key, with what an authorization policy may read of it:
+
+```json
+{"keys": [{"name": "dashboard", "key": "db-8c4d2a61f0e97b35", "groups": ["viewers"],
+           "attributes": {"team": "sre"}}]}
+```
+
+`name` and `key` (at least 16 characters) are required; `scopes`, `groups`, `roles`
+(lists of strings) and `attributes` (strings) are optional. A request showing the key as
+`Authorization: Bearer <key>` has the identity `api_key` named `name`
+([Who may see and call what](../how-to/authorization.md#named-api-keys)).
+"""
+
+
 def render(parser: argparse.ArgumentParser) -> str:
     """The whole page for ``parser``."""
     out = [_HEAD, "## `trunkline`", "", _sentence(_text(parser.description or "")), "",
@@ -139,6 +177,7 @@ def render(parser: argparse.ArgumentParser) -> str:
     out.append("")
     for name, sub in commands.choices.items():
         out += _command(name, summaries[name], sub)
+    out.append(_TAIL)
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -11,8 +11,11 @@ how each kind is checked. The convention every page follows (``docs/contributing
 - A block preceded by ``<!-- not run: REASON -->`` (blank lines may come between) is not
   run; a marker without a reason, or one that precedes no block, is an error of its page.
 - A ``json`` block whose top level has ``mcpServers`` is read by trunkline's own
-  configuration reader (``read_host_config``) and must be accepted; any other ``json``
-  block must be valid JSON.
+  configuration reader (``read_host_config``) and must be accepted; one whose top level
+  has ``rules`` is an authorization policy, compiled as a gateway compiles it
+  (``Policy.compile``), and one whose top level has ``keys`` is a gateway's API key file,
+  read as ``--api-key-file`` reads it (``read_api_keys``): each must be accepted. Any
+  other ``json`` block must be valid JSON.
 - A ``console`` or ``bash`` (or ``sh``, ``shell``) block: every command in it that runs
   ``trunkline`` (a line starting with ``trunkline``, ``$ trunkline`` or
   ``.venv/bin/trunkline``, and each such command after ``&&``, ``||``, ``;`` or ``|``)
@@ -35,6 +38,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -268,20 +272,36 @@ class _AnyVariable(Mapping[str, str]):
 
 
 def check_json(block: Block) -> str | None:
-    """None if the block is valid JSON and, when it is an ``mcpServers`` file, trunkline's
-    configuration reader accepts it; else why not."""
+    """None if the block is valid JSON and, when it is an ``mcpServers`` file, a policy or
+    an API key file, trunkline's reader of that kind accepts it; else why not."""
     from trunkline.config import read_host_config
     from trunkline.errors import ConfigurationError
+    from trunkline.gateway.api_keys import read_api_keys
+    from trunkline.policy import Policy, PolicyError
 
     try:
         value = json.loads(block.code)
     except json.JSONDecodeError as exc:
         return f"{block.id} (line {block.line}): not valid JSON: {exc}"
+    where = f"{block.id} (line {block.line})"
     if isinstance(value, dict) and "mcpServers" in value:
         try:
             read_host_config(value, env=_AnyVariable())
         except ConfigurationError as exc:
-            return f"{block.id} (line {block.line}): the configuration reader refuses it: {exc}"
+            return f"{where}: the configuration reader refuses it: {exc}"
+    elif isinstance(value, dict) and "rules" in value:
+        try:
+            Policy.compile(value, origin="the example")
+        except PolicyError as exc:
+            return f"{where}: the policy does not compile: {exc}"
+    elif isinstance(value, dict) and "keys" in value:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "keys.json"
+            path.write_text(block.code)
+            try:
+                read_api_keys(str(path), env={})
+            except ConfigurationError as exc:
+                return f"{where}: the API key file is refused: {str(exc).replace(str(path), 'it')}"
     return None
 
 

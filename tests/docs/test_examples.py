@@ -195,6 +195,41 @@ def test_an_mcpservers_block_goes_through_the_configuration_reader() -> None:
     assert check_json(secret) is None  # the variable it names is the reader's to set
 
 
+def test_a_policy_block_is_compiled_as_a_gateway_compiles_it() -> None:
+    good, unknown_variable, both = blocks_of('''```json
+{"rules": [{"id": "support", "allow": ["list", "call"], "servers": ["tickets"],
+            "when": "'support' in identity.groups"}]}
+```
+```json
+{"rules": [{"id": "typo", "allow": ["list"], "when": "user.groups == []"}]}
+```
+```json
+{"rules": [{"id": "both", "allow": ["list"], "deny": ["call"]}]}
+```
+''')
+    assert check_json(good) is None
+    assert "rule 'typo': \"when\" reads 'user'" in (check_json(unknown_variable) or "")
+    assert "rule 'both': needs exactly one of" in (check_json(both) or "")
+
+
+def test_an_api_key_file_block_is_read_as_serve_reads_it() -> None:
+    good, short, named_twice = blocks_of('''```json
+{"keys": [{"name": "dashboard", "key": "db-8c4d2a61f0e97b35", "groups": ["viewers"]}]}
+```
+```json
+{"keys": [{"name": "dashboard", "key": "too-short"}]}
+```
+```json
+{"keys": [{"name": "a", "key": "k-0123456789abcdef"}, {"name": "a", "key": "k-fedcba9876543210"}]}
+```
+''')
+    assert check_json(good) is None
+    problem = check_json(short) or ""
+    assert "key 1 ('dashboard'): \"key\" is a string of at least 16 characters" in problem
+    assert "too-short" not in problem
+    assert "two API keys are named 'a'" in (check_json(named_twice) or "")
+
+
 def test_any_other_json_block_must_be_valid_json() -> None:
     valid, invalid = blocks_of('```json\n{"jsonrpc": "2.0", "id": 1}\n```\n'
                                '```json\n{"jsonrpc": "2.0", ...}\n```\n')

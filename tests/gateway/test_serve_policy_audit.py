@@ -170,3 +170,97 @@ def test_a_policy_that_does_not_compile_refuses_to_start(tmp_path, gateways):
         assert "bad-one" in said and "does not compile" in said
         assert "Traceback" not in said
     run(main())
+
+
+def test_a_legacy_session_with_a_key_gives_back_what_its_calls_held(tmp_path, gateways):
+    """A 2025-11-25 session's calls (answered as SSE streams, admitted before they start)
+    count against the key's identity and are given back when they end: with
+    ``client_calls=2``, call after call is served (before, each was admitted under the
+    session and released under the identity, and the third was refused)."""
+    config = write_fleet(tmp_path, {"rules": [{"id": "all", "allow": ["list", "call"]}]})
+
+    async def main():
+        gw = await HttpGateway.start(config, gateways, "--api-key-file",
+                                     str(tmp_path / "keys.json"), "--limit", "client_calls=2")
+        try:
+            gw.http.headers["Authorization"] = f"Bearer {READER}"
+            headers, _ = await gw.legacy_session()
+            for n in range(5):
+                message = gw.message("tools/call", {"name": "echo",
+                                                    "arguments": {"text": f"call {n}"}})
+                status, answer, _ = await gw.post(message, headers)
+                assert status == 200 and f"call {n}" in json.dumps(answer), answer
+        finally:
+            await gw.stop()
+        assert b"KeyError" not in gw.stderr
+    run(main())
+
+
+def test_hidden_prompts_and_resources_are_answered_as_missing_ones(tmp_path, gateways):
+    """Prompts, resources and completion under a policy: listed per identity, and one the
+    identity may not see refused with the very bytes a missing one gets (only the name
+    differs), in both eras."""
+    config = write_fleet(tmp_path, {"rules": [
+        {"id": "tools", "allow": ["list", "call"], "tools": ["*"]},
+        {"id": "about-for-support", "allow": ["list", "call"], "resources": ["echo://about"],
+         "when": "'support' in identity.groups"},
+        {"id": "greet-for-support", "allow": ["list", "call"], "prompts": ["greet"],
+         "when": "'support' in identity.groups"}]})
+
+    async def ask(gw, key, method, params, request_id=7):
+        message = gw.message(method, {**params, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}})
+        message["id"] = request_id
+        headers = {**gw.modern_headers(message, "application/json"),
+                   "Authorization": f"Bearer {key}"}
+        async with gw.http.post(gw.url, data=orjson.dumps(message),
+                                headers=headers) as response:
+            return await response.read()
+
+    async def main():
+        gw = await HttpGateway.start(config, gateways, "--api-key-file",
+                                     str(tmp_path / "keys.json"))
+        try:
+            support = orjson.loads(await ask(gw, SUPPORT, "resources/list", {}))
+            assert [r["uri"] for r in support["result"]["resources"]] == ["echo://about"]
+            read = orjson.loads(await ask(gw, SUPPORT, "resources/read",
+                                          {"uri": "echo://about"}))
+            assert "trunkline modern echo peer" in json.dumps(read["result"])
+            prompts = orjson.loads(await ask(gw, SUPPORT, "prompts/list", {}))
+            assert [p["name"] for p in prompts["result"]["prompts"]] == ["greet"]
+            for method, member in (("resources/list", "resources"),
+                                   ("prompts/list", "prompts"),
+                                   ("resources/templates/list", "resourceTemplates")):
+                listed = orjson.loads(await ask(gw, READER, method, {}))
+                assert listed["result"][member] == [], listed
+            hidden = await ask(gw, READER, "prompts/get", {"name": "greet",
+                                                            "arguments": {"name": "x"}})
+            missing = await ask(gw, READER, "prompts/get", {"name": "gone",
+                                                             "arguments": {"name": "x"}})
+            assert hidden == missing.replace(b"gone", b"greet") and b"error" in hidden
+            hidden = await ask(gw, READER, "completion/complete", {
+                "ref": {"type": "ref/prompt", "name": "greet"},
+                "argument": {"name": "name", "value": "a"}})
+            missing = await ask(gw, READER, "completion/complete", {
+                "ref": {"type": "ref/prompt", "name": "gone"},
+                "argument": {"name": "name", "value": "a"}})
+            assert hidden == missing.replace(b"gone", b"greet") and b"error" in hidden
+            hidden = await ask(gw, READER, "resources/read", {"uri": "echo://about"})
+            assert orjson.loads(hidden)["error"]["data"] == {"uri": "echo://about"}
+            # The legacy era: the same, in its own words (-32002 for a resource).
+            gw.http.headers["Authorization"] = f"Bearer {READER}"
+            headers, _ = await gw.legacy_session()
+            answers = []
+            for name in ("greet", "gone"):
+                message = gw.message("prompts/get", {"name": name, "arguments": {"name": "x"}})
+                message["id"] = 1
+                _, answer, _ = await gw.post(message, headers)
+                answers.append(json.dumps(answer).replace("gone", "greet"))
+            assert answers[0] == answers[1] and "error" in answers[0]
+            message = gw.message("resources/read", {"uri": "echo://about"})
+            _, answer, _ = await gw.post(message, headers)
+            assert answer["error"]["code"] == -32002
+        finally:
+            await gw.stop()
+    run(main())

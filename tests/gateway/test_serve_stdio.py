@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -212,3 +213,31 @@ def _run_sdk_client(python: Path, tool: str, arguments: dict, path: Path) -> dic
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_stdin_and_stdout_may_be_files_or_dev_null(tmp_path):
+    """``serve --stdio < requests.jsonl > answers.jsonl``, and stdin or stdout on
+    ``/dev/null``: served and ended cleanly (the loop cannot watch a file: before, uvloop
+    aborted the process, status 134)."""
+    import subprocess
+
+    path = fleet_config(tmp_path, {"alpha": scripted("--name", "alpha-files")})
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                    "params": {"_meta": modern_meta()}}) + "\n")
+    command = [sys.executable, "-m", "trunkline", "serve", str(path), "--stdio"]
+    answers = tmp_path / "answers.jsonl"
+    with open(requests, "rb") as stdin, open(answers, "wb") as stdout:
+        done = subprocess.run(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                              timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [answer] = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert "echo" in [t["name"] for t in answer["result"]["tools"]]
+    with open(os.devnull, "rb") as nothing:
+        done = subprocess.run(command, stdin=nothing, capture_output=True, timeout=120,
+                              check=False)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr[-2000:]
+    with open(requests, "rb") as stdin:
+        done = subprocess.run(command, stdin=stdin, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -393,7 +393,7 @@ class Answerer:
             name = arguments.get("name")
         admitted = Admitted(self._server_of(name, request.identity),
                             _budget_key(request, client_key))
-        refusal = self.admission.enter(admitted.server, client_key, admitted)
+        refusal = self.admission.enter(admitted.server, admitted.client, admitted)
         return admitted if refusal is None else p.InBandError(refusal)
 
     def release(self, admitted: Admitted) -> None:
@@ -559,12 +559,12 @@ class Answerer:
         server it belongs to: what stops that, or the error (no such resource, or its
         server offers no subscriptions). The URI is the server's own, so its updates
         need no translation."""
-        routed = await self._resource_route(uri, {}, era)
-        if isinstance(routed, p.InBandError):
-            return routed
-        server, _params = routed
-        if self.host.access.active and not isinstance(
-                self.host.access.may_call(identity, Item("resource", server, uri)), Allowed):
+        if not isinstance(uri, str):
+            return p.in_band(p.INVALID_PARAMS, "a resource URI is required")
+        server = await self._offerings.resource(uri)
+        # One the identity may not use is as one that is not there.
+        if server is None or (self.host.access.active and not isinstance(
+                self.host.access.may_call(identity, Item("resource", server, uri)), Allowed)):
             return p.InBandError(p.resource_not_found(uri, era))
         try:
             return self.host.subscribe_resource(server, uri, on_updated)
@@ -753,12 +753,9 @@ class Answerer:
         if type(decision) is Allowed:
             return None
         assert isinstance(decision, Denied)
-        what = f"{item.kind} {item.name!r}"
         if decision.hidden:
-            if item.kind == "prompt":
-                asked = request.params.get("name")
-                return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {asked!r}"), decision
-            return p.InBandError(p.resource_not_found(item.name, request.era)), decision
+            return _not_found(request), decision
+        what = f"{item.kind} {item.name!r}"
         return p.InBandError(p.not_permitted(f"using {what} is not permitted")), decision
 
     async def _route(self, request: p.Request) -> tuple[str, dict[str, Any]] | p.InBandError:
@@ -768,46 +765,64 @@ class Answerer:
             uri = params.get("uri")
             server = await self._offerings.skill(uri) if isinstance(uri, str) else None
             if server is None:
-                return p.in_band(p.INVALID_PARAMS, f"No skill is served at {uri}", {"uri": uri})
+                return _not_found(request)
             return server, params
         if request.method == "resources/directory/read":
             uri = params.get("uri")
             server = await self._offerings.directory(uri) if isinstance(uri, str) else None
             if server is None:
-                return p.in_band(p.INVALID_PARAMS, f"{uri} is not a directory resource",
-                                 {"uri": uri})
+                return _not_found(request)
             return server, params
         if request.method == "prompts/get":
-            return await self._prompt_route(params.get("name"), lambda local: {
+            return await self._prompt_route(request, params.get("name"), lambda local: {
                 **params, "name": local})
         if request.method == "resources/read":
-            return await self._resource_route(params.get("uri"), params, request.era)
+            return await self._resource_route(request, params.get("uri"), params)
         ref = params.get("ref")  # completion/complete
         if not isinstance(ref, dict):
             return p.in_band(p.INVALID_PARAMS, "completion/complete needs a ref")
         if ref.get("type") == "ref/prompt":
-            return await self._prompt_route(ref.get("name"), lambda local: {
+            return await self._prompt_route(request, ref.get("name"), lambda local: {
                 **params, "ref": {**ref, "name": local}})
         if ref.get("type") == "ref/resource":
-            return await self._resource_route(ref.get("uri"), params, request.era)
+            return await self._resource_route(request, ref.get("uri"), params)
         return p.in_band(p.INVALID_PARAMS, f"unknown ref type {ref.get('type')!r}")
 
-    async def _prompt_route(self, name: Any, renamed: Callable[[str], dict[str, Any]]
+    async def _prompt_route(self, request: p.Request, name: Any,
+                            renamed: Callable[[str], dict[str, Any]]
                             ) -> tuple[str, dict[str, Any]] | p.InBandError:
         route = await self._offerings.prompt(name) if isinstance(name, str) else None
         if route is None:
-            return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {name!r}")
+            return _not_found(request)
         server, local = route
         return server, renamed(local)
 
-    async def _resource_route(self, uri: Any, params: dict[str, Any], era: p.ClientEra
+    async def _resource_route(self, request: p.Request, uri: Any, params: dict[str, Any]
                               ) -> tuple[str, dict[str, Any]] | p.InBandError:
         if not isinstance(uri, str):
             return p.in_band(p.INVALID_PARAMS, "a resource URI is required")
         server = await self._offerings.resource(uri)
         if server is None:
-            return p.InBandError(p.resource_not_found(uri, era))
+            return _not_found(request)
         return server, params
+
+
+def _not_found(request: p.Request) -> p.InBandError:
+    """The error for a prompt, resource, skill or directory that is not there, as the
+    client named it: also what one its identity may not see gets (no existence oracle)."""
+    params = request.params
+    ref = params.get("ref")
+    named = ref if request.method == "completion/complete" and isinstance(ref, dict) \
+        else params
+    if request.method == "skills/get":
+        uri = params.get("uri")
+        return p.in_band(p.INVALID_PARAMS, f"No skill is served at {uri}", {"uri": uri})
+    if request.method == "resources/directory/read":
+        uri = params.get("uri")
+        return p.in_band(p.INVALID_PARAMS, f"{uri} is not a directory resource", {"uri": uri})
+    if request.method == "prompts/get" or named.get("type") == "ref/prompt":
+        return p.in_band(p.INVALID_PARAMS, f"Prompt not found: {named.get('name')!r}")
+    return p.InBandError(p.resource_not_found(str(named.get("uri")), request.era))
 
 
 def _budget_key(request: p.Request, client_key: Hashable) -> Hashable:

@@ -12,13 +12,21 @@ the pipe and its transport take, then an ``Outbox`` (progress coalesced, log mes
 dropped past ``Limits.stream_backlog``), and meanwhile no new request of it is read: the
 gateway holds the backlog and the answers of the calls already under way, no more. It is
 not ended for being behind: it is the face's one client, and what it holds is bounded.
+
+Stdin and stdout are usually pipes (or sockets, or a terminal), which the loop watches.
+Either may also be a file or ``/dev/null`` (``serve --stdio < requests.jsonl``), which no
+loop can watch (uvloop aborts the process on one): stdin is then read in a thread, and
+stdout written at once, since a file always takes what is written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 import sys
-from typing import cast
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import orjson
 
@@ -96,13 +104,64 @@ class Stdout(asyncio.Protocol):
         transport.close()
 
 
-async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
-    """Serve one client on stdin/stdout until it closes stdin."""
+class FileTransport(asyncio.WriteTransport):
+    """Stdout when it is a file or ``/dev/null``: written at once (a file takes all)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.write(b"".join(list_of_data))
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def _watchable(fd: int) -> bool:
+    """Whether the loop can watch ``fd``: a pipe, a socket or a terminal."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode)
+                                                          and os.isatty(fd))
+
+
+async def _stdin_reads() -> Callable[[int], Awaitable[bytes]]:
+    """What reads the next chunk of stdin (b"" at its end)."""
     loop = asyncio.get_running_loop()
+    if not _watchable(sys.stdin.fileno()):
+        fd = sys.stdin.fileno()
+        return lambda n: loop.run_in_executor(None, os.read, fd, n)
     reader = asyncio.StreamReader(limit=1 << 16)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    _, out = await loop.connect_write_pipe(
-        lambda: Stdout(answerer.limits.stream_backlog), sys.stdout)
+    return reader.read
+
+
+async def _stdout(backlog: int) -> Stdout:
+    loop = asyncio.get_running_loop()
+    if not _watchable(sys.stdout.fileno()):
+        out = Stdout(backlog)
+        out.connection_made(FileTransport(sys.stdout.fileno()))
+        return out
+    _, protocol = await loop.connect_write_pipe(lambda: Stdout(backlog), sys.stdout)
+    return protocol
+
+
+async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
+    """Serve one client on stdin/stdout until it closes stdin."""
+    read = await _stdin_reads()
+    out = await _stdout(answerer.limits.stream_backlog)
     send = out.send
     splitter = LineSplitter(max_line_bytes)
     try:
@@ -112,7 +171,7 @@ async def serve_stdio(answerer: Answerer, *, max_line_bytes: int) -> None:
                 while True:
                     if out.paused:  # the client is behind in reading: read no more of it
                         await out.writable()
-                    chunk = await reader.read(1 << 16)
+                    chunk = await read(1 << 16)
                     if not chunk:
                         break
                     for line in splitter.feed(chunk):

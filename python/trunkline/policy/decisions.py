@@ -17,7 +17,8 @@ Rules:
    it when its condition holds (or fails).
 6. Decisions are cached per identity (``IdentityView``, at most ``MAX_VIEWS`` of them, the
    least recently used going first) and per item within it; the cache is forgotten when
-   the items change (the catalog, a server's prompts or resources) or the policy does.
+   the catalog changes (a tool's annotations are part of its decision) or the policy
+   does. A prompt's or a resource's decision depends on its server and name alone.
    What an identity sees of a list (``visible``) is one tuple per distinct set of items,
    shared by every identity that sees the same.
 """
