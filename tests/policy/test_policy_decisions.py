@@ -305,3 +305,21 @@ def test_a_cached_decision_is_the_fresh_one(document, item, who):
     warm.may_call(who, item)
     assert warm.may_call(who, item) == Access(policy).may_call(who, item)
     assert warm.may_list(who, item) == Access(policy).may_list(who, item)
+
+
+def test_macros_bind_their_own_variables_and_a_misspelt_field_is_warned():
+    policy = Policy.compile({"rules": [
+        {"id": "eng", "allow": ["list"], "when": "identity.groups.exists(g, g.startsWith('eng-'))"},
+        {"id": "typo", "allow": ["list"], "when": "'x' in identity.group"},
+        {"id": "item-typo", "deny": ["call"], "when": "item.nmae == 'x'"},
+        {"id": "attribute", "allow": ["list"], "when": "identity.attributes.team == 'x'"}]})
+    access = Access(policy)
+    assert access.may_list(Identity.user("e", groups=["eng-core"]), QUERY)
+    assert not access.may_list(Identity.user("o", groups=["ops"]), QUERY)
+    said = policy.warnings([])
+    assert len(said) == 2  # an attribute a key may or may not have is no typo
+    assert "(identity.group)" in said[0] and "counts as not matching" in said[0]
+    assert "(item.nmae)" in said[1] and "counts as matching" in said[1]
+    # A name that is neither bound nor known is still refused.
+    with pytest.raises(PolicyError, match="reads 'user'"):
+        Policy.compile({"rules": [{"id": "u", "allow": ["list"], "when": "user.x == 1"}]})

@@ -38,7 +38,9 @@ naming the rule and what is wrong):
 5. ``claims`` names the token claims that carry groups and roles (``identity.ClaimNames``).
 6. What could never match is a warning, not an error (``Policy.warnings``): a ``when``
    that is constantly false, ``servers`` naming no configured server, ``annotations`` on a
-   rule about prompts or resources only.
+   rule about prompts or resources only, a field of ``identity`` or ``item`` that neither
+   has (``identity.group``: CEL's maps are dynamic, so it compiles). A macro's own
+   variable (``identity.groups.exists(g, ...)``) is no variable read.
 
 How rules decide is ``decisions``'.
 """
@@ -68,6 +70,8 @@ WHEN_VARIABLES = frozenset({"identity", "item"})
 ARGUMENT_VARIABLES = WHEN_VARIABLES | {"arguments"}
 _FIELDS = frozenset({"id", "allow", "deny", "servers", "tools", "prompts", "resources",
                      "annotations", "when", "arguments", "description"})
+#: The variable a CEL macro binds: ``.exists(x, ...)``, ``.all(x, ...)``, ...
+_BOUND = re.compile(r"\.(?:all|exists|exists_one|map|filter)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
 #: The longest policy file read.
 MAX_POLICY_BYTES = 4 << 20
 
@@ -193,10 +197,16 @@ class Policy:
                 said.append(f"rule {rule.id!r} requires tool annotations but is about "
                             "no tools: it can never match")
             for condition in (rule.when, rule.arguments):
-                if condition is not None and not condition.reads and \
-                        _constant(condition) is False:
+                if condition is None:
+                    continue
+                if not condition.reads and _constant(condition) is False:
                     said.append(f"rule {rule.id!r}: {condition.text!r} is always false: "
                                 "it can never match")
+                missing = _missing_field(condition)
+                if missing is not None:
+                    said.append(f"rule {rule.id!r}: {condition.text!r} reads a field no "
+                                f"identity or item has ({missing}): it fails, and counts as "
+                                f"{'not matching' if rule.allow else 'matching'}")
         return said
 
 
@@ -280,7 +290,9 @@ def _condition(text: Any, allowed: frozenset[str], what: str) -> Condition | Non
     except ValueError as exc:
         first = str(exc).splitlines()[0]
         raise PolicyError(f"{what} does not compile: {first}") from None
-    reads = frozenset(program.variables())
+    # A macro's own variable (``identity.groups.exists(g, g.startsWith('eng-'))``) is
+    # one the expression binds, not one it reads.
+    reads = frozenset(program.variables()) - frozenset(_BOUND.findall(text))
     stray = sorted(reads - allowed)
     if stray:
         raise PolicyError(f"{what} reads {stray[0]!r}, which is not one of "
@@ -294,6 +306,31 @@ def _constant(condition: Condition) -> bool | None:
         return condition.holds({})
     except Exception:  # noqa: BLE001 - an error is not a constant
         return None
+
+
+#: Every field an identity and an item have (values of the right types), to try a
+#: condition on: one that reads a field neither has fails on it (a misspelt name).
+_SAMPLE = {
+    "identity": {"kind": "user", "subject": "s", "issuer": "", "scopes": [], "groups": [],
+                 "roles": [], "client_id": "", "email": "", "attributes": {}},
+    "item": {"kind": "tool", "server": "s", "name": "n",
+             "annotations": dict(ANNOTATION_DEFAULTS)}}
+
+
+def _missing_field(condition: Condition) -> str | None:
+    """A field the condition reads of ``identity`` or ``item`` that neither has (a
+    misspelt name: ``identity.group``), found by trying it on ``_SAMPLE``."""
+    try:
+        condition.holds(_SAMPLE)
+    except KeyError as exc:
+        name = exc.args[0] if exc.args else None
+        for variable in ("identity", "item"):
+            if isinstance(name, str) and name not in _SAMPLE[variable] and \
+                    re.search(rf"\b{variable}\.{re.escape(name)}\b", condition.text):
+                return f"{variable}.{name}"
+    except Exception:  # noqa: BLE001 - other failures depend on the values: not a typo
+        return None
+    return None
 
 
 def _claims(value: Any, where: str) -> ClaimNames:

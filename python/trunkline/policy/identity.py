@@ -64,7 +64,7 @@ class Identity:
     email: str | None = None
     #: An API key's configured attributes, as sorted pairs (an identity is hashable).
     attributes: tuple[tuple[str, str], ...] = ()
-    _hash: int = field(default=0, compare=False, repr=False)
+    _hash: int = field(default=0, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Every decision looks its identity up: hash it once.
