@@ -323,3 +323,13 @@ def test_macros_bind_their_own_variables_and_a_misspelt_field_is_warned():
     # A name that is neither bound nor known is still refused.
     with pytest.raises(PolicyError, match="reads 'user'"):
         Policy.compile({"rules": [{"id": "u", "allow": ["list"], "when": "user.x == 1"}]})
+
+
+def test_without_a_policy_no_token_is_refused_for_a_claim_nothing_reads():
+    claims = {"iss": "I", "sub": "s", "scope": "a b", "groups": list(map(str, range(900))),
+              "email": ["not", "a", "string"], "azp": "app"}
+    got = from_claims(claims, None)
+    assert (got.subject, got.scopes, got.groups, got.client_id) == ("s", {"a", "b"},
+                                                                    frozenset(), "app")
+    with pytest.raises(IdentityRefused):
+        from_claims(claims, ClaimNames())

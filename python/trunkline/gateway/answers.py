@@ -197,10 +197,11 @@ class Answerer:
         self._unwatch()
         self._unwatch_servers()
 
-    def claim_names(self) -> ClaimNames:
-        """Which token claims carry groups and roles: the policy's (it may be changed)."""
+    def claim_names(self) -> ClaimNames | None:
+        """Which token claims carry groups and roles: the policy's in force (a reload may
+        change it); None without one, when no claim beyond who and scopes is read."""
         policy = self.host.access.policy
-        return policy.claims if policy is not None else ClaimNames()
+        return policy.claims if policy is not None and policy.active else None
 
     def _note_extensions(self, status: Any) -> None:
         if status.state is ServerState.READY:

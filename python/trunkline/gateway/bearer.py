@@ -253,7 +253,7 @@ class Validator:
     def __init__(self, policy: TokenPolicy, key_sources: Mapping[str, KeySource],
                  verify: Callable[[str, Any, str], dict[str, Any] | None] | None = None,
                  clock: Callable[[], float] = time.time,
-                 claim_names: Callable[[], ClaimNames] = ClaimNames) -> None:
+                 claim_names: Callable[[], ClaimNames | None] = ClaimNames) -> None:
         """``claim_names``: which claims carry groups and roles now (the authorization
         policy's, which a reload may change)."""
         self.policy = policy

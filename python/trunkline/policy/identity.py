@@ -12,11 +12,13 @@ Rules:
    dotted name reads a nested object, e.g. Keycloak's ``realm_access.roles``),
    ``client_id`` (``client_id``, else ``azp``), ``email``, and an API key's
    ``attributes``. Nothing else of a token is kept.
-3. A claim of the wrong type (groups that are a number, an email that is a list), more
-   than ``MAX_VALUES`` values in one claim, or a value longer than ``MAX_VALUE_CHARS``
-   refuses the token with ``IdentityRefused`` naming the claim and what is wrong: a
-   decision is never made on part of a claim, and never on a claim read loosely. A string
-   where a list is expected is one value.
+3. Under a policy, a claim of the wrong type (groups that are a number, an email that is
+   a list), more than ``MAX_VALUES`` values in one claim, or a value longer than
+   ``MAX_VALUE_CHARS`` refuses the token with ``IdentityRefused`` naming the claim and
+   what is wrong: a decision is never made on part of a claim, and never on a claim read
+   loosely. A string where a list is expected is one value. Without a policy nothing
+   decides by them: only the issuer, subject and scopes are read, and no token is refused
+   for the rest.
 4. Identities are values: equal fields, equal identity, and the same decisions (the
    decision cache is keyed by the identity itself, so two tokens of one user with other
    scopes are decided apart).
@@ -123,11 +125,21 @@ class Identity:
 LOCAL = Identity(LOCAL_KIND, "local")
 
 
-def from_claims(claims: Mapping[str, Any], names: ClaimNames | None = None) -> Identity:
+def from_claims(claims: Mapping[str, Any], names: ClaimNames | None = ClaimNames()
+                ) -> Identity:
     """The identity of a verified access token's claims (rules 2-3); ``iss`` and ``sub``
-    were checked already. Raises ``IdentityRefused``."""
-    names = names or ClaimNames()
+    were checked already. Raises ``IdentityRefused``. ``names`` None: no policy reads
+    the claims, so only who it is (``iss``, ``sub``) and its scopes are read, loosely:
+    a token is never refused for a claim nothing decides by."""
     issuer, subject = claims["iss"], claims["sub"]
+    if names is None:
+        scopes = claims.get("scope", claims.get("scp"))
+        values = scopes.split() if isinstance(scopes, str) else \
+            scopes if isinstance(scopes, list) else []
+        client = claims.get("client_id", claims.get("azp"))
+        return Identity(OAUTH, subject, issuer,
+                        frozenset(v for v in values if isinstance(v, str)),
+                        client_id=client if isinstance(client, str) else None)
     scopes = _strings(claims, "scope", split=True) if "scope" in claims else \
         _strings(claims, "scp", split=True)
     client = claims.get("client_id", claims.get("azp"))
