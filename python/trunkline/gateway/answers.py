@@ -54,7 +54,7 @@ from ..parent.host import Host
 from ..parent.mrtr import InputRequired
 from ..parent.results import CallToolResult
 from ..parent.tasks import ToolTask
-from ..policy.decisions import Allowed, Denied, Item, tool_item
+from ..policy.decisions import Allowed, Denied, Item
 from ..policy.identity import LOCAL, ClaimNames, Identity
 from ..protocol.listen import FILTERS, RESOURCE_SUBSCRIPTIONS, RESOURCE_UPDATED
 from ..protocol.mrtr import CAPABILITY_OF
@@ -368,11 +368,12 @@ class Answerer:
         name no tool has is (a refusal naming its server would tell it is there)."""
         if not isinstance(name, str):
             return None
-        server = self.host.server_of(name)
-        if server is not None and self.host.access.active and \
-                not self._callable_name(name, identity):
+        if not self.host.access.active:
+            return self.host.server_of(name)
+        entry = self.host.tool_entry(name)
+        if entry is None or not self.host.access.may_list_tool(identity, entry):
             return None
-        return server
+        return entry.server
 
     def _callable_name(self, name: str, identity: Identity) -> bool:
         """Whether ``call_tool`` goes on to call ``name``: a tool in the catalog (or one
@@ -381,7 +382,7 @@ class Answerer:
         if not self.host.access.active:
             return self.host.server_of(name) is not None or name in self._owners
         entry = self.host.tool_entry(name)
-        return entry is not None and self.host.access.may_list(identity, tool_item(entry))
+        return entry is not None and self.host.access.may_list_tool(identity, entry)
 
     def admit_call(self, request: p.Request, client_key: Hashable
                    ) -> Admitted | p.InBandError:

@@ -223,6 +223,12 @@ class Access:
             return True
         return type(self.verdict(self.view(identity), item).listed) is Allowed
 
+    def may_list_tool(self, identity: Identity | None, entry: Any) -> bool:
+        """``may_list`` for a catalog ``ToolEntry`` (no ``Item`` made once decided)."""
+        if not self.active:
+            return True
+        return type(self.tool_verdict(self.view(identity), entry).listed) is Allowed
+
     def may_call(self, identity: Identity | None, item: Item,
                  arguments: Mapping[str, Any] | None = None, *, count: bool = True
                  ) -> Decision:
