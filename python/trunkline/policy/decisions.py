@@ -245,10 +245,17 @@ class Access:
         """``may_call`` for a catalog ``ToolEntry``."""
         if not self.active:
             return NO_POLICY
+        # On every call: the common case (decided already, no arguments rule) inline.
         view = self.view(identity)
-        verdict = self.tool_verdict(view, entry)
-        return self._counted(view, verdict, None if verdict.call is not None
-                             else tool_item(entry), arguments, count)
+        verdict = view.verdicts.get(("tool", entry.server, entry.local_name))
+        if verdict is None:
+            verdict = self.verdict(view, tool_item(entry))
+        decision = verdict.call
+        if decision is None:
+            return self._counted(view, verdict, tool_item(entry), arguments, count)
+        if count:
+            self.counts["allowed" if type(decision) is Allowed else "denied"] += 1
+        return decision
 
     def _counted(self, view: IdentityView, verdict: Verdict, item: Item | None,
                  arguments: Mapping[str, Any] | None, count: bool) -> Decision:
