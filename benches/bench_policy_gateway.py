@@ -82,6 +82,7 @@ import pytest
 import formats
 import gateway_instructions
 import gateway_load
+from bench_policy_engines import GROUPS, SCOPES  # the same kinds of identity
 from trunkline.catalog.model import ToolEntry
 from trunkline.gateway.api_keys import ApiKeys, read_api_keys
 from trunkline.policy import Access, Identity, Policy
@@ -92,11 +93,6 @@ KEYS = 1_000
 SERVERS = ("echo", "github", "gitlab", "tickets", "wiki", "slack", "files", "postgres", "s3",
            "kubernetes")
 TOOLS_PER_SERVER = 20
-GROUPS = ("support", "eng", "sre", "data", "security", "sales", "finance", "legal", "hr",
-          "design", "product", "qa", "ops", "research", "marketing", "exec", "interns",
-          "contractors", "partners", "admins")
-SCOPES = ("admin", "write", "read", "tickets", "deploy", "billing", "pii", "export",
-          "audit", "ops")
 ROLES = ("cluster-admin", "dba", "auditor")
 ORGS = (("acme", 8), ("globex", 2))
 REGIONS = ("eu", "us", "apac")

@@ -29,6 +29,21 @@ def modern_meta(**extra: Any) -> dict[str, Any]:
     return {PV: MODERN, CAPS: {}, **extra}
 
 
+async def last_document(*argv: str, timeout: float = 120, **options: Any) -> dict[str, Any]:
+    """Run ``argv`` (``options`` as for ``create_subprocess_exec``) to its end, within
+    ``timeout`` seconds; the JSON document it printed last (a failure: its stderr's end)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, **options)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    finally:
+        if proc.returncode is None:  # a failed test: never leave it behind
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
 def fleet_config(tmp_path: Path, servers: dict[str, StdioParams],
                  allow_legacy: tuple[str, ...] = ()) -> Path:
     """An ``mcpServers`` file naming ``servers``; those in ``allow_legacy`` allowlisted

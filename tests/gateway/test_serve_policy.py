@@ -30,7 +30,7 @@ from test_serve_ts_clients import CLIENT_DIR, CLIENT_SRC, node_document, require
 
 import realpeers
 from conftest import PEERS, run, scripted
-from gateways import JSON_ONLY, HttpGateway, modern_meta
+from gateways import JSON_ONLY, HttpGateway, last_document, modern_meta
 from mcp_schema import LEGACY, MODERN
 from oidc import GROUPS, MANY_GROUPS, start_provider
 
@@ -229,18 +229,9 @@ CLIENTS = {
 
 
 async def python_client(venv: Path, url: str, plan: list[dict[str, Any]]) -> dict[str, Any]:
-    proc = await asyncio.create_subprocess_exec(
-        str(venv / "bin" / "python"), str(PEERS / "sdk_policy_client.py"), url,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "SDK_POLICY_PLAN": json.dumps(plan)})
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 180)
-    finally:
-        if proc.returncode is None:  # a failed test: never leave it behind
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, err.decode()[-3000:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    return await last_document(str(venv / "bin" / "python"), str(PEERS / "sdk_policy_client.py"),
+                               url, timeout=180,
+                               env={**os.environ, "SDK_POLICY_PLAN": json.dumps(plan)})
 
 
 async def ts_policy_client(major: str, url: str, plan: list[dict[str, Any]]

@@ -18,7 +18,7 @@ from scripted import BUILTIN_TOOLS
 
 import realpeers
 from conftest import PEERS, run, scripted
-from gateways import HttpGateway, alive_with, fleet_config, real_server
+from gateways import HttpGateway, alive_with, fleet_config, last_document, real_server
 from mcp_schema import LEGACY, MODERN
 
 CLIENT_SRC = PEERS / "ts-client"
@@ -54,17 +54,7 @@ async def ts_client(major: str, tool: str, arguments: dict[str, Any], *target: s
 async def node_document(*argv: str, **options: Any) -> dict[str, Any]:
     """Run Node with ``argv`` (``options`` as for ``create_subprocess_exec``) to its end;
     the JSON document it printed last."""
-    proc = await asyncio.create_subprocess_exec(
-        realpeers.NODE, *argv, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, **options)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
-    finally:
-        if proc.returncode is None:  # a failed test: never leave it behind
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0, err.decode()[-3000:]
-    return json.loads(out.decode().strip().splitlines()[-1])
+    return await last_document(realpeers.NODE, *argv, **options)
 
 
 async def gone(*markers: str, seconds: float = 30) -> bool:
