@@ -23,9 +23,11 @@ from httppeers import http_peer  # noqa: F401 - a fixture
 from otelsdk import Recorded, meta_of, traceparent
 from trunkline import Host, http
 from trunkline.gateway.answers import Answerer
+from trunkline.gateway.api_keys import ApiKey, ApiKeys
 from trunkline.gateway.http import HttpFace
 from trunkline.gateway.http_rules import SessionSigner
 from trunkline.params import stdio
+from trunkline.policy import Identity
 from trunkline.protocol import NegotiationConfig
 from trunkline.settings import HostSettings
 
@@ -141,4 +143,48 @@ def test_gateway_continues_the_clients_trace_upstream(no_leaks, tmp_path):
     listed = next(s for s in rec.spans("tools/list") if s.kind is SpanKind.SERVER)
     assert listed.attributes["jsonrpc.request.id"] == "8"
     assert "error.type" not in listed.attributes
+    rec.shutdown()
+
+
+def test_the_server_span_says_who_the_request_speaks_for(no_leaks):
+    """An API key's identity is on the gateway's SERVER span (``enduser.id``, its kind),
+    never on a metric (one series per user would have no bound), and never the key."""
+    realpeers.require(realpeers.MODERN_PY_ECHO)
+    server = stdio(*realpeers.MODERN_PY_ECHO.argv, env=dict(realpeers.MODERN_PY_ECHO.env))
+    rec = Recorded()
+    key = "ci-bot-secret-0123456789"
+
+    async def main():
+        async with Host(settings=SETTINGS, telemetry=rec.options()) as host:
+            await host.add_server("echo", server)
+            answerer = Answerer(host, server_info={"name": "gw", "version": "1"},
+                                transport="tcp")
+            face = HttpFace(answerer, bind="127.0.0.1", port=0,
+                            api_keys=ApiKeys([ApiKey(Identity.api_key("ci-bot"),
+                                                     key.encode())]),
+                            signer=SessionSigner(secrets.token_bytes(32)),
+                            max_body_bytes=1 << 20)
+            url = await face.start()
+            try:
+                message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": {"text": "hi"},
+                                      "_meta": modern_meta()}}
+                async with aiohttp.ClientSession() as session:
+                    async with session.post(url, json=message, headers={
+                            **HttpGateway.modern_headers(message, "application/json"),
+                            "Authorization": f"Bearer {key}"}) as response:
+                        assert (await response.json())["result"]["content"][0]["text"] == "hi"
+            finally:
+                await face.stop()
+                answerer.close()
+    run(main())
+    served = next(s for s in rec.spans("tools/call echo") if s.kind is SpanKind.SERVER)
+    assert served.attributes["enduser.id"] == "ci-bot"
+    assert served.attributes["trunkline.identity.kind"] == "api_key"
+    assert "trunkline.identity.issuer" not in served.attributes
+    for name in ("mcp.server.operation.duration", "mcp.client.operation.duration"):
+        for point in rec.points(name):
+            assert "enduser.id" not in point.attributes
+    everything = repr([dict(s.attributes) for s in rec.spans()])
+    assert key not in everything
     rec.shutdown()

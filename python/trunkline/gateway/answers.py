@@ -241,7 +241,7 @@ class Answerer:
         if request.method in FLEET_METHODS:
             return None
         record = self.host.serve_record(request.method, request.params, request.id,
-                                        request.version, self.transport)
+                                        request.version, self.transport, request.identity)
         answer = self._immediate(request)
         if record is not None:
             record.answered(answer)
@@ -648,7 +648,7 @@ class Answerer:
         # The SERVER span: its context (from the request's _meta, else the face's) is
         # current while the work runs, so the host's CLIENT span continues the trace.
         record = self.host.serve_record(request.method, request.params, request.id,
-                                        request.version, self.transport)
+                                        request.version, self.transport, request.identity)
         held = False  # the request's place is kept past its answer (a held round)
         result: Any = None
         auditor = self.auditor if request.method in AUDITED else None

@@ -1103,11 +1103,12 @@ class Host:
             return None
 
     def serve_record(self, method: str, params: Mapping[str, Any], request_id: Any,
-                     version: str | None, transport: str | None = None
-                     ) -> CallRecord | None:
+                     version: str | None, transport: str | None = None,
+                     identity: Identity | None = None) -> CallRecord | None:
         """The record of one request a gateway serves on this host's behalf (its SERVER
-        span and server metrics), when telemetry is on; None when it is off."""
-        return self.telemetry.serve(method, params, request_id, version, transport)
+        span, with who it speaks for, and server metrics), when telemetry is on; None
+        when it is off."""
+        return self.telemetry.serve(method, params, request_id, version, transport, identity)
 
     def incoming_trace(self, headers: Mapping[str, str]) -> Context | None:
         """The trace context an HTTP request's W3C headers (lower-cased names) carry, when

@@ -35,6 +35,11 @@ REQUEST_ID = "jsonrpc.request.id"
 PROTOCOL_VERSION = "mcp.protocol.version"
 SESSION_ID = "mcp.session.id"
 TRANSPORT = "network.transport"
+#: Who a request a gateway serves speaks for (its token's subject, its API key's name);
+#: on the SERVER span only, never a metric's attribute (one series per user).
+ENDUSER_ID = "enduser.id"
+IDENTITY_KIND = "trunkline.identity.kind"
+IDENTITY_ISSUER = "trunkline.identity.issuer"
 NET_PROTOCOL_NAME = "network.protocol.name"
 NET_PROTOCOL_VERSION = "network.protocol.version"
 SERVER_ADDRESS = "server.address"

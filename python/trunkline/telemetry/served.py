@@ -39,8 +39,11 @@ class Providers(Protocol):
 
 
 def record(providers: Providers, method: str, params: Mapping[str, Any], request_id: Any,
-           version: str | None, transport: str | None = None) -> CallRecord | None:
-    """The record of one request the gateway serves (None: telemetry is off)."""
+           version: str | None, transport: str | None = None,
+           identity: Any = None) -> CallRecord | None:
+    """The record of one request the gateway serves (None: telemetry is off);
+    ``identity``: who it speaks for (``policy.Identity``), on its span (none for
+    ``local``: nobody authenticated)."""
     tracer = providers.tracer()
     instruments = providers.instruments()
     if tracer is None and instruments is None:
@@ -52,6 +55,11 @@ def record(providers: Providers, method: str, params: Mapping[str, Any], request
         attributes[c.PROTOCOL_VERSION] = version
     if transport is not None:
         attributes[c.TRANSPORT] = transport
+    if identity is not None and identity.kind != "local":
+        attributes[c.ENDUSER_ID] = identity.subject
+        attributes[c.IDENTITY_KIND] = identity.kind
+        if identity.issuer is not None:
+            attributes[c.IDENTITY_ISSUER] = identity.issuer
     parent = links = None
     meta = params.get("_meta")
     if tracer is not None and isinstance(meta, dict) and "traceparent" in meta:
