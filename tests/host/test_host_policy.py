@@ -105,3 +105,24 @@ def test_a_host_from_a_configuration_takes_its_policy(tmp_path, no_leaks):
             with pytest.raises(ToolHidden):
                 await host.call_tool("get_current_time", {"timezone": "UTC"})
     run(main())
+
+
+def test_prompts_and_resources_are_decided_per_identity_too(no_leaks):
+    policy = Policy.compile({"rules": [
+        {"id": "about", "allow": ["list", "call"], "resources": ["echo://about"]},
+        {"id": "greet", "allow": ["list", "call"], "prompts": ["echo/greet"],
+         "when": "'support' in identity.groups"}]})
+
+    async def main():
+        async with Host(settings=SETTINGS, policy=policy) as host:
+            await host.add_server("echo", real(realpeers.MODERN_PY_ECHO))
+            read = await host.read_resource("echo", "echo://about", identity=OTHER)
+            assert "trunkline modern echo peer" in str(read)
+            with pytest.raises(NotPermitted) as refused:
+                await host.read_resource("echo", "echo://items/apple", identity=SUPPORT)
+            assert refused.value.rule is None
+            got = await host.get_prompt("echo", "greet", {"name": "Ada"}, identity=SUPPORT)
+            assert "Ada" in str(got)
+            with pytest.raises(NotPermitted):
+                await host.get_prompt("echo", "greet", {"name": "Ada"}, identity=OTHER)
+    run(main())

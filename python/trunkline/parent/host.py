@@ -43,7 +43,7 @@ from ..errors import (
 from ..loop.awaitables import raising
 from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
-from ..policy.decisions import Access, Allowed, Denied
+from ..policy.decisions import Access, Allowed, Denied, Item
 from ..policy.document import Policy
 from ..policy.identity import Identity
 from ..protocol.identity import ClientIdentity
@@ -1024,18 +1024,35 @@ class Host:
             raise ValueError(f"server {server!r} offers no resource subscriptions")
         return handle.resources.watch(uris, on_updated)
 
-    async def read_resource(self, server: str, uri: str, *,
-                            timeout: float | None = None) -> dict[str, Any]:
-        """``resources/read`` on one server; the result (``contents``) as sent."""
+    async def read_resource(self, server: str, uri: str, *, timeout: float | None = None,
+                            identity: Identity | None = None) -> dict[str, Any]:
+        """``resources/read`` on one server; the result (``contents``) as sent. With a
+        policy, a resource ``identity`` may not read raises ``NotPermitted`` before
+        anything is sent."""
+        self._may_use(identity, Item("resource", server, uri), "resources/read")
         return await self.request(server, "resources/read", {"uri": uri}, timeout=timeout)
 
     async def get_prompt(self, server: str, name: str, arguments: Mapping[str, str] | None = None,
-                         *, timeout: float | None = None) -> dict[str, Any]:
-        """``prompts/get`` on one server; the result (``messages``) as sent."""
+                         *, timeout: float | None = None,
+                         identity: Identity | None = None) -> dict[str, Any]:
+        """``prompts/get`` on one server; the result (``messages``) as sent. With a
+        policy, a prompt ``identity`` may not use raises ``NotPermitted`` first."""
+        self._may_use(identity, Item("prompt", server, name), "prompts/get")
         body: dict[str, Any] = {"name": name}
         if arguments:
             body["arguments"] = dict(arguments)
         return await self.request(server, "prompts/get", body, timeout=timeout)
+
+    def _may_use(self, identity: Identity | None, item: Item, method: str) -> None:
+        """Raise ``NotPermitted`` unless the policy lets ``identity`` use ``item`` (the
+        caller is the application, which may know what exists: hidden and refused alike)."""
+        if not self.access.active:
+            return
+        decision = self.access.may_call(identity, item)
+        if isinstance(decision, Denied):
+            raise NotPermitted(f"using {item.kind} {item.name!r} is not permitted",
+                               tool=item.name, rule=decision.rule, server=item.server,
+                               method=method)
 
     # -- skills (MCP's skills extension, io.modelcontextprotocol/skills) -------------------
 
