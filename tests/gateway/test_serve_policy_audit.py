@@ -264,3 +264,30 @@ def test_hidden_prompts_and_resources_are_answered_as_missing_ones(tmp_path, gat
         finally:
             await gw.stop()
     run(main())
+
+
+def test_tool_search_calls_are_recorded_too(tmp_path, gateways):
+    """With ``--tool-search``, a ``call_tool`` of a tool the identity may not see is
+    refused by the gateway itself, and still leaves its record: the real tool named."""
+    config = write_fleet(tmp_path, POLICY)
+    trail = tmp_path / "audit.jsonl"
+
+    async def main():
+        gw = await HttpGateway.start(config, gateways, "--api-key-file",
+                                     str(tmp_path / "keys.json"), "--tool-search",
+                                     "--audit", str(trail))
+        try:
+            _, body = await call(gw, READER, "call_tool",
+                                 {"name": "sleep", "arguments": {"ms": 1}}, 1)
+            assert orjson.loads(body)["result"]["isError"] is True
+            _, body = await call(gw, SUPPORT, "call_tool",
+                                 {"name": "echo", "arguments": {"text": "x"}}, 2)
+            assert orjson.loads(body)["result"].get("isError") is not True
+            got = {r["request_id"]: r for r in await records(trail, 2)}
+        finally:
+            await gw.stop()
+        assert (got[1]["decision"], got[1]["error"], got[1]["target"]) == (
+            "denied", "ToolHidden", "sleep")
+        assert (got[2]["decision"], got[2]["rule"], got[2]["target"]) == (
+            "allowed", "echo-for-support", "echo")
+    run(main())

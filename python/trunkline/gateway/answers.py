@@ -359,6 +359,13 @@ class Answerer:
         called = tool_search.call_arguments(arguments)
         if isinstance(called, tuple) and self._callable_name(called[0], request.identity):
             return called
+        if isinstance(called, tuple) and self.auditor is not None:
+            # Refused here, not behind, as the host would have: hidden, or not there.
+            entry = self.host.tool_entry(called[0])
+            hidden = self.host.access.may_call_tool(request.identity, entry, count=False) \
+                if entry is not None else None
+            self.auditor.refused(request, None, "denied", getattr(hidden, "rule", None),
+                                 "ToolHidden" if entry is not None else "UnknownTool")
         refusal = called if isinstance(called, dict) else tool_search.unknown_tool(called[0])
         return p.response(request.id, p.served_result(refusal, request.era, CALL))
 
