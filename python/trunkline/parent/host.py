@@ -816,10 +816,9 @@ class Host:
 
         ``call_tool`` on such a tool waits for the task itself (within its timeout; a
         caller that stops waiting cancels the task upstream)."""
-        request = CallRequest(  # in field order (see CallRequest)
-            "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
-            on_log, call_input, identity=identity, detached=True)
-        result: ToolTask | CallToolResult = await self._routed(request, trace_context)
+        result: ToolTask | CallToolResult = await self._start(
+            name, arguments, timeout, call_input, on_progress, log_level, on_log,
+            trace_context, identity)
         return result
 
     async def start_tool_relayed(
@@ -841,12 +840,22 @@ class Host:
         at once) come back as ``InputRequired``, and the caller's next call carries the
         answers; the input the task asks for later is kept in its
         ``status.input_requests`` for ``ToolTask.respond``."""
+        result: ToolTask | CallToolResult | InputRequired = await self._start(
+            name, arguments, timeout, call_input, on_progress, log_level, on_log,
+            trace_context, identity)
+        return result
+
+    def _start(self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None,
+               call_input: CallInput | None, on_progress: ProgressCallback | None,
+               log_level: str | None, on_log: Callable[[dict[str, Any]], None] | None,
+               trace_context: Mapping[str, str] | None, identity: Identity | None
+               ) -> Coroutine[Any, Any, Any]:
+        """The call of ``start_tool`` and ``start_tool_relayed``: one whose task is the
+        caller's (``detached``)."""
         request = CallRequest(  # in field order (see CallRequest)
             "tools/call", name, arguments, timeout, None, None, on_progress, log_level,
             on_log, call_input, identity=identity, detached=True)
-        result: ToolTask | CallToolResult | InputRequired = await self._routed(
-            request, trace_context)
-        return result
+        return self._routed(request, trace_context)
 
     def resume_task(self, tool: str, task_id: str, *,
                     call_input: CallInput | None = None) -> ToolTask:
