@@ -75,12 +75,18 @@ _BAD_GROUPS: dict[str, Any] = {"many-groups": [f"g{n}" for n in range(MANY_GROUP
                                "odd-groups": 42}
 
 
-def _config(dead_issuer: str) -> dict[str, Any]:
+def _config(dead_issuer: str, interactive: bool) -> dict[str, Any]:
     usual = {"sub": "${clientId}", "aud": "${resource}", "scope": "${scope}"}
+    # A person's token (the login form's user) and an exchanged one (its subject's) keep
+    # their subject: only the audience is the resource asked for.
+    for_a_person = [{"requestParam": "grant_type", "match": grant, "claims": {"aud": "${resource}"}}
+                    for grant in ("authorization_code", "refresh_token",
+                                  "urn:ietf:params:oauth:grant-type:token-exchange")]
     grouped = [{"requestParam": "client_id", "match": client, "claims": {**usual, "groups": groups}}
                for client, groups in {**GROUPS, **_BAD_GROUPS}.items()]
-    return {"interactiveLogin": False, "httpServer": "NettyWrapper", "tokenCallbacks": [{
+    return {"interactiveLogin": interactive, "httpServer": "NettyWrapper", "tokenCallbacks": [{
         "issuerId": "default", "tokenExpiry": 300, "requestMappings": [
+            *for_a_person,
             {"requestParam": "client_id", "match": "expired",
              "claims": {**usual, "exp": int(time.time()) - 3600,
                         "nbf": int(time.time()) - 7200}},
@@ -93,14 +99,17 @@ def _config(dead_issuer: str) -> dict[str, Any]:
         ]}]}
 
 
-def start_provider() -> Provider:
+def start_provider(*, interactive: bool = False) -> Provider:
     """The provider, once its discovery document answers; ``pytest.fail`` when it is not
-    installed."""
+    installed. ``interactive``: its authorization endpoint shows a login form (a user name,
+    which becomes the token's ``sub``, and claims), as a person's sign-in needs; else it
+    redirects at once."""
     if not (LIB / "mock-oauth2-server-6.0.2.jar").is_file():
         pytest.fail("mock-oauth2-server is not installed: run .ci/install-oidc")
     port, dead_port = free_port(), free_port()
     env = {**os.environ, "SERVER_HOSTNAME": "127.0.0.1", "SERVER_PORT": str(port),
-           "JSON_CONFIG": json.dumps(_config(f"http://127.0.0.1:{dead_port}/default"))}
+           "JSON_CONFIG": json.dumps(_config(f"http://127.0.0.1:{dead_port}/default",
+                                             interactive))}
     # Its output to a file: a pipe nobody reads could fill and stall it.
     with tempfile.TemporaryFile() as log:  # the child keeps its own copy
         proc = subprocess.Popen(["java", "-XX:TieredStopAtLevel=1", "-cp", f"{LIB}/*", MAIN],

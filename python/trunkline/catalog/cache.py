@@ -116,6 +116,14 @@ class ToolCache:
             entries.popitem(last=False)
         return True
 
+    def forget_context(self, server: str, auth_context: AuthContext) -> None:
+        """Forget ``auth_context``'s own (``private``) listings of ``server``: its
+        credential there changed (a sign-in, a revocation)."""
+        entries = self._entries.get(server)
+        if entries:
+            for key in [k for k in entries if k[0] == "private" and k[2] == auth_context]:
+                del entries[key]
+
     def generation(self, server: str) -> int:
         """Bumped by every ``invalidate``/``drop``; pass it to ``put`` to catch races."""
         return self._generations.get(server, 0)

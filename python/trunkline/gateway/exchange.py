@@ -8,7 +8,8 @@ Rules:
 
 1. Headers are looked up by lower-case name; of a repeated header the first value counts;
    a value is without the whitespace around it (RFC 9110 5.5: it is not part of the
-   value; the parser keeps what trails it). The path is percent-decoded.
+   value; the parser keeps what trails it). The path is percent-decoded;
+   the query (``query``) is kept as sent.
 2. The body is kept as it arrives, up to the server's limit; past it the rest is counted
    and dropped, and ``body`` answers ``None`` as soon as it is past (the caller answers
    413; the connection closes after it, lingering so that a client still sending reads
@@ -82,7 +83,7 @@ def _encoded(headers: Mapping[str, str]) -> bytes:
 class Exchange:
     """One request and its response."""
 
-    __slots__ = ("method", "path", "headers", "gone", "identity", "keep_alive", "handler",
+    __slots__ = ("method", "path", "query", "headers", "gone", "identity", "keep_alive", "handler",
                  "internal", "_conn", "_chunked", "_started", "_complete", "_armed", "_lost",
                  "_chunks", "_size", "_limit", "_ended", "_arrived", "_continue_sent")
 
@@ -91,6 +92,8 @@ class Exchange:
                  ) -> None:
         self.method = method
         self.path = path
+        #: The request target's query, as sent (not decoded); "" when it has none.
+        self.query = ""
         self.headers = headers
         #: Passed on by a sibling gateway process (``siblings``), not from a client.
         self.internal = internal

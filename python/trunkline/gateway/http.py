@@ -57,8 +57,10 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ..auth.user_sign_in import SignIns
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
+from ..parent.user_credentials import SubjectTokens
 from ..policy.identity import Identity
 from . import bearer
 from . import protocol as p
@@ -80,6 +82,7 @@ from .legacy_sessions import LegacyRequests, LegacySessions
 from .processes import bind_socket, bind_unix_socket
 from .replies import Handled, Handler, HttpReply, answer, json_reply, refusal
 from .siblings import Siblings
+from .sign_in_pages import SignInPages
 
 log = logging.getLogger("trunkline.gateway")
 
@@ -98,13 +101,18 @@ class HttpFace:
                  names: Iterable[str] = (), sock: socket.socket | None = None,
                  oauth: bearer.ResourceSettings | None = None,
                  metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None,
-                 siblings: Siblings | None = None) -> None:
+                 siblings: Siblings | None = None,
+                 sign_ins: SignIns | None = None,
+                 subject_tokens: SubjectTokens | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
         gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
         tokens from these issuers are accepted (besides API keys, if any). ``metrics``:
         the Prometheus page (body, content type), served at ``/metrics`` to whoever passes
         the same checks as ``/mcp``. ``siblings``: the other copies of this
-        ``serve --processes N``, to which requests whose state they hold are passed."""
+        ``serve --processes N``, to which requests whose state they hold are passed.
+        ``sign_ins``: where users sign in to ``per_user`` servers (its two pages are
+        served, ``sign_in_pages``); ``subject_tokens``: where each OAuth caller's token is
+        kept for servers that exchange it."""
         self._answerer = answerer
         self._bind, self._port = bind, port
         self._sock = sock
@@ -161,6 +169,11 @@ class HttpFace:
             "/readyz": {"GET": self._readyz},
             "/status": {"GET": self._status},
         }
+        self._sign_in_pages = SignInPages(sign_ins) if sign_ins is not None else None
+        self._subject_tokens = subject_tokens
+        if sign_ins is not None:
+            # The name browsers reach it by, for the sign-in pages.
+            self._hosts.add((urlsplit(sign_ins.base_url).hostname or "").lower())
         self._metrics_page = metrics
         if metrics is not None:
             self._routes["/metrics"] = {"GET": self._metrics}
@@ -228,6 +241,9 @@ class HttpFace:
                     reply = answer(answered)
                 else:
                     result = orjson.dumps(answered)
+            elif methods is None and self._sign_in_pages is not None and \
+                    self._sign_in_pages.serves(exchange.path):
+                reply = self._screen(exchange) or await self._sign_in_pages(exchange)
             elif methods is None:
                 reply = HttpReply(404)
             else:
@@ -314,6 +330,9 @@ class HttpFace:
         verdict = await self._validator.check(authorization)
         if isinstance(verdict, Identity):
             request.identity = verdict
+            if self._subject_tokens is not None and authorization is not None:
+                # Kept for the servers that trade it (``exchange``): valid, just checked.
+                self._subject_tokens.keep(verdict, authorization.partition(" ")[2].strip())
             return None
         # The reason only: never the token (a flood of bad ones is not worth more).
         log.debug("%s %s refused: %s", request.method, request.path, verdict.reason)

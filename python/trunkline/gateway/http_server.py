@@ -322,13 +322,18 @@ class Connection(asyncio.Protocol):
             self._refuse(400, "an Upgrade with a body is not served here")
             return
         path = _PATHS.get(self._url)
+        query = ""
         if path is None:
             try:
-                path = unquote(httptools.parse_url(self._url).path.decode("latin-1"))
+                parsed = httptools.parse_url(self._url)
             except httptools.HttpParserInvalidURLError:
                 self._refuse(400, "malformed request target")
                 return
-            if len(_PATHS) < _MAX_PATHS:
+            path = unquote(parsed.path.decode("latin-1"))
+            if parsed.query:
+                # A query is one request's own (a sign-in's callback): not cached.
+                query = parsed.query.decode("latin-1")
+            elif len(_PATHS) < _MAX_PATHS:
                 _PATHS[self._url] = path
         keep_alive = parser.should_keep_alive()
         exchange = Exchange(
@@ -338,6 +343,8 @@ class Connection(asyncio.Protocol):
             chunked_ok=(keep_alive and "connection" not in headers)
             or parser.get_http_version() != "1.0",
             limit=self._server.max_body, internal=self._server.internal)
+        if query:
+            exchange.query = query
         self._parsing = exchange
         self._waiting.append(exchange)
         if self._wake is not None:

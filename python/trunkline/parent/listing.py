@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import replace
 
 import orjson
@@ -72,6 +72,7 @@ from ..errors import (
     UnknownTool,
 )
 from ..loop.tasks import TaskScope, gather_all
+from ..policy.identity import Identity
 from ..protocol.backoff import Backoff
 from ..protocol.reply import Reply
 from ..protocol.retry import Attempt, RetryPolicy, plan_call
@@ -138,6 +139,10 @@ class CatalogKeeper:
         self._listed_generation: dict[str, int] = {}
         #: Servers being added (or retried): their first listing is the adder's job.
         self.adding: set[str] = set()
+        #: Servers whose tools each identity lists as itself (``list_as``): their
+        #: credentials are each user's (``ServerConfig.credentials``), so nothing lists
+        #: them for everyone.
+        self.per_user: frozenset[str] = frozenset()
         self.catalog = build_catalog([], policy=policy)
 
     @property
@@ -194,14 +199,55 @@ class CatalogKeeper:
 
     async def list_server(self, name: str) -> None:
         """List one server (every page, within ``list_timeout_s`` in all), screen the
-        listing and keep it; raises what failed it."""
+        listing and keep it; raises what failed it. A server whose tools are each
+        user's (``per_user``) is listed per identity (``list_as``), never here."""
         handle = self._servers.handle(name)
-        era = handle.era
-        if era is None:
+        if handle.era is None or name in self.per_user:
             return
+        generation = self._cache.generation(name)
+        listing, received_at = await self._fetch(handle)
+        screening = await self._screen(handle, listing)
+        self._say(name, listing, screening)
+        self._cache.put(name, None, listing, received_at, generation=generation)
+        self._listings[name] = listing
+        self._screenings[name] = screening
+        self._listed_generation[name] = handle.generation
+
+    async def list_as(self, name: str, identity: Identity) -> Screening:
+        """``name``'s tools as ``identity`` sees them: the cached listing it may use (its
+        own, or a ``public`` one), else listed with its own credential and cached (a
+        ``private`` answer for it alone), screened as any listing is. Raises what failed
+        it (``sign_in_required``: it has no credential there yet)."""
+        handle = self._servers.handle(name)
+        now = asyncio.get_running_loop().time()
+        context = identity.key
+        listing = self._cache.get(name, context, now, protocol_version=handle.version)
+        if listing is None:
+            generation = self._cache.generation(name)
+            listing, received_at = await self._fetch(handle, identity)
+            self._cache.put(name, context, listing, received_at, generation=generation)
+        return await self._screen(handle, listing)
+
+    def forget_context(self, name: str, context: Hashable) -> None:
+        """``context``'s own listing of ``name`` is no longer good (its credential there
+        changed)."""
+        self._cache.forget_context(name, context)
+
+    def fresh_for(self, name: str, context: Hashable) -> bool:
+        """Whether a listing of ``name`` that ``context`` may use is cached and fresh."""
+        handle = self._servers.handle(name)
+        now = asyncio.get_running_loop().time()
+        return self._cache.get(name, context, now, protocol_version=handle.version) is not None
+
+    async def _fetch(self, handle: WorkerHandle, identity: Identity | None = None
+                     ) -> tuple[ToolListing, float]:
+        """Every page of ``handle``'s tools (as ``identity``, with its own credential),
+        within ``list_timeout_s`` in all, and when its first page came."""
+        name = handle.name
+        era = handle.era
+        assert era is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.list_timeout_s
-        generation = self._cache.generation(name)
         driver = ListingDriver(name, era, protocol_version=handle.version,
                                task_calls=handle.task_mode == "legacy")
         received_at: float | None = None
@@ -217,7 +263,8 @@ class CatalogKeeper:
 
             def list_page(attempt: Attempt, params: bytes = params) -> Awaitable[Reply]:
                 return handle.slots.request("tools/list", params,
-                                            timeout=max(attempt.remaining_s or 0.0, 0.001))
+                                            timeout=max(attempt.remaining_s or 0.0, 0.001),
+                                            identity=identity)
 
             listed = run_with_retries(
                 list_page, plan_call(self._retry_policy, "tools/list", deadline=deadline))
@@ -230,13 +277,7 @@ class CatalogKeeper:
             received_at = loop.time() if received_at is None else received_at
             more = driver.add_page(reply.decode(server=name, method="tools/list"))
         assert received_at is not None
-        listing = driver.finish()
-        screening = await self._screen(handle, listing)
-        self._say(name, listing, screening)
-        self._cache.put(name, None, listing, received_at, generation=generation)
-        self._listings[name] = listing
-        self._screenings[name] = screening
-        self._listed_generation[name] = handle.generation
+        return driver.finish(), received_at
 
     def _incomplete(self, name: str, pages: int) -> RequestTimeout:
         return RequestTimeout(f"the list was not complete within {self.list_timeout_s:g} s "

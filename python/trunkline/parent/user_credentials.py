@@ -1,0 +1,433 @@
+"""Each user's own credentials at the servers that act as a person: the host's
+``user_credentials`` (``source_for(server, identity)``), for servers whose configured
+``credentials`` is ``per_user`` or ``exchange``.
+
+Rules:
+
+1. ``per_user``: each identity is authorized by an ``OAuthClient`` of its own, over its
+   own part of the token store (``store_for(identity)``), with the host's client settings
+   and the server's configured client (``ServerAuth``): discovery, registration, PKCE,
+   ``resource``, RFC 9207 ``iss``, refresh, step-up, all as for the host's own
+   credentials. Its user-agent step is a sign-in through the gateway
+   (``auth.user_sign_in``): the flow that needs a person runs on in this object's task
+   scope, waiting for the browser, while the request that started it fails at once with
+   ``SignInRequired`` carrying the URL the person is to open. A later request finds the
+   token the sign-in stored.
+2. ``exchange``: the identity's own access token (the one it showed the gateway,
+   ``subject_tokens``) is traded at its issuer for one meant for the server (RFC 8693:
+   ``resource`` the server's URL, ``audience`` the configured one), with the gateway's
+   client at that issuer. An exchanged token is kept per identity and server until shortly
+   before it expires; a 401 for it exchanges again, once. An identity with no token to
+   trade (an API key, a library user) is refused.
+3. At most ``max_users`` identities' sources are held; the least recently used one is
+   closed past that (its tokens stay in the store; a later request makes it again).
+4. Nothing here ever puts a token in a message: errors name the server, the identity's
+   subject and what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from ..auth.discovery import authorization_server_urls
+from ..auth.flow import OAuthClient, ServerAuth
+from ..auth.registration import ClientSettings
+from ..auth.secret import Secret
+from ..auth.store import TokenStore
+from ..auth.user_sign_in import GatewayAuthorizer, SignIn, SignIns
+from ..errors import AuthorizationFailed, ConfigurationError
+from ..loop.tasks import TaskScope
+
+if TYPE_CHECKING:
+    from ..policy.identity import Identity
+
+log = logging.getLogger("trunkline.auth")
+
+PER_USER, EXCHANGE = "per_user", "exchange"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+DEFAULT_MAX_USERS = 4096
+#: Seconds before an exchanged token's expiry at which it is exchanged again.
+_EXCHANGE_MARGIN_S = 30.0
+
+
+class SignInRequired(AuthorizationFailed):
+    """The identity has no credential at a ``per_user`` server yet: a person must open
+    ``url`` and sign in there. ``sign_in`` is the table's entry (``auth.user_sign_in``)."""
+
+    def __init__(self, server: str, url: str, sign_in: SignIn) -> None:
+        super().__init__(
+            f"server {server!r} acts as each user: sign in to it by opening {url} in a "
+            "browser, then call again", reason="sign_in_required")
+        self.server = server
+        self.url = url
+        self.sign_in = sign_in
+
+
+@dataclass(frozen=True)
+class ExchangeClient:
+    """The gateway's own client at the callers' issuers, for RFC 8693 (rule 2)."""
+
+    client_id: str
+    client_secret: Secret | None = None
+
+
+class SubjectTokens:
+    """The latest access token each OAuth identity showed the gateway (rule 2), bounded
+    (an LRU of ``max_users``)."""
+
+    def __init__(self, max_users: int = DEFAULT_MAX_USERS) -> None:
+        self._tokens: OrderedDict[Hashable, Secret] = OrderedDict()
+        self._max = max_users
+
+    def keep(self, identity: Identity, token: str) -> None:
+        key = identity.key
+        self._tokens[key] = Secret(token)
+        self._tokens.move_to_end(key)
+        while len(self._tokens) > self._max:
+            self._tokens.popitem(last=False)
+
+    def get(self, identity: Identity) -> Secret | None:
+        return self._tokens.get(identity.key)
+
+
+class UserCredentialSources:
+    """``Host(user_credentials=...)`` (``parent.credentials.UserCredentials``): a
+    credential source per (server, identity)."""
+
+    def __init__(self, *, servers: Mapping[str, tuple[str, str]],
+                 store_for: Callable[[Identity], TokenStore],
+                 sign_ins: SignIns | None = None,
+                 settings: ClientSettings | None = None,
+                 server_auth: Mapping[str, ServerAuth] | None = None,
+                 subject_tokens: SubjectTokens | None = None,
+                 exchange_client: ExchangeClient | None = None,
+                 audiences: Mapping[str, str] | None = None,
+                 max_users: int = DEFAULT_MAX_USERS,
+                 timeout_s: float = 30.0) -> None:
+        """``servers``: name -> (mode, URL) of each server that is not ``shared``;
+        ``store_for``: the token store part of one identity (rule 1); ``sign_ins``: where
+        sign-ins wait (needed for a ``per_user`` server); ``server_auth``: the configured
+        client per server URL; ``subject_tokens`` and ``exchange_client``: what an
+        ``exchange`` server trades (rule 2), ``audiences`` its ``audience`` per name."""
+        for name, (mode, _url) in servers.items():
+            if mode == PER_USER and sign_ins is None:
+                raise ConfigurationError(f"server {name!r} is per_user: the host needs a "
+                                         "place for its users to sign in (a gateway base URL)")
+            if mode == EXCHANGE and (subject_tokens is None or exchange_client is None):
+                raise ConfigurationError(f"server {name!r} exchanges its callers' tokens: "
+                                         "the gateway needs OAuth callers and a client at "
+                                         "their issuer (oauth.exchangeClient)")
+        self._servers = dict(servers)
+        self._store_for = store_for
+        self.sign_ins = sign_ins
+        redirect = sign_ins.callback_url if sign_ins is not None else None
+        base = settings or ClientSettings()
+        self._settings = base if redirect is None else ClientSettings(
+            client_name=base.client_name, redirect_uri=redirect, application_type="web",
+            metadata_document_url=base.metadata_document_url)
+        self._server_auth = dict(server_auth or {})
+        self._subject_tokens = subject_tokens
+        self._exchange_client = exchange_client
+        self._audiences = dict(audiences or {})
+        self._max_users = max_users
+        self._timeout_s = timeout_s
+        self._users: OrderedDict[Hashable, _UserSources] = OrderedDict()
+        self._scope = TaskScope("user credentials")
+        self._session: aiohttp.ClientSession | None = None
+
+    def mode_of(self, server: str) -> str | None:
+        entry = self._servers.get(server)
+        return entry[0] if entry is not None else None
+
+    async def start(self) -> None:
+        await self._scope.open()
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+
+    async def aclose(self) -> None:
+        users, self._users = list(self._users.values()), OrderedDict()
+        for user in users:
+            await user.aclose()
+        await self._scope.aclose()
+        if self.sign_ins is not None:
+            self.sign_ins.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def source_for(self, server: str, identity: Identity) -> _SignedIn | _Exchanged:
+        entry = self._servers.get(server)
+        if entry is None:
+            raise ConfigurationError(f"server {server!r} has no per-user credentials")
+        mode, url = entry
+        user = self._user(identity)
+        return user.source(server, mode, url)
+
+    async def forget(self, identity: Identity) -> None:
+        """Drop what is held in memory for ``identity`` (after its tokens were revoked)."""
+        user = self._users.pop(identity.key, None)
+        if user is not None:
+            await user.aclose()
+
+    def _user(self, identity: Identity) -> _UserSources:
+        key = identity.key
+        user = self._users.get(key)
+        if user is None:
+            user = _UserSources(self, identity)
+            self._users[key] = user
+            while len(self._users) > self._max_users:
+                _, old = self._users.popitem(last=False)
+                self._scope.spawn(old.aclose(), name="close a user's credential sources")
+        else:
+            self._users.move_to_end(key)
+        return user
+
+
+class _UserSources:
+    """One identity's sources, one per server (rule 3 counts these)."""
+
+    def __init__(self, owner: UserCredentialSources, identity: Identity) -> None:
+        self._owner = owner
+        self._identity = identity
+        self._sources: dict[str, _SignedIn | _Exchanged] = {}
+
+    def source(self, server: str, mode: str, url: str) -> _SignedIn | _Exchanged:
+        source = self._sources.get(server)
+        if source is None:
+            if mode == PER_USER:
+                source = _SignedIn(self._owner, server, self._identity)
+            else:
+                source = _Exchanged(self._owner, server, url, self._identity)
+            self._sources[server] = source
+        return source
+
+    async def aclose(self) -> None:
+        for source in self._sources.values():
+            await source.aclose()
+
+
+class _SignedIn:
+    """One identity's credential at one ``per_user`` server (rule 1): an ``OAuthClient``
+    of its own, whose user-agent step files a sign-in."""
+
+    def __init__(self, owner: UserCredentialSources, server: str, identity: Identity) -> None:
+        assert owner.sign_ins is not None and owner._session is not None, \
+            "UserCredentialSources.start() first; per_user servers need sign_ins"
+        self._owner = owner
+        self._sign_ins = owner.sign_ins
+        self._server = server
+        self._identity = identity
+        #: Requests waiting to learn whether the flow needs a person.
+        self._waiting: set[asyncio.Future[SignIn]] = set()
+        #: Whether the flow now flying filed a sign-in (its requests were answered then).
+        self._asked_person = False
+        self._oauth = OAuthClient(
+            store=owner._store_for(identity), settings=owner._settings,
+            servers=owner._server_auth, session=owner._session,
+            authorizer=GatewayAuthorizer(self._sign_ins, server, identity.key,
+                                         self._filed))
+
+    def _filed(self, sign_in: SignIn) -> None:
+        self._asked_person = True
+        for waiter in self._waiting:
+            if not waiter.done():
+                waiter.set_result(sign_in)
+
+    async def aclose(self) -> None:
+        await self._oauth.aclose()
+
+    async def authorization_for(self, server_url: str, *,
+                                legacy_fallbacks: bool = False) -> str | None:
+        return await self._oauth.authorization_for(server_url,
+                                                   legacy_fallbacks=legacy_fallbacks)
+
+    async def renew_at(self, server_url: str) -> float | None:
+        return await self._oauth.renew_at(server_url)
+
+    async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
+                           *, rejected: str | None = None,
+                           legacy_fallbacks: bool = False) -> str | None:
+        held = self._sign_ins.pending(self._server, self._identity.key)
+        if held is not None:
+            # A sign-in already waits for this person: the same URL, not a second flow.
+            raise SignInRequired(self._server, self._sign_ins.url_of(held), held)
+        filed: asyncio.Future[SignIn] = asyncio.get_running_loop().create_future()
+        self._waiting.add(filed)
+        flow = self._owner._scope.spawn(
+            self._flow(server_url, status, www_authenticate, rejected, legacy_fallbacks),
+            name=f"authorize a user at {self._server}")
+        try:
+            await asyncio.wait((flow, filed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiting.discard(filed)
+        if not filed.done():
+            return flow.result()
+        sign_in = filed.result()
+        raise SignInRequired(self._server, self._sign_ins.url_of(sign_in), sign_in)
+
+    async def _flow(self, server_url: str, status: int, www_authenticate: str | None,
+                    rejected: str | None, legacy_fallbacks: bool) -> str | None:
+        """The OAuth client's answer to the challenge. When it needed a person, it goes on
+        after the request that started it was answered, until the sign-in ends, which
+        the table is told (the calls waiting for it go on)."""
+        self._asked_person = False
+        try:
+            header = await self._oauth.on_challenge(
+                server_url, status, www_authenticate, rejected=rejected,
+                legacy_fallbacks=legacy_fallbacks)
+        except AuthorizationFailed as exc:
+            self._ended(exc.message)
+            if self._asked_person:
+                return None  # its requests were answered: the person is told on the page
+            raise
+        except BaseException as exc:
+            self._ended(type(exc).__name__)
+            raise
+        self._ended(None)
+        return header
+
+    def _ended(self, failure: str | None) -> None:
+        """The flow ended: a sign-in it filed ends with it."""
+        sign_in = self._sign_ins.pending(self._server, self._identity.key)
+        if sign_in is None or not sign_in.landed.done():
+            return  # it filed none, or it failed before the person came back
+        self._sign_ins.end(sign_in, failure)
+        if failure is None:
+            log.info("server %r: %s signed in", self._server, self._identity.subject)
+        else:
+            log.info("server %r: the sign-in of %s failed: %s", self._server,
+                     self._identity.subject, failure)
+
+
+class _Exchanged:
+    """One identity's exchanged token at one ``exchange`` server (rule 2)."""
+
+    def __init__(self, owner: UserCredentialSources, server: str, url: str,
+                 identity: Identity) -> None:
+        self._owner = owner
+        self._server = server
+        self._url = url
+        self._identity = identity
+        self._header: str | None = None
+        self._expires_at: float | None = None
+        self._lock = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        self._header = None
+
+    async def authorization_for(self, server_url: str, *,
+                                legacy_fallbacks: bool = False) -> str | None:
+        async with self._lock:
+            if self._header is None or self._due():
+                await self._exchange()
+            return self._header
+
+    async def renew_at(self, server_url: str) -> float | None:
+        if self._expires_at is None:
+            return None
+        return time.time() + (self._expires_at - time.monotonic()) - _EXCHANGE_MARGIN_S
+
+    async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
+                           *, rejected: str | None = None,
+                           legacy_fallbacks: bool = False) -> str | None:
+        async with self._lock:
+            if self._header is not None and rejected is not None and rejected != self._header:
+                return self._header  # exchanged again meanwhile
+            if status == 403:
+                raise AuthorizationFailed(
+                    f"server {self._server!r} refused {self._identity.subject}'s exchanged "
+                    "token (403)", reason="forbidden", status=403)
+            await self._exchange()
+            return self._header
+
+    def _due(self) -> bool:
+        return self._expires_at is not None and \
+            time.monotonic() >= self._expires_at - _EXCHANGE_MARGIN_S
+
+    async def _exchange(self) -> None:
+        owner = self._owner
+        subject = owner._subject_tokens.get(self._identity) if owner._subject_tokens else None
+        issuer = self._identity.issuer
+        if subject is None or issuer is None:
+            raise AuthorizationFailed(
+                f"server {self._server!r} takes each caller's own token, exchanged: "
+                f"{self._identity.subject} signed in with no OAuth token to exchange",
+                reason="no_subject_token", status=401)
+        client = owner._exchange_client
+        assert client is not None and owner._session is not None
+        endpoint = await self._token_endpoint(issuer)
+        form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject.reveal(),
+                "subject_token_type": ACCESS_TOKEN_TYPE,
+                "requested_token_type": ACCESS_TOKEN_TYPE, "resource": self._url}
+        audience = owner._audiences.get(self._server)
+        if audience is not None:
+            form["audience"] = audience
+        auth = None
+        if client.client_secret is not None:
+            auth = aiohttp.BasicAuth(client.client_id, client.client_secret.reveal())
+        else:
+            form["client_id"] = client.client_id
+        try:
+            async with owner._session.post(endpoint, data=form, auth=auth,
+                                           allow_redirects=False) as resp:
+                body = await resp.content.read(1 << 20)
+                status = resp.status
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise AuthorizationFailed(
+                f"server {self._server!r}: the token exchange at {issuer} failed "
+                f"({type(exc).__name__})", reason="unreachable", issuer=issuer) from None
+        doc = _json_object(body)
+        if status != 200 or not isinstance(doc.get("access_token"), str):
+            error = doc.get("error") if isinstance(doc.get("error"), str) else f"HTTP {status}"
+            raise AuthorizationFailed(
+                f"server {self._server!r}: {issuer} refused to exchange "
+                f"{self._identity.subject}'s token ({error})", reason="exchange_refused",
+                issuer=issuer)
+        token_type = doc.get("token_type")
+        token_type = token_type if isinstance(token_type, str) else "Bearer"
+        if token_type.lower() not in ("bearer", "n_a"):
+            raise AuthorizationFailed(
+                f"server {self._server!r}: {issuer} exchanged for a {token_type!r} token, "
+                "not a bearer token", reason="exchange_refused", issuer=issuer)
+        self._header = f"Bearer {doc['access_token']}"
+        expires_in = doc.get("expires_in")
+        self._expires_at = time.monotonic() + float(expires_in) \
+            if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool) \
+            else None
+
+    async def _token_endpoint(self, issuer: str) -> str:
+        session = self._owner._session
+        assert session is not None
+        for url in authorization_server_urls(issuer):
+            try:
+                async with session.get(url, allow_redirects=False) as resp:
+                    if resp.status != 200:
+                        continue
+                    doc = _json_object(await resp.content.read(1 << 20))
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                continue
+            endpoint = doc.get("token_endpoint")
+            if doc.get("issuer") == issuer and isinstance(endpoint, str):
+                return endpoint
+        raise AuthorizationFailed(
+            f"server {self._server!r}: no authorization server metadata for the caller's "
+            f"issuer {issuer}", reason="no_metadata", issuer=issuer)
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    import json
+
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
