@@ -9,9 +9,10 @@ Rules (see ``docs/explanation/architecture.md``, "The channel"):
    writes (their type numbers are the codec's, imported here, never restated):
    ``SUBMIT`` (parent -> worker) ``u64 call_id | u32 timeout_ms | u32 credential | u16
    method_len | method | params JSON`` (``credential``: the slot of the identity whose
-   credentials the request goes with, 0 the host's own) and ``RESULT`` (worker -> parent) ``u64 call_id | i64 request_id | u8
-   kind | u8 result_type | payload``, ``request_id`` being the JSON-RPC id the worker
-   chose for the request. Neither side decodes the payload on the way through.
+   credentials the request goes with, 0 the host's own) and ``RESULT`` (worker -> parent)
+   ``u64 call_id | i64 request_id | u8 kind | u8 result_type | payload``, ``request_id``
+   being the JSON-RPC id the worker chose for the request. Neither side decodes the
+   payload on the way through.
 3. Every other frame is rare and carries one small JSON message, typed here
    (``msgspec``): each has ``to_bytes()`` giving the whole frame and ``from_bytes(body)``.
 4. Frames are applied in the order they were sent, in both directions.

@@ -5,12 +5,12 @@
 after silent starts), ``maxTasks`` (the server's tasks followed at once),
 ``enabledTools`` / ``disabledTools`` (glob patterns of the server's tool names the model
 may see and call), ``roots`` (what the server is told its roots are: ``file://``
-URIs, or ``{"uri", "name"}`` objects) and ``credentials`` (an HTTP server's: ``"shared"``,
-the host's own, the default; ``"per_user"`` or ``"exchange"``, each identity's own;
-``"passthrough"`` is refused, as the specification forbids it). A server entry is either stdio (``"command"``,
-``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``,
-optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that
-exact URL.
+URIs, or ``{"uri", "name"}`` objects) and ``credentials`` (an HTTP server's:
+``"shared"``, the host's own, the default; ``"per_user"`` or ``"exchange"``, each
+identity's own; ``"passthrough"`` is refused, as the specification forbids it). A server
+entry is either stdio (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP
+(``"url"``, ``"headers"``, optionally ``"verifyTls": false``). For an HTTP server
+``allowLegacy`` allowlists that exact URL.
 
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's

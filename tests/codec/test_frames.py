@@ -212,14 +212,16 @@ def test_a_stamper_keeping_lines_apart_hands_back_each_lines_credential_slot():
     corr: Correlator[object] = Correlator()
     st_ = SubmitStamper(corr, lines_apart=True)
     st_.start_stamping(None)
-    out = st_.feed(encode_submit(1, 5, "ping", None) + encode_submit(2, 5, "ping", None, credential=9)
+    out = st_.feed(encode_submit(1, 5, "ping", None)
+                   + encode_submit(2, 5, "ping", None, credential=9)
                    + encode_submit(3, 5, "ping", None, credential=0))
     assert [kind for kind, _ in out] == [FRAME_STAMPED, FRAME_STAMPED_FOR, FRAME_STAMPED]
     assert struct.unpack_from("<I", out[1][1])[0] == 9
     assert orjson.loads(out[1][1][4:])["id"] == 2 and out[1][1].endswith(b"\n")
     runs = SubmitStamper(Correlator())
     runs.start_stamping(None)
-    out = runs.feed(encode_submit(1, 5, "ping", None) + encode_submit(2, 5, "ping", None, credential=9))
+    out = runs.feed(encode_submit(1, 5, "ping", None)
+                    + encode_submit(2, 5, "ping", None, credential=9))
     assert [kind for kind, _ in out] == [FRAME_STAMPED]
 
 
