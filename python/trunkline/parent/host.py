@@ -376,6 +376,7 @@ class Host:
         enabled_tools: Sequence[str] | None = None,
         disabled_tools: Sequence[str] = (),
         roots: Sequence[str | Root] | None = None,
+        credentials: str = "shared",
         **old_names: Any,
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
@@ -393,7 +394,9 @@ class Host:
         tools listed and callable. ``roots`` (``file://`` URIs, or ``Root`` objects) are what
         the server is told its roots are when it asks (declare the ``roots`` capability);
         without them the host's ``roots/list`` handler answers a legacy server, never one
-        call's (its roots are its session's, shared by every call).
+        call's (its roots are its session's, shared by every call). ``credentials``
+        (``"shared"``, ``"per_user"``, ``"exchange"``; HTTP servers only beyond the first):
+        whose credentials a call made for an identity goes with (``user_credentials``).
 
         The names of before the unit rule (``call_timeout=``, ``discover_timeout=``,
         ``max_discover_timeout=``, ``max_inflight=``) still work, with a
@@ -411,7 +414,8 @@ class Host:
                               else tuple(enabled_tools),
                               disabled_tools=tuple(disabled_tools),
                               roots=None if roots is None else tuple(
-                                  r if isinstance(r, Root) else Root(r) for r in roots))
+                                  r if isinstance(r, Root) else Root(r) for r in roots),
+                              credentials=credentials)
         if old_names:
             config = replace(config, **renamed_keywords(old_names, OLD_SERVER_NAMES,
                                                         "Host.add_server"))

@@ -19,13 +19,14 @@ newer one, without asking. An error answer becomes ``AuthorizationFailed`` for t
 that needed it; the message is the host's, which names the server and never a secret.
 
 ``CredentialSlots`` holds them all: slot 0 for the worker's life, every other slot from its
-first request on, at most ``max_slots`` of them (the least recently used idle one is dropped:
-its next request simply asks again). A 401 for one slot asks for that slot only; the other
-slots' requests keep going with their headers. Question keys are unique across the worker's
-slots, so an answer reaches the question it answers, even one of a slot dropped since. A slot
-the parent says to forget (``CredentialsForgotten``: its identity's credentials were
-revoked, or its number goes to another identity) is dropped at once: its header is never
-sent again, and a request waiting for its answer fails.
+first request on (which asks for the slot's header before it is sent: the parent is asked
+once per identity, not after a 401), at most ``max_slots`` of them (the least recently used
+idle one is dropped: its next request simply asks again). A 401 for one slot asks for that
+slot only; the other slots' requests keep going with their headers. Question keys are unique
+across the worker's slots, so an answer reaches the question it answers, even one of a slot
+dropped since. A slot the parent says to forget (``CredentialsForgotten``: its identity's
+credentials were revoked, or its number goes to another identity) is dropped at once: its
+header is never sent again, and a request waiting for its answer fails.
 """
 
 from __future__ import annotations
@@ -53,9 +54,12 @@ class HostCredentials:
     def __init__(self, to_parent: Callable[[bytes], None],
                  clock: Callable[[], float] = time.time, *, slot: int = 0,
                  keys: Iterator[int] | None = None,
-                 questions: dict[int, HostCredentials] | None = None) -> None:
+                 questions: dict[int, HostCredentials] | None = None,
+                 ask_first: bool = False) -> None:
         """``keys``: the worker's question keys (shared by its slots); ``questions``: where
-        a question on its way is registered under its key, for its answer to find it."""
+        a question on its way is registered under its key, for its answer to find it;
+        ``ask_first``: the first request asks for a header before it is sent (an
+        identity's slot: its server is known to want one), rather than after a 401."""
         self._to_parent = to_parent
         self._clock = clock
         self.slot = slot
@@ -63,7 +67,7 @@ class HostCredentials:
         self._questions = questions
         #: The header to send, as last given by the host (None: send none).
         self.header: str | None = None
-        self._renew_at: float | None = None
+        self._renew_at: float | None = 0.0 if ask_first else None
         self._asking: asyncio.Future[None] | None = None
         self._key = 0  # of the question on its way
         #: The parent said to forget this slot: nothing is asked or sent for it any more.
@@ -170,7 +174,7 @@ class CredentialSlots:
 
     def _new(self, slot: int) -> HostCredentials:
         return HostCredentials(self._to_parent, self._clock, slot=slot, keys=self._keys,
-                               questions=self._questions)
+                               questions=self._questions, ask_first=slot != 0)
 
     def __len__(self) -> int:
         """Slots held beside slot 0."""
