@@ -4,11 +4,13 @@
 ``discoverTimeoutMs``, ``maxDiscoverTimeoutMs`` (how far the probes' deadlines may grow
 after silent starts), ``maxTasks`` (the server's tasks followed at once),
 ``enabledTools`` / ``disabledTools`` (glob patterns of the server's tool names the model
-may see and call) and ``roots`` (what the server is told its roots are: ``file://``
-URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio (``"command"``,
-``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``,
-optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that
-exact URL.
+may see and call), ``roots`` (what the server is told its roots are: ``file://``
+URIs, or ``{"uri", "name"}`` objects) and ``credentials`` (an HTTP server's:
+``"shared"``, the host's own, the default; ``"per_user"`` or ``"exchange"``, each
+identity's own; ``"passthrough"`` is refused, as the specification forbids it). A server
+entry is either stdio (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP
+(``"url"``, ``"headers"``, optionally ``"verifyTls": false``). For an HTTP server
+``allowLegacy`` allowlists that exact URL.
 
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
@@ -53,13 +55,13 @@ import orjson
 from .catalog.merge import CollisionPolicy
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
-from .settings import Root, ServerConfig
+from .settings import Root, ServerConfig, credentials_problem
 
 if TYPE_CHECKING:
     from .policy import Policy
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
-                "maxDiscoverTimeoutMs", "maxTasks",
+                "maxDiscoverTimeoutMs", "maxTasks", "credentials",
                 "type", "disabled", "enabledTools", "disabledTools", "roots"}
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
@@ -117,6 +119,10 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     max_tasks = raw.get("maxTasks", 1024)
     if type(max_tasks) is not int or max_tasks < 0:
         raise _fail(source, name, "\"maxTasks\" must be a non-negative integer")
+    credentials = raw.get("credentials", "shared")
+    problem = credentials_problem(credentials, kind in _HTTP_TYPES)
+    if problem is not None:
+        raise _fail(source, name, problem)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy, max_tasks=max_tasks,
                             idempotent_tools=frozenset(idempotent),
@@ -124,7 +130,8 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                             discover_timeout_s=discover_timeout_s,
                             max_discover_timeout_s=max_discover_timeout_s,
                             enabled_tools=None if enabled is None else tuple(enabled),
-                            disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")))
+                            disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")),
+                            credentials=credentials)
     except ConfigurationError as exc:
         raise _fail(source, name, exc.message) from None
 

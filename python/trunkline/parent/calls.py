@@ -287,7 +287,8 @@ class CallPath:
         try:
             return await handle.slots.request(request.method, request.params,
                                               timeout=request.timeout or 0.0,
-                                              watched=request.watched)
+                                              watched=request.watched,
+                                              identity=request.identity)
         except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
             return await self.retried(handle, request, exc)
 
@@ -314,7 +315,7 @@ class CallPath:
                     if k not in ("inputResponses", "requestState")}
         return await self.input_rounds.for_call(call_input).complete(
             handle, request.method, without_idempotency_key(original, request.key), result,
-            reply, request.timeout, request.watched)
+            reply, request.timeout, request.watched, request.identity)
 
 
 class _ToolCallEnds:
@@ -409,7 +410,8 @@ class _Resend:
         if left is not None:
             timeout = max(min(timeout, left), 0.001)
         return await self._handle.slots.request(request.method, request.params,
-                                                timeout=timeout, watched=request.watched)
+                                                timeout=timeout, watched=request.watched,
+                                                identity=request.identity)
 
 
 def _prepare(handle: WorkerHandle, request: CallRequest, body: dict[str, Any],

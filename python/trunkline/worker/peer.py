@@ -62,7 +62,7 @@ from .server_requests import ServerRequests
 from .transports.stdio import StdioTransport
 
 if TYPE_CHECKING:
-    from .credentials import HostCredentials
+    from .credentials import CredentialSlots
     from .transports.http import HttpTransport
 
 log = logging.getLogger("trunkline.peer")
@@ -105,7 +105,7 @@ class Peer:
         request_id_limit: int | None = None,
         close_wait_s: float = 2.0,
         term_wait_s: float = 2.0,
-        credentials: HostCredentials | None = None,
+        credentials: CredentialSlots | None = None,
         extensions: Iterable[str] = (),
     ) -> None:
         """``extensions``: the ones the host implements, declared to the server on every
@@ -321,7 +321,8 @@ class Peer:
         self._forwarder = Forwarder(
             self._correlator, write=self._transport.write, to_parent=to_parent,
             cancel=self._send_cancelled, max_frame_bytes=max_frame_bytes,
-            lines_apart=self._transport.lines_apart)
+            lines_apart=self._transport.lines_apart,
+            write_for=getattr(self._transport, "write_for", None))
         return self._forwarder
 
     # -- the verdict ---------------------------------------------------------------------
