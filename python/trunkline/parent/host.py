@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import msgspec
 
@@ -45,7 +45,8 @@ from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..policy.decisions import Access, Allowed, Denied, Item
 from ..policy.document import Policy
-from ..policy.identity import Identity
+from ..auth.user_sign_in import SignIns
+from ..policy.identity import LOCAL, Identity
 from ..protocol.identity import ClientIdentity
 from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
@@ -76,8 +77,11 @@ from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
 from .skills import SkillFile, SkillReader
 from .supervisor import Supervisor
+from .sign_in_rounds import SignInRounds
 from .tasks import TaskStatus, ToolTask
 from .telemetry import Telemetry
+from .user_calls import UserCalls
+from .user_catalogs import UserCatalogs
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -242,6 +246,17 @@ class Host:
         #: Relayed calls to legacy servers, whose questions become their callers' rounds.
         self._bridged = BridgedCalls(self._scope, mrtr_limits,
                                      self.settings.instance)
+        #: Each identity's catalog and calls, where some servers act as each user.
+        self._user_catalogs = UserCatalogs(self._catalog, self._servers,
+                                           on_changed=self._user_catalog_changed)
+        sign_ins = getattr(user_credentials, "sign_ins", None)
+        self._user_calls = UserCalls(
+            self._user_catalogs, self._servers, self._credential_slots,
+            SignInRounds(sign_ins) if isinstance(sign_ins, SignIns) else None,
+            host_input=lambda: CallInput(handlers=handlers,
+                                         capabilities=self.settings.identity.capabilities),
+            timeout_for=lambda server, timeout: self._calls.timeout_for(
+                self._servers.handle(server), timeout))
         #: Skills (MCP's skills extension): entries on demand, files read and verified.
         self._skills = SkillReader(self.request, self._servers.statuses,
                                    lambda name: self._servers.handle(name).status(),
@@ -434,6 +449,9 @@ class Host:
         await self._scope.open()
         names = [c.name for c in configs]
         self._catalog.adding.update(names)  # their first listing is here, not in a callback
+        per_user = {c.name for c in configs if c.credentials != "shared"}
+        if per_user:  # listed by each identity as itself (``user_catalogs``)
+            self._catalog.per_user = self._catalog.per_user | per_user
         try:
             await self._servers.add_many(configs)
             await self._catalog.list_ready(names)
@@ -567,7 +585,16 @@ class Host:
         ``identity`` may list (none given: ``local``)."""
         if not self.access.active:
             return self._catalog.tools()
-        return list(self.access.tools_visible(identity, self._catalog.catalog.entries))
+        return list(self.access.tools_visible(identity, self._catalog_of(identity).entries))
+
+    def _catalog_of(self, identity: Identity | None) -> Catalog:
+        """The catalog ``identity`` is listed and routed by as last built: the shared one,
+        or where some servers act as each user, its own (``user_catalogs``)."""
+        if self._catalog.per_user:
+            own = self._user_catalogs.cached(identity or LOCAL)
+            if own is not None:
+                return own
+        return self._catalog.catalog
 
     def set_policy(self, policy: Policy | None) -> None:
         """Decide by ``policy`` from now on (None: no policy). Calls already admitted
@@ -639,11 +666,24 @@ class Host:
         return [m for m in found
                 if type(self.access.tool_verdict(view, m.entry).listed) is Allowed][:limit]
 
-    async def list_tools(self) -> list[ToolEntry]:
+    async def list_tools(self, *, identity: Identity | None = None) -> list[ToolEntry]:
         """The merged catalog, refetching (lazily, now that it is needed) every listing
-        whose TTL has passed."""
+        whose TTL has passed; for ``identity`` (none given: ``local``) as ``tools`` says,
+        with its own listings of the servers that act as each user made first
+        (``user_catalogs``)."""
         await self._catalog.list_stale()
-        return self.tools()
+        if self._catalog.per_user:
+            await self._user_catalogs.catalog_for(identity or LOCAL)
+        return self.tools(identity=identity)
+
+    def _user_catalog_changed(self, identity: Identity) -> None:
+        """An identity's own catalog changed (it signed in): the catalog's watchers look
+        again at what each of their identities sees."""
+        for watcher in list(self._catalog_watchers):
+            try:
+                watcher(self._catalog.catalog)
+            except Exception:  # one watcher must not break the catalog
+                log.exception("a catalog watcher failed")
 
     async def refresh_tools(self, server: str | None = None) -> list[ToolEntry]:
         """Re-list one server (or all) now, whatever the TTL says, e.g. after the server
@@ -744,14 +784,24 @@ class Host:
         server's tools are being listed again (or a bridged one) to ``_call_screened``,
         any other to its server's call path. Not a coroutine itself (see ``call_tool``);
         what is wrong with the call raises where it is awaited."""
+        call_input = request.call_input
+        if call_input is not None and BridgedCalls.claims(call_input.request_state):
+            return self._bridged.resume(call_input.request_state, ("tools/call", request.name),
+                                        call_input.responses)
+        if self._catalog.per_user:
+            return self._user_calls.call(
+                request, cast("Identity", request.identity or LOCAL),
+                lambda catalog: self._routed_in(catalog, request, trace_context))
+        return self._routed_in(self._catalog.catalog, request, trace_context)
+
+    def _routed_in(self, catalog: Catalog, request: CallRequest,
+                   trace_context: Mapping[str, str] | None) -> Coroutine[Any, Any, Any]:
+        """``_routed``, the tool looked up in ``catalog``."""
         name, arguments, call_input = request.name, request.arguments, request.call_input
         log_level, on_log = request.log_level, request.on_log
         try:
-            if call_input is not None and BridgedCalls.claims(call_input.request_state):
-                return self._bridged.resume(call_input.request_state, ("tools/call", name),
-                                            call_input.responses)
-            entry = self._entry(name) if not self.access.active else \
-                self._permitted(name, arguments, request.identity)
+            entry = self._entry(name, catalog) if not self.access.active else \
+                self._permitted(name, arguments, request.identity, catalog)
             # A dict needs no ABC check (the common case, and the check is not free).
             if type(arguments) is not dict and arguments is not None and not isinstance(
                     arguments, Mapping):
@@ -923,11 +973,11 @@ class Host:
         if withheld is not None:
             raise withheld
 
-    def _entry(self, name: str) -> ToolEntry:
+    def _entry(self, name: str, catalog: Catalog | None = None) -> ToolEntry:
         """The catalog's entry for ``name`` now (no await: the common case costs no
-        coroutine per call)."""
+        coroutine per call); ``catalog``: an identity's own, not the shared one."""
         try:
-            return self._catalog.catalog.lookup(name)
+            return (self._catalog.catalog if catalog is None else catalog).lookup(name)
         except KeyError:
             withheld = self._catalog.withheld(name)
             if withheld is not None:
@@ -935,13 +985,13 @@ class Host:
             raise self._unknown_tool(name) from None
 
     def _permitted(self, name: str, arguments: Mapping[str, Any] | None,
-                   identity: Any) -> ToolEntry:
+                   identity: Any, catalog: Catalog | None = None) -> ToolEntry:
         """The entry of a tool ``identity`` may call now, under the policy: a tool it may
         not list is as unknown as one that is not there (no candidates, no quarantine
         named: that it exists is not the identity's to learn), one it may list but not
         call is ``NotPermitted``."""
         try:
-            entry = self._catalog.catalog.lookup(name)
+            entry = (self._catalog.catalog if catalog is None else catalog).lookup(name)
         except KeyError:
             raise UnknownTool(_unknown_message(name), method="tools/call") from None
         decision = self.access.may_call_tool(identity, entry, arguments)

@@ -75,18 +75,21 @@ class _View:
 class UserCatalogs:
     """Rules 1 to 4 for one host."""
 
-    def __init__(self, keeper: CatalogKeeper, servers: Supervisor,
-                 per_user: Sequence[str], *,
+    def __init__(self, keeper: CatalogKeeper, servers: Supervisor, *,
                  max_identities: int = DEFAULT_MAX_IDENTITIES,
                  on_changed: Callable[[Identity], None] | None = None) -> None:
         """``on_changed``: told when an identity's catalog changed after a sign-in."""
         self._keeper = keeper
         self._servers = servers
-        self.per_user = frozenset(per_user)
         self._max = max_identities
         self._on_changed = on_changed
         self._views: OrderedDict[Hashable, _View] = OrderedDict()
         self._flights: dict[tuple[Hashable, str], asyncio.Task[Screening | None]] = {}
+
+    @property
+    def per_user(self) -> frozenset[str]:
+        """The servers each identity lists as itself (``CatalogKeeper.per_user``)."""
+        return self._keeper.per_user
 
     def is_sign_in(self, identity: Identity, entry: ToolEntry) -> bool:
         """Whether ``entry`` (of the identity's catalog) is the host's sign-in tool of a
