@@ -1,14 +1,33 @@
 """An ``OAuthClient`` as the configuration file describes it (``config.OAuthConfig``):
-its client settings, its file store, and the credentials an operator registered per
-server. The user-agent step is the caller's (``sign_in``)."""
+its client settings, its store (sealed with ``TRUNKLINE_STORE_KEY`` when it is set), and
+the credentials an operator registered per server. The user-agent step is the caller's
+(``sign_in``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ..config import OAuthConfig
 from .flow import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, Authorizer, OAuthClient, ServerAuth
 from .registration import ClientSettings, PreRegisteredClient
+from .sealing import StoreKeys
 from .secret import Secret
-from .store import FileStore, TokenStore
+from .store import FileStore
+
+if TYPE_CHECKING:
+    from .redis_store import RedisStore
+
+
+def token_store_from(config: OAuthConfig, keys: StoreKeys | None = None
+                     ) -> FileStore | RedisStore:
+    """The store the file names, sealed with ``keys`` (by default the environment's:
+    ``StoreKeys.from_environment()``)."""
+    keys = keys if keys is not None else StoreKeys.from_environment()
+    if isinstance(config.store, str):
+        from .redis_store import RedisStore
+
+        return RedisStore(config.store, keys=keys)
+    return FileStore(config.store, keys=keys)
 
 
 def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClient:
@@ -23,12 +42,5 @@ def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClien
     settings = ClientSettings(client_name=config.client_name,
                               redirect_uri=config.redirect_uri,
                               metadata_document_url=config.client_metadata_url)
-    store: TokenStore
-    if isinstance(config.store, str):
-        from .redis_store import RedisStore
-
-        store = RedisStore(config.store)
-    else:
-        store = FileStore(config.store)
-    return OAuthClient(settings=settings, store=store, servers=servers, authorizer=authorizer,
+    return OAuthClient(settings=settings, store=token_store_from(config), servers=servers, authorizer=authorizer,
                        owns_store=True)
