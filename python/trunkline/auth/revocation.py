@@ -11,6 +11,9 @@ Rules:
   access tokens it issued with it), then the access token, each with its
   ``token_type_hint``, and with the client's own authentication at that issuer (a client
   identity bound to another issuer sends nothing there).
+- An ``unsupported_token_type`` answer (RFC 7009 §2.2.1: the server does not revoke
+  that type of token) is said for that token, and the other is still revoked; any other
+  failure ends the attempt.
 - The outcome is a sentence that names the endpoint and, on failure, the HTTP status and
   the OAuth ``error`` code only: never a token, never the body.
 """
@@ -63,7 +66,8 @@ async def revoke(binding: Binding) -> str:
             if binding.client is not None:
                 headers, fields = client_authentication(binding.client, token.issuer,
                                                         now=time.time())
-            revoked = []
+            revoked: list[str] = []
+            unsupported: list[str] = []
             for hint, secret in (("refresh_token", token.refresh_token),
                                  ("access_token", token.access_token)):
                 if secret is None:
@@ -72,13 +76,23 @@ async def revoke(binding: Binding) -> str:
                 async with session.post(endpoint, data=form, headers=headers,
                                         allow_redirects=False) as response:
                     body = await response.read()
-                    if response.status != 200:
-                        code, _ = oauth_error(body)
-                        return (f"revocation at {endpoint} failed (HTTP {response.status}"
-                                f"{', ' + code if code else ''}); the tokens were deleted "
-                                "here only")
-                revoked.append(hint.replace("_", " "))
-            return f"revoked the {' and the '.join(revoked)} at {endpoint}"
+                    status = response.status
+                code, _ = oauth_error(body) if status != 200 else (None, "")
+                if status == 200:
+                    revoked.append(hint.replace("_", " "))
+                elif code == "unsupported_token_type":
+                    unsupported.append(hint.replace("_", " "))
+                else:
+                    return (f"revocation at {endpoint} failed (HTTP {status}"
+                            f"{', ' + code if code else ''}); the tokens were deleted "
+                            "here only")
+            said = []
+            if revoked:
+                said.append(f"revoked the {' and the '.join(revoked)} at {endpoint}")
+            if unsupported:
+                said.append(f"{endpoint} does not revoke the {' or the '.join(unsupported)} "
+                            "(unsupported_token_type): deleted here only")
+            return "; ".join(said)
     except AuthorizationFailed as exc:
         return f"not revoked ({exc.message}); the tokens were deleted here only"
     except (aiohttp.ClientError, TimeoutError) as exc:
