@@ -42,5 +42,5 @@ def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClien
     settings = ClientSettings(client_name=config.client_name,
                               redirect_uri=config.redirect_uri,
                               metadata_document_url=config.client_metadata_url)
-    return OAuthClient(settings=settings, store=token_store_from(config), servers=servers, authorizer=authorizer,
-                       owns_store=True)
+    return OAuthClient(settings=settings, store=token_store_from(config), servers=servers,
+                       authorizer=authorizer, owns_store=True)

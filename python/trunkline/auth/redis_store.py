@@ -19,9 +19,9 @@ Rules:
   transaction with the record), which is how ``rekey`` and ``credentials list`` walk them
   without a ``SCAN``; shared records are found by the configured servers' URIs.
 - Without keys the tokens are stored in clear, as in ``FileStore``'s 0600 files; then
-  Redis's own controls stand in for the file mode (with keys, they still should): a password or an ACL user given in
-  the URL (``redis://user:password@host:port/db``) whose keys are limited to the prefix
-  (``~trunkline:auth:*``), TLS (``rediss://``) for anything but loopback, and a prefix per
+  Redis's own controls stand in for the file mode (with keys, they still should): a
+  password or an ACL user given in the URL (``redis://user:password@host:port/db``) whose
+  keys are limited to the prefix (``~trunkline:auth:*``), TLS (``rediss://``) for anything but loopback, and a prefix per
   deployment. Redis's ``SLOWLOG`` and ``MONITOR`` show commands' arguments: deny them
   (``-slowlog -monitor``) to users who must not read tokens.
 - No secret in a log or an error: a command that fails becomes ``AuthorizationFailed``
@@ -90,10 +90,10 @@ class RedisStore:
                                  what="the token store", failure=failure)
         self.keys = keys
         self.records = SealedRecords(self._raw, keys, kind="record", clear_ok=True)
-        self.user_records = SealedRecords(self._raw.sibling("user", indexed=True), keys, kind="user",
-                                          clear_ok=False)
-        self.secret_records = SealedRecords(self._raw.sibling("secret", indexed=True), keys, kind="secret",
-                                            clear_ok=False)
+        self.user_records = SealedRecords(self._raw.sibling("user", indexed=True), keys,
+                                          kind="user", clear_ok=False)
+        self.secret_records = SealedRecords(self._raw.sibling("secret", indexed=True), keys,
+                                            kind="secret", clear_ok=False)
         self.prefix = prefix
         self.lease_s = lease_s
         self.lease_wait_s = lease_wait_s if lease_wait_s is not None else lease_s + 5.0
