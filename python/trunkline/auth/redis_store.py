@@ -22,8 +22,9 @@ Rules:
   Redis's own controls stand in for the file mode (with keys, they still should): a
   password or an ACL user given in the URL (``redis://user:password@host:port/db``) whose
   keys are limited to the prefix (``~trunkline:auth:*``), TLS (``rediss://``) for anything
-  but loopback, and a prefix per deployment. Redis's ``SLOWLOG`` and ``MONITOR`` show commands' arguments: deny them
-  (``-slowlog -monitor``) to users who must not read tokens.
+  but loopback, and a prefix per deployment. Redis's ``SLOWLOG`` and ``MONITOR`` show
+  commands' arguments: deny them (``-slowlog -monitor``) to users who must not read
+  tokens.
 - No secret in a log or an error: a command that fails becomes ``AuthorizationFailed``
   (``reason="store_unavailable"``) naming the store by scheme, host, port and database and
   the kind of failure only: never the URL's credentials, a value, nor the client library's
