@@ -547,7 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("--json", action="store_true", help="print the same as JSON")
     cr = sub.add_parser("credentials", help="what the token store keeps, per user and shared: "
                                             "list, revoke, put a user's secret, rekey")
-    actions = cr.add_subparsers(dest="action", required=True)
+    actions = cr.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                help="what to do (each has its own section below)")
     actions.add_parser("new-key", help="print a fresh TRUNKLINE_STORE_KEY")
     cl = actions.add_parser("list", help="the records: user, server, issuer, kind, expiry, "
                                          "whether a refresh token is held (never a value)")
