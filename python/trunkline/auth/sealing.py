@@ -220,7 +220,7 @@ class SealedRecords:
         try:
             return self.keys.open(envelope, self.associated(name))
         except Unsealable as exc:
-            log.warning("ignoring %s: %s; it is authorized afresh", where, exc)
+            log.warning("ignoring %s: %s; %s", where, exc, self.remedy)
             return None
 
     async def reseal_named(self, name: str) -> str:
@@ -245,6 +245,12 @@ class SealedRecords:
     def what(self) -> str:
         return {"record": "token store record", "user": "per-user token record",
                 "secret": "per-user secret record"}.get(self.kind, f"{self.kind} record")
+
+    @property
+    def remedy(self) -> str:
+        return {"record": "the server is authorized afresh",
+                "user": "its user signs in again",
+                "secret": "an operator puts its values again"}.get(self.kind, "it is lost")
 
 
 def _decode(text: str, variable: str) -> bytes:
