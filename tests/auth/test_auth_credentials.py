@@ -15,11 +15,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
+import pytest
 from aiohttp import web
 from oauth_fakes import Clock, FakeAuthServer
 
 from conftest import run
 from oidc import start_provider
+from trunkline import Host
 from trunkline.auth import ClientSettings, FileStore, OAuthClient
 from trunkline.auth.registration import POST, REGISTERED, ClientIdentity
 from trunkline.auth.resource import canonical_uri
@@ -28,6 +30,7 @@ from trunkline.auth.secret import Secret
 from trunkline.auth.store import Binding
 from trunkline.auth.tokens import Token
 from trunkline.auth.user_store import UserTokenStore
+from trunkline.errors import StoreKeyMissing
 from trunkline.policy.identity import Identity
 
 SETTINGS = ClientSettings(client_name="trunkline-test", redirect_uri="http://127.0.0.1/callback")
@@ -270,5 +273,30 @@ def test_put_reads_stdin_and_needs_the_key(tmp_path: Path) -> None:
         assert not (tmp_path / "store").exists()  # nothing stored by any of them
         code, out, _ = await trunkline("new-key", key=None)
         assert code == 0 and StoreKeys.from_environment({KEY_ENV: out.strip()}) is not None
+
+    run(main())
+
+
+def test_a_store_holding_per_user_records_refuses_to_start_without_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key unset where users' records are kept: the command (as ``serve`` would) stops
+    at once, naming the variable, and nothing in the store changes."""
+    key = new_key()
+
+    async def main() -> None:
+        path = config(tmp_path, "http://127.0.0.1:9/mcp")
+        code, _, err = await trunkline("put", str(path), "--user", ALICE_SPELLED, "--server",
+                                       "github", "GITHUB_TOKEN", key=key,
+                                       stdin=GH_TOKEN.encode())
+        assert code == 0, err
+        before = {p: p.read_bytes() for p in (tmp_path / "store").rglob("*.json")}
+        for command in (("list", str(path)), ("rekey", str(path))):
+            code, out, err = await trunkline(*command, key=None)
+            assert code == 2 and "holds per-user credentials" in err and KEY_ENV in err, err
+            assert GH_TOKEN not in out + err
+        monkeypatch.delenv(KEY_ENV, raising=False)
+        with pytest.raises(StoreKeyMissing, match=KEY_ENV):
+            Host.from_config(path)
+        assert {p: p.read_bytes() for p in (tmp_path / "store").rglob("*.json")} == before
 
     run(main())

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..config import OAuthConfig
+from ..errors import StoreKeyMissing
 from .flow import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, Authorizer, OAuthClient, ServerAuth
 from .registration import ClientSettings, PreRegisteredClient
-from .sealing import StoreKeys
+from .sealing import KEY_ENV, StoreKeys
 from .secret import Secret
 from .store import FileStore
 
@@ -21,13 +22,20 @@ if TYPE_CHECKING:
 def token_store_from(config: OAuthConfig, keys: StoreKeys | None = None
                      ) -> FileStore | RedisStore:
     """The store the file names, sealed with ``keys`` (by default the environment's:
-    ``StoreKeys.from_environment()``)."""
+    ``StoreKeys.from_environment()``). A directory that holds per-user records is refused
+    without a key (``StoreKeyMissing``): they are kept only sealed, and a host started
+    without the key could read none of them. (In Redis, each per-user view refuses.)"""
     keys = keys if keys is not None else StoreKeys.from_environment()
     if isinstance(config.store, str):
         from .redis_store import RedisStore
 
         return RedisStore(config.store, keys=keys)
-    return FileStore(config.store, keys=keys)
+    store = FileStore(config.store, keys=keys)
+    if keys is None and store.holds_user_records():
+        raise StoreKeyMissing(
+            f"the token store {config.store} holds per-user credentials, kept only sealed: "
+            f"set {KEY_ENV} to the key that sealed them")
+    return store
 
 
 def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClient:

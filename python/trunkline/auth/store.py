@@ -159,6 +159,11 @@ class FileStore:
     def path_for(self, server: str) -> Path:
         return self._files.path_for(server)
 
+    def holds_user_records(self) -> bool:
+        """Whether any per-user record is kept here (a look at two directories)."""
+        return any(any(d.glob("*.json")) for d in
+                   (self.directory / "users", self.directory / "secrets") if d.is_dir())
+
     async def load(self, server: str) -> Binding | None:
         data = await self.records.read(server)
         if data is None:
