@@ -71,6 +71,11 @@ class ConfigurationError(TrunklineError):
     the ``reject`` policy, ...)."""
 
 
+class StoreKeyMissing(ConfigurationError):
+    """A store is asked to keep per-user credentials without the key that seals them
+    (``TRUNKLINE_STORE_KEY``)."""
+
+
 class ToolCollision(ConfigurationError):
     """Two tools cannot both have the name ``name``.
 

@@ -14,6 +14,11 @@ Rules:
   one), so a crash leaves the old record or the new, never half of one.
 - ``RedisRecords(url, prefix=, kind=)``: ``<prefix><kind>:<record_name(key)>``, written
   whole by one ``SET``, no expiry; it names keys one at a time (no ``KEYS``, ``SCAN``).
+  ``indexed=True`` also keeps the names of its records in the set ``<prefix>index:<kind>``
+  (written in the same transaction as the record), so they can be walked without a scan.
+- Every backend also reads, writes and deletes by record name (``read_named``...), and
+  lists the names it holds (``names()``): how a store is walked when its keys are not
+  known (``auth.sealing``).
   A command that fails raises what ``failure(message)`` makes, naming the store by
   scheme, host, port and database and the kind of failure only: never the URL's
   credentials, a value, nor the client library's message (which can quote a command's
@@ -24,6 +29,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import os
 import tempfile
@@ -61,16 +67,31 @@ class MemoryRecords:
         self._records: dict[str, bytes] = {}
 
     async def read(self, key: str) -> bytes | None:
-        return self._records.get(key)
+        return await self.read_named(record_name(key))
 
     async def write(self, key: str, data: bytes) -> None:
-        self._records[key] = data
+        await self.write_named(record_name(key), data)
 
     async def delete(self, key: str) -> None:
-        self._records.pop(key, None)
+        await self.delete_named(record_name(key))
 
     def where(self, key: str) -> str:
         return "a record in memory"
+
+    async def read_named(self, name: str) -> bytes | None:
+        return self._records.get(name)
+
+    async def write_named(self, name: str, data: bytes) -> None:
+        self._records[name] = data
+
+    async def delete_named(self, name: str) -> None:
+        self._records.pop(name, None)
+
+    async def names(self) -> list[str]:
+        return sorted(self._records)
+
+    def where_named(self, name: str) -> str:
+        return f"record {name} in memory"
 
 
 class FileRecords:
@@ -82,18 +103,44 @@ class FileRecords:
         self.suffix = suffix
 
     def path_for(self, key: str) -> Path:
-        return self.directory / (record_name(key) + self.suffix)
+        return self.path_named(record_name(key))
+
+    def path_named(self, name: str) -> Path:
+        return self.directory / (name + self.suffix)
 
     def where(self, key: str) -> str:
         return f"file {self.path_for(key)}"
 
+    def where_named(self, name: str) -> str:
+        return f"file {self.path_named(name)}"
+
     async def read(self, key: str) -> bytes | None:
+        return await self.read_named(record_name(key))
+
+    async def write(self, key: str, data: bytes) -> None:
+        await self.write_named(record_name(key), data)
+
+    async def delete(self, key: str) -> None:
+        await self.delete_named(record_name(key))
+
+    async def names(self) -> list[str]:
+        """The names of the records in the directory (its files with the suffix, but the
+        temporary ones)."""
         try:
-            return self.path_for(key).read_bytes()
+            files = list(self.directory.iterdir())
+        except FileNotFoundError:
+            return []
+        return sorted(f.name[:-len(self.suffix)] for f in files
+                      if f.name.endswith(self.suffix) and not f.name.startswith(".")
+                      and f.is_file())
+
+    async def read_named(self, name: str) -> bytes | None:
+        try:
+            return self.path_named(name).read_bytes()
         except FileNotFoundError:
             return None
 
-    async def write(self, key: str, data: bytes) -> None:
+    async def write_named(self, name: str, data: bytes) -> None:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
         try:
@@ -102,7 +149,7 @@ class FileRecords:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(tmp, self.path_for(key))
+            os.replace(tmp, self.path_named(name))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -115,9 +162,9 @@ class FileRecords:
             finally:
                 os.close(directory)
 
-    async def delete(self, key: str) -> None:
+    async def delete_named(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.path_for(key).unlink()
+            self.path_named(name).unlink()
 
 
 def _unavailable(message: str) -> Exception:
@@ -130,7 +177,7 @@ class RedisRecords:
 
     def __init__(self, url: str, *, prefix: str, kind: str, timeout_s: float = 5.0,
                  failure: Callable[[str], Exception] = _unavailable,
-                 what: str = "the store") -> None:
+                 what: str = "the store", indexed: bool = False) -> None:
         try:
             import redis.asyncio
             import redis.exceptions
@@ -141,6 +188,8 @@ class RedisRecords:
             raise ValueError("a Redis store needs a key prefix (one per deployment)")
         self.prefix = prefix
         self.kind = kind
+        self.indexed = indexed
+        self.index_key = f"{prefix}index:{kind}"
         self.location = redis_location(url)
         self._failure = failure
         self._what = what
@@ -154,23 +203,75 @@ class RedisRecords:
     async def aclose(self) -> None:
         await self.client.aclose()
 
+    def sibling(self, kind: str, *, indexed: bool = False) -> RedisRecords:
+        """Records of another kind under the same prefix, over the same connections."""
+        other = copy.copy(self)
+        other.kind = kind
+        other.indexed = indexed
+        other.index_key = f"{self.prefix}index:{kind}"
+        return other
+
     def key_for(self, key: str) -> str:
-        return f"{self.prefix}{self.kind}:{record_name(key)}"
+        return self.key_named(record_name(key))
+
+    def key_named(self, name: str) -> str:
+        return f"{self.prefix}{self.kind}:{name}"
 
     def where(self, key: str) -> str:
         return f"key {self.key_for(key)}"
 
+    def where_named(self, name: str) -> str:
+        return f"key {self.key_named(name)}"
+
     async def read(self, key: str) -> bytes | None:
-        name = self.key_for(key)
-        return await self.command("read a record", lambda: self.client.get(name))
+        return await self.read_named(record_name(key))
 
     async def write(self, key: str, data: bytes) -> None:
-        name = self.key_for(key)
-        await self.command("write a record", lambda: self.client.set(name, data))
+        await self.write_named(record_name(key), data)
 
     async def delete(self, key: str) -> None:
-        name = self.key_for(key)
-        await self.command("delete a record", lambda: self.client.delete(name))
+        await self.delete_named(record_name(key))
+
+    async def read_named(self, name: str) -> bytes | None:
+        key = self.key_named(name)
+        data: bytes | None = await self.command("read a record", lambda: self.client.get(key))
+        return data
+
+    async def write_named(self, name: str, data: bytes) -> None:
+        key = self.key_named(name)
+        if not self.indexed:
+            await self.command("write a record", lambda: self.client.set(key, data))
+            return
+
+        async def set_and_index() -> None:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.set(key, data)
+                pipe.sadd(self.index_key, name)
+                await pipe.execute()
+
+        await self.command("write a record", set_and_index)
+
+    async def delete_named(self, name: str) -> None:
+        key = self.key_named(name)
+        if not self.indexed:
+            await self.command("delete a record", lambda: self.client.delete(key))
+            return
+
+        async def delete_and_unindex() -> None:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(key)
+                pipe.srem(self.index_key, name)
+                await pipe.execute()
+
+        await self.command("delete a record", delete_and_unindex)
+
+    async def names(self) -> list[str]:
+        """The names of the records written since the index was kept (``indexed``)."""
+        if not self.indexed:
+            return []
+        members = await self.command("list the records",
+                                     lambda: self.client.smembers(self.index_key))
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def command(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """``call``'s answer; a failure becomes ``failure(message)``, naming the kind of

@@ -1,7 +1,7 @@
 """RedisStore against a real redis-server started here (127.0.0.1, a free port, a temporary
 directory, no persistence): the records, the renewal lease shared by two OAuthClients as
 two gateway replicas would share it, a lease whose holder died, no secret in any error or
-log, and no key outside the store's prefix."""
+log, no key outside the store's prefix, and a sealed store whose dump shows nothing."""
 
 from __future__ import annotations
 
@@ -22,10 +22,13 @@ from redisserver import RedisServer, free_port, redis_server  # noqa: F401 - a f
 from trunkline.auth import ClientSettings, MemoryStore, OAuthClient, RedisStore
 from trunkline.auth.registration import BASIC, REGISTERED, ClientIdentity
 from trunkline.auth.resource import canonical_uri
+from trunkline.auth.sealing import StoreKeys, new_key
 from trunkline.auth.secret import Secret
 from trunkline.auth.store import Binding, renewal_lease
 from trunkline.auth.tokens import Token
+from trunkline.auth.user_store import StoredUserSecrets, UserTokenStore, user_entries
 from trunkline.errors import AuthorizationFailed
+from trunkline.policy.identity import Identity
 
 SERVER = "https://mcp.example.com/mcp"
 ISSUER = "https://auth.example.com"
@@ -323,4 +326,61 @@ def test_a_configuration_file_can_name_a_redis_store_for_its_replicas(
             code, out, err = await trunkline("call", str(path), "echo", '{"text": "shared"}')
             assert code == 0 and "shared" in out, err
             assert len(fake.authorizations) == 1 and len(fake.token_requests) == 1
+    run(main())
+
+
+def test_a_sealed_store_dump_reveals_nothing_and_users_renew_apart(
+        redis_server: RedisServer) -> None:
+    """Shared and per-user tokens from real flows and a user's secret, sealed: the
+    server's own dump (SAVE, uncompressed) holds none of them, nor the server's URL; the
+    same records kept without a key are there in clear (the dump can show them)."""
+    alice, bob = Identity.user("alice", issuer=ISSUER), Identity.user("bob", issuer=ISSUER)
+    gh_token = "ghp-sekrit-redis-1"
+    keys = StoreKeys.from_environment({"TRUNKLINE_STORE_KEY": new_key()})
+
+    async def dump() -> bytes:
+        admin = redis_server.admin()
+        try:
+            await admin.config_set("rdbcompression", "no")
+            await admin.save()
+        finally:
+            await admin.aclose()
+        return (redis_server.log.parent / "dump.rdb").read_bytes()
+
+    async def fill(prefix: str, fake: FakeAuthServer) -> RedisStore:
+        store = RedisStore(redis_server.url, prefix=prefix, keys=keys)
+        for view in (store, UserTokenStore(store, alice), UserTokenStore(store, bob)):
+            async with OAuthClient(settings=SETTINGS, clock=Clock(), store=view) as oauth:
+                await oauth.on_challenge(fake.server_url(), 401, fake.challenge())
+        await StoredUserSecrets(store).put("github", alice.key, "GITHUB_TOKEN", gh_token)
+        return store
+
+    async def main() -> None:
+        async with FakeAuthServer() as fake:
+            async with await fill("tl:sealed:", fake) as store:
+                assert {e.user async for e in user_entries(store)} == {alice.key, bob.key}
+                # One user's renewal never waits for another's: a lease each.
+                quick = RedisStore(redis_server.url, prefix="tl:sealed:", keys=keys,
+                                   lease_wait_s=0.2)
+                async with quick:
+                    async with UserTokenStore(quick, alice).renewal(fake.server_url()):
+                        async with UserTokenStore(quick, bob).renewal(fake.server_url()):
+                            pass
+                        with pytest.raises(AuthorizationFailed) as caught:
+                            async with UserTokenStore(quick, alice).renewal(
+                                    fake.server_url()):
+                                pass
+                        assert caught.value.reason == "renewal_busy"
+            sealed = await dump()
+            assert b"tl:sealed:user:" in sealed and len(fake.issued) >= 6
+            for secret in (*fake.issued, gh_token, fake.server_url(), "alice"):
+                assert secret.encode() not in sealed, secret
+
+            # The control: without a key the dump shows the shared tokens.
+            clear = RedisStore(redis_server.url, prefix="tl:clear:")
+            async with clear, OAuthClient(settings=SETTINGS, clock=Clock(),
+                                          store=clear) as oauth:
+                header = await oauth.on_challenge(fake.server_url(), 401, fake.challenge())
+            assert header.removeprefix("Bearer ").encode() in await dump()
+
     run(main())

@@ -29,10 +29,12 @@ _HEAD = """\
 `trunkline` is installed with the package (`python -m trunkline` is the same). Every
 command below reads its servers from a configuration file (the
 [configuration reference](configuration.md) has its keys), but `demo`, which needs
-none, `status`, which asks a running gateway, and `policy`, which reads a policy file as
-well. When a command fails it prints one line on stderr and exits with a status that
-says how ([exit codes](errors.md#exit-codes)). Under a configuration's `"policy"`,
-`tools` and `call` see and call as the identity `local`.
+none, `status`, which asks a running gateway, `policy`, which reads a policy file as
+well, and `credentials new-key`. When a command fails it prints one line on stderr and
+exits with a status that says how ([exit codes](errors.md#exit-codes)). Under a
+configuration's `"policy"`, `tools` and `call` see and call as the identity `local`.
+The `credentials` commands read `TRUNKLINE_STORE_KEY` and `TRUNKLINE_STORE_KEYS_OLD`
+([Tokens sealed at rest](../how-to/store-key.md)).
 
 This page is generated from the command line's parser, so it says exactly what
 `trunkline COMMAND --help` says.
@@ -120,7 +122,15 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
         if notes:
             what = (what + " " if what else "") + "(" + "; ".join(notes) + ")"
         lines.append(f"| {_name(action)} | {what} | {_default(action)} |")
-    return [*lines, ""]
+    if lines[-1].startswith("| ---"):  # no arguments: no table
+        del lines[-3:]
+    lines.append("")
+    for nested in parser._actions:  # a command of commands: each its own section
+        if isinstance(nested, argparse._SubParsersAction):
+            summaries = {choice.dest: choice.help or "" for choice in nested._choices_actions}
+            for sub_name, sub in nested.choices.items():
+                lines += _command(f"{name} {sub_name}", summaries[sub_name], sub)
+    return lines
 
 
 #: What ``serve`` does on each signal it acts on (the parser cannot say it).
@@ -131,6 +141,16 @@ _SIGNALS = (
      "then on by it; a policy that cannot be read or does not compile is logged and the one "
      "in force stays ([Who may see and call what]"
      "(../how-to/authorization.md#change-the-policy-without-a-restart))"),
+)
+
+#: The token store's variables (read by ``auth.sealing``, not by the parser).
+_STORE_VARIABLES = (
+    ("TRUNKLINE_STORE_KEY", "32 bytes as base64url (`trunkline credentials new-key`): every "
+     "record written is sealed with it (AES-256-GCM). Unset: shared records are kept in "
+     "clear (0600 files), and per-user records are refused (`StoreKeyMissing`)"),
+    ("TRUNKLINE_STORE_KEYS_OLD", "keys that only open records, comma-separated: the keys "
+     "being rotated out, until `trunkline credentials rekey` has sealed every record under "
+     "`TRUNKLINE_STORE_KEY`"),
 )
 
 _TAIL = """\
@@ -157,6 +177,17 @@ key, with what an authorization policy may read of it:
 (lists of strings) and `attributes` (strings) are optional. A request showing the key as
 `Authorization: Bearer <key>` has the identity `api_key` named `name`
 ([Who may see and call what](../how-to/authorization.md#named-api-keys)).
+
+## The token store's key
+
+Read by every command that opens the configuration's token store (`serve`, `tools`,
+`call`, `login`, `credentials`) and by `Host.from_config`
+([Tokens sealed at rest](../how-to/store-key.md)):
+
+| Variable | What it is |
+| --- | --- |
+""" + "".join(f"| `{variable}` | {what} |\n" for variable, what in _STORE_VARIABLES) + """
+A malformed key is refused (exit 2) with a message naming the variable, never its value.
 """
 
 

@@ -16,8 +16,13 @@ One module, one job:
 - ``tokens``: token requests, responses and expiry (pure).
 - ``answers``: reading an authorization server's JSON answers (pure).
 - ``secret``: strings that never print.
+- ``sealing``: records sealed at rest (``TRUNKLINE_STORE_KEY``, AES-256-GCM), and key
+  rotation.
 - ``store``: where tokens and client identities are kept (memory, or 0600 files), and the
   renewal lease.
+- ``user_store``: per-user token records (``UserTokenStore``) and secrets
+  (``StoredUserSecrets``), kept only sealed.
+- ``revocation``: RFC 7009 token revocation (``trunkline credentials revoke``).
 - ``redis_store``: records and renewal leases in Redis, for processes that share them
   (``RedisStore``, exported here but imported only when first named: ``redis`` is an
   optional dependency).

@@ -12,12 +12,19 @@ Rules:
   the key only, and the server is authorized afresh.
 - Every key this store reads or writes starts with ``prefix`` (one per deployment; default
   ``trunkline:auth:``); it names keys only one at a time (no ``KEYS``, ``SCAN``, ``FLUSH``).
-- What protects the tokens: they are stored in clear, as in ``FileStore``'s 0600 files;
-  here Redis's own controls stand in for the file mode: a password or an ACL user given in
-  the URL (``redis://user:password@host:port/db``) whose keys are limited to the prefix
-  (``~trunkline:auth:*``), TLS (``rediss://``) for anything but loopback, and a prefix per
-  deployment. Redis's ``SLOWLOG`` and ``MONITOR`` show commands' arguments: deny them
-  (``-slowlog -monitor``) to users who must not read tokens.
+- Sealed at rest with ``keys`` as ``FileStore``'s records are (``sealing``): then a dump
+  of the database shows hashed key names and sealed envelopes only. Per-user records are
+  the kinds ``user`` and ``secret`` (``<prefix>user:<name>``, ``<prefix>secret:<name>``).
+  Every per-user record is also named in the set ``<prefix>index:<kind>`` (one
+  transaction with the record), which is how ``rekey`` and ``credentials list`` walk them
+  without a ``SCAN``; shared records are found by the configured servers' URIs.
+- Without keys the tokens are stored in clear, as in ``FileStore``'s 0600 files; then
+  Redis's own controls stand in for the file mode (with keys, they still should): a
+  password or an ACL user given in the URL (``redis://user:password@host:port/db``) whose
+  keys are limited to the prefix (``~trunkline:auth:*``), TLS (``rediss://``) for anything
+  but loopback, and a prefix per deployment. Redis's ``SLOWLOG`` and ``MONITOR`` show
+  commands' arguments: deny them (``-slowlog -monitor``) to users who must not read
+  tokens.
 - No secret in a log or an error: a command that fails becomes ``AuthorizationFailed``
   (``reason="store_unavailable"``) naming the store by scheme, host, port and database and
   the kind of failure only: never the URL's credentials, a value, nor the client library's
@@ -51,6 +58,7 @@ from typing import Any, Self, TypeVar
 
 from ..errors import AuthorizationFailed
 from ..records import RedisRecords, record_name
+from .sealing import SealedRecords, StoreKeys
 from .store import Binding, read_record, record_bytes
 
 log = logging.getLogger("trunkline.auth")
@@ -70,19 +78,29 @@ return 0
 class RedisStore:
     """Records in Redis, shared between processes; see the module docstring."""
 
+    at_rest = True
+
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *,
                  prefix: str = "trunkline:auth:", lease_s: float = 60.0,
                  lease_wait_s: float | None = None, poll_s: float = 0.05,
-                 timeout_s: float = 5.0) -> None:
-        self.records = RedisRecords(
-            url, prefix=prefix, kind="record", timeout_s=timeout_s, what="the token store",
-            failure=lambda message: AuthorizationFailed(message, reason="store_unavailable"))
+                 timeout_s: float = 5.0, keys: StoreKeys | None = None) -> None:
+        def failure(message: str) -> Exception:
+            return AuthorizationFailed(message, reason="store_unavailable")
+
+        self._raw = RedisRecords(url, prefix=prefix, kind="record", timeout_s=timeout_s,
+                                 what="the token store", failure=failure)
+        self.keys = keys
+        self.records = SealedRecords(self._raw, keys, kind="record", clear_ok=True)
+        self.user_records = SealedRecords(self._raw.sibling("user", indexed=True), keys,
+                                          kind="user", clear_ok=False)
+        self.secret_records = SealedRecords(self._raw.sibling("secret", indexed=True), keys,
+                                            kind="secret", clear_ok=False)
         self.prefix = prefix
         self.lease_s = lease_s
         self.lease_wait_s = lease_wait_s if lease_wait_s is not None else lease_s + 5.0
         self.poll_s = poll_s
-        self.where = self.records.location
-        self._redis: Any = self.records.client
+        self.where = self._raw.location
+        self._redis: Any = self._raw.client
         self._give_back = self._redis.register_script(GIVE_BACK)
 
     async def __aenter__(self) -> Self:
@@ -95,7 +113,7 @@ class RedisStore:
         await self._redis.aclose()
 
     def record_key(self, server: str) -> str:
-        return self.records.key_for(server)
+        return self._raw.key_for(server)
 
     def lease_key(self, server: str) -> str:
         return f"{self.prefix}lease:{record_name(server)}"
@@ -106,7 +124,7 @@ class RedisStore:
         data = await self.records.read(server)
         if data is None:
             return None
-        return read_record(data, server, where=f"token store {self.records.where(server)}")
+        return read_record(data, server, where=f"token store {self._raw.where(server)}")
 
     async def save(self, binding: Binding) -> None:
         await self.records.write(binding.server, record_bytes(binding))
@@ -141,4 +159,4 @@ class RedisStore:
     # -- plumbing -----------------------------------------------------------------------
 
     async def _command(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        return await self.records.command(what, call)
+        return await self._raw.command(what, call)

@@ -22,8 +22,14 @@ Rules:
   with the pin store). A file that cannot be read back (corrupt, another server's,
   another format) is ignored with a warning that names the file only, and the server is
   authorized afresh.
-- Secrets are written in clear only into these files (that is what 0600 is for); in
-  memory they stay ``Secret``.
+- Sealed at rest (``sealing``): given ``keys`` (``StoreKeys.from_environment()``, i.e.
+  ``TRUNKLINE_STORE_KEY``), every record is sealed with AES-256-GCM, bound to its kind and
+  name. Without, records are in clear in these 0600 files (in memory they stay
+  ``Secret``).
+- Per-user records (``user_store``) live beside the shared ones, in their own kinds:
+  ``users/`` (tokens by user and server) and ``secrets/`` (a stdio server's environment
+  values by user); the shared records stay where they were. A per-user view refuses a
+  store kept at rest (``at_rest``) without a key.
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..records import FileRecords
+from ..records import FileRecords, MemoryRecords
 from .registration import ClientIdentity
+from .sealing import SealedRecords, StoreKeys
 from .tokens import Token
 
 log = logging.getLogger("trunkline.auth")
@@ -108,10 +115,16 @@ def read_record(data: bytes, server: str, *, where: str) -> Binding | None:
 
 
 class MemoryStore:
-    """Records for the life of the process."""
+    """Records for the life of the process (nothing at rest: nothing to seal)."""
+
+    keys: StoreKeys | None = None
+    at_rest = False
 
     def __init__(self) -> None:
         self._records: dict[str, Binding] = {}
+        self.user_records = SealedRecords(MemoryRecords(), None, kind="user", clear_ok=True)
+        self.secret_records = SealedRecords(MemoryRecords(), None, kind="secret",
+                                            clear_ok=True)
 
     async def load(self, server: str) -> Binding | None:
         return self._records.get(server)
@@ -127,26 +140,44 @@ class MemoryStore:
 
 
 class FileStore:
-    """Records in a directory, one 0600 JSON file per server (``records.FileRecords``)."""
+    """Records in a directory, one 0600 file per server (``records.FileRecords``), sealed
+    with ``keys`` when given."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    at_rest = True
+
+    def __init__(self, directory: str | os.PathLike[str], *,
+                 keys: StoreKeys | None = None) -> None:
         self.directory = Path(directory)
+        self.keys = keys
         self._files = FileRecords(self.directory)
+        self.records = SealedRecords(self._files, keys, kind="record", clear_ok=True)
+        self.user_records = SealedRecords(FileRecords(self.directory / "users"), keys,
+                                          kind="user", clear_ok=False)
+        self.secret_records = SealedRecords(FileRecords(self.directory / "secrets"), keys,
+                                            kind="secret", clear_ok=False)
 
     def path_for(self, server: str) -> Path:
         return self._files.path_for(server)
 
+    def holds_user_records(self) -> bool:
+        """Whether any per-user record is kept here (a look at two directories)."""
+        return any(any(d.glob("*.json")) for d in
+                   (self.directory / "users", self.directory / "secrets") if d.is_dir())
+
     async def load(self, server: str) -> Binding | None:
-        data = await self._files.read(server)
+        data = await self.records.read(server)
         if data is None:
             return None
         return read_record(data, server, where=f"token store {self._files.where(server)}")
 
     async def save(self, binding: Binding) -> None:
-        await self._files.write(binding.server, record_bytes(binding))
+        await self.records.write(binding.server, record_bytes(binding))
 
     async def delete(self, server: str) -> None:
-        await self._files.delete(server)
+        await self.records.delete(server)
+
+    async def aclose(self) -> None:
+        pass
 
     def renewal(self, server: str) -> contextlib.AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()

@@ -1,5 +1,5 @@
 """The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``,
-``status``, ``login``, ``pins``.
+``status``, ``login``, ``pins``, ``credentials``.
 
 Exit codes: 0 success; 1 a call failed or returned ``isError``, or the host failed
 (a ``TrunklineError``); 2 bad usage or configuration; 3 a server is unavailable
@@ -545,6 +545,29 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("server", nargs="?", help="the server's name in that file (diff, approve)")
     pn.add_argument("tool", nargs="?", help="the server's own name of the tool (diff, approve)")
     pn.add_argument("--json", action="store_true", help="print the same as JSON")
+    cr = sub.add_parser("credentials", help="what the token store keeps, per user and shared: "
+                                            "list, revoke, put a user's secret, rekey")
+    actions = cr.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                help="what to do (each has its own section below)")
+    actions.add_parser("new-key", help="print a fresh TRUNKLINE_STORE_KEY")
+    cl = actions.add_parser("list", help="the records: user, server, issuer, kind, expiry, "
+                                         "whether a refresh token is held (never a value)")
+    cp = actions.add_parser("put", help="set a user's secret for a server (the value is read "
+                                        "from standard input)")
+    cv = actions.add_parser("revoke", help="revoke (RFC 7009, where advertised) and delete a "
+                                           "user's records")
+    ck = actions.add_parser("rekey", help="seal every record under TRUNKLINE_STORE_KEY")
+    for action in (cl, cp, cv, ck):
+        action.add_argument("config", help="an mcpServers JSON file")
+    cp.add_argument("name", help="the environment variable's NAME (e.g. GITHUB_TOKEN)")
+    for action, required in ((cl, False), (cp, True), (cv, True)):
+        action.add_argument("--user", required=required, metavar="KIND:SUBJECT@ISSUER",
+                            help="the user (e.g. oauth:alice@https://idp.example, "
+                                 "api_key:ci-bot)")
+    for action, required in ((cl, False), (cp, True), (cv, False)):
+        action.add_argument("--server", required=required, metavar="NAME",
+                            help="the server's name in the file")
+    cl.add_argument("--json", action="store_true", help="print the same as JSON")
     pc = sub.add_parser("policy", help="check an authorization policy before a gateway reads "
                                        "it (serve reads it again on SIGHUP)")
     pc.add_argument("action", choices=("check",), help="compile it, and say what in it "
@@ -741,6 +764,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+async def _returning(code: int) -> int:
+    return code
+
+
 def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
     """The coroutine of a command but ``status`` (``main`` runs that one itself)."""
     if ns.command == "demo":
@@ -755,6 +782,14 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
         from .pins import pins
 
         return pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
+    if ns.command == "credentials":
+        from .credentials import credentials, print_new_key
+
+        if ns.action == "new-key":
+            return _returning(print_new_key())
+        return credentials(ns.action, ns.config, user=getattr(ns, "user", None),
+                           server=getattr(ns, "server", None), name=getattr(ns, "name", None),
+                           json_mode=getattr(ns, "json", False))
     if ns.command == "policy":
         from .policy import check_policy
 
