@@ -54,7 +54,7 @@ OUT="${CONF_OUT:-$REPO/.peers/conformance-results}"
 REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25 2025-03-26}"
 SCENARIOS="${CONF_SCENARIOS:-}"
 LIMIT_S="${CONF_LIMIT_S:-120}"   # hard cap around one harness run (client timeout is 30 s)
-EXTENSIONS="${CONF_EXTENSIONS-auth/client-credentials-basic auth/client-credentials-jwt sep-2640-client-no-prefetch sep-2640-client-verify-digest sep-2640-client-verify-size sep-2640-client-verify-frontmatter}"
+EXTENSIONS="${CONF_EXTENSIONS-auth/client-credentials-basic auth/client-credentials-jwt auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce auth/wif-jwt-bearer sep-2640-client-no-prefetch sep-2640-client-verify-digest sep-2640-client-verify-size sep-2640-client-verify-frontmatter}"
 
 die() { printf 'conformance: ERROR: %s\n' "$*" >&2; exit 2; }
 

@@ -14,6 +14,10 @@ One module, one job:
 - ``assertion``: ``private_key_jwt`` client assertions (RFC 7523), signed with joserfc.
 - ``authorization``: the authorization request and the checks on its redirect (pure).
 - ``tokens``: token requests, responses and expiry (pure).
+- ``dpop``: DPoP proofs, keys and nonces (RFC 9449), signed with joserfc (pure).
+- ``id_jag``: enterprise-managed authorization's token exchange for an ID-JAG (pure).
+- ``workload``: where the JWTs presented as grants come from (workload identity tokens,
+  ID tokens).
 - ``answers``: reading an authorization server's JSON answers (pure).
 - ``secret``: strings that never print.
 - ``store``: where tokens and client identities are kept (memory, or 0600 files), and the
@@ -29,16 +33,20 @@ from __future__ import annotations
 from .flow import (
     AUTHORIZATION_CODE,
     CLIENT_CREDENTIALS,
+    ENTERPRISE_MANAGED,
+    JWT_BEARER,
     Authorizer,
     HeadlessAuthorizer,
     OAuthClient,
     Sent,
     ServerAuth,
 )
+from .id_jag import IdentityProvider
 from .registration import ClientSettings, PreRegisteredClient
 from .secret import Secret
 from .store import Binding, FileStore, MemoryStore, TokenStore
 from .tokens import Token
+from .workload import JwtSource, env_source, file_source
 
 
 def __getattr__(name: str) -> object:
@@ -52,11 +60,15 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AUTHORIZATION_CODE",
     "CLIENT_CREDENTIALS",
+    "ENTERPRISE_MANAGED",
+    "JWT_BEARER",
     "Authorizer",
     "Binding",
     "ClientSettings",
     "FileStore",
     "HeadlessAuthorizer",
+    "IdentityProvider",
+    "JwtSource",
     "MemoryStore",
     "OAuthClient",
     "PreRegisteredClient",
@@ -66,4 +78,6 @@ __all__ = [
     "ServerAuth",
     "Token",
     "TokenStore",
+    "env_source",
+    "file_source",
 ]
