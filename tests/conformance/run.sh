@@ -32,12 +32,14 @@
 #   CONF_HARNESS    the installed harness        (default <repo>/.peers/conformance)
 #   CONF_LIMIT_S    hard limit per scenario run, seconds (default 120)
 #   CONF_EXTENSIONS extension scenarios to run too (default "auth/client-credentials-basic
-#                   auth/client-credentials-jwt sep-2640-client-no-prefetch
-#                   sep-2640-client-verify-digest sep-2640-client-verify-size
-#                   sep-2640-client-verify-frontmatter": the skills extension's client
-#                   scenarios, played by Host.list_skills / load_skill / read_skill_file;
-#                   trunkline does not implement DPoP, enterprise-managed authorization
-#                   or workload identity)
+#                   auth/client-credentials-jwt auth/enterprise-managed-authorization
+#                   auth/dpop auth/dpop-nonce auth/wif-jwt-bearer
+#                   sep-2640-client-no-prefetch sep-2640-client-verify-digest
+#                   sep-2640-client-verify-size sep-2640-client-verify-frontmatter": the
+#                   authorization extensions (client credentials, SEP-990 enterprise-managed
+#                   authorization, SEP-1932 DPoP, SEP-1933 workload identity), and the
+#                   skills extension's client scenarios, played by Host.list_skills /
+#                   load_skill / read_skill_file)
 #
 # Output: one line per scenario, and last
 # `conformance: N passed, M failed` (tests/conformance/summarize.py). Exit status
