@@ -42,7 +42,7 @@ def test_an_id_jag_answer_is_used() -> None:
     (400, {"error": "invalid_grant", "error_description": "bad id token"}, "token_refused",
      "invalid_grant"),
     (502, b"<html>leak</html>", "token_endpoint_failed", "HTTP 502"),
-    (200, b"leak", "malformed_response", "not a JSON object"),
+    (200, b"leak", "malformed_response", "other than a JSON object"),
     (200, {"access_token": "leak",
            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token"},
      "malformed_response", "not an ID-JAG"),
