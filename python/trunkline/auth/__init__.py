@@ -25,22 +25,14 @@ One module, one job:
 - ``redis_store``: records and renewal leases in Redis, for processes that share them
   (``RedisStore``, exported here but imported only when first named: ``redis`` is an
   optional dependency).
-- ``flow``: ``OAuthClient``, the I/O that drives the rest.
+- ``flow``: ``OAuthClient``, the I/O that drives the rest (exported here but imported
+  only when first named, like ``RedisStore``: a worker imports ``dpop`` alone).
 """
 
 from __future__ import annotations
 
-from .flow import (
-    AUTHORIZATION_CODE,
-    CLIENT_CREDENTIALS,
-    ENTERPRISE_MANAGED,
-    JWT_BEARER,
-    Authorizer,
-    HeadlessAuthorizer,
-    OAuthClient,
-    Sent,
-    ServerAuth,
-)
+from typing import TYPE_CHECKING
+
 from .id_jag import IdentityProvider
 from .registration import ClientSettings, PreRegisteredClient
 from .secret import Secret
@@ -48,8 +40,32 @@ from .store import Binding, FileStore, MemoryStore, TokenStore
 from .tokens import Token
 from .workload import JwtSource, env_source, file_source
 
+if TYPE_CHECKING:
+    from .flow import (
+        AUTHORIZATION_CODE,
+        CLIENT_CREDENTIALS,
+        ENTERPRISE_MANAGED,
+        JWT_BEARER,
+        Authorizer,
+        HeadlessAuthorizer,
+        OAuthClient,
+        Sent,
+        ServerAuth,
+    )
+    from .redis_store import RedisStore
+
+#: ``flow``'s names, imported when first named: it loads aiohttp, which a worker that
+#: signs DPoP proofs with ``dpop`` must not pay for.
+_FLOW = frozenset({"AUTHORIZATION_CODE", "CLIENT_CREDENTIALS", "ENTERPRISE_MANAGED",
+                   "JWT_BEARER", "Authorizer", "HeadlessAuthorizer", "OAuthClient", "Sent",
+                   "ServerAuth"})
+
 
 def __getattr__(name: str) -> object:
+    if name in _FLOW:
+        from . import flow
+
+        return getattr(flow, name)
     if name == "RedisStore":
         from .redis_store import RedisStore
 
