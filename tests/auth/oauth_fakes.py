@@ -77,6 +77,8 @@ class FakeAuthServer:
     prm_requests: list[str] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
     issued: list[str] = field(default_factory=list)  # every token, code and secret given
+    #: DPoP-bound access token -> the proof key's JWK it is bound to.
+    bound: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -211,6 +213,8 @@ class FakeAuthServer:
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
         answer: dict[str, Any] = {"access_token": self._next("at"),
                                   "token_type": "DPoP" if proof else "Bearer"}
+        if proof:
+            self.bound[answer["access_token"]] = _header(proof)["jwk"]
         if self.expires_in is not None:
             answer["expires_in"] = self.expires_in
         if scope:
@@ -220,6 +224,11 @@ class FakeAuthServer:
             self._refresh[refresh] = scope
             answer["refresh_token"] = refresh
         return web.json_response(answer)
+
+
+def _header(jwt: str) -> dict[str, Any]:
+    head = jwt.split(".")[0]
+    return dict(json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))))
 
 
 def _claims(jwt: str) -> dict[str, Any]:

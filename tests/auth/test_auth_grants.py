@@ -6,15 +6,19 @@ SEP-1932) with the authorization server's nonce. The conformance suite plays eac
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
 
 import pytest
-from joserfc import jwk
+from aiohttp import web
+from joserfc import jwk, jwt
 from oauth_fakes import Clock, FakeAuthServer
+from test_auth_host import ProtectedEcho
 
 from conftest import run
+from trunkline import Host, http
 from trunkline.auth import (
     ENTERPRISE_MANAGED,
     JWT_BEARER,
@@ -25,6 +29,7 @@ from trunkline.auth import (
     Secret,
     ServerAuth,
 )
+from trunkline.auth.dpop import access_token_hash
 from trunkline.errors import AuthorizationFailed
 
 SETTINGS = ClientSettings(client_name="trunkline-test", redirect_uri="http://127.0.0.1/callback")
@@ -201,3 +206,63 @@ def test_grant_settings_are_checked_when_configured() -> None:
         ServerAuth(grant=ENTERPRISE_MANAGED, identity_provider=idp)
     with pytest.raises(ValueError, match="unknown grant"):
         ServerAuth(grant="password")
+
+
+class DpopEcho(ProtectedEcho):
+    """``ProtectedEcho`` behind DPoP (RFC 9449 §7): a request needs ``Authorization: DPoP``
+    with a token bound to the key of its ``DPoP`` proof, a proof never seen before for
+    this method and URL and this token, and the server's nonce (§9: the first request
+    without it is answered 401 ``use_dpop_nonce``)."""
+
+    NONCE = "rs-nonce-1"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jtis: set[str] = set()
+        self.nonce_challenges = 0
+        self.proven = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        assert self.fake is not None
+        scheme, _, token = (request.headers.get("Authorization") or "").partition(" ")
+        proof = request.headers.get("DPoP")
+        if scheme != "DPoP" or proof is None or token not in self.fake.bound:
+            return web.Response(status=401, headers={"WWW-Authenticate": "DPoP" + (
+                self.fake.challenge("mcp").removeprefix("Bearer"))})
+        bound = self.fake.bound[token]
+        claims = dict(jwt.decode(proof, jwk.import_key(bound), algorithms=["ES256"]).claims)
+        assert part(proof, 0)["typ"] == "dpop+jwt" and "d" not in part(proof, 0)["jwk"]
+        assert claims["htm"] == "POST" and claims["htu"] == str(request.url.with_query(None))
+        assert claims["ath"] == access_token_hash(token)
+        assert claims["jti"] not in self.jtis, "a proof was sent twice"
+        self.jtis.add(claims["jti"])
+        if claims.get("nonce") != self.NONCE:
+            self.nonce_challenges += 1
+            return web.Response(status=401, headers={
+                "WWW-Authenticate": 'DPoP error="use_dpop_nonce"', "DPoP-Nonce": self.NONCE})
+        self.proven += 1
+        return await self.answer(request)
+
+
+def test_a_dpop_server_is_reached_through_the_host_with_a_fresh_proof_per_request(
+        no_leaks: None) -> None:
+    echo = DpopEcho()
+
+    async def main() -> None:
+        async with FakeAuthServer(routes=[echo.route()]) as fake:
+            echo.fake = fake
+            async with OAuthClient() as oauth, Host(oauth=oauth) as host:
+                status = await host.add_server("ledger", http(fake.server_url("mcp")))
+                assert status.state.value == "ready", status.reason
+                results = await asyncio.gather(*(host.call_tool("echo", {"text": str(i)})
+                                                 for i in range(10)))
+                assert [r.text for r in results] == [str(i) for i in range(10)]
+                # One DPoP token; the worker asked for the server's nonce once, and
+                # every request after carried it, each with its own proof.
+                [token_request] = [r for r in fake.token_requests
+                                   if r.grant == "authorization_code"]
+                assert token_request.dpop is not None and len(fake.bound) == 1
+                assert echo.nonce_challenges == 1
+                assert echo.proven >= 12 and len(echo.jtis) == echo.proven + 1
+
+    run(main())
