@@ -216,8 +216,10 @@ class DpopEcho(ProtectedEcho):
 
     NONCE = "rs-nonce-1"
 
-    def __init__(self) -> None:
+    def __init__(self, configured: str = "mcp") -> None:
         super().__init__()
+        #: The path the host is configured with (its protected resource metadata's).
+        self.configured = configured
         self.jtis: set[str] = set()
         self.nonce_challenges = 0
         self.proven = 0
@@ -228,7 +230,7 @@ class DpopEcho(ProtectedEcho):
         proof = request.headers.get("DPoP")
         if scheme != "DPoP" or proof is None or token not in self.fake.bound:
             return web.Response(status=401, headers={"WWW-Authenticate": "DPoP" + (
-                self.fake.challenge("mcp").removeprefix("Bearer"))})
+                self.fake.challenge(self.configured).removeprefix("Bearer"))})
         bound = self.fake.bound[token]
         claims = dict(jwt.decode(proof, jwk.import_key(bound), algorithms=["ES256"]).claims)
         assert part(proof, 0)["typ"] == "dpop+jwt" and "d" not in part(proof, 0)["jwk"]
@@ -264,5 +266,24 @@ def test_a_dpop_server_is_reached_through_the_host_with_a_fresh_proof_per_reques
                 assert token_request.dpop is not None and len(fake.bound) == 1
                 assert echo.nonce_challenges == 1
                 assert echo.proven >= 12 and len(echo.jtis) == echo.proven + 1
+
+    run(main())
+
+
+def test_a_proof_follows_a_same_origin_redirect_with_the_url_it_is_sent_to(
+        no_leaks: None) -> None:
+    echo = DpopEcho(configured="old")
+
+    async def moved(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("/mcp")
+
+    async def main() -> None:
+        async with FakeAuthServer(routes=[echo.route(), ("POST", "/old", moved)]) as fake:
+            echo.fake = fake
+            async with OAuthClient() as oauth, Host(oauth=oauth) as host:
+                status = await host.add_server("ledger", http(fake.server_url("old")))
+                assert status.state.value == "ready", status.reason
+                assert (await host.call_tool("echo", {"text": "moved"})).text == "moved"
+                assert echo.proven >= 3  # each checked against /mcp, where it arrived
 
     run(main())

@@ -574,6 +574,11 @@ class HttpTransport:
             resp.release()
             url = self.params.follow(resp.status, resp.headers.get("location"), url, hops)
             hops += 1
+            if "DPoP" in headers and self._credentials is not None:
+                # A proof names the URL it is for (htu): the next hop gets its own.
+                proof = self._credentials.proof(method, url)
+                if proof is not None:
+                    headers = {**headers, "DPoP": proof[0]}
             self._note(f"{method} followed HTTP {resp.status} to {url}")
         try:
             yield resp
