@@ -68,13 +68,15 @@ Rules:
     ``use_dpop_nonce`` refusal retried once with the new one. Which servers:
     ``ServerAuth(dpop=True)`` always, ``False`` never, ``None`` (the default) those whose
     challenge offers the DPoP scheme (``WWW-Authenticate: DPoP ...``) when their
-    authorization server signs with an algorithm this client proves with. A bound token
+    authorization server accepts proofs in an algorithm this client signs with. A bound token
     keeps its key (``Token.dpop_key``); ``dpop_key_for`` hands it to the worker that
     presents the token, which signs each request's proof (``dpop`` rule 4).
 
-Not implemented: the ``urn:ietf:params:oauth:grant-type:jwt-bearer`` grant's assertions
-made by this client itself (it presents JWTs it is given), DPoP-bound authorization codes
-(``dpop_jkt``).
+Not implemented: ``dpop_jkt`` in the authorization request (RFC 9449 §10, binding the
+code to the key; the code exchange's proof binds the token); signing in to the enterprise
+identity provider for the ID token that ``ENTERPRISE_MANAGED`` exchanges (its source is
+the caller's: ``ServerAuth.identity_provider``), and minting workload tokens
+(``JWT_BEARER`` presents the one its source gives).
 """
 
 from __future__ import annotations
