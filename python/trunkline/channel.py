@@ -45,7 +45,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 11
+CHANNEL_VERSION = 12
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -319,11 +319,14 @@ class CredentialAnswer(_Json, frozen=True):
     #: With ``error``: ``AuthorizationFailed.reason`` and ``.issuer``.
     reason: str | None = None
     issuer: str | None = None
+    #: With a DPoP-bound ``authorization``: the private JWK (JSON text) of the key its
+    #: proofs are signed with, by the worker for each request (``auth.dpop`` rule 4).
+    dpop_key: str | None = None
 
     def __repr__(self) -> str:
         return (f"CredentialAnswer(key={self.key}, authorization="
                 f"{_redacted(self.authorization)}, renew_at={self.renew_at}, "
-                f"error={self.error!r})")
+                f"dpop_key={_redacted(self.dpop_key)}, error={self.error!r})")
 
 
 def _redacted(secret: str | None) -> str:

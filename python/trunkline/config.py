@@ -241,8 +241,11 @@ def load_config(path: str | os.PathLike[str], *, discover_timeout_s: float | Non
 # --- OAuth ------------------------------------------------------------------------------
 
 _OAUTH_KEYS = {"clientName", "redirectUri", "clientMetadataUrl", "store"}
-_SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant"}
-_GRANTS = ("authorization_code", "client_credentials")
+_SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant", "assertionFile",
+                      "assertionEnv", "identityProvider", "dpop"}
+_IDP_KEYS = {"issuer", "clientId", "clientSecretEnv", "tokenEndpoint", "idTokenFile",
+             "idTokenEnv"}
+_GRANTS = ("authorization_code", "client_credentials", "jwt_bearer", "enterprise_managed")
 #: Where tokens are kept unless the file says otherwise.
 DEFAULT_OAUTH_STORE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") \
     / "trunkline" / "oauth"
@@ -263,6 +266,28 @@ class ServerOAuth:
     #: Read from the environment when the file was loaded; never printed.
     client_secret: str | None = field(default=None, repr=False)
     grant: str = "authorization_code"
+    #: ``jwt_bearer``: where the workload's identity token is read, each time it is
+    #: needed (a file, else an environment variable).
+    assertion_file: Path | None = None
+    assertion_env: str | None = None
+    #: ``enterprise_managed``: the enterprise identity provider.
+    identity_provider: IdentityProviderConfig | None = None
+    #: DPoP-bound tokens always (True), never (False), or when the server offers them.
+    dpop: bool | None = None
+
+
+@dataclass(frozen=True)
+class IdentityProviderConfig:
+    """The enterprise identity provider of ``"grant": "enterprise_managed"``."""
+
+    issuer: str
+    client_id: str
+    #: Read from the environment when the file was loaded; never printed.
+    client_secret: str | None = field(default=None, repr=False)
+    token_endpoint: str | None = None
+    #: Where the user's ID token is read, each time one is exchanged.
+    id_token_file: Path | None = None
+    id_token_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -307,7 +332,8 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
     servers = {}
     for name, entry in (data.get("mcpServers") or {}).items():
         if isinstance(entry, Mapping) and "oauth" in entry:
-            servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env)
+            servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env,
+                                                  base_dir)
     defaults = OAuthConfig()
     return OAuthConfig(
         client_name=raw.get("clientName", defaults.client_name),
@@ -317,7 +343,8 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
         servers=servers)
 
 
-def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str]) -> ServerOAuth:
+def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str],
+                  base_dir: Path | None = None) -> ServerOAuth:
     if not isinstance(raw, dict) or set(raw) - _SERVER_OAUTH_KEYS:
         raise _fail(source, name, "\"oauth\" must be an object with only the keys "
                     f"{sorted(_SERVER_OAUTH_KEYS)}")
@@ -327,20 +354,89 @@ def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str]) -> S
     grant = raw.get("grant", "authorization_code")
     if grant not in _GRANTS:
         raise _fail(source, name, f"\"oauth\": \"grant\" must be one of {list(_GRANTS)}")
-    secret = None
-    variable = raw.get("clientSecretEnv")
-    if variable is not None:
-        if not isinstance(variable, str) or not variable:
-            raise _fail(source, name, "\"oauth\": \"clientSecretEnv\" must name an "
-                        "environment variable")
-        secret = env.get(variable)
-        if not secret:
-            raise _fail(source, name, f"\"oauth\": the environment variable {variable!r} "
-                        "(\"clientSecretEnv\") is not set")
+    secret = _secret_env(raw, "\"oauth\"", source, name, env)
     if grant == "client_credentials" and secret is None:
         raise _fail(source, name, "\"oauth\": the client credentials grant needs "
                     "\"clientSecretEnv\"")
-    return ServerOAuth(client_id, secret, grant)
+    dpop = raw.get("dpop")
+    if dpop is not None and not isinstance(dpop, bool):
+        raise _fail(source, name, "\"oauth\": \"dpop\" must be true or false")
+    assertion_file, assertion_env = _jwt_source(raw, "assertionFile", "assertionEnv",
+                                                "\"oauth\"", source, name, base_dir)
+    if (assertion_file or assertion_env) and grant != "jwt_bearer":
+        raise _fail(source, name, "\"oauth\": \"assertionFile\" and \"assertionEnv\" go "
+                    "with \"grant\": \"jwt_bearer\"")
+    if grant == "jwt_bearer" and not (assertion_file or assertion_env):
+        raise _fail(source, name, "\"oauth\": the jwt_bearer grant needs \"assertionFile\" "
+                    "or \"assertionEnv\" (the workload's identity token)")
+    idp = None
+    if "identityProvider" in raw:
+        if grant != "enterprise_managed":
+            raise _fail(source, name, "\"oauth\": \"identityProvider\" goes with "
+                        "\"grant\": \"enterprise_managed\"")
+        idp = _identity_provider(raw["identityProvider"], source, name, env, base_dir)
+    elif grant == "enterprise_managed":
+        raise _fail(source, name, "\"oauth\": the enterprise_managed grant needs "
+                    "\"identityProvider\"")
+    return ServerOAuth(client_id, secret, grant, assertion_file=assertion_file,
+                       assertion_env=assertion_env, identity_provider=idp, dpop=dpop)
+
+
+def _identity_provider(raw: Any, source: str, name: str, env: Mapping[str, str],
+                       base_dir: Path | None) -> IdentityProviderConfig:
+    where = "\"oauth\": \"identityProvider\""
+    if not isinstance(raw, dict) or set(raw) - _IDP_KEYS:
+        raise _fail(source, name, f"{where} must be an object with only the keys "
+                    f"{sorted(_IDP_KEYS)}")
+    for key in ("issuer", "clientId"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise _fail(source, name, f"{where}: \"{key}\" must be a non-empty string")
+    endpoint = raw.get("tokenEndpoint")
+    if endpoint is not None and (not isinstance(endpoint, str) or not endpoint):
+        raise _fail(source, name, f"{where}: \"tokenEndpoint\" must be a URL")
+    id_file, id_env = _jwt_source(raw, "idTokenFile", "idTokenEnv", where, source, name,
+                                  base_dir)
+    if not (id_file or id_env):
+        raise _fail(source, name, f"{where} needs \"idTokenFile\" or \"idTokenEnv\" (the "
+                    "user's ID token from that provider)")
+    return IdentityProviderConfig(
+        issuer=raw["issuer"], client_id=raw["clientId"],
+        client_secret=_secret_env(raw, where, source, name, env), token_endpoint=endpoint,
+        id_token_file=id_file, id_token_env=id_env)
+
+
+def _secret_env(raw: Mapping[str, Any], where: str, source: str, name: str,
+                env: Mapping[str, str]) -> str | None:
+    """The value of the variable ``"clientSecretEnv"`` names, read now."""
+    variable = raw.get("clientSecretEnv")
+    if variable is None:
+        return None
+    if not isinstance(variable, str) or not variable:
+        raise _fail(source, name, f"{where}: \"clientSecretEnv\" must name an "
+                    "environment variable")
+    secret = env.get(variable)
+    if not secret:
+        raise _fail(source, name, f"{where}: the environment variable {variable!r} "
+                    "(\"clientSecretEnv\") is not set")
+    return secret
+
+
+def _jwt_source(raw: Mapping[str, Any], file_key: str, env_key: str, where: str, source: str,
+                name: str, base_dir: Path | None) -> tuple[Path | None, str | None]:
+    """Where a JWT is read each time it is needed: a file (relative to the configuration
+    file), or an environment variable; at most one of them."""
+    path, variable = raw.get(file_key), raw.get(env_key)
+    if path is not None and variable is not None:
+        raise _fail(source, name, f"{where}: \"{file_key}\" or \"{env_key}\", not both")
+    for key, value in ((file_key, path), (env_key, variable)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise _fail(source, name, f"{where}: \"{key}\" must be a non-empty string")
+    file = None
+    if path is not None:
+        file = Path(path)
+        if not file.is_absolute() and base_dir is not None:
+            file = base_dir / file
+    return file, variable
 
 
 # --- pins -------------------------------------------------------------------------------

@@ -93,6 +93,8 @@ _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: 401/403 answers one request may get and have the host's credentials answer (a 401, then
 #: a 403 asking for more scope, and one more); the next is the request's failure.
 _MAX_CHALLENGES = 3
+#: ``_post_request``: the server asked for its new DPoP nonce; send the request again.
+_NEW_NONCE = "new DPoP nonce"
 
 
 class HttpTransport:
@@ -177,7 +179,7 @@ class HttpTransport:
         return None
 
     async def _end_legacy_session(self, session: HttpClient) -> None:
-        headers = self._authorized(self._headers.one_way())
+        headers = self._authorized(self._headers.one_way(), "DELETE")
         try:
             async with asyncio.timeout(self._close_wait_s):
                 async with self._http("DELETE", headers, session=session) as resp:
@@ -259,6 +261,8 @@ class HttpTransport:
                                                    answerable=challenges < _MAX_CHALLENGES)
                 if refused is None:
                     break
+                if refused == _NEW_NONCE:
+                    continue
                 assert self._credentials is not None
                 await self._credentials.challenged(*refused)
         except asyncio.CancelledError:
@@ -285,21 +289,35 @@ class HttpTransport:
                 "the HTTP exchange ended without a response to the request",
                 server=self.server, method=out.method))
 
-    async def _post_request(self, out: Outgoing, headers: dict[str, str], *,
-                            answerable: bool) -> tuple[int, str | None, str | None] | None:
+    async def _post_request(self, out: Outgoing, headers: dict[str, str], *, answerable: bool
+                            ) -> tuple[int, str | None, str | None] | str | None:
         """POST the request and deliver its answer; or, for a 401/403 the host's
         credentials may answer (``answerable``), return the status, the challenge and the
-        ``Authorization`` the refused request carried, for it to be sent again."""
+        ``Authorization`` the refused request carried, for it to be sent again;
+        ``_NEW_NONCE`` for a DPoP nonce refusal to send it again with the new nonce."""
         credentials = self._credentials
         sent = None
+        proof = None
         if credentials is not None:
             if credentials.due:
                 await credentials.renew()
             sent = credentials.header
             if sent is not None:
                 headers = {**headers, "Authorization": sent}
+                proof = credentials.proof("POST", self.params.url)
+                if proof is not None:
+                    headers["DPoP"] = proof[0]
         async with self._http("POST", headers, out.line) as resp:
             try:
+                if (proof is not None and credentials is not None
+                        and credentials.dpop is not None
+                        and credentials.dpop.retry(resp.status,
+                                                   resp.headers.get("www-authenticate"),
+                                                   resp.headers.get("dpop-nonce"), proof[1])
+                        and answerable):
+                    self._note(f"{out.method}: HTTP 401 use_dpop_nonce")
+                    await self._read_body(resp, _ERROR_BODY_BYTES)
+                    return _NEW_NONCE
                 if credentials is not None and answerable and resp.status in (401, 403):
                     challenge = resp.headers.get("www-authenticate")
                     self._note(f"{out.method}: HTTP {resp.status}"
@@ -313,10 +331,16 @@ class HttpTransport:
                 resp.release()
         return None
 
-    def _authorized(self, headers: dict[str, str]) -> dict[str, str]:
-        """``headers`` with the host's ``Authorization``, where it gave one."""
-        header = self._credentials.header if self._credentials is not None else None
-        return headers if header is None else {**headers, "Authorization": header}
+    def _authorized(self, headers: dict[str, str], method: str) -> dict[str, str]:
+        """``headers`` with the host's ``Authorization``, where it gave one (and its DPoP
+        proof for a ``method`` request, where it is DPoP-bound)."""
+        credentials = self._credentials
+        header = credentials.header if credentials is not None else None
+        if credentials is None or header is None:
+            return headers
+        proof = credentials.proof(method, self.params.url)
+        return {**headers, "Authorization": header,
+                **({"DPoP": proof[0]} if proof is not None else {})}
 
     async def _read_answer(self, out: Outgoing, resp: Response) -> None:
         status = resp.status
@@ -483,7 +507,8 @@ class HttpTransport:
         """A legacy GET stream (resumption, or the standalone stream): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
-        async with self._http("GET", self._authorized(self._headers.stream(last_event_id))
+        async with self._http("GET", self._authorized(self._headers.stream(last_event_id),
+                                                      "GET")
                               ) as resp:
             if resp.status == 404 and self._headers.session_id is not None:
                 self._report_closed("the server ended the session (HTTP 404 to a GET "
@@ -549,6 +574,11 @@ class HttpTransport:
             resp.release()
             url = self.params.follow(resp.status, resp.headers.get("location"), url, hops)
             hops += 1
+            if "DPoP" in headers and self._credentials is not None:
+                # A proof names the URL it is for (htu): the next hop gets its own.
+                proof = self._credentials.proof(method, url)
+                if proof is not None:
+                    headers = {**headers, "DPoP": proof[0]}
             self._note(f"{method} followed HTTP {resp.status} to {url}")
         try:
             yield resp
@@ -563,7 +593,7 @@ class HttpTransport:
         """A notification or a response (legacy): accepted with 202, nothing to read."""
         if self._session is None:
             return
-        headers = self._authorized(self._headers.one_way())
+        headers = self._authorized(self._headers.one_way(), "POST")
         try:
             async with self._http("POST", headers, out.line) as resp:
                 await resp.read()
