@@ -231,7 +231,8 @@ class UserInstances:
                     f"{RETRY_AFTER_S} s", scope="host", limit=self.max_total,
                     retry_after_s=RETRY_AFTER_S, server=server, method="tools/call")
             self._retire(victim, heir_server=server)
-            self._places[server] += 1
+            if victim.server != server:  # its own server's place it keeps until reaped
+                self._places[server] += 1
             return _Instance(key, victim)
         self._places[server] += 1
         self._total += 1
