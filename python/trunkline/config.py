@@ -65,9 +65,10 @@ if TYPE_CHECKING:
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
                 "maxDiscoverTimeoutMs", "maxTasks",
-                "type", "disabled", "enabledTools", "disabledTools", "roots",
-                "instances", "secretEnv", "maxInstances", "instanceIdleS"}
-_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
+                "type", "disabled", "enabledTools", "disabledTools", "roots"}
+#: A stdio server's own, the per-user instances' among them (``_instances``).
+_PER_USER_ENTRY = ("instances", "secretEnv", "maxInstances", "instanceIdleS")
+_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd", *_PER_USER_ENTRY}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
 _HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
@@ -98,6 +99,9 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                     "not supported; use the server's Streamable HTTP endpoint")
     if kind not in _HTTP_TYPES and kind != "stdio":
         raise _fail(source, name, f"transport type {kind!r} is not supported")
+    if kind in _HTTP_TYPES and raw.get("instances", "shared") != "shared":
+        raise _fail(source, name, "per-user instances (\"instances\") are for stdio servers "
+                    "only: a Streamable HTTP server is one endpoint for every caller")
     unknown = set(raw) - (_HTTP_KEYS if kind in _HTTP_TYPES else _STDIO_KEYS)
     if unknown:
         raise _fail(source, name, f"unknown keys {sorted(unknown)} for a "

@@ -304,7 +304,7 @@ def test_a_host_without_user_secrets_refuses_secret_env():
 
 @pytest.mark.parametrize(("entry", "error"), [
     ({"url": "http://127.0.0.1:1/mcp", "instances": "per_user"},
-     "per-user instances are for stdio servers only"),
+     "are for stdio servers only"),
     ({"command": "x", "instances": "each"}, "\"instances\" must be one of"),
     ({"command": "x", "secretEnv": ["TOKEN"]}, "secret_env needs per-user instances"),
     ({"command": "x", "instances": "per_user", "secretEnv": ["1TOKEN"]},
