@@ -31,6 +31,7 @@ from trunkline import (
 )
 from trunkline.config import read_host_config
 from trunkline.params import http, stdio
+from trunkline.parent.tasks import ToolTask
 
 pytestmark = pytest.mark.real_servers
 
@@ -387,5 +388,26 @@ def test_a_place_handed_across_servers_is_counted_once(no_leaks):
                                                                f"{marker}-dave"]
             await until(lambda: counts() == {"ev": 1, "ev2": 0}, "ev2's idle instance reaped")
             assert host.user_instances == 1
+
+    run(main())
+
+
+def test_an_instance_following_a_task_is_not_idle(no_leaks):
+    """A task alice's call started on her instance (server-everything's research query,
+    about 4 s) is followed to its end although her instance has had no call in flight for
+    far longer than its idle time (0.5 s): it is reaped only once the task has ended."""
+    marker = secrets.token_hex(6)
+    store = MemorySecrets({"alice": {VARIABLE: f"{marker}-alice"}})
+
+    async def main() -> None:
+        async with Host(user_secrets=store) as host:
+            await host.add_servers([everything(instance_idle_s=0.5)])
+            task = await host.start_tool("simulate-research-query", {"topic": "instances"},
+                                         identity=Identity.user("alice"))
+            assert isinstance(task, ToolTask), task
+            result = await task.wait()
+            assert "Research Report" in result.text
+            assert instances(host) == 1
+            await until(lambda: instances(host) == 0, "the instance reaped after its task")
 
     run(main())

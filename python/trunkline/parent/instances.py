@@ -17,13 +17,14 @@ Rules:
    reaped: starting, serving, idle and stopping all hold one. A server has at most
    ``max_instances`` places, the host ``max_user_instances`` over every server.
 4. A call whose identity has no instance takes a place. At a bound the least recently
-   used idle instance (no call in flight) that frees a place under that bound is
+   used idle instance (nothing in flight: rule 5) that frees a place under that bound is
    stopped, and its place is handed to the new instance, whose worker starts once the
    old one is reaped; a server's own place moves only between instances of that server.
    With none idle the call fails at once with ``InstanceLimitReached`` (retry after
    ``RETRY_AFTER_S``): never queued, never forked beyond the bound.
-5. An instance with no call in flight for its server's ``instance_idle_s`` is stopped by
-   the reaper (a task of the host's scope); a call that comes before finds it there.
+5. An instance with nothing in flight (no call, no task followed on its worker) for its
+   server's ``instance_idle_s`` is stopped by the reaper (a task of the host's scope); a
+   call that comes before finds it there.
 6. A start that failed (no secret, an error of the store) frees its place at once: the
    next call starts afresh. An instance whose server stays unavailable is stopped as any
    other when idle.
@@ -107,10 +108,12 @@ class _Instance:
                 and not started.cancelled() and started.exception() is None)
 
     def idle(self) -> bool:
-        """Up, and nothing in flight on its worker either (a relayed call to a legacy
-        server goes on after the call that started it returned its first round)."""
+        """Up, and nothing in flight on its worker either: no call (a relayed call to a
+        legacy server goes on after the call that started it returned its first round),
+        no task followed (one a call started and handed back)."""
         handle = self.handle
-        return self.up() and (handle is None or handle.slots.in_flight == 0)
+        return self.up() and (handle is None or (handle.slots.in_flight == 0
+                                                 and not len(handle.tasks)))
 
 
 class UserInstances:
