@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,16 @@ def test_each_key_its_own_process_and_beyond_the_bound_429_with_retry_after(gate
         document = await status_of(gw)
         assert document["servers"][0]["instances"] == 2
         assert processes_with(marker) == 3
+        # ``trunkline status``, as an operator reads it.
+        (tmp_path / "token").write_text(KEYS["alice"])
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "trunkline", "status", gw.url, "--token-file",
+            str(tmp_path / "token"), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err
+        (row,) = [line for line in out.decode().splitlines() if line.startswith("per ")]
+        assert "ready, 2 per-user" in row, row
         assert await gw.stop() == 0
         assert processes_with(marker) == 0
 
