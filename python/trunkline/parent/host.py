@@ -739,7 +739,9 @@ class Host:
 
         ``identity``: who the call is made for, when the host has a policy (none given:
         ``local``); a tool it may not see raises ``ToolHidden``, one it may not call
-        ``NotPermitted``, before anything is sent."""
+        ``NotPermitted``, before anything is sent. A call of a per-user server's tool
+        (``instances="per_user"``) goes to ``identity``'s own instance of it (none, or
+        ``local``: the shared one); ``InstanceLimitReached`` when none can start."""
         if call_input is not None and call_input.relay and not self._relaying:
             warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                             "use call_tool_relayed, which may return InputRequired")
