@@ -95,7 +95,6 @@ class _Instance:
         self.idle_since = 0.0
         #: Ends when the worker is up (or its start failed); None before it is asked.
         self.started: asyncio.Future[WorkerHandle] | None = None
-
         #: The instance whose place this one took: it starts once that one is reaped.
         self.victim = victim
         #: Stopped (or stopping): no longer found by its key.
@@ -118,7 +117,7 @@ class _Instance:
 
 class UserInstances:
     """Every per-user instance of one host: taken by calls (``enter``/``leave``), started,
-    bounded and reaped here (``rules at the top of the module``)."""
+    bounded and reaped here (the rules at the top of the module)."""
 
     def __init__(self, make_handle: Callable[[ServerConfig], WorkerHandle], *,
                  scope: TaskScope, secrets: UserSecrets | None, max_total: int,
@@ -222,7 +221,7 @@ class UserInstances:
                     f"{config.max_instances} instances of the server are running, its limit "
                     f"(maxInstances), each with a call in flight; retry after "
                     f"{RETRY_AFTER_S} s", scope="server", limit=config.max_instances,
-                    retry_after_s=RETRY_AFTER_S, server=server, method="tools/call")
+                    retry_after_s=RETRY_AFTER_S, server=server)
             self._retire(victim, heir_server=server)
             return _Instance(key, victim)
         if self._total >= self.max_total:
@@ -232,7 +231,7 @@ class UserInstances:
                     f"{self.max_total} per-user instances are running, the host's limit "
                     f"(maxUserInstances), each with a call in flight; retry after "
                     f"{RETRY_AFTER_S} s", scope="host", limit=self.max_total,
-                    retry_after_s=RETRY_AFTER_S, server=server, method="tools/call")
+                    retry_after_s=RETRY_AFTER_S, server=server)
             self._retire(victim, heir_server=server)
             if victim.server != server:  # its own server's place it keeps until reaped
                 self._places[server] += 1
@@ -312,8 +311,7 @@ class UserInstances:
         if missing:
             raise UserSecretMissing(
                 f"no per-user secret stored for {', '.join(missing)}: store it for this "
-                "identity, then call again", missing=missing, server=server,
-                method="tools/call")
+                "identity, then call again", missing=missing, server=server)
         params = config.params
         assert isinstance(params, StdioParams)  # ServerConfig refuses per_user otherwise
         env = {**params.env, **{name: values[name] for name in names}}
