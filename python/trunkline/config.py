@@ -5,7 +5,12 @@
 after silent starts), ``maxTasks`` (the server's tasks followed at once),
 ``enabledTools`` / ``disabledTools`` (glob patterns of the server's tool names the model
 may see and call) and ``roots`` (what the server is told its roots are: ``file://``
-URIs, or ``{"uri", "name"}`` objects). A server entry is either stdio (``"command"``,
+URIs, or ``{"uri", "name"}`` objects). A stdio server may run one process per user:
+``"instances": "per_user"``, with ``"secretEnv"`` (the names of the environment variables
+each user's process gets from the host's per-user secrets, never their values),
+``"maxInstances"`` (such processes of the server at once) and ``"instanceIdleS"`` (the
+seconds an idle one is kept); the top-level ``"maxUserInstances"`` bounds them over every
+server (``HostSettings.max_user_instances``). A server entry is either stdio (``"command"``,
 ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``,
 optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that
 exact URL.
@@ -53,7 +58,7 @@ import orjson
 from .catalog.merge import CollisionPolicy
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
-from .settings import Root, ServerConfig
+from .settings import INSTANCE_MODES, Root, ServerConfig
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -61,7 +66,9 @@ if TYPE_CHECKING:
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
                 "maxDiscoverTimeoutMs", "maxTasks",
                 "type", "disabled", "enabledTools", "disabledTools", "roots"}
-_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
+#: A stdio server's own, the per-user instances' among them (``_instances``).
+_PER_USER_ENTRY = ("instances", "secretEnv", "maxInstances", "instanceIdleS")
+_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd", *_PER_USER_ENTRY}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
 _HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
@@ -92,6 +99,9 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                     "not supported; use the server's Streamable HTTP endpoint")
     if kind not in _HTTP_TYPES and kind != "stdio":
         raise _fail(source, name, f"transport type {kind!r} is not supported")
+    if kind in _HTTP_TYPES and raw.get("instances", "shared") != "shared":
+        raise _fail(source, name, "per-user instances (\"instances\") are for stdio servers "
+                    "only: a Streamable HTTP server is one endpoint for every caller")
     unknown = set(raw) - (_HTTP_KEYS if kind in _HTTP_TYPES else _STDIO_KEYS)
     if unknown:
         raise _fail(source, name, f"unknown keys {sorted(unknown)} for a "
@@ -117,8 +127,10 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     max_tasks = raw.get("maxTasks", 1024)
     if type(max_tasks) is not int or max_tasks < 0:
         raise _fail(source, name, "\"maxTasks\" must be a non-negative integer")
+    instances = _instances(raw, source, name)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy, max_tasks=max_tasks,
+                            **instances,
                             idempotent_tools=frozenset(idempotent),
                             call_timeout_s=call_timeout_s,
                             discover_timeout_s=discover_timeout_s,
@@ -127,6 +139,33 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                             disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")))
     except ConfigurationError as exc:
         raise _fail(source, name, exc.message) from None
+
+
+def _instances(raw: dict[str, Any], source: str, name: str) -> dict[str, Any]:
+    """``"instances"``, ``"secretEnv"``, ``"maxInstances"``, ``"instanceIdleS"``, as
+    ``ServerConfig``'s fields (which check how they go together)."""
+    fields: dict[str, Any] = {}
+    if "instances" in raw:
+        if raw["instances"] not in INSTANCE_MODES:
+            raise _fail(source, name, f"\"instances\" must be one of {list(INSTANCE_MODES)}")
+        fields["instances"] = raw["instances"]
+    if "secretEnv" in raw:
+        if not _str_list(raw["secretEnv"]):
+            raise _fail(source, name, "\"secretEnv\" must be a list of environment variable "
+                        "names")
+        fields["secret_env"] = tuple(raw["secretEnv"])
+    if "maxInstances" in raw:
+        value = raw["maxInstances"]
+        if type(value) is not int or value < 1:
+            raise _fail(source, name, "\"maxInstances\" must be a positive integer")
+        fields["max_instances"] = value
+    if "instanceIdleS" in raw:
+        value = raw["instanceIdleS"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise _fail(source, name, "\"instanceIdleS\" must be a positive number of "
+                        "seconds")
+        fields["instance_idle_s"] = float(value)
+    return fields
 
 
 def _roots(raw: Any) -> tuple[Root, ...] | None:
@@ -504,6 +543,8 @@ class HostConfig:
     path: Path | None
     #: Who may see and call what (``"policy"``); None: everyone, everything.
     policy: Policy | None = None
+    #: The top-level ``"maxUserInstances"``, if set (``HostSettings.max_user_instances``).
+    max_user_instances: int | None = None
 
 
 def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None = None,
@@ -525,9 +566,13 @@ def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None =
     collision = data.get("collision")
     if collision is not None and collision not in _COLLISIONS:
         raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")
+    max_user_instances = data.get("maxUserInstances")
+    if max_user_instances is not None and (type(max_user_instances) is not int
+                                           or max_user_instances < 1):
+        raise _fail(name, None, "\"maxUserInstances\" must be a positive integer")
     return HostConfig(servers, _oauth_config(data, name, base_dir, env), _pin_config(data, name),
                       cast("CollisionPolicy | None", collision), name, path,
-                      _policy(data, name, base_dir))
+                      _policy(data, name, base_dir), max_user_instances)
 
 
 def read_policy(source: ConfigSource) -> Policy | None:

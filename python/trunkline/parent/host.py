@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 import msgspec
 
@@ -45,7 +45,7 @@ from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..policy.decisions import Access, Allowed, Denied, Item
 from ..policy.document import Policy
-from ..policy.identity import Identity
+from ..policy.identity import LOCAL_KIND, Identity
 from ..protocol.identity import ClientIdentity
 from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
@@ -68,6 +68,7 @@ from .host_options import (
     TrustOptions,
 )
 from .input_bridge import BridgedCalls
+from .instances import UserInstances, UserSecrets
 from .latency import LatencySummary
 from .listing import CatalogKeeper
 from .mrtr import InputRequired, InputRounds
@@ -111,6 +112,7 @@ class Host:
         telemetry: TelemetryOptions | None = None,
         oauth: OAuthClient | None = None,
         policy: Policy | None = None,
+        user_secrets: UserSecrets | None = None,
         **old_keywords: Any,
     ) -> None:
         """``settings`` (``HostSettings``): what every worker is told too (how workers
@@ -164,6 +166,16 @@ class Host:
         ``UnknownTool`` whose message is exactly an unknown tool's); one it may list but
         not call raises ``NotPermitted``. ``set_policy`` changes it.
 
+        ``user_secrets`` (``UserSecrets``): each identity's values of the environment
+        variables a per-user server names (``ServerConfig.secret_env``). A server
+        configured ``instances="per_user"`` runs one worker per identity that calls it
+        (``identity=``), started on its first call with those values in its server's
+        environment, stopped after ``instance_idle_s`` idle, bounded per server
+        (``max_instances``) and in all (``HostSettings.max_user_instances``): beyond,
+        the call fails at once with ``InstanceLimitReached``. Its tools are listed by
+        one shared worker with the configured environment only, which also serves the
+        calls made without an identity or as ``local`` (``parent/instances.py``).
+
         The keywords of before the groups (``collision=``, ``call_timeout=``, ...) still
         work, with a ``DeprecationWarning`` naming each one's group."""
         groups = {"client": client, "catalog": catalog, "trust": trust, "calls": calls,
@@ -200,6 +212,11 @@ class Host:
                                    input_handlers=handlers,
                                    oauth=oauth)
         self._results = ResultChecks()
+        #: Per-user instances of the servers configured so, and those servers' names.
+        self._instances = UserInstances(self._servers.instance_handle, scope=self._scope,
+                                        secrets=user_secrets,
+                                        max_total=self.settings.max_user_instances)
+        self._per_user: set[str] = set()
         #: The authorization policy and its decisions (``trunkline.policy``).
         self.access = Access(policy)
         #: Capped exponential backoff with full jitter; reads are retried after transport
@@ -312,6 +329,9 @@ class Host:
                     "in it"))
         if "policy" not in kwargs:
             kwargs["policy"] = read.policy
+        if read.max_user_instances is not None:
+            kwargs["settings"] = replace(kwargs.get("settings") or HostSettings(),
+                                         max_user_instances=read.max_user_instances)
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
@@ -337,6 +357,7 @@ class Host:
         self._closed = True
         self._bridged.close()
         await self._scope.aclose()
+        await self._instances.aclose()
         await self._servers.aclose()
         if self._owned_oauth is not None:
             await self._owned_oauth.aclose()
@@ -413,6 +434,10 @@ class Host:
         server's fault) raises."""
         await self._scope.open()
         names = [c.name for c in configs]
+        per_user = [c for c in configs if c.instances == "per_user"]
+        for config in per_user:
+            self._instances.add(config)  # refused before anything starts
+        self._per_user.update(c.name for c in per_user)
         self._catalog.adding.update(names)  # their first listing is here, not in a callback
         try:
             await self._servers.add_many(configs)
@@ -425,6 +450,8 @@ class Host:
             self._catalog.drop(names)
             for name in names:
                 await self._servers.remove(name)
+                await self._instances.remove(name)
+                self._per_user.discard(name)
             self._catalog.rebuild()
             raise
         self._catalog.follow(names)
@@ -432,8 +459,18 @@ class Host:
 
     def servers(self) -> list[ServerStatus]:
         """State, era, version, reason, evidence and counters of every server, in
-        configured order."""
-        return self._servers.statuses()
+        configured order; a per-user server's ``instances``: its per-user workers now."""
+        statuses = self._servers.statuses()
+        if not self._per_user:
+            return statuses
+        return [replace(s, instances=self._instances.count(s.name))
+                if s.name in self._per_user else s for s in statuses]
+
+    @property
+    def user_instances(self) -> int:
+        """Per-user instances over every server now (``HostSettings.max_user_instances``
+        bounds them)."""
+        return self._instances.total
 
     async def retry(self, name: str) -> ServerStatus:
         """Try an unavailable server again (fresh restart budget), or list a ready one
@@ -702,7 +739,9 @@ class Host:
 
         ``identity``: who the call is made for, when the host has a policy (none given:
         ``local``); a tool it may not see raises ``ToolHidden``, one it may not call
-        ``NotPermitted``, before anything is sent."""
+        ``NotPermitted``, before anything is sent. A call of a per-user server's tool
+        (``instances="per_user"``) goes to ``identity``'s own instance of it (none, or
+        ``local``: the shared one); ``InstanceLimitReached`` when none can start."""
         if call_input is not None and call_input.relay and not self._relaying:
             warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                             "use call_tool_relayed, which may return InputRequired")
@@ -749,7 +788,22 @@ class Host:
             return self._call_screened(request)
         assert handle is not None
         request.entry = entry
+        identity = request.identity
+        if self._per_user and entry.server in self._per_user and _own_instance(identity):
+            return self._on_instance(entry.server, identity,
+                                     lambda own: self._calls.call_tool(own, request))
         return self._calls.call_tool(handle, request)
+
+    async def _on_instance(self, server: str, identity: Identity,
+                           work: Callable[[WorkerHandle], Coroutine[Any, Any, Any]]) -> Any:
+        """``work`` on ``identity``'s own instance of per-user ``server`` (started for
+        it if it has none: ``InstanceLimitReached`` at a bound), counted in use
+        meanwhile."""
+        instance = self._instances.enter(server, identity)
+        try:
+            return await work(await self._instances.ready(instance))
+        finally:
+            self._instances.leave(instance)
 
     def call_tool_relayed(
         self,
@@ -885,7 +939,16 @@ class Host:
         if left is not None:
             request.timeout = left
         request.entry = entry
-        handle = self._servers.handle(entry.server)
+        identity = request.identity
+        if self._per_user and entry.server in self._per_user and _own_instance(identity):
+            return await self._on_instance(entry.server, identity,
+                                           lambda own: self._call_on(own, request))
+        return await self._call_on(self._servers.handle(entry.server), request)
+
+    async def _call_on(self, handle: WorkerHandle, request: CallRequest) -> Any:
+        """A screened call on ``handle``'s worker, bridged when it is relayed to a legacy
+        server."""
+        name = request.name
         call_input = request.call_input
         if call_input is None or not call_input.relay or not _bridged(handle, call_input):
             return await self._calls.call_tool(handle, request)
@@ -983,15 +1046,30 @@ class Host:
                       call_input: CallInput | None = None,
                       log_level: str | None = None,
                       on_log: Callable[[dict[str, Any]], None] | None = None,
-                      trace_context: Mapping[str, str] | None = None) -> Any:
+                      trace_context: Mapping[str, str] | None = None,
+                      identity: Identity | None = None) -> Any:
         """Any request that only reads (``prompts/list``, ``resources/templates/list``,
         ``completion/complete``, ...) to one server: retried after transport loss or a
         timeout, its input rounds completed (or relayed), its log messages given to
         ``on_log``, its ``trace_context`` continued, as ``call_tool`` says (over a
         ``_meta`` one in ``params``); the result as sent. JSON-RPC errors raise
-        ``ServerError``."""
+        ``ServerError``. ``identity``: who it is made for; to a per-user server it goes
+        to that identity's own instance (as ``call_tool`` does)."""
         _check_logs(log_level, on_log)
         handle = self._servers.handle(server)
+        if self._per_user and server in self._per_user and _own_instance(identity):
+            return await self._on_instance(server, identity, lambda own: self._read(
+                own, method, params, timeout, call_input, log_level, on_log, trace_context))
+        return await self._read(handle, method, params, timeout, call_input, log_level,
+                                on_log, trace_context)
+
+    async def _read(self, handle: WorkerHandle, method: str,
+                    params: Mapping[str, Any] | None, timeout: float | None,
+                    call_input: CallInput | None, log_level: str | None,
+                    on_log: Callable[[dict[str, Any]], None] | None,
+                    trace_context: Mapping[str, str] | None) -> Any:
+        """``request``'s work, on ``handle``'s worker."""
+        server = handle.name
         request = CallRequest(method=method, arguments=params, timeout=timeout,
                               call_input=call_input, log_level=log_level, on_log=on_log,
                               trace_context=None if trace_context is None
@@ -1039,7 +1117,8 @@ class Host:
         policy, a resource ``identity`` may not read raises ``NotPermitted`` before
         anything is sent."""
         self._may_use(identity, Item("resource", server, uri), "resources/read")
-        return await self.request(server, "resources/read", {"uri": uri}, timeout=timeout)
+        return await self.request(server, "resources/read", {"uri": uri}, timeout=timeout,
+                                  identity=identity)
 
     async def get_prompt(self, server: str, name: str, arguments: Mapping[str, str] | None = None,
                          *, timeout: float | None = None,
@@ -1050,7 +1129,8 @@ class Host:
         body: dict[str, Any] = {"name": name}
         if arguments:
             body["arguments"] = dict(arguments)
-        return await self.request(server, "prompts/get", body, timeout=timeout)
+        return await self.request(server, "prompts/get", body, timeout=timeout,
+                                  identity=identity)
 
     def _may_use(self, identity: Identity | None, item: Item, method: str) -> None:
         """Raise ``NotPermitted`` unless the policy lets ``identity`` use ``item`` (the
@@ -1150,6 +1230,13 @@ class Host:
 
 def _unknown_message(name: str) -> str:
     return f"no tool named {name!r} in the catalog"
+
+
+def _own_instance(identity: object) -> TypeGuard[Identity]:
+    """Whether a call made for ``identity`` to a per-user server goes to an instance of
+    its own: any identity but none and ``local`` (the host's own, whose calls the shared
+    instance serves, with the configured environment)."""
+    return isinstance(identity, Identity) and identity.kind != LOCAL_KIND
 
 
 def _bridged(handle: WorkerHandle, call_input: CallInput) -> bool:
