@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self, TypeGuard
+from typing import TYPE_CHECKING, Any, Self, TypeGuard, cast
 
 import msgspec
 
@@ -268,6 +268,9 @@ class Host:
         self._owned_oauth: OAuthClient | None = None
         #: A pin store this host made (``from_config``), closed with it.
         self._owned_pins: PinStore | None = None
+        #: A token store the configuration's per-user secrets are read from, when no OAuth
+        #: client of the host's owns it.
+        self._owned_store: object = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -327,6 +330,15 @@ class Host:
                 read.oauth, SignInRequired(
                     f"run `trunkline login {file} SERVER`, SERVER being this server's name "
                     "in it"))
+        owned_store = None
+        if "user_secrets" not in kwargs and any(c.secret_env for c in read.servers):
+            # Per-user instances start with their users' secrets, from the sealed store.
+            from ..auth.configured import token_store_from
+            from ..auth.user_store import StoredUserSecrets, UserRecordStore
+
+            store = token_store_from(read.oauth) if owned is None else owned.store
+            owned_store = None if owned is not None else store
+            kwargs["user_secrets"] = StoredUserSecrets(cast("UserRecordStore", store))
         if "policy" not in kwargs:
             kwargs["policy"] = read.policy
         if read.max_user_instances is not None:
@@ -335,6 +347,7 @@ class Host:
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
+        host._owned_store = owned_store
         host._pending_config = read.servers
         return host
 
@@ -363,6 +376,9 @@ class Host:
             await self._owned_oauth.aclose()
         if self._owned_pins is not None:
             await self._owned_pins.aclose()
+        closing = getattr(self._owned_store, "aclose", None)
+        if closing is not None:
+            await closing()
 
     # -- servers -------------------------------------------------------------------------
 
