@@ -381,6 +381,8 @@ class TaskWatch(_Json, frozen=True, kw_only=True):
     #: After a restart: the server's task is looked at once at once, to learn whether it
     #: still knows it.
     resumed: bool = False
+    #: The credential slot of the call that started the task: its looks go with it.
+    credential: int = 0
 
 
 class TaskUnwatch(_Json, frozen=True):

@@ -878,12 +878,14 @@ class Host:
         return self._routed(request, trace_context)
 
     def resume_task(self, tool: str, task_id: str, *,
-                    call_input: CallInput | None = None) -> ToolTask:
+                    call_input: CallInput | None = None,
+                    identity: Identity | None = None) -> ToolTask:
         """Follow again a task started earlier (``ToolTask.task_id``, of a call of
         ``tool``), for a caller that stopped waiting or a host that restarted: its
         server is asked about it at once, and ``wait()`` ends with ``TaskLost`` if the
         server no longer knows it. Raises ``ValueError`` if the tool's server runs no
-        tasks."""
+        tasks. ``identity``: who the call that started it was made for (its credentials
+        are the ones the task is asked about with, as ``user_credentials`` says)."""
         entry = self._entry(tool)
         handle = self._servers.handle(entry.server)
         if handle.task_mode is None:
@@ -894,7 +896,7 @@ class Host:
         checked = self._results.to_result
         return handle.tasks.follow(
             TaskView(task_id, "working"), tool=tool, rounds=rounds,
-            legacy=handle.task_mode == "legacy", resumed=True,
+            legacy=handle.task_mode == "legacy", resumed=True, identity=identity,
             finish=lambda result, raw: checked(entry, result, raw))
 
     async def _call_screened(self, request: CallRequest) -> Any:
