@@ -35,7 +35,9 @@ MAX_NESTING_DEPTH: Final[int]  # deeper JSON is classified invalid, never recurs
 
 # Parent <-> worker channel frames: ``u32 LE length | u8 type | body``, the length counting
 # the type byte and the body. Other frame types are opaque here: returned as (type, body).
-# 1, parent -> worker: ``u64 call_id | u32 timeout_ms | u16 method_len | method | params``
+# 1, parent -> worker: ``u64 call_id | u32 timeout_ms | u32 credential | u16 method_len |
+# method | params``; ``credential``: the slot whose credentials the request goes with (0:
+# the host's own)
 FRAME_SUBMIT: Final[int]
 # 16, worker -> parent: ``u64 call_id | i64 request_id | u8 kind | u8 result_type | payload``
 FRAME_RESULT: Final[int]
@@ -47,6 +49,9 @@ FRAME_SUBMIT_REJECTED: Final[int]
 # 254: never on the wire. ``SubmitStamper.feed`` returns each run of consecutive SUBMITs it
 # stamped as this pseudo-frame, its body the request lines ready for the server.
 FRAME_STAMPED: Final[int]
+# 253: never on the wire. A stamper keeping lines apart returns a stamped SUBMIT of a
+# credential slot other than 0 as this pseudo-frame, body ``u32 LE credential | line``.
+FRAME_STAMPED_FOR: Final[int]
 
 # RESULT frame ``result_type`` codes, from the response's ``result.resultType``.
 RT_ABSENT: Final[int]  # no resultType (and every error)
@@ -204,10 +209,13 @@ class FrameSplitter:
         """Bytes held for an incomplete frame."""
 
 def encode_submit(
-    call_id: int, timeout_ms: int, method: str, params: bytes | None, max_frame_bytes: int = ...
+    call_id: int, timeout_ms: int, method: str, params: bytes | None, max_frame_bytes: int = ...,
+    *, credential: int = 0,
 ) -> bytes:
     """One whole SUBMIT frame (header included). ``params`` (serialized JSON, None = none) is
-    not checked here: the worker's stamper checks it and rejects just that call. Raises
+    not checked here: the worker's stamper checks it and rejects just that call.
+    ``credential`` (a u32; OverflowError beyond) is the slot of the identity whose
+    credentials the request goes with, 0 the host's own. Raises
     CodecError for a method name over 65535 bytes, a negative ``timeout_ms``, or a frame
     larger than ``max_frame_bytes`` (the receiver would take it for corruption).
     ``timeout_ms`` above 2**32-1 saturates."""
@@ -221,7 +229,9 @@ class SubmitStamper:
     def __init__(self, correlator: Correlator[Any], max_frame_bytes: int = ..., *,
                  lines_apart: bool = False) -> None:
         """``lines_apart``: every stamped SUBMIT comes back as a ``FRAME_STAMPED`` of its
-        own (for a transport that sends each request on its own), not one per run."""
+        own (for a transport that sends each request on its own), not one per run, or as a
+        ``FRAME_STAMPED_FOR`` carrying its credential slot when that is not 0. Without it
+        the slot is ignored (a stdio server's credentials are its own)."""
     def start_stamping(self, meta: bytes | None) -> None:
         """From now on SUBMIT frames become requests: stamped with ``meta`` (a JSON object)
         as ``params._meta`` (modern), or plain when ``meta`` is None (legacy). Until the first

@@ -7,10 +7,12 @@ Rules (see ``docs/explanation/architecture.md``, "The channel"):
    ``u32 LE length | u8 type | body``, the length counting the type byte and the body.
 2. The two hot frames have fixed binary layouts that only the Rust codec reads and
    writes (their type numbers are the codec's, imported here, never restated):
-   ``SUBMIT`` (parent -> worker) ``u64 call_id | u32 timeout_ms | u16 method_len | method
-   | params JSON`` and ``RESULT`` (worker -> parent) ``u64 call_id | i64 request_id | u8
-   kind | u8 result_type | payload``, ``request_id`` being the JSON-RPC id the worker
-   chose for the request. Neither side decodes the payload on the way through.
+   ``SUBMIT`` (parent -> worker) ``u64 call_id | u32 timeout_ms | u32 credential | u16
+   method_len | method | params JSON`` (``credential``: the slot of the identity whose
+   credentials the request goes with, 0 the host's own) and ``RESULT`` (worker -> parent)
+   ``u64 call_id | i64 request_id | u8 kind | u8 result_type | payload``, ``request_id``
+   being the JSON-RPC id the worker chose for the request. Neither side decodes the
+   payload on the way through.
 3. Every other frame is rare and carries one small JSON message, typed here
    (``msgspec``): each has ``to_bytes()`` giving the whole frame and ``from_bytes(body)``.
 4. Frames are applied in the order they were sent, in both directions.
@@ -45,7 +47,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 12
+CHANNEL_VERSION = 13
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -70,6 +72,9 @@ CREDENTIALS = 7
 WATCH_TASK = 8
 #: parent -> worker: stop following a task, and cancel it upstream (``TaskUnwatch``).
 UNWATCH_TASK = 9
+#: parent -> worker: drop the credentials held for these slots at once, and never ask for
+#: them again under those numbers (``CredentialsForgotten``).
+FORGET_CREDENTIALS = 10
 #: worker -> parent, binary (codec): one call's answer.
 RESULT = FRAME_RESULT
 #: worker -> parent: one call failed without an answer (``Failure``).
@@ -290,19 +295,22 @@ class ServerRequest(_Json, frozen=True):
 
 
 class CredentialQuestion(_Json, frozen=True):
-    """A worker asks the host's OAuth client for its server's ``Authorization`` header:
-    when the held one is due for renewal (``status`` None), or because the server answered
-    ``status`` 401/403 with ``challenge`` (its ``WWW-Authenticate``) to a request that
-    carried ``rejected`` (None: no header)."""
+    """A worker asks the host for its server's ``Authorization`` header of credential
+    slot ``slot`` (0: the host's own OAuth client; another: the identity the parent gave
+    that number, ``SUBMIT``'s ``credential``): when the held one is due for renewal
+    (``status`` None), or because the server answered ``status`` 401/403 with
+    ``challenge`` (its ``WWW-Authenticate``) to a request that carried ``rejected`` (None:
+    no header). ``key`` is unique within the worker, across slots."""
 
     FRAME = CREDENTIALS_ASKED
     key: int
     status: int | None = None
     challenge: str | None = None
     rejected: str | None = None
+    slot: int = 0
 
     def __repr__(self) -> str:  # the refused header is a secret: never printed
-        return (f"CredentialQuestion(key={self.key}, status={self.status}, "
+        return (f"CredentialQuestion(key={self.key}, slot={self.slot}, status={self.status}, "
                 f"challenge={self.challenge!r}, rejected={_redacted(self.rejected)})")
 
 
@@ -322,11 +330,23 @@ class CredentialAnswer(_Json, frozen=True):
     #: With a DPoP-bound ``authorization``: the private JWK (JSON text) of the key its
     #: proofs are signed with, by the worker for each request (``auth.dpop`` rule 4).
     dpop_key: str | None = None
+    #: The question's slot, as asked.
+    slot: int = 0
 
     def __repr__(self) -> str:
-        return (f"CredentialAnswer(key={self.key}, authorization="
+        return (f"CredentialAnswer(key={self.key}, slot={self.slot}, authorization="
                 f"{_redacted(self.authorization)}, renew_at={self.renew_at}, "
                 f"dpop_key={_redacted(self.dpop_key)}, error={self.error!r})")
+
+
+class CredentialsForgotten(_Json, frozen=True):
+    """Drop what is held for these credential slots now (an identity's credentials were
+    revoked, or its slot number is about to be given to another identity): a request
+    already waiting for one of them fails, and a later request of that number asks
+    afresh."""
+
+    FRAME = FORGET_CREDENTIALS
+    slots: list[int]
 
 
 def _redacted(secret: str | None) -> str:
@@ -364,6 +384,8 @@ class TaskWatch(_Json, frozen=True, kw_only=True):
     #: After a restart: the server's task is looked at once at once, to learn whether it
     #: still knows it.
     resumed: bool = False
+    #: The credential slot of the call that started the task: its looks go with it.
+    credential: int = 0
 
 
 class TaskUnwatch(_Json, frozen=True):

@@ -4,8 +4,11 @@
 ``discoverTimeoutMs``, ``maxDiscoverTimeoutMs`` (how far the probes' deadlines may grow
 after silent starts), ``maxTasks`` (the server's tasks followed at once),
 ``enabledTools`` / ``disabledTools`` (glob patterns of the server's tool names the model
-may see and call) and ``roots`` (what the server is told its roots are: ``file://``
-URIs, or ``{"uri", "name"}`` objects). A stdio server may run one process per user:
+may see and call), ``roots`` (what the server is told its roots are: ``file://``
+URIs, or ``{"uri", "name"}`` objects) and ``credentials`` (an HTTP server's:
+``"shared"``, the host's own, the default; ``"per_user"`` or ``"exchange"``, each
+identity's own; ``"passthrough"`` is refused, as the specification forbids it). A stdio
+server may run one process per user:
 ``"instances": "per_user"``, with ``"secretEnv"`` (the names of the environment variables
 each user's process gets from the host's per-user secrets, never their values),
 ``"maxInstances"`` (such processes of the server at once) and ``"instanceIdleS"`` (the
@@ -58,13 +61,13 @@ import orjson
 from .catalog.merge import CollisionPolicy
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
-from .settings import INSTANCE_MODES, Root, ServerConfig
+from .settings import INSTANCE_MODES, Root, ServerConfig, credentials_problem
 
 if TYPE_CHECKING:
     from .policy import Policy
 
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
-                "maxDiscoverTimeoutMs", "maxTasks",
+                "maxDiscoverTimeoutMs", "maxTasks", "credentials",
                 "type", "disabled", "enabledTools", "disabledTools", "roots"}
 #: A stdio server's own, the per-user instances' among them (``_instances``).
 _PER_USER_ENTRY = ("instances", "secretEnv", "maxInstances", "instanceIdleS")
@@ -128,6 +131,10 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     if type(max_tasks) is not int or max_tasks < 0:
         raise _fail(source, name, "\"maxTasks\" must be a non-negative integer")
     instances = _instances(raw, source, name)
+    credentials = raw.get("credentials", "shared")
+    problem = credentials_problem(credentials, kind in _HTTP_TYPES)
+    if problem is not None:
+        raise _fail(source, name, problem)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy, max_tasks=max_tasks,
                             **instances,
@@ -136,7 +143,8 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                             discover_timeout_s=discover_timeout_s,
                             max_discover_timeout_s=max_discover_timeout_s,
                             enabled_tools=None if enabled is None else tuple(enabled),
-                            disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")))
+                            disabled_tools=tuple(disabled), roots=_roots(raw.get("roots")),
+                            credentials=credentials)
     except ConfigurationError as exc:
         raise _fail(source, name, exc.message) from None
 

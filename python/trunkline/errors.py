@@ -266,6 +266,16 @@ class AuthorizationFailed(AuthenticationFailed):
         self.issuer = issuer
 
 
+class UserCredentialsMissing(AuthorizationFailed):
+    """A call made for an identity to a server reached with each user's own credentials
+    (``ServerConfig.credentials`` ``"per_user"`` or ``"exchange"``), on a host that has no
+    credential sources for users (``Host(user_credentials=...)``). Nothing was sent."""
+
+    def __init__(self, message: str, **kw: Any) -> None:
+        kw.setdefault("reason", "no_user_credentials")
+        super().__init__(message, **kw)
+
+
 # --- protocol family -----------------------------------------------------------------
 
 

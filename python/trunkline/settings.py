@@ -55,6 +55,35 @@ OLD_SERVER_NAMES = {
 }
 
 
+#: ``ServerConfig.credentials``: whose credentials an HTTP server is reached with. ``shared``:
+#: the host's own (its OAuth client); ``per_user``: each identity's own sign-in to that
+#: server; ``exchange``: a token for that server obtained with the caller's (RFC 8693).
+CREDENTIAL_MODES = ("shared", "per_user", "exchange")
+
+#: Why ``"passthrough"`` is never a credentials mode: the specification's ban.
+PASSTHROUGH_BANNED = (
+    "\"passthrough\" is refused: the MCP specification forbids token passthrough "
+    "(basic/authorization, \"Token Handling\": MCP servers \"MUST NOT accept or transit any "
+    "other tokens\"; Security Best Practices, \"Token Passthrough\"), so a caller's token is "
+    "never sent upstream. Use \"per_user\" (each user signs in to this server) or "
+    "\"exchange\" (a token issued for this server, by RFC 8693 token exchange)")
+
+
+def credentials_problem(mode: object, http: bool) -> str | None:
+    """What is wrong with ``mode`` as the ``credentials`` of a server (an HTTP one when
+    ``http``), or None."""
+    if mode == "passthrough":
+        return f"\"credentials\": {PASSTHROUGH_BANNED}"
+    if mode not in CREDENTIAL_MODES:
+        return (f"\"credentials\" must be one of "
+                f"{', '.join(repr(m) for m in CREDENTIAL_MODES)}, not {mode!r}")
+    if mode != "shared" and not http:
+        return (f"\"credentials\": {mode!r} is for HTTP servers; a stdio server's "
+                "credentials are its environment (one instance per user instead: "
+                "\"instances\": \"per_user\")")
+    return None
+
+
 @renamed_fields(OLD_SERVER_NAMES)
 @dataclass(frozen=True)
 class ServerConfig:
@@ -108,6 +137,10 @@ class ServerConfig:
     max_instances: int = 64
     #: Seconds a per-user instance with no call in flight is kept (``"instanceIdleS"``).
     instance_idle_s: float = 300.0
+    #: Whose credentials this server is reached with (``CREDENTIAL_MODES``): anything but
+    #: ``"shared"`` is for HTTP servers only, and makes a call made for an identity go with
+    #: that identity's credentials (``Host(user_credentials=...)``).
+    credentials: str = "shared"
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:
@@ -126,6 +159,7 @@ class ServerConfig:
         if isinstance(self.params, HttpParams):
             validated_http_params(self.params)
         self._check_instances()
+        self._check_credentials()
 
     def _check_instances(self) -> None:
         if self.instances not in INSTANCE_MODES:
@@ -160,6 +194,16 @@ class ServerConfig:
             raise ConfigurationError(
                 f"server {self.name!r}: instance_idle_s must be positive, not "
                 f"{self.instance_idle_s!r}")
+
+    def _check_credentials(self) -> None:
+        problem = credentials_problem(self.credentials, isinstance(self.params, HttpParams))
+        if problem is not None:
+            raise ConfigurationError(f"server {self.name!r}: {problem}")
+
+    @property
+    def per_user_credentials(self) -> bool:
+        """Whether a call made for an identity goes with that identity's credentials."""
+        return self.credentials != "shared"
 
 
 #: ``ServerConfig.instances``'s values.

@@ -5,9 +5,11 @@
 //! body. Only two types have a layout known here (the rest is opaque, returned as
 //! `(type, body)`):
 //!
-//! - `SUBMIT` (parent -> worker): `u64 call_id | u32 timeout_ms | u16 method_len | method |
-//!   params` (all LE; empty params = none). The worker's [`SubmitStamper`] turns it into a
-//!   stamped JSON-RPC request line for the server's stdin.
+//! - `SUBMIT` (parent -> worker): `u64 call_id | u32 timeout_ms | u32 credential | u16
+//!   method_len | method | params` (all LE; empty params = none). The worker's
+//!   [`SubmitStamper`] turns it into a stamped JSON-RPC request line for the server's
+//!   stdin. `credential` is the slot of the identity whose credentials the request goes
+//!   with (0: the host's own); only a stamper keeping lines apart (HTTP) hands it back.
 //! - `RESULT` (worker -> parent): `u64 call_id | i64 request_id | u8 kind | u8 result_type |
 //!   payload`; `request_id` is the JSON-RPC id the request went out with (the worker chose
 //!   it: the parent's telemetry reports it), the payload is the raw `result` value for a
@@ -35,6 +37,9 @@ pub const FRAME_SUBMIT_REJECTED: u8 = 255;
 /// Never sent on the channel: a run of consecutive SUBMITs, stamped. Body: their request
 /// lines, ready for the server, in the order the parent sent them.
 pub const FRAME_STAMPED: u8 = 254;
+/// Never sent on the channel: one stamped SUBMIT of a credential slot other than 0 (a
+/// stamper keeping lines apart only). Body: `u32 LE credential | request line`.
+pub const FRAME_STAMPED_FOR: u8 = 253;
 
 /// `RESULT` frame `result_type` codes.
 pub const RT_ABSENT: u8 = 0;
@@ -48,8 +53,8 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 64 * 1024 * 1024 + 64;
 
 /// Bytes before the body: the length and the type.
 pub const HEADER_LEN: usize = 5;
-/// `call_id | timeout_ms | method_len`.
-pub const SUBMIT_HEAD_LEN: usize = 8 + 4 + 2;
+/// `call_id | timeout_ms | credential | method_len`.
+pub const SUBMIT_HEAD_LEN: usize = 8 + 4 + 4 + 2;
 /// `call_id | request_id | kind | result_type`.
 pub const RESULT_HEAD_LEN: usize = 8 + 8 + 1 + 1;
 
@@ -215,11 +220,12 @@ fn header(kind: u8, body_len: usize) -> Option<[u8; HEADER_LEN]> {
 pub fn encode_submit(
     call_id: u64,
     timeout_ms: u32,
+    credential: u32,
     method: &str,
     params: Option<&[u8]>,
     max_frame_bytes: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    let submit = Submit { call_id, timeout_ms, method, params };
+    let submit = Submit { call_id, timeout_ms, credential, method, params };
     let mut out = Vec::with_capacity(submit.encoded_len(max_frame_bytes)?);
     submit.write(&mut out);
     Ok(out)
@@ -232,6 +238,8 @@ pub fn encode_submit(
 pub struct Submit<'a> {
     pub call_id: u64,
     pub timeout_ms: u32,
+    /// The credential slot the request goes with (0: the host's own credentials).
+    pub credential: u32,
     pub method: &'a str,
     pub params: Option<&'a [u8]>,
 }
@@ -268,7 +276,8 @@ impl Submit<'_> {
         head[..HEADER_LEN].copy_from_slice(&header(FRAME_SUBMIT, self.body_len()).expect("measured by encoded_len"));
         head[5..13].copy_from_slice(&self.call_id.to_le_bytes());
         head[13..17].copy_from_slice(&self.timeout_ms.to_le_bytes());
-        head[17..19].copy_from_slice(&(self.method.len() as u16).to_le_bytes());
+        head[17..21].copy_from_slice(&self.credential.to_le_bytes());
+        head[21..23].copy_from_slice(&(self.method.len() as u16).to_le_bytes());
         out.put(&head);
         out.put(self.method.as_bytes());
         out.put(self.params.unwrap_or_default());
@@ -287,14 +296,15 @@ pub fn parse_submit(body: &[u8]) -> Result<Submit<'_>, String> {
     }
     let call_id = submit_call_id(body).expect("length checked");
     let timeout_ms = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
-    let method_len = u16::from_le_bytes(body[12..14].try_into().expect("2 bytes")) as usize;
+    let credential = u32::from_le_bytes(body[12..16].try_into().expect("4 bytes"));
+    let method_len = u16::from_le_bytes(body[16..18].try_into().expect("2 bytes")) as usize;
     let rest = &body[SUBMIT_HEAD_LEN..];
     if method_len > rest.len() {
         return Err(format!("SUBMIT method length {method_len} runs past the frame ({} bytes left)", rest.len()));
     }
     let method = std::str::from_utf8(&rest[..method_len]).map_err(|_| "SUBMIT method is not UTF-8".to_string())?;
     let params = &rest[method_len..];
-    Ok(Submit { call_id, timeout_ms, method, params: (!params.is_empty()).then_some(params) })
+    Ok(Submit { call_id, timeout_ms, credential, method, params: (!params.is_empty()).then_some(params) })
 }
 
 /// The `result_type` code for a response's `result.resultType`.
@@ -373,6 +383,9 @@ pub enum Passed {
     /// A run of consecutive SUBMITs, stamped: `stdin[range]` holds their request lines
     /// (one line per run when the stamper keeps lines apart).
     Stamped(Range<usize>),
+    /// One stamped SUBMIT of a credential slot other than 0, when the stamper keeps lines
+    /// apart: `stdin[range]` holds its request line.
+    StampedFor { range: Range<usize>, credential: u32 },
     /// A frame that is not a SUBMIT (or any frame, before stamping starts).
     Frame(RawFrame),
     /// A SUBMIT whose contents cannot become a request; nothing was registered for it.
@@ -383,6 +396,14 @@ pub enum Passed {
 }
 
 impl Passed {
+    /// The Python-visible body of a [`Passed::StampedFor`]: `u32 LE credential | line`.
+    pub fn stamped_for_body(credential: u32, line: &[u8]) -> Vec<u8> {
+        let mut body = Vec::with_capacity(4 + line.len());
+        body.extend_from_slice(&credential.to_le_bytes());
+        body.extend_from_slice(line);
+        body
+    }
+
     /// The Python-visible `(type, body)` of a rejection: `u64 LE call_id | reason`.
     pub fn rejected_body(call_id: u64, reason: &str) -> Vec<u8> {
         let mut body = Vec::with_capacity(8 + reason.len());
@@ -485,8 +506,13 @@ impl SubmitStamper {
             }
             let body = frame.body(chunk);
             match self.stamp_one(body, corr, stdin, now_us) {
-                Ok(()) if self.lines_apart => close_run(&mut passed, &mut run, stdin.len()),
-                Ok(()) => {}
+                Ok(0) if self.lines_apart => close_run(&mut passed, &mut run, stdin.len()),
+                Ok(credential) if self.lines_apart => {
+                    passed.push(Passed::StampedFor { range: run..stdin.len(), credential });
+                    run = stdin.len();
+                }
+                // A run goes to one stdio server, whose credentials are its own: no slot.
+                Ok(_) => {}
                 Err(reason) => {
                     close_run(&mut passed, &mut run, stdin.len());
                     let call_id = submit_call_id(body).expect("checked above");
@@ -498,15 +524,16 @@ impl SubmitStamper {
         Ok(passed)
     }
 
-    /// Stamp one SUBMIT body; on error nothing is registered and `stdin` is unchanged.
-    /// (Every SUBMIT gets a fresh id from `corr`, whose bound ends a worker's block.)
+    /// Stamp one SUBMIT body, returning its credential slot; on error nothing is
+    /// registered and `stdin` is unchanged. (Every SUBMIT gets a fresh id from `corr`,
+    /// whose bound ends a worker's block.)
     fn stamp_one<T>(
         &self,
         body: &[u8],
         corr: &mut CallCorrelator<T>,
         stdin: &mut Vec<u8>,
         now_us: Option<u64>,
-    ) -> Result<(), String> {
+    ) -> Result<u32, String> {
         let sub = parse_submit(body)?;
         let deadline = match (now_us, sub.timeout_ms) {
             (Some(now), ms) if ms > 0 => Some(now.saturating_add(u64::from(ms) * 1000)),
@@ -529,7 +556,7 @@ impl SubmitStamper {
         match corr.allocate_call(sub.call_id, deadline) {
             Ok(got) => {
                 debug_assert_eq!(JsonId::Int(got), id);
-                Ok(())
+                Ok(sub.credential)
             }
             Err(e) => {
                 stdin.truncate(before);
@@ -677,24 +704,82 @@ mod tests {
 
     #[test]
     fn submit_round_trip() {
-        let f = encode_submit(u64::MAX - 1, 1500, "tools/call", Some(b"{\"a\":1}"), DEFAULT_MAX_FRAME_BYTES).unwrap();
+        let f = encode_submit(u64::MAX - 1, 1500, 0, "tools/call", Some(b"{\"a\":1}"), DEFAULT_MAX_FRAME_BYTES).unwrap();
         assert_eq!(u32::from_le_bytes(f[..4].try_into().unwrap()) as usize, f.len() - 4);
         assert_eq!(f[4], FRAME_SUBMIT);
         let sub = parse_submit(&f[HEADER_LEN..]).unwrap();
         assert_eq!(
             sub,
-            Submit { call_id: u64::MAX - 1, timeout_ms: 1500, method: "tools/call", params: Some(b"{\"a\":1}") }
+            Submit {
+                call_id: u64::MAX - 1,
+                timeout_ms: 1500,
+                credential: 0,
+                method: "tools/call",
+                params: Some(b"{\"a\":1}")
+            }
         );
-        let f = encode_submit(1, 0, "", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        let f = encode_submit(1, 0, 0, "", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
         assert_eq!(f.len(), HEADER_LEN + SUBMIT_HEAD_LEN);
         assert_eq!(parse_submit(&f[HEADER_LEN..]).unwrap().params, None);
 
-        assert!(encode_submit(1, 0, &"m".repeat(70_000), None, DEFAULT_MAX_FRAME_BYTES).is_err());
-        assert!(encode_submit(1, 0, "m", Some(&[b' '; 100]), 64).is_err());
+        assert!(encode_submit(1, 0, 0, &"m".repeat(70_000), None, DEFAULT_MAX_FRAME_BYTES).is_err());
+        assert!(encode_submit(1, 0, 0, "m", Some(&[b' '; 100]), 64).is_err());
         assert!(parse_submit(&f[HEADER_LEN..f.len() - 1]).is_err());
         let mut bad = f[HEADER_LEN..].to_vec();
-        bad[12] = 5; // method length past the end
+        bad[16] = 5; // method length past the end
         assert!(parse_submit(&bad).unwrap_err().contains("past"));
+    }
+
+    #[test]
+    fn submit_carries_its_credential_slot_after_the_timeout() {
+        let f = encode_submit(7, 9, u32::MAX - 2, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        assert_eq!(f.len(), HEADER_LEN + SUBMIT_HEAD_LEN + 4);
+        assert_eq!(u32::from_le_bytes(f[13..17].try_into().unwrap()), 9);
+        assert_eq!(u32::from_le_bytes(f[17..21].try_into().unwrap()), u32::MAX - 2);
+        assert_eq!(u16::from_le_bytes(f[21..23].try_into().unwrap()), 4);
+        assert_eq!(&f[23..], b"ping");
+        let sub = parse_submit(&f[HEADER_LEN..]).unwrap();
+        assert_eq!((sub.call_id, sub.timeout_ms, sub.credential, sub.method), (7, 9, u32::MAX - 2, "ping"));
+    }
+
+    #[test]
+    fn a_stamper_keeping_lines_apart_hands_back_each_lines_slot() {
+        let mut st = SubmitStamper::lines_apart(DEFAULT_MAX_FRAME_BYTES);
+        st.start_stamping(None).unwrap();
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let stream = [
+            encode_submit(1, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(2, 1, 5, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(2, 1, 5, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(4, 1, 6, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(5, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+        ]
+        .concat();
+        let mut stdin = Vec::new();
+        let passed = st.feed(&stream, &mut corr, &mut stdin).unwrap();
+        let one = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n".len();
+        assert_eq!(passed.len(), 5);
+        assert_eq!(passed[0], Passed::Stamped(0..one));
+        assert_eq!(passed[1], Passed::StampedFor { range: one..2 * one, credential: 5 });
+        assert!(matches!(&passed[2], Passed::Rejected { call_id: 2, reason } if reason.contains("pending")));
+        assert_eq!(passed[3], Passed::StampedFor { range: 2 * one..3 * one, credential: 6 });
+        assert_eq!(passed[4], Passed::Stamped(3 * one..4 * one));
+        assert_eq!(Passed::stamped_for_body(6, b"x"), [6, 0, 0, 0, b'x']);
+    }
+
+    #[test]
+    fn a_stamper_keeping_runs_ignores_the_slot() {
+        let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
+        st.start_stamping(None).unwrap();
+        let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
+        let stream = [
+            encode_submit(1, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(2, 1, 5, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+        ]
+        .concat();
+        let mut stdin = Vec::new();
+        let passed = st.feed(&stream, &mut corr, &mut stdin).unwrap();
+        assert_eq!(passed, vec![Passed::Stamped(0..stdin.len())]);
     }
 
     const META: &[u8] = br#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
@@ -704,7 +789,7 @@ mod tests {
         let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
         let mut stdin = Vec::new();
-        let sub = encode_submit(9, 100, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        let sub = encode_submit(9, 100, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
         let passed = st.feed(&sub, &mut corr, &mut stdin).unwrap();
         assert!(matches!(&passed[..], [Passed::Frame(RawFrame { kind: FRAME_SUBMIT, .. })]));
         assert!(stdin.is_empty() && corr.is_empty());
@@ -719,11 +804,11 @@ mod tests {
         corr.allocate((), None).unwrap(); // a probe took id 1
         st.start_stamping(Some(META)).unwrap();
         let stream = [
-            encode_submit(70, 100, "tools/call", Some(b"{\"name\":\"x\"}"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(70, 100, 0, "tools/call", Some(b"{\"name\":\"x\"}"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
             frame(2, &70u64.to_le_bytes()),
-            encode_submit(71, 100, "tools/call", Some(b"[1]"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
-            encode_submit(72, 100, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
-            encode_submit(70, 100, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(71, 100, 0, "tools/call", Some(b"[1]"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(72, 100, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(70, 100, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
         ]
         .concat();
         let mut stdin = Vec::new();
@@ -751,7 +836,7 @@ mod tests {
 
         st.start_stamping(None).unwrap();
         let mut stdin = Vec::new();
-        let sub = encode_submit(80, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        let sub = encode_submit(80, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
         assert_eq!(st.feed(&sub, &mut corr, &mut stdin).unwrap(), vec![Passed::Stamped(0..stdin.len())]);
         assert_eq!(stdin, b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
     }
@@ -762,10 +847,10 @@ mod tests {
         st.start_stamping(Some(META)).unwrap();
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
         let stream = [
-            encode_submit(1, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
-            encode_submit(2, 1, "tools/call", Some(b"[1]"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
-            encode_submit(3, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
-            encode_submit(4, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(1, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(2, 1, 0, "tools/call", Some(b"[1]"), DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(3, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
+            encode_submit(4, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(),
         ]
         .concat();
         let mut stdin = Vec::new();
@@ -790,7 +875,7 @@ mod tests {
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
         let mut stdin = Vec::new();
         let stream =
-            [encode_submit(1, 1, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame(FRAME_SUBMIT, b"short")]
+            [encode_submit(1, 1, 0, "ping", None, DEFAULT_MAX_FRAME_BYTES).unwrap(), frame(FRAME_SUBMIT, b"short")]
                 .concat();
         assert!(st.feed(&stream, &mut corr, &mut stdin).is_err());
         assert!(corr.is_empty() && stdin.is_empty());
@@ -858,8 +943,8 @@ mod tests {
         let mut corr: CallCorrelator<()> = CallCorrelator::new(1);
         let mut st = SubmitStamper::new(DEFAULT_MAX_FRAME_BYTES);
         st.start_stamping(None).unwrap();
-        let mut stream = encode_submit(7, 1500, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
-        stream.extend(encode_submit(8, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap());
+        let mut stream = encode_submit(7, 1500, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap();
+        stream.extend(encode_submit(8, 0, 0, "tools/list", None, DEFAULT_MAX_FRAME_BYTES).unwrap());
         let mut stdin = Vec::new();
         let passed = st.feed_at(&stream, &mut corr, &mut stdin, Some(1_000_000)).unwrap();
         assert!(matches!(&passed[..], [Passed::Stamped(_)]));

@@ -629,7 +629,7 @@ impl PyFrameSplitter {
 
 /// One whole SUBMIT frame.
 #[pyfunction]
-#[pyo3(signature = (call_id, timeout_ms, method, params, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES))]
+#[pyo3(signature = (call_id, timeout_ms, method, params, max_frame_bytes = DEFAULT_MAX_FRAME_BYTES, *, credential = 0))]
 fn encode_submit<'py>(
     py: Python<'py>,
     call_id: u64,
@@ -637,13 +637,14 @@ fn encode_submit<'py>(
     method: &str,
     params: Option<&[u8]>,
     max_frame_bytes: usize,
+    credential: u32,
 ) -> PyResult<Bound<'py, PyBytes>> {
     if timeout_ms < 0 {
         return Err(CodecError::new_err(format!("timeout_ms must not be negative, not {timeout_ms}")));
     }
     // Beyond ~49 days a deadline is "never" in practice; saturate rather than refuse.
     let timeout_ms = u32::try_from(timeout_ms).unwrap_or(u32::MAX);
-    let submit = frames::Submit { call_id, timeout_ms, method, params };
+    let submit = frames::Submit { call_id, timeout_ms, credential, method, params };
     let len = submit.encoded_len(max_frame_bytes).map_err(codec_err)?;
     bytes_written(py, len, |fill| submit.write(fill))
 }
@@ -704,6 +705,11 @@ impl PySubmitStamper {
         for p in passed {
             match p {
                 Passed::Stamped(range) => ordered.append(frame_tuple(py, frames::FRAME_STAMPED, &stdin[range])?)?,
+                Passed::StampedFor { range, credential } => ordered.append(frame_tuple(
+                    py,
+                    frames::FRAME_STAMPED_FOR,
+                    &Passed::stamped_for_body(credential, &stdin[range]),
+                )?)?,
                 Passed::Frame(f) => ordered.append(frame_tuple(py, f.kind, f.body(bytes))?)?,
                 Passed::Rejected { call_id, reason } => ordered.append(frame_tuple(
                     py,
@@ -987,6 +993,7 @@ fn _codec(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FRAME_RESULT", frames::FRAME_RESULT)?;
     m.add("FRAME_SUBMIT_REJECTED", frames::FRAME_SUBMIT_REJECTED)?;
     m.add("FRAME_STAMPED", frames::FRAME_STAMPED)?;
+    m.add("FRAME_STAMPED_FOR", frames::FRAME_STAMPED_FOR)?;
     m.add("RT_ABSENT", frames::RT_ABSENT)?;
     m.add("RT_COMPLETE", frames::RT_COMPLETE)?;
     m.add("RT_INPUT_REQUIRED", frames::RT_INPUT_REQUIRED)?;

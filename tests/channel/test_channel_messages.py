@@ -36,7 +36,9 @@ def test_the_hot_frame_numbers_are_the_codecs():
     assert (ch.SUBMIT, ch.RESULT) == (_codec.FRAME_SUBMIT, _codec.FRAME_RESULT)
     kinds = [ch.CANCEL, ch.STOP, ch.SERVER_ANSWER, ch.FAILURE, ch.STATE, ch.LIST_CHANGED,
              ch.LOG, ch.PROGRESS, ch.SERVER_REQUEST, ch.STATS, ch.SUBMIT, ch.RESULT,
-             _codec.FRAME_SUBMIT_REJECTED, _codec.FRAME_STAMPED]
+             ch.WATCH_RESOURCES, ch.CREDENTIALS, ch.WATCH_TASK, ch.UNWATCH_TASK,
+             ch.FORGET_CREDENTIALS, ch.RESOURCE_UPDATED, ch.CREDENTIALS_ASKED, ch.TASK_REPORT,
+             _codec.FRAME_SUBMIT_REJECTED, _codec.FRAME_STAMPED, _codec.FRAME_STAMPED_FOR]
     assert len(set(kinds)) == len(kinds), "two messages share a frame type"
 
 
@@ -100,6 +102,9 @@ def test_a_state_report_round_trips():
     (ch.CredentialQuestion(1, status=401, challenge="Bearer", rejected="Bearer t"),
      ch.CREDENTIALS_ASKED),
     (ch.CredentialQuestion(2), ch.CREDENTIALS_ASKED),
+    (ch.CredentialQuestion(3, slot=2**32 - 1), ch.CREDENTIALS_ASKED),
+    (ch.CredentialAnswer(3, authorization="Bearer u", slot=7), ch.CREDENTIALS),
+    (ch.CredentialsForgotten([7, 9]), ch.FORGET_CREDENTIALS),
     (ch.CredentialAnswer(1, authorization="Bearer t", renew_at=1.5), ch.CREDENTIALS),
     (ch.CredentialAnswer(2, error="refused", reason="resource_mismatch", issuer="https://as"),
      ch.CREDENTIALS),

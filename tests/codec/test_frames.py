@@ -20,6 +20,7 @@ from trunkline._codec import (
     DEFAULT_MAX_FRAME_BYTES,
     FRAME_RESULT,
     FRAME_STAMPED,
+    FRAME_STAMPED_FOR,
     FRAME_SUBMIT,
     FRAME_SUBMIT_REJECTED,
     KIND_ERROR,
@@ -138,10 +139,15 @@ def test_encode_submit_layout():
     f = encode_submit(2**64 - 1, 2500, "tools/call", b'{"name":"x"}')
     length, kind = struct.unpack_from("<IB", f)
     assert length == len(f) - 4 and kind == FRAME_SUBMIT
-    call_id, timeout_ms, mlen = struct.unpack_from("<QIH", f, 5)
-    assert (call_id, timeout_ms, mlen) == (2**64 - 1, 2500, 10)
-    assert f[19:29] == b"tools/call" and f[29:] == b'{"name":"x"}'
-    assert encode_submit(1, 0, "ping", None)[19:] == b"ping"
+    call_id, timeout_ms, credential, mlen = struct.unpack_from("<QIIH", f, 5)
+    assert (call_id, timeout_ms, credential, mlen) == (2**64 - 1, 2500, 0, 10)
+    assert f[23:33] == b"tools/call" and f[33:] == b'{"name":"x"}'
+    assert encode_submit(1, 0, "ping", None)[23:] == b"ping"
+    # The credential slot (0, the host's own, unless given) follows the timeout.
+    assert struct.unpack_from("<I", encode_submit(1, 0, "m", None, credential=2**32 - 1),
+                              17)[0] == 2**32 - 1
+    with pytest.raises(OverflowError):
+        encode_submit(1, 0, "m", None, credential=2**32)
     # Saturating timeouts; refused negative timeouts, long methods and oversized frames.
     assert struct.unpack_from("<I", encode_submit(1, 2**40, "m", None), 13)[0] == 2**32 - 1
     with pytest.raises(CodecError):
@@ -197,6 +203,26 @@ def test_a_stamper_keeping_lines_apart_hands_back_one_line_per_request():
     lines = [body for kind, body in out if kind == FRAME_STAMPED]
     assert [orjson.loads(line)["id"] for line in lines] == [1, 2, 3]
     assert all(line.count(b"\n") == 1 and line.endswith(b"\n") for line in lines)
+
+
+def test_a_stamper_keeping_lines_apart_hands_back_each_lines_credential_slot():
+    """Issue 41: a request of another slot than 0 comes back as ``FRAME_STAMPED_FOR``,
+    ``u32 credential | line``, for the HTTP transport to send with that slot's header;
+    slot 0 stays a plain ``FRAME_STAMPED``. A stdio stamper (runs) has no slots."""
+    corr: Correlator[object] = Correlator()
+    st_ = SubmitStamper(corr, lines_apart=True)
+    st_.start_stamping(None)
+    out = st_.feed(encode_submit(1, 5, "ping", None)
+                   + encode_submit(2, 5, "ping", None, credential=9)
+                   + encode_submit(3, 5, "ping", None, credential=0))
+    assert [kind for kind, _ in out] == [FRAME_STAMPED, FRAME_STAMPED_FOR, FRAME_STAMPED]
+    assert struct.unpack_from("<I", out[1][1])[0] == 9
+    assert orjson.loads(out[1][1][4:])["id"] == 2 and out[1][1].endswith(b"\n")
+    runs = SubmitStamper(Correlator())
+    runs.start_stamping(None)
+    out = runs.feed(encode_submit(1, 5, "ping", None)
+                    + encode_submit(2, 5, "ping", None, credential=9))
+    assert [kind for kind, _ in out] == [FRAME_STAMPED]
 
 
 def test_stopped_stamping_hands_submits_back():

@@ -28,10 +28,10 @@ from trunkline.errors import (
     TransportLost,
     UnknownTool,
 )
-from trunkline.params import HttpParams, stdio
+from trunkline.params import HttpParams, http, stdio
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
-from trunkline.settings import HostSettings, RestartPolicy
+from trunkline.settings import HostSettings, RestartPolicy, ServerConfig
 
 SETTINGS = HostSettings(negotiation=NegotiationConfig(discover_timeout_s=20.0,
                                                       legacy_probe_timeout_s=20.0),
@@ -139,12 +139,34 @@ def test_from_config_starts_servers_in_file_order_and_honours_allow_legacy(tmp_p
      "maxDiscoverTimeoutMs"),
     ({"mcpServers": {"x": {"command": "c", "maxDiscoverTimeoutMs": 6e4}}},
      "maxDiscoverTimeoutMs"),
+    # Issue 41: token passthrough is refused, citing the specification's ban; a per-user
+    # mode is for HTTP servers only.
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp", "credentials": "passthrough"}}},
+     "passthrough.*forbids token passthrough.*MUST NOT accept or transit any other tokens"),
+    ({"mcpServers": {"x": {"url": "http://127.0.0.1:1/mcp", "credentials": "mine"}}},
+     "\"credentials\" must be one of 'shared', 'per_user', 'exchange', not 'mine'"),
+    ({"mcpServers": {"x": {"command": "c", "credentials": "per_user"}}},
+     "'per_user' is for HTTP servers"),
 ])
 def test_bad_config_fails_with_the_key_named(tmp_path, bad, message):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps(bad))
     with pytest.raises(ConfigurationError, match=message):
         Host.from_config(config)
+
+
+def test_credentials_modes_from_the_config(tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "mine": {"url": "https://a.example/mcp", "credentials": "per_user"},
+        "traded": {"url": "https://b.example/mcp", "credentials": "exchange"},
+        "ours": {"url": "https://c.example/mcp"},
+        "local": {"command": "c", "credentials": "shared"},
+    }}))
+    assert [e.credentials for e in load_config(config)] == [
+        "per_user", "exchange", "shared", "shared"]
+    with pytest.raises(ConfigurationError, match="forbids token passthrough"):
+        ServerConfig("x", http("https://a.example/mcp"), credentials="passthrough")
 
 
 def test_discover_timeout_per_server_or_from_the_caller(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from conftest import run
 from trunkline import channel as ch
 from trunkline.errors import AuthorizationFailed
-from trunkline.worker.credentials import HostCredentials
+from trunkline.worker.credentials import CredentialSlots, HostCredentials
 
 
 class Parent:
@@ -167,4 +167,91 @@ def test_an_unusable_dpop_key_fails_the_request_without_showing_the_key():
             await task
         assert failed.value.reason == "dpop_key" and "pr1v4t3" not in str(failed.value)
         assert creds.header is None
+
+
+# ---------------------------------------------------------------------------- slots (issue 41)
+
+
+def test_each_slot_asks_for_itself_first_and_a_refusal_asks_for_that_slot_only():
+    async def main():
+        parent = Parent()
+        slots = CredentialSlots(parent)
+        alice, bob = slots.slot(7), slots.slot(9)
+        assert alice is not None and bob is not None and slots.slot(7) is alice
+        # A new identity's slot asks before its first request, not after a 401.
+        assert alice.due and bob.due and slots.shared is not None and not slots.shared.due
+        asked = [asyncio.create_task(alice.renew()), asyncio.create_task(bob.renew())]
+        await asyncio.sleep(0)
+        assert [(q.slot, q.status) for q in parent.asked] == [(7, None), (9, None)]
+        assert len({q.key for q in parent.asked}) == 2, "keys are unique across slots"
+        for q, token in zip(parent.asked, ("Bearer alice", "Bearer bob"), strict=True):
+            slots.on_answer(ch.CredentialAnswer(q.key, authorization=token, slot=q.slot))
+        await asyncio.gather(*asked)
+        assert (alice.header, bob.header) == ("Bearer alice", "Bearer bob")
+        # Alice's header is refused: her slot asks; Bob's is not touched.
+        task = asyncio.create_task(alice.challenged(401, "Bearer", "Bearer alice"))
+        await asyncio.sleep(0)
+        assert [(q.slot, q.rejected) for q in parent.asked[2:]] == [(7, "Bearer alice")]
+        # An answer naming another slot than its question's is not taken.
+        slots.on_answer(ch.CredentialAnswer(parent.asked[2].key, authorization="Bearer x",
+                                            slot=9))
+        assert alice.asking and bob.header == "Bearer bob"
+        slots.on_answer(ch.CredentialAnswer(parent.asked[2].key, authorization="Bearer alice2",
+                                            slot=7))
+        await task
+        assert (alice.header, bob.header) == ("Bearer alice2", "Bearer bob")
+    run(main())
+
+
+def test_slots_are_bounded_and_a_dropped_slot_still_gets_its_answer():
+    async def main():
+        parent = Parent()
+        slots = CredentialSlots(parent, max_slots=2)
+        first = slots.slot(1)
+        assert first is not None
+        waiting = asyncio.create_task(first.renew())
+        await asyncio.sleep(0)
+        second, third = slots.slot(2), slots.slot(3)
+        # The bound holds; the least recently used idle slot went (slot 1 is asking).
+        assert len(slots) == 2 and slots.slot(1) is first and slots.slot(2) is not second
+        for n in range(4, 50):
+            slots.slot(n)
+        assert len(slots) == 2
+        assert slots.slot(3) is not third
+        # Slot 1, asking all along, was kept; its answer reaches it by its key.
+        slots.on_answer(ch.CredentialAnswer(parent.asked[0].key, authorization="Bearer one",
+                                            slot=1))
+        await waiting
+        assert first.header == "Bearer one"
+    run(main())
+
+
+def test_a_forgotten_slot_drops_its_header_and_fails_its_waiters():
+    async def main():
+        parent = Parent()
+        slots = CredentialSlots(parent, shared=False)
+        assert slots.shared is None and slots.slot(0) is None
+        alice = slots.slot(5)
+        assert alice is not None
+        task = asyncio.create_task(alice.renew())
+        await asyncio.sleep(0)
+        slots.on_answer(ch.CredentialAnswer(parent.asked[0].key, authorization="Bearer a",
+                                            slot=5))
+        await task
+        waiting = asyncio.create_task(alice.challenged(401, None, "Bearer a"))
+        await asyncio.sleep(0)
+        slots.forget([5, 0, 99])
+        with pytest.raises(AuthorizationFailed) as failed:
+            await waiting
+        assert failed.value.reason == "withdrawn"
+        assert alice.header is None and alice.forgotten and not alice.due
+        # Nothing is ever asked for it again; the number's next request starts afresh.
+        with pytest.raises(AuthorizationFailed):
+            await alice.challenged(401, None, None)
+        again = slots.slot(5)
+        assert again is not alice and again is not None and again.header is None and again.due
+        # The late answer to the forgotten question reaches nobody.
+        slots.on_answer(ch.CredentialAnswer(parent.asked[1].key, authorization="Bearer a2",
+                                            slot=5))
+        assert again.header is None
     run(main())

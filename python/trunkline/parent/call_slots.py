@@ -23,6 +23,10 @@ Rules:
    ``WORKER_DEADLINE_FIRST_S`` later.
 4. A call never goes to a worker that said it is ending: it fails ``ServerUnavailable``,
    unsent, and its retry plan may send it again once the server is back.
+5. A call made for an identity to a server reached with each user's own credentials goes
+   with that identity's credential slot (``parent.credentials``), looked up at each attempt
+   (a slot number may have gone to another identity since the last); every other call
+   goes with slot 0, the host's own, at no cost beyond one attribute test.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import asyncio
 import collections
 from collections.abc import Coroutine
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .. import channel as ch
 from .._codec import KIND_RESULT, RT_ABSENT, RT_COMPLETE, CodecError, encode_submit
@@ -43,6 +47,7 @@ from .call_request import CallRequest
 from .latency import LatencyWindow
 
 if TYPE_CHECKING:
+    from ..policy.identity import Identity
     from .generation import Generation
     from .handle import WorkerHandle
 
@@ -98,6 +103,9 @@ class CallSlots:
         # Read on every call: kept at hand rather than behind two attribute lookups.
         self._max_in_flight = handle.config.max_in_flight
         self._max_frame_bytes = handle.settings.max_frame_bytes
+        #: The host's identities by slot, for a server reached with each user's own
+        #: credentials (rule 5); None: every call goes with slot 0.
+        self._user_slots = handle.user_slots
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         #: Calls sent whose slots are not free yet.
         self.in_flight = 0
@@ -111,12 +119,14 @@ class CallSlots:
         return (self.loop or asyncio.get_running_loop()).time()
 
     def request(self, method: str, params: bytes | None, *, timeout: float,
-                watched: str | None = None) -> Coroutine[Any, Any, Reply]:
+                watched: str | None = None,
+                identity: object | None = None) -> Coroutine[Any, Any, Reply]:
         """One request through the worker, its answer as a ``Reply``. ``watched``: the
         ``CallNotices`` token of the call it belongs to, told while the request is with
-        the server. (Not a coroutine itself: ``call`` is the request's only frame.)"""
+        the server; ``identity``: who it is made for (rule 5). (Not a coroutine itself:
+        ``call`` is the request's only frame.)"""
         return self.call(CallRequest(method=method, params=params, timeout=timeout,
-                                     watched=watched), REPLIES)
+                                     watched=watched, identity=identity), REPLIES)
 
     async def call(self, request: CallRequest, ends: CallEnds) -> Any:
         """The first attempt of ``request`` (its ``params``, within its ``timeout``), and
@@ -142,8 +152,11 @@ class CallSlots:
                 raise ServerUnavailable(handle.unavailable_message(),
                                         state=handle.state.value, server=handle.name,
                                         method=method, sent=False)
+            credential = 0 if self._user_slots is None else self.credential_of(
+                request.identity)
             future: asyncio.Future[Any] = loop.create_future()
-            call_id = self._submit(gen, future, method, request.params, deadline, left)
+            call_id = self._submit(gen, future, method, request.params, deadline, left,
+                                   credential)
         except Exception as exc:  # noqa: BLE001 - the ends decide; CancelledError passes
             return await ends.failed(handle, request, exc)
         watched = request.watched
@@ -169,15 +182,25 @@ class CallSlots:
         return await ends.unfinished(handle, request,
                                      self.reply_of(kind, result_type, payload, method))
 
+    def credential_of(self, identity: object | None) -> int:
+        """The credential slot a request made for ``identity`` goes with (rule 5)."""
+        if self._user_slots is None or identity is None:
+            return 0
+        return self._user_slots.slot_for(cast("Identity", identity), self._handle.name)
+
     def _submit(self, gen: Generation, future: asyncio.Future[Any], method: str,
-                params: bytes | None, deadline: float, left: float) -> int:
+                params: bytes | None, deadline: float, left: float, credential: int) -> int:
         """Queue the SUBMIT and take a slot; ``left``: what is left of the timeout after
-        any wait. The call's id in ``gen``."""
+        any wait, ``credential`` the call's credential slot (rule 5). The call's id in
+        ``gen``."""
         backstop = deadline + WORKER_DEADLINE_FIRST_S
         call_id = gen.calls.allocate(future, backstop)
         try:
-            frame = encode_submit(call_id, max(int(left * 1000), 1), method, params,
-                                  self._max_frame_bytes)
+            ms = max(int(left * 1000), 1)
+            # Slot 0 is the codec's default: no keyword to parse on the shared path.
+            frame = encode_submit(call_id, ms, method, params, self._max_frame_bytes) \
+                if not credential else encode_submit(call_id, ms, method, params,
+                                                     self._max_frame_bytes, credential=credential)
         except CodecError as exc:
             gen.calls.discard(call_id)
             raise MalformedMessage(f"request cannot be sent: {exc}",

@@ -236,7 +236,8 @@ class CallPath:
             return final if checked is None else checked(entry, final, raw)
         task = handle.tasks.follow(view, tool=request.name or entry.name, finish=finish,
                                    rounds=rounds, legacy=legacy,
-                                   deadline=None if request.detached else request.deadline)
+                                   deadline=None if request.detached else request.deadline,
+                                   identity=request.identity)
         if request.on_status is not None:
             request.on_status(task.status)
             task.watch(request.on_status)
@@ -287,7 +288,8 @@ class CallPath:
         try:
             return await handle.slots.request(request.method, request.params,
                                               timeout=request.timeout or 0.0,
-                                              watched=request.watched)
+                                              watched=request.watched,
+                                              identity=request.identity)
         except Exception as exc:  # noqa: BLE001 - the plan decides; CancelledError passes
             return await self.retried(handle, request, exc)
 
@@ -314,7 +316,7 @@ class CallPath:
                     if k not in ("inputResponses", "requestState")}
         return await self.input_rounds.for_call(call_input).complete(
             handle, request.method, without_idempotency_key(original, request.key), result,
-            reply, request.timeout, request.watched)
+            reply, request.timeout, request.watched, request.identity)
 
 
 class _ToolCallEnds:
@@ -409,7 +411,8 @@ class _Resend:
         if left is not None:
             timeout = max(min(timeout, left), 0.001)
         return await self._handle.slots.request(request.method, request.params,
-                                                timeout=timeout, watched=request.watched)
+                                                timeout=timeout, watched=request.watched,
+                                                identity=request.identity)
 
 
 def _prepare(handle: WorkerHandle, request: CallRequest, body: dict[str, Any],

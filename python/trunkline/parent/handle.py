@@ -34,7 +34,7 @@ from ..protocol.tasks import TASKS_EXTENSION, related_task
 from ..settings import HostSettings, ServerConfig
 from .call_notices import CallNotices
 from .call_slots import ON_ITS_WAY, CallSlots
-from .credentials import CredentialDesk
+from .credentials import CredentialDesk, CredentialSlots
 from .generation import Generation
 from .latency import LatencyWindow
 from .launchers import Launcher, SpawnLauncher
@@ -59,9 +59,12 @@ class WorkerHandle:
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
                  on_log: Callable[[str, dict[str, Any]], None] | None = None,
                  input_handlers: Mapping[str, InputHandler] | None = None,
-                 launcher: Launcher | None = None, oauth: OAuthClient | None = None) -> None:
+                 launcher: Launcher | None = None, oauth: OAuthClient | None = None,
+                 credential_slots: CredentialSlots | None = None) -> None:
         """``oauth``: the host's OAuth client, which answers this server's credential
-        questions (an HTTP server's 401/403)."""
+        questions (an HTTP server's 401/403); ``credential_slots``: the host's identities
+        by slot, whose own credentials a call made for one goes with when the server's
+        ``credentials`` mode is not ``"shared"``."""
         self.config = config
         #: An attribute, not a property of ``config``: read on every call's path.
         self.name = config.name
@@ -79,10 +82,13 @@ class WorkerHandle:
         self._watch_scheduled = False
         self._relay = ServerRequestRelay(input_handlers or {}, self._call_handler,
                                          config.roots)
+        #: The host's identities by slot, for a server reached with each user's own
+        #: credentials (None: every call goes with the host's, slot 0).
+        self.user_slots = credential_slots if config.per_user_credentials else None
         self._credentials = CredentialDesk(
             oauth, config.name,
             config.params.url if isinstance(config.params, HttpParams) else "",
-            legacy_fallbacks=config.allow_legacy)
+            legacy_fallbacks=config.allow_legacy, slots=self.user_slots)
         self._planner = RestartPlanner(settings.restart, rng, settings.negotiation_for(config))
         self._scope = TaskScope(f"server {config.name!r}")
         self.state = ServerState.STARTING
@@ -464,6 +470,13 @@ class WorkerHandle:
             return False
         gen.send(frame)
         return True
+
+    def forget_credentials(self, slots: list[int]) -> None:
+        """Tell the current worker to drop what it holds for these credential slots (sent
+        before any later SUBMIT, so none of those can go with it)."""
+        gen = self._gen
+        if self.user_slots is not None and gen is not None and not gen.gone:
+            gen.send(ch.CredentialsForgotten(slots).to_bytes())
 
     def spawn(self, coro: Any, name: str) -> None:
         """Run ``coro`` in this server's scope (it ends with the server's handle)."""

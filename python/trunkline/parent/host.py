@@ -59,6 +59,7 @@ from ..telemetry.carried import carried
 from . import host_options
 from .call_request import CallInput, CallRequest, ProgressCallback
 from .calls import CallPath
+from .credentials import CredentialSlots, UserCredentials
 from .handle import ServerStatus, ServerWarning, WorkerHandle
 from .host_options import (
     CallOptions,
@@ -113,6 +114,7 @@ class Host:
         oauth: OAuthClient | None = None,
         policy: Policy | None = None,
         user_secrets: UserSecrets | None = None,
+        user_credentials: UserCredentials | None = None,
         **old_keywords: Any,
     ) -> None:
         """``settings`` (``HostSettings``): what every worker is told too (how workers
@@ -144,6 +146,17 @@ class Host:
         the request is sent again; tokens are renewed before they expire. The caller owns
         it (closes it after the host). Without it a 401/403 fails the request with
         ``AuthenticationFailed``.
+
+        ``user_credentials``: each user's own credentials, for the servers whose
+        ``credentials`` mode is not ``"shared"``: an object whose
+        ``source_for(server, identity)`` gives that identity's ``CredentialSource``
+        (``parent.credentials``; an ``OAuthClient`` is one). A call or request made with
+        ``identity=`` to such a server goes with that identity's credentials only (its
+        credential slot: one worker carries every identity's requests, each with its own
+        header; a 401 renews that identity's alone); without ``identity=`` it goes with
+        the host's (``oauth``). Without ``user_credentials``, a call made for an identity
+        to such a server raises ``UserCredentialsMissing``. ``forget_credentials`` drops
+        an identity's.
 
         ``trust.pins`` (``PinStore``; in memory by default): each tool's approved
         definition, by server identity. A tool whose definition changed (or, with
@@ -201,6 +214,9 @@ class Host:
         self.settings = replace(base, identity=identity,
                                 answered_requests=frozenset(handlers) | declared,
                                 oauth=oauth is not None)
+        #: Each identity's credential slot, for servers reached with users' own credentials.
+        self._credential_slots = CredentialSlots(
+            user_credentials, forget=lambda slots: self._servers.forget_credentials(slots))
         mrtr_limits = calls.mrtr_limits or MrtrLimits()
         self._scope = TaskScope("host")
         self.telemetry = Telemetry(tracer_provider=telemetry.tracer_provider,
@@ -210,7 +226,7 @@ class Host:
                                    on_list_changed=self._on_list_changed,
                                    on_log=client.on_log or _log_to_logger,
                                    input_handlers=handlers,
-                                   oauth=oauth)
+                                   oauth=oauth, credential_slots=self._credential_slots)
         self._results = ResultChecks()
         #: Per-user instances of the servers configured so, and those servers' names.
         self._instances = UserInstances(self._servers.instance_handle, scope=self._scope,
@@ -397,6 +413,7 @@ class Host:
         enabled_tools: Sequence[str] | None = None,
         disabled_tools: Sequence[str] = (),
         roots: Sequence[str | Root] | None = None,
+        credentials: str = "shared",
         **old_names: Any,
     ) -> ServerStatus:
         """Start one server, decide its era, list its tools and merge them. Under the
@@ -414,7 +431,9 @@ class Host:
         tools listed and callable. ``roots`` (``file://`` URIs, or ``Root`` objects) are what
         the server is told its roots are when it asks (declare the ``roots`` capability);
         without them the host's ``roots/list`` handler answers a legacy server, never one
-        call's (its roots are its session's, shared by every call).
+        call's (its roots are its session's, shared by every call). ``credentials``
+        (``"shared"``, ``"per_user"``, ``"exchange"``; HTTP servers only beyond the first):
+        whose credentials a call made for an identity goes with (``user_credentials``).
 
         The names of before the unit rule (``call_timeout=``, ``discover_timeout=``,
         ``max_discover_timeout=``, ``max_inflight=``) still work, with a
@@ -432,7 +451,8 @@ class Host:
                               else tuple(enabled_tools),
                               disabled_tools=tuple(disabled_tools),
                               roots=None if roots is None else tuple(
-                                  r if isinstance(r, Root) else Root(r) for r in roots))
+                                  r if isinstance(r, Root) else Root(r) for r in roots),
+                              credentials=credentials)
         if old_names:
             config = replace(config, **renamed_keywords(old_names, OLD_SERVER_NAMES,
                                                         "Host.add_server"))
@@ -928,12 +948,14 @@ class Host:
         return self._routed(request, trace_context)
 
     def resume_task(self, tool: str, task_id: str, *,
-                    call_input: CallInput | None = None) -> ToolTask:
+                    call_input: CallInput | None = None,
+                    identity: Identity | None = None) -> ToolTask:
         """Follow again a task started earlier (``ToolTask.task_id``, of a call of
         ``tool``), for a caller that stopped waiting or a host that restarted: its
         server is asked about it at once, and ``wait()`` ends with ``TaskLost`` if the
         server no longer knows it. Raises ``ValueError`` if the tool's server runs no
-        tasks."""
+        tasks. ``identity``: who the call that started it was made for (its credentials
+        are the ones the task is asked about with, as ``user_credentials`` says)."""
         entry = self._entry(tool)
         handle = self._servers.handle(entry.server)
         if handle.task_mode is None:
@@ -944,7 +966,7 @@ class Host:
         checked = self._results.to_result
         return handle.tasks.follow(
             TaskView(task_id, "working"), tool=tool, rounds=rounds,
-            legacy=handle.task_mode == "legacy", resumed=True,
+            legacy=handle.task_mode == "legacy", resumed=True, identity=identity,
             finish=lambda result, raw: checked(entry, result, raw))
 
     async def _call_screened(self, request: CallRequest) -> Any:
@@ -1069,27 +1091,31 @@ class Host:
         timeout, its input rounds completed (or relayed), its log messages given to
         ``on_log``, its ``trace_context`` continued, as ``call_tool`` says (over a
         ``_meta`` one in ``params``); the result as sent. JSON-RPC errors raise
-        ``ServerError``. ``identity``: who it is made for; to a per-user server it goes
-        to that identity's own instance (as ``call_tool`` does)."""
+        ``ServerError``. ``identity``: who it is made for (no policy decision: the caller
+        made that): to a per-user server it goes to that identity's own instance (as
+        ``call_tool`` does); to a server whose ``credentials`` mode is not ``"shared"``,
+        with that identity's own credentials (``user_credentials``)."""
         _check_logs(log_level, on_log)
         handle = self._servers.handle(server)
         if self._per_user and server in self._per_user and _own_instance(identity):
             return await self._on_instance(server, identity, lambda own: self._read(
-                own, method, params, timeout, call_input, log_level, on_log, trace_context))
+                own, method, params, timeout, call_input, log_level, on_log, trace_context,
+                identity))
         return await self._read(handle, method, params, timeout, call_input, log_level,
-                                on_log, trace_context)
+                                on_log, trace_context, identity)
 
     async def _read(self, handle: WorkerHandle, method: str,
                     params: Mapping[str, Any] | None, timeout: float | None,
                     call_input: CallInput | None, log_level: str | None,
                     on_log: Callable[[dict[str, Any]], None] | None,
-                    trace_context: Mapping[str, str] | None) -> Any:
+                    trace_context: Mapping[str, str] | None,
+                    identity: Identity | None) -> Any:
         """``request``'s work, on ``handle``'s worker."""
         server = handle.name
         request = CallRequest(method=method, arguments=params, timeout=timeout,
                               call_input=call_input, log_level=log_level, on_log=on_log,
                               trace_context=None if trace_context is None
-                              else carried(trace_context))
+                              else carried(trace_context), identity=identity)
         if call_input is not None and call_input.relay and method in MRTR_METHODS:
             body = params or {}
             target = (method, server, str(body.get("uri", body.get("name"))))
@@ -1103,6 +1129,12 @@ class Host:
                     dict(call_input.capabilities or {}), target, server,
                     self._calls.timeout_for(handle, timeout))
         return await self._calls.read(handle, request)
+
+    def forget_credentials(self, identity: Identity) -> bool:
+        """Drop what every worker holds of ``identity``'s own credentials (they were
+        revoked, or the user signed out): its header is never sent again, and its next
+        call asks its credential source afresh. Whether it had any."""
+        return self._credential_slots.forget(identity) is not None
 
     def subscribe_resource(self, server: str, uri: str,
                            on_updated: Callable[[dict[str, Any]], None]) -> Callable[[], None]:

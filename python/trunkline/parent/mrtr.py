@@ -84,10 +84,11 @@ class InputRounds:
 
     async def complete(self, handle: WorkerHandle, method: str, body: dict[str, Any],
                        result: dict[str, Any], reply: Reply, timeout: float,
-                       watched: str | None = None) -> Any:
+                       watched: str | None = None, identity: object | None = None) -> Any:
         """Rounds until the result is complete (or a bound, or the deadline, ends them);
         a ``tools/call`` to a server that runs tasks may end in one (its caller follows
-        it). ``watched``: the call's notices token (``CallSlots.request``)."""
+        it). ``watched``: the call's notices token, ``identity`` who it is made for
+        (``CallSlots.request``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         server = handle.name
@@ -117,7 +118,7 @@ class InputRounds:
                 raise RequestTimeout(f"input rounds exceeded {timeout:g} s",
                                      timeout_s=timeout, server=server, method=method)
             reply = await handle.slots.request(method, decision.params, timeout=left,
-                                               watched=watched)
+                                               watched=watched, identity=identity)
             decoded = reply.decode(server=server, method=method)
             decision = mrtr.on_result(decoded, reply.result or b"", loop.time())
 

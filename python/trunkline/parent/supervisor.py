@@ -22,6 +22,7 @@ from .launchers import launcher_for
 
 if TYPE_CHECKING:
     from ..auth import OAuthClient
+    from .credentials import CredentialSlots
 
 
 class Supervisor:
@@ -30,13 +31,15 @@ class Supervisor:
                  on_list_changed: Callable[[WorkerHandle, str], None] | None = None,
                  on_log: Callable[[str, dict[str, Any]], None] | None = None,
                  input_handlers: Mapping[str, InputHandler] | None = None,
-                 oauth: OAuthClient | None = None) -> None:
+                 oauth: OAuthClient | None = None,
+                 credential_slots: CredentialSlots | None = None) -> None:
         """``on_state`` is called (synchronously, on the loop) when a server is added
         (starting) and after every state change of any server, e.g. to re-list tools
         when a restarted server is ready again;
         ``on_list_changed`` when a server announces that a list (``"tools"``, ...)
         changed; ``input_handlers`` answer legacy servers' own requests; ``oauth`` gives
-        HTTP servers' workers their credentials (``settings.oauth`` says it does)."""
+        HTTP servers' workers their credentials (``settings.oauth`` says it does);
+        ``credential_slots`` the identities' slots of servers reached with each user's own."""
         self.settings = settings or HostSettings()
         self._rng = random.Random(seed)
         self._on_state = on_state
@@ -44,6 +47,7 @@ class Supervisor:
         self._on_log = on_log
         self._input_handlers = dict(input_handlers or {})
         self._oauth = oauth
+        self._credential_slots = credential_slots
         self._handles: dict[str, WorkerHandle] = {}
         self._launcher = launcher_for(self.settings.worker_start)
 
@@ -60,7 +64,7 @@ class Supervisor:
         handles = [WorkerHandle(c, self.settings, self._rng, on_state=self._on_state,
                                 on_list_changed=self._on_list_changed, on_log=self._on_log,
                                 input_handlers=self._input_handlers, launcher=self._launcher,
-                                oauth=self._oauth)
+                                oauth=self._oauth, credential_slots=self._credential_slots)
                    for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle
@@ -86,6 +90,12 @@ class Supervisor:
     async def request(self, name: str, method: str, params: bytes | None, *,
                       timeout: float) -> Reply:
         return await self.handle(name).slots.request(method, params, timeout=timeout)
+
+    def forget_credentials(self, slots: list[int]) -> None:
+        """Every worker of a server reached with each user's own credentials drops what it
+        holds for these slots."""
+        for handle in self._handles.values():
+            handle.forget_credentials(slots)
 
     def statuses(self) -> list[ServerStatus]:
         return [h.status() for h in self._handles.values()]

@@ -33,11 +33,14 @@ class Forwarder:
         cancel: Callable[[Any, str], None],
         max_frame_bytes: int,
         lines_apart: bool = False,
+        write_for: Callable[[int, bytes], None] | None = None,
     ) -> None:
         """``lines_apart``: ``write`` gets each request line on its own, not runs of them
-        (the transport's ``lines_apart``)."""
+        (the transport's ``lines_apart``), and ``write_for(slot, line)`` each line of a
+        credential slot other than 0."""
         self._correlator = correlator
         self._write = write
+        self._write_for = write_for
         self._to_parent = to_parent
         self._cancel = cancel
         self._stamper = SubmitStamper(correlator, max_frame_bytes, lines_apart=lines_apart)
@@ -61,6 +64,12 @@ class Forwarder:
     def write_stamped(self, lines: bytes) -> None:
         self._write(lines)
         self._deadlines.check()  # the stamper gave the new calls their deadlines
+
+    def write_stamped_for(self, body: bytes) -> None:
+        """A ``FRAME_STAMPED_FOR``: ``u32 credential slot | request line``."""
+        assert self._write_for is not None, "slots come only to a transport keeping lines apart"
+        self._write_for(int.from_bytes(body[:4], "little"), body[4:])
+        self._deadlines.check()
 
     def cancel(self, call_id: int, reason: str) -> bool:
         """Forget a forwarded call; tell the server if it was still pending."""

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import channel as ch
-from .._codec import FRAME_STAMPED, FRAME_SUBMIT_REJECTED, CodecError
+from .._codec import FRAME_STAMPED, FRAME_STAMPED_FOR, FRAME_SUBMIT_REJECTED, CodecError
 from ..channel import ServerState, StateReport, WorkerSpec
 from ..errors import (
     AuthenticationFailed,
@@ -31,7 +31,7 @@ from ..errors import (
 from ..loop.batching import TickBatcher
 from ..params import HttpParams
 from ..protocol.era import Verdict
-from .credentials import HostCredentials
+from .credentials import CredentialSlots
 from .forwarding import Forwarder
 from .notices import NotificationRouter
 from .peer import Peer
@@ -57,9 +57,11 @@ class Worker:
         host = spec.host
         streamed = isinstance(spec.server.params, HttpParams)
         self._questions = HostQuestions(self.send, streamed=streamed)
-        #: The host's OAuth client, asked over the channel (HTTP servers of hosts that
-        #: have one).
-        self._credentials = HostCredentials(self.send) if streamed and host.oauth else None
+        #: The host's credentials by slot, asked over the channel (HTTP servers of hosts
+        #: with an OAuth client, or reached with each user's own credentials).
+        per_user = spec.server.per_user_credentials
+        self._credentials = CredentialSlots(self.send, shared=host.oauth) \
+            if streamed and (host.oauth or per_user) else None
         self.peer = Peer(
             spec.server.name, spec.server.params, negotiation=spec.negotiation(),
             identity=host.identity, input_handlers=self._questions.handlers(host.answered_requests),
@@ -84,6 +86,8 @@ class Worker:
             ch.CANCEL: self._cancel_frame,
             ch.SUBMIT: self._submit_frame,
             FRAME_SUBMIT_REJECTED: self._submit_rejected_frame,
+            FRAME_STAMPED_FOR: self._stamped_for_frame,
+            ch.FORGET_CREDENTIALS: self._forget_credentials_frame,
             ch.SERVER_ANSWER: self._server_answer_frame,
             ch.CREDENTIALS: self._credentials_frame,
             ch.WATCH_RESOURCES: self._watch_resources_frame,
@@ -133,6 +137,14 @@ class Worker:
 
     def _submit_rejected_frame(self, body: bytes) -> None:
         self._rejected(_call_id(body), body[8:].decode("utf-8", "replace"))
+
+    def _stamped_for_frame(self, body: bytes) -> None:
+        assert self._forwarder is not None
+        self._forwarder.write_stamped_for(body)
+
+    def _forget_credentials_frame(self, body: bytes) -> None:
+        if self._credentials is not None:
+            self._credentials.forget(ch.CredentialsForgotten.from_bytes(body).slots)
 
     def _server_answer_frame(self, body: bytes) -> None:
         self._questions.on_answer(ch.ServerAnswer.from_bytes(body))

@@ -66,7 +66,7 @@ from ...protocol.versions import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 from ...version import VERSION
-from ..credentials import HostCredentials
+from ..credentials import CredentialSlots, HostCredentials
 from . import STREAM_TAG
 from .http_client import (
     BodyBroken,
@@ -119,10 +119,13 @@ class HttpTransport:
         server: str | None = None,
         max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
         close_wait_s: float = 2.0,
-        credentials: HostCredentials | None = None,
+        credentials: CredentialSlots | None = None,
     ) -> None:
-        """``credentials``: the host's OAuth client, asked for an ``Authorization`` header
-        when the server answers 401/403 (None: such an answer fails the request)."""
+        """``credentials``: the host's credentials by slot, asked for an ``Authorization``
+        header when the server answers 401/403 (None, or no slot 0 for a request of slot
+        0: such an answer fails the request). A request of slot 0 and everything that is
+        no request of the parent's (one-way POSTs, GET streams, the session's DELETE) go
+        with slot 0's."""
         self.params = params
         self.server = server
         self._on_data = on_data
@@ -145,7 +148,9 @@ class HttpTransport:
         self._closed_reported = False
         self._notes: collections.deque[str] = collections.deque(maxlen=20)
         self._headers = HeaderPlan(params.headers, server)
-        self._credentials = credentials
+        self._slots = credentials
+        #: Slot 0's: the host's own.
+        self._credentials = credentials.shared if credentials is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -212,9 +217,20 @@ class HttpTransport:
             if line:
                 self._send(Outgoing.classify(line))
 
-    def _send(self, out: Outgoing) -> None:
+    def write_for(self, slot: int, line: bytes) -> None:
+        """One newline-terminated request line of the parent's, to go with the
+        credentials of ``slot`` (not 0: ``write`` is slot 0's)."""
+        if self._session is None or self._closed_reported:
+            return
+        slots = self._slots
+        self._send(Outgoing.classify(line), slots.slot(slot) if slots is not None else None)
+
+    def _send(self, out: Outgoing, credentials: HostCredentials | None = None) -> None:
         if out.kind == KIND_REQUEST:
-            task = self._scope.spawn(self._request_exchange(out), name=f"{out.method} exchange")
+            if credentials is None:
+                credentials = self._credentials
+            task = self._scope.spawn(self._request_exchange(out, credentials),
+                                     name=f"{out.method} exchange")
             self._exchanges[out.id] = task
             task.add_done_callback(functools.partial(self._exchange_done, out.id))
             return
@@ -241,7 +257,8 @@ class HttpTransport:
 
     # -- one request, one exchange -------------------------------------------------------
 
-    async def _request_exchange(self, out: Outgoing) -> None:
+    async def _request_exchange(self, out: Outgoing,
+                                credentials: HostCredentials | None) -> None:
         request_id = out.id
         try:
             headers = self._headers.request(out)
@@ -257,14 +274,14 @@ class HttpTransport:
         assert self._session is not None
         try:
             for challenges in range(_MAX_CHALLENGES + 1):
-                refused = await self._post_request(out, headers,
+                refused = await self._post_request(out, headers, credentials,
                                                    answerable=challenges < _MAX_CHALLENGES)
                 if refused is None:
                     break
                 if refused == _NEW_NONCE:
                     continue
-                assert self._credentials is not None
-                await self._credentials.challenged(*refused)
+                assert credentials is not None
+                await credentials.challenged(*refused)
         except asyncio.CancelledError:
             raise
         except (RedirectRefused, OversizedMessage, AuthorizationFailed) as exc:
@@ -289,13 +306,13 @@ class HttpTransport:
                 "the HTTP exchange ended without a response to the request",
                 server=self.server, method=out.method))
 
-    async def _post_request(self, out: Outgoing, headers: dict[str, str], *, answerable: bool
+    async def _post_request(self, out: Outgoing, headers: dict[str, str],
+                            credentials: HostCredentials | None, *, answerable: bool
                             ) -> tuple[int, str | None, str | None] | str | None:
-        """POST the request and deliver its answer; or, for a 401/403 the host's
-        credentials may answer (``answerable``), return the status, the challenge and the
-        ``Authorization`` the refused request carried, for it to be sent again;
+        """POST the request and deliver its answer; or, for a 401/403 the request's
+        ``credentials`` may answer (``answerable``), return the status, the challenge and
+        the ``Authorization`` the refused request carried, for it to be sent again;
         ``_NEW_NONCE`` for a DPoP nonce refusal to send it again with the new nonce."""
-        credentials = self._credentials
         sent = None
         proof = None
         if credentials is not None:
@@ -307,7 +324,7 @@ class HttpTransport:
                 proof = credentials.proof("POST", self.params.url)
                 if proof is not None:
                     headers["DPoP"] = proof[0]
-        async with self._http("POST", headers, out.line) as resp:
+        async with self._http("POST", headers, out.line, credentials=credentials) as resp:
             try:
                 if (proof is not None and credentials is not None
                         and credentials.dpop is not None
@@ -324,17 +341,19 @@ class HttpTransport:
                                + (f" ({challenge})" if challenge else ""))
                     await self._read_body(resp, _ERROR_BODY_BYTES)  # the connection stays
                     return resp.status, challenge, sent
-                await self._read_answer(out, resp)
+                await self._read_answer(out, resp, credentials)
             finally:
                 # An unfinished body must not go back to the pool: closing the
                 # connection is also how the server learns the request was cancelled.
                 resp.release()
         return None
 
-    def _authorized(self, headers: dict[str, str], method: str) -> dict[str, str]:
-        """``headers`` with the host's ``Authorization``, where it gave one (and its DPoP
-        proof for a ``method`` request, where it is DPoP-bound)."""
-        credentials = self._credentials
+    def _authorized(self, headers: dict[str, str], method: str,
+                    credentials: HostCredentials | None = None) -> dict[str, str]:
+        """``headers`` with the ``Authorization`` of ``credentials`` (the host's own when
+        None), where it gave one, and its DPoP proof for a ``method`` request, where it is
+        DPoP-bound."""
+        credentials = credentials or self._credentials
         header = credentials.header if credentials is not None else None
         if credentials is None or header is None:
             return headers
@@ -342,7 +361,8 @@ class HttpTransport:
         return {**headers, "Authorization": header,
                 **({"DPoP": proof[0]} if proof is not None else {})}
 
-    async def _read_answer(self, out: Outgoing, resp: Response) -> None:
+    async def _read_answer(self, out: Outgoing, resp: Response,
+                           credentials: HostCredentials | None) -> None:
         status = resp.status
         if status in (401, 403):
             challenge = resp.headers.get("www-authenticate")
@@ -365,7 +385,7 @@ class HttpTransport:
                 self._headers.session_id = resp.headers.get("mcp-session-id") or None
             content_type = resp.content_type
             if content_type == "text/event-stream":
-                await self._read_stream(out, resp)
+                await self._read_stream(out, resp, credentials)
             elif content_type == "application/json" and status != 202:
                 body = await self._read_body(resp, self._max_message_bytes)
                 self._deliver_body(out, body, status)
@@ -419,7 +439,8 @@ class HttpTransport:
             f"HTTP {status} without a JSON-RPC answer: {excerpt!r}", status=status,
             body=excerpt, server=self.server, method=out.method))
 
-    async def _read_stream(self, out: Outgoing, resp: Response) -> None:
+    async def _read_stream(self, out: Outgoing, resp: Response,
+                           credentials: HostCredentials | None) -> None:
         """One request's SSE stream: its notifications, then its response. A legacy
         stream that ends early is resumed with GET + Last-Event-ID."""
         decoder = SseDecoder(max_event_bytes=self._max_message_bytes)
@@ -436,7 +457,7 @@ class HttpTransport:
             seen = decoder.last_event_id
             if not self._is_pending(out.id):
                 return
-            async with self._get_stream(seen) as again:
+            async with self._get_stream(seen, credentials) as again:
                 if again is None:
                     self._note(f"{out.method}: the stream could not be resumed")
                     return
@@ -502,14 +523,15 @@ class HttpTransport:
         decoder.finish()
 
     @contextlib.asynccontextmanager
-    async def _get_stream(self, last_event_id: str | None
+    async def _get_stream(self, last_event_id: str | None,
+                          credentials: HostCredentials | None = None
                           ) -> AsyncIterator[Response | None]:
-        """A legacy GET stream (resumption, or the standalone stream): the response, or
+        """A legacy GET stream (resumption, with the resumed request's ``credentials``, or
+        the standalone stream, with the host's): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
-        async with self._http("GET", self._authorized(self._headers.stream(last_event_id),
-                                                      "GET")
-                              ) as resp:
+        headers = self._authorized(self._headers.stream(last_event_id), "GET", credentials)
+        async with self._http("GET", headers) as resp:
             if resp.status == 404 and self._headers.session_id is not None:
                 self._report_closed("the server ended the session (HTTP 404 to a GET "
                                     "carrying Mcp-Session-Id)")
@@ -556,13 +578,14 @@ class HttpTransport:
 
     @contextlib.asynccontextmanager
     async def _http(self, method: str, headers: dict[str, str], data: bytes | None = None,
-                    *, session: HttpClient | None = None
-                    ) -> AsyncIterator[Response]:
+                    *, session: HttpClient | None = None,
+                    credentials: HostCredentials | None = None) -> AsyncIterator[Response]:
         """One HTTP exchange with the configured endpoint. A redirect is followed only as
         ``HttpParams.follow`` allows (307/308, same origin, a few hops), else
         ``RedirectRefused`` names both URLs: a general client's following would carry requests,
         configured headers and the allowlisted URL's trust to any host. The client is
-        bound to that origin too (``HttpClient``)."""
+        bound to that origin too (``HttpClient``). ``credentials``: the request's (a
+        followed redirect gets a DPoP proof of its own)."""
         session = session or self._session
         assert session is not None
         url = self.params.url
@@ -574,9 +597,10 @@ class HttpTransport:
             resp.release()
             url = self.params.follow(resp.status, resp.headers.get("location"), url, hops)
             hops += 1
-            if "DPoP" in headers and self._credentials is not None:
+            proving = credentials or self._credentials
+            if "DPoP" in headers and proving is not None:
                 # A proof names the URL it is for (htu): the next hop gets its own.
-                proof = self._credentials.proof(method, url)
+                proof = proving.proof(method, url)
                 if proof is not None:
                     headers = {**headers, "DPoP": proof[0]}
             self._note(f"{method} followed HTTP {resp.status} to {url}")
