@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         HttpStatusError,
         InputNotSupported,
         InputRoundUnknown,
+        InstanceLimitReached,
         MalformedMessage,
         NotPermitted,
         OversizedMessage,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         TransportLost,
         TrunklineError,
         UnknownTool,
+        UserSecretMissing,
     )
     from .params import HttpParams, StdioParams, http, stdio
     from .parent.call_request import CallInput
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
         TelemetryOptions,
         TrustOptions,
     )
+    from .parent.instances import UserSecrets
     from .parent.mrtr import InputRequired
     from .parent.pin_store import PinStore
     from .parent.results import CallToolResult
@@ -87,12 +90,13 @@ if TYPE_CHECKING:
 _ERRORS = (
     "AuthenticationFailed", "AuthorizationFailed", "ConfigurationError", "ConnectionFailure",
     "EraRefused", "HttpStatusError", "InputNotSupported", "InputRoundUnknown",
-    "MalformedMessage", "NotPermitted", "OversizedMessage", "ProtocolFailure", "RedirectRefused",
+    "InstanceLimitReached", "MalformedMessage", "NotPermitted", "OversizedMessage",
+    "ProtocolFailure", "RedirectRefused",
     "RequestTimeout", "SchemaViolation", "ServerError", "ServerUnavailable",
     "SkillVerificationFailed", "SpawnFailed", "StoreKeyMissing", "StoreUnavailable",
     "StreamBroken", "TaskCancelled", "TaskEnded", "TaskLimitReached", "TaskLost", "ToolCandidate",
     "ToolCollision", "ToolFiltered", "ToolHidden", "ToolQuarantined", "ToolWithheld",
-    "TransportLost", "TrunklineError", "UnknownTool",
+    "TransportLost", "TrunklineError", "UnknownTool", "UserSecretMissing",
 )
 
 #: Each public name: the module it is defined in, and its name there.
@@ -121,6 +125,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "OAuthClient": ("auth", "OAuthClient"),
     "Identity": ("policy", "Identity"),
     "Policy": ("policy", "Policy"),
+    "UserSecrets": ("parent.instances", "UserSecrets"),
     "StdioParams": ("params", "StdioParams"),
     "stdio": ("params", "stdio"),
     "HttpParams": ("params", "HttpParams"),
@@ -152,7 +157,8 @@ __all__ = [
     "CatalogOptions", "CatalogWarning", "ClientIdentity", "ClientOptions", "CollisionPolicy",
     "ConfigurationError", "ConnectionFailure", "EraRefused", "FileRecords", "Host",
     "HostSettings", "HttpParams", "HttpStatusError", "Identity", "InputNotSupported",
-    "InputRequired", "InputRoundUnknown", "MalformedMessage", "MemoryRecords", "MrtrLimits",
+    "InputRequired", "InputRoundUnknown", "InstanceLimitReached", "MalformedMessage",
+    "MemoryRecords", "MrtrLimits",
     "NotPermitted", "OAuthClient", "OversizedMessage", "PinStore", "Policy", "ProtocolFailure",
     "Quarantine", "RedirectRefused",
     "RedisRecords", "RequestTimeout", "RestartPolicy", "RetryPolicy", "Root", "SchemaViolation",
@@ -163,7 +169,7 @@ __all__ = [
     "TelemetryOptions", "ToolBounds", "ToolCandidate", "ToolCollision", "ToolEntry",
     "ToolFiltered", "ToolHidden", "ToolMatch", "ToolQuarantined", "ToolTask", "ToolWithheld",
     "TransportLost", "TrunklineDeprecationWarning", "TrunklineError", "TrustOptions",
-    "UnknownTool", "__version__", "http", "stdio",
+    "UnknownTool", "UserSecretMissing", "UserSecrets", "__version__", "http", "stdio",
 ]
 
 

@@ -47,7 +47,7 @@ from .errors import (
 from .protocol.era import NegotiationConfig, Remedy
 from .settings import HostSettings, ServerConfig
 
-CHANNEL_VERSION = 12
+CHANNEL_VERSION = 13
 
 _HEADER = struct.Struct("<IB")
 _CALL_ID = struct.Struct("<Q")
@@ -327,13 +327,16 @@ class CredentialAnswer(_Json, frozen=True):
     #: With ``error``: ``AuthorizationFailed.reason`` and ``.issuer``.
     reason: str | None = None
     issuer: str | None = None
+    #: With a DPoP-bound ``authorization``: the private JWK (JSON text) of the key its
+    #: proofs are signed with, by the worker for each request (``auth.dpop`` rule 4).
+    dpop_key: str | None = None
     #: The question's slot, as asked.
     slot: int = 0
 
     def __repr__(self) -> str:
         return (f"CredentialAnswer(key={self.key}, slot={self.slot}, authorization="
                 f"{_redacted(self.authorization)}, renew_at={self.renew_at}, "
-                f"error={self.error!r})")
+                f"dpop_key={_redacted(self.dpop_key)}, error={self.error!r})")
 
 
 class CredentialsForgotten(_Json, frozen=True):
@@ -381,6 +384,8 @@ class TaskWatch(_Json, frozen=True, kw_only=True):
     #: After a restart: the server's task is looked at once at once, to learn whether it
     #: still knows it.
     resumed: bool = False
+    #: The credential slot of the call that started the task: its looks go with it.
+    credential: int = 0
 
 
 class TaskUnwatch(_Json, frozen=True):

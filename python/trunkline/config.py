@@ -7,10 +7,16 @@ after silent starts), ``maxTasks`` (the server's tasks followed at once),
 may see and call), ``roots`` (what the server is told its roots are: ``file://``
 URIs, or ``{"uri", "name"}`` objects) and ``credentials`` (an HTTP server's:
 ``"shared"``, the host's own, the default; ``"per_user"`` or ``"exchange"``, each
-identity's own; ``"passthrough"`` is refused, as the specification forbids it). A server
-entry is either stdio (``"command"``, ``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP
-(``"url"``, ``"headers"``, optionally ``"verifyTls": false``). For an HTTP server
-``allowLegacy`` allowlists that exact URL.
+identity's own; ``"passthrough"`` is refused, as the specification forbids it). A stdio
+server may run one process per user:
+``"instances": "per_user"``, with ``"secretEnv"`` (the names of the environment variables
+each user's process gets from the host's per-user secrets, never their values),
+``"maxInstances"`` (such processes of the server at once) and ``"instanceIdleS"`` (the
+seconds an idle one is kept); the top-level ``"maxUserInstances"`` bounds them over every
+server (``HostSettings.max_user_instances``). A server entry is either stdio (``"command"``,
+``"args"``, ``"env"``, ``"cwd"``) or Streamable HTTP (``"url"``, ``"headers"``,
+optionally ``"verifyTls": false``). For an HTTP server ``allowLegacy`` allowlists that
+exact URL.
 
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
@@ -55,7 +61,7 @@ import orjson
 from .catalog.merge import CollisionPolicy
 from .errors import ConfigurationError
 from .params import HttpParams, StdioParams, validated_http_params
-from .settings import Root, ServerConfig, credentials_problem
+from .settings import INSTANCE_MODES, Root, ServerConfig, credentials_problem
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -63,7 +69,9 @@ if TYPE_CHECKING:
 _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTimeoutMs",
                 "maxDiscoverTimeoutMs", "maxTasks", "credentials",
                 "type", "disabled", "enabledTools", "disabledTools", "roots"}
-_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd"}
+#: A stdio server's own, the per-user instances' among them (``_instances``).
+_PER_USER_ENTRY = ("instances", "secretEnv", "maxInstances", "instanceIdleS")
+_STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd", *_PER_USER_ENTRY}
 _HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
 _HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
@@ -94,6 +102,9 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                     "not supported; use the server's Streamable HTTP endpoint")
     if kind not in _HTTP_TYPES and kind != "stdio":
         raise _fail(source, name, f"transport type {kind!r} is not supported")
+    if kind in _HTTP_TYPES and raw.get("instances", "shared") != "shared":
+        raise _fail(source, name, "per-user instances (\"instances\") are for stdio servers "
+                    "only: a Streamable HTTP server is one endpoint for every caller")
     unknown = set(raw) - (_HTTP_KEYS if kind in _HTTP_TYPES else _STDIO_KEYS)
     if unknown:
         raise _fail(source, name, f"unknown keys {sorted(unknown)} for a "
@@ -119,12 +130,14 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
     max_tasks = raw.get("maxTasks", 1024)
     if type(max_tasks) is not int or max_tasks < 0:
         raise _fail(source, name, "\"maxTasks\" must be a non-negative integer")
+    instances = _instances(raw, source, name)
     credentials = raw.get("credentials", "shared")
     problem = credentials_problem(credentials, kind in _HTTP_TYPES)
     if problem is not None:
         raise _fail(source, name, problem)
     try:
         return ServerConfig(name, params, allow_legacy=allow_legacy, max_tasks=max_tasks,
+                            **instances,
                             idempotent_tools=frozenset(idempotent),
                             call_timeout_s=call_timeout_s,
                             discover_timeout_s=discover_timeout_s,
@@ -134,6 +147,33 @@ def parse_entry(name: str, raw: Any, *, source: str, base_dir: Path | None,
                             credentials=credentials)
     except ConfigurationError as exc:
         raise _fail(source, name, exc.message) from None
+
+
+def _instances(raw: dict[str, Any], source: str, name: str) -> dict[str, Any]:
+    """``"instances"``, ``"secretEnv"``, ``"maxInstances"``, ``"instanceIdleS"``, as
+    ``ServerConfig``'s fields (which check how they go together)."""
+    fields: dict[str, Any] = {}
+    if "instances" in raw:
+        if raw["instances"] not in INSTANCE_MODES:
+            raise _fail(source, name, f"\"instances\" must be one of {list(INSTANCE_MODES)}")
+        fields["instances"] = raw["instances"]
+    if "secretEnv" in raw:
+        if not _str_list(raw["secretEnv"]):
+            raise _fail(source, name, "\"secretEnv\" must be a list of environment variable "
+                        "names")
+        fields["secret_env"] = tuple(raw["secretEnv"])
+    if "maxInstances" in raw:
+        value = raw["maxInstances"]
+        if type(value) is not int or value < 1:
+            raise _fail(source, name, "\"maxInstances\" must be a positive integer")
+        fields["max_instances"] = value
+    if "instanceIdleS" in raw:
+        value = raw["instanceIdleS"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise _fail(source, name, "\"instanceIdleS\" must be a positive number of "
+                        "seconds")
+        fields["instance_idle_s"] = float(value)
+    return fields
 
 
 def _roots(raw: Any) -> tuple[Root, ...] | None:
@@ -248,8 +288,11 @@ def load_config(path: str | os.PathLike[str], *, discover_timeout_s: float | Non
 # --- OAuth ------------------------------------------------------------------------------
 
 _OAUTH_KEYS = {"clientName", "redirectUri", "clientMetadataUrl", "store"}
-_SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant"}
-_GRANTS = ("authorization_code", "client_credentials")
+_SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant", "assertionFile",
+                      "assertionEnv", "identityProvider", "dpop"}
+_IDP_KEYS = {"issuer", "clientId", "clientSecretEnv", "tokenEndpoint", "idTokenFile",
+             "idTokenEnv"}
+_GRANTS = ("authorization_code", "client_credentials", "jwt_bearer", "enterprise_managed")
 #: Where tokens are kept unless the file says otherwise.
 DEFAULT_OAUTH_STORE = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") \
     / "trunkline" / "oauth"
@@ -270,6 +313,28 @@ class ServerOAuth:
     #: Read from the environment when the file was loaded; never printed.
     client_secret: str | None = field(default=None, repr=False)
     grant: str = "authorization_code"
+    #: ``jwt_bearer``: where the workload's identity token is read, each time it is
+    #: needed (a file, else an environment variable).
+    assertion_file: Path | None = None
+    assertion_env: str | None = None
+    #: ``enterprise_managed``: the enterprise identity provider.
+    identity_provider: IdentityProviderConfig | None = None
+    #: DPoP-bound tokens always (True), never (False), or when the server offers them.
+    dpop: bool | None = None
+
+
+@dataclass(frozen=True)
+class IdentityProviderConfig:
+    """The enterprise identity provider of ``"grant": "enterprise_managed"``."""
+
+    issuer: str
+    client_id: str
+    #: Read from the environment when the file was loaded; never printed.
+    client_secret: str | None = field(default=None, repr=False)
+    token_endpoint: str | None = None
+    #: Where the user's ID token is read, each time one is exchanged.
+    id_token_file: Path | None = None
+    id_token_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,7 +379,8 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
     servers = {}
     for name, entry in (data.get("mcpServers") or {}).items():
         if isinstance(entry, Mapping) and "oauth" in entry:
-            servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env)
+            servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env,
+                                                  base_dir)
     defaults = OAuthConfig()
     return OAuthConfig(
         client_name=raw.get("clientName", defaults.client_name),
@@ -324,7 +390,8 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
         servers=servers)
 
 
-def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str]) -> ServerOAuth:
+def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str],
+                  base_dir: Path | None = None) -> ServerOAuth:
     if not isinstance(raw, dict) or set(raw) - _SERVER_OAUTH_KEYS:
         raise _fail(source, name, "\"oauth\" must be an object with only the keys "
                     f"{sorted(_SERVER_OAUTH_KEYS)}")
@@ -334,20 +401,89 @@ def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str]) -> S
     grant = raw.get("grant", "authorization_code")
     if grant not in _GRANTS:
         raise _fail(source, name, f"\"oauth\": \"grant\" must be one of {list(_GRANTS)}")
-    secret = None
-    variable = raw.get("clientSecretEnv")
-    if variable is not None:
-        if not isinstance(variable, str) or not variable:
-            raise _fail(source, name, "\"oauth\": \"clientSecretEnv\" must name an "
-                        "environment variable")
-        secret = env.get(variable)
-        if not secret:
-            raise _fail(source, name, f"\"oauth\": the environment variable {variable!r} "
-                        "(\"clientSecretEnv\") is not set")
+    secret = _secret_env(raw, "\"oauth\"", source, name, env)
     if grant == "client_credentials" and secret is None:
         raise _fail(source, name, "\"oauth\": the client credentials grant needs "
                     "\"clientSecretEnv\"")
-    return ServerOAuth(client_id, secret, grant)
+    dpop = raw.get("dpop")
+    if dpop is not None and not isinstance(dpop, bool):
+        raise _fail(source, name, "\"oauth\": \"dpop\" must be true or false")
+    assertion_file, assertion_env = _jwt_source(raw, "assertionFile", "assertionEnv",
+                                                "\"oauth\"", source, name, base_dir)
+    if (assertion_file or assertion_env) and grant != "jwt_bearer":
+        raise _fail(source, name, "\"oauth\": \"assertionFile\" and \"assertionEnv\" go "
+                    "with \"grant\": \"jwt_bearer\"")
+    if grant == "jwt_bearer" and not (assertion_file or assertion_env):
+        raise _fail(source, name, "\"oauth\": the jwt_bearer grant needs \"assertionFile\" "
+                    "or \"assertionEnv\" (the workload's identity token)")
+    idp = None
+    if "identityProvider" in raw:
+        if grant != "enterprise_managed":
+            raise _fail(source, name, "\"oauth\": \"identityProvider\" goes with "
+                        "\"grant\": \"enterprise_managed\"")
+        idp = _identity_provider(raw["identityProvider"], source, name, env, base_dir)
+    elif grant == "enterprise_managed":
+        raise _fail(source, name, "\"oauth\": the enterprise_managed grant needs "
+                    "\"identityProvider\"")
+    return ServerOAuth(client_id, secret, grant, assertion_file=assertion_file,
+                       assertion_env=assertion_env, identity_provider=idp, dpop=dpop)
+
+
+def _identity_provider(raw: Any, source: str, name: str, env: Mapping[str, str],
+                       base_dir: Path | None) -> IdentityProviderConfig:
+    where = "\"oauth\": \"identityProvider\""
+    if not isinstance(raw, dict) or set(raw) - _IDP_KEYS:
+        raise _fail(source, name, f"{where} must be an object with only the keys "
+                    f"{sorted(_IDP_KEYS)}")
+    for key in ("issuer", "clientId"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise _fail(source, name, f"{where}: \"{key}\" must be a non-empty string")
+    endpoint = raw.get("tokenEndpoint")
+    if endpoint is not None and (not isinstance(endpoint, str) or not endpoint):
+        raise _fail(source, name, f"{where}: \"tokenEndpoint\" must be a URL")
+    id_file, id_env = _jwt_source(raw, "idTokenFile", "idTokenEnv", where, source, name,
+                                  base_dir)
+    if not (id_file or id_env):
+        raise _fail(source, name, f"{where} needs \"idTokenFile\" or \"idTokenEnv\" (the "
+                    "user's ID token from that provider)")
+    return IdentityProviderConfig(
+        issuer=raw["issuer"], client_id=raw["clientId"],
+        client_secret=_secret_env(raw, where, source, name, env), token_endpoint=endpoint,
+        id_token_file=id_file, id_token_env=id_env)
+
+
+def _secret_env(raw: Mapping[str, Any], where: str, source: str, name: str,
+                env: Mapping[str, str]) -> str | None:
+    """The value of the variable ``"clientSecretEnv"`` names, read now."""
+    variable = raw.get("clientSecretEnv")
+    if variable is None:
+        return None
+    if not isinstance(variable, str) or not variable:
+        raise _fail(source, name, f"{where}: \"clientSecretEnv\" must name an "
+                    "environment variable")
+    secret = env.get(variable)
+    if not secret:
+        raise _fail(source, name, f"{where}: the environment variable {variable!r} "
+                    "(\"clientSecretEnv\") is not set")
+    return secret
+
+
+def _jwt_source(raw: Mapping[str, Any], file_key: str, env_key: str, where: str, source: str,
+                name: str, base_dir: Path | None) -> tuple[Path | None, str | None]:
+    """Where a JWT is read each time it is needed: a file (relative to the configuration
+    file), or an environment variable; at most one of them."""
+    path, variable = raw.get(file_key), raw.get(env_key)
+    if path is not None and variable is not None:
+        raise _fail(source, name, f"{where}: \"{file_key}\" or \"{env_key}\", not both")
+    for key, value in ((file_key, path), (env_key, variable)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise _fail(source, name, f"{where}: \"{key}\" must be a non-empty string")
+    file = None
+    if path is not None:
+        file = Path(path)
+        if not file.is_absolute() and base_dir is not None:
+            file = base_dir / file
+    return file, variable
 
 
 # --- pins -------------------------------------------------------------------------------
@@ -415,6 +551,8 @@ class HostConfig:
     path: Path | None
     #: Who may see and call what (``"policy"``); None: everyone, everything.
     policy: Policy | None = None
+    #: The top-level ``"maxUserInstances"``, if set (``HostSettings.max_user_instances``).
+    max_user_instances: int | None = None
 
 
 def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None = None,
@@ -436,9 +574,13 @@ def read_host_config(source: ConfigSource, *, discover_timeout_s: float | None =
     collision = data.get("collision")
     if collision is not None and collision not in _COLLISIONS:
         raise _fail(name, None, f"\"collision\" must be one of {list(_COLLISIONS)}")
+    max_user_instances = data.get("maxUserInstances")
+    if max_user_instances is not None and (type(max_user_instances) is not int
+                                           or max_user_instances < 1):
+        raise _fail(name, None, "\"maxUserInstances\" must be a positive integer")
     return HostConfig(servers, _oauth_config(data, name, base_dir, env), _pin_config(data, name),
                       cast("CollisionPolicy | None", collision), name, path,
-                      _policy(data, name, base_dir))
+                      _policy(data, name, base_dir), max_user_instances)
 
 
 def read_policy(source: ConfigSource) -> Policy | None:

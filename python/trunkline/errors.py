@@ -405,6 +405,31 @@ class TaskLimitReached(TrunklineError):
     tasks as it may (``ServerConfig.max_tasks``); the new task was cancelled upstream."""
 
 
+class InstanceLimitReached(TrunklineError):
+    """A per-user instance of the server was needed (its caller has none running) while
+    as many as the bound allows are running, every one of them with a call in flight:
+    the call is refused at once, never queued, and may be made again after
+    ``retry_after_s`` seconds. ``scope`` names the bound met: ``"server"`` (its
+    ``max_instances``) or ``"host"`` (``max_user_instances``); ``limit`` is its value."""
+
+    def __init__(self, message: str, *, scope: str, limit: int, retry_after_s: int,
+                 **kw: Any) -> None:
+        super().__init__(message, sent=False, **kw)
+        self.scope = scope
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
+class UserSecretMissing(TrunklineError):
+    """A per-user instance could not be started: the host's ``UserSecrets`` holds no
+    value for some of the server's ``secret_env`` names for the caller (``missing``: the
+    variables' names, never a value). The caller stores them, then calls again."""
+
+    def __init__(self, message: str, *, missing: Sequence[str], **kw: Any) -> None:
+        super().__init__(message, sent=False, **kw)
+        self.missing = tuple(missing)
+
+
 class ServerError(TrunklineError):
     """The server answered the request with a JSON-RPC error object."""
 

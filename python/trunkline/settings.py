@@ -14,6 +14,7 @@ with a ``DeprecationWarning`` (``OLD_SERVER_NAMES``).
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from ._codec import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_LINE_BYTES
 from .deprecations import renamed_fields
 from .errors import ConfigurationError
-from .params import HttpParams, TransportParams, validated_http_params
+from .params import HttpParams, StdioParams, TransportParams, validated_http_params
 from .protocol.backoff import Backoff
 from .protocol.era import NegotiationConfig
 from .protocol.identity import ClientIdentity
@@ -124,6 +125,18 @@ class ServerConfig:
     #: ``roots/list``): the operator's, never a caller's. None: the host's ``roots/list``
     #: handler answers (``parent.relay``).
     roots: tuple[Root, ...] | None = None
+    #: ``"shared"``: one worker serves every caller; ``"per_user"`` (stdio only): each
+    #: identity's calls go to a worker of its own, started with its secrets in the
+    #: environment (``parent.instances``).
+    instances: str = "shared"
+    #: Environment variables a per-user instance gets from the host's ``UserSecrets``, by
+    #: name (``"secretEnv"``): the names only are configured, the values are each
+    #: identity's own, never a client's.
+    secret_env: tuple[str, ...] = ()
+    #: Per-user instances of this server at once (``"maxInstances"``).
+    max_instances: int = 64
+    #: Seconds a per-user instance with no call in flight is kept (``"instanceIdleS"``).
+    instance_idle_s: float = 300.0
     #: Whose credentials this server is reached with (``CREDENTIAL_MODES``): anything but
     #: ``"shared"`` is for HTTP servers only, and makes a call made for an identity go with
     #: that identity's credentials (``Host(user_credentials=...)``).
@@ -145,7 +158,42 @@ class ServerConfig:
             raise ConfigurationError(f"server {self.name!r}: max_tasks must not be negative")
         if isinstance(self.params, HttpParams):
             validated_http_params(self.params)
+        self._check_instances()
         self._check_credentials()
+
+    def _check_instances(self) -> None:
+        if self.instances not in INSTANCE_MODES:
+            raise ConfigurationError(f"server {self.name!r}: instances must be one of "
+                                     f"{list(INSTANCE_MODES)}, not {self.instances!r}")
+        if self.instances == "per_user" and not isinstance(self.params, StdioParams):
+            raise ConfigurationError(
+                f"server {self.name!r}: per-user instances are for stdio servers only (a "
+                "Streamable HTTP server is one endpoint: its callers' credentials are "
+                "per request)")
+        if self.secret_env and self.instances != "per_user":
+            raise ConfigurationError(
+                f"server {self.name!r}: secret_env needs per-user instances "
+                "(\"instances\": \"per_user\")")
+        configured = self.params.env if isinstance(self.params, StdioParams) else {}
+        for name in self.secret_env:
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ConfigurationError(
+                    f"server {self.name!r}: secret_env: {name!r} is not an environment "
+                    "variable's name (letters, digits and '_', not starting with a digit)")
+            if name in configured:
+                raise ConfigurationError(
+                    f"server {self.name!r}: secret_env: {name!r} is also set in env; a "
+                    "variable is either the operator's or each user's")
+        if len(set(self.secret_env)) != len(self.secret_env):
+            raise ConfigurationError(f"server {self.name!r}: secret_env names a variable "
+                                     "twice")
+        if type(self.max_instances) is not int or self.max_instances < 1:
+            raise ConfigurationError(
+                f"server {self.name!r}: max_instances must be a positive integer")
+        if not self.instance_idle_s > 0:
+            raise ConfigurationError(
+                f"server {self.name!r}: instance_idle_s must be positive, not "
+                f"{self.instance_idle_s!r}")
 
     def _check_credentials(self) -> None:
         problem = credentials_problem(self.credentials, isinstance(self.params, HttpParams))
@@ -156,6 +204,12 @@ class ServerConfig:
     def per_user_credentials(self) -> bool:
         """Whether a call made for an identity goes with that identity's credentials."""
         return self.credentials != "shared"
+
+
+#: ``ServerConfig.instances``'s values.
+INSTANCE_MODES = ("shared", "per_user")
+#: An environment variable's name, as POSIX shells take it.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -227,6 +281,9 @@ class HostSettings:
     #: How tasks are followed (``protocol.tasks``): the floor and cap of the wait between
     #: two looks, the wait when the server names none, failed looks tolerated.
     task_limits: TaskLimits = field(default_factory=TaskLimits)
+    #: Per-user server instances at once, over every server (``"maxUserInstances"``;
+    #: each server's own bound is ``ServerConfig.max_instances``).
+    max_user_instances: int = 512
 
     def __post_init__(self) -> None:
         # A reply line becomes one RESULT frame: the frame limit must hold the line limit.
@@ -242,6 +299,8 @@ class HostSettings:
                 or not self.instance.replace("-", "").replace("_", "").isalnum():
             raise ConfigurationError(
                 f"instance must be letters, digits, '-' and '_', not {self.instance!r}")
+        if type(self.max_user_instances) is not int or self.max_user_instances < 1:
+            raise ConfigurationError("max_user_instances must be a positive integer")
         if not (self.close_wait_s >= 0 and self.term_wait_s >= 0):
             raise ConfigurationError("the stop ladder's waits must not be negative")
 

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import hashlib
 import itertools
+import json
 from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import unquote_plus, urlencode
@@ -28,6 +29,8 @@ def s256(verifier: str) -> str:
 class TokenRequest:
     form: dict[str, str]
     authorization: str | None
+    #: Its ``DPoP`` proof header, if any.
+    dpop: str | None = None
 
     @property
     def grant(self) -> str:
@@ -62,6 +65,11 @@ class FakeAuthServer:
     #: authorization server metadata too (only the default endpoints are left).
     serve_prm: bool = True
     serve_metadata: bool = True
+    #: DPoP (RFC 9449): a proof is answered with a DPoP-bound token; with ``dpop_nonce``,
+    #: a proof without that nonce is refused with ``use_dpop_nonce`` and the nonce.
+    dpop_nonce: str | None = None
+    #: The JWT-bearer grant's answer: refused with this OAuth error, else a token.
+    refuse_jwt_bearer: str | None = None
 
     registrations: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[dict[str, str]] = field(default_factory=list)
@@ -69,6 +77,8 @@ class FakeAuthServer:
     prm_requests: list[str] = field(default_factory=list)
     raw: list[str] = field(default_factory=list)
     issued: list[str] = field(default_factory=list)  # every token, code and secret given
+    #: DPoP-bound access token -> the proof key's JWK it is bound to.
+    bound: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -163,9 +173,14 @@ class FakeAuthServer:
 
     async def _token(self, request: web.Request) -> web.Response:
         form = dict(await request.post())
+        proof = request.headers.get("DPoP")
         self.token_requests.append(TokenRequest(form={k: str(v) for k, v in form.items()},
                                                 authorization=request.headers.get(
-                                                    "Authorization")))
+                                                    "Authorization"), dpop=proof))
+        if proof is not None and self.dpop_nonce is not None \
+                and _claims(proof).get("nonce") != self.dpop_nonce:
+            return web.json_response({"error": "use_dpop_nonce"}, status=400,
+                                     headers={"DPoP-Nonce": self.dpop_nonce})
         if self.token_delay_s:
             await asyncio.sleep(self.token_delay_s)
         if self.token_answer is not None:
@@ -186,18 +201,40 @@ class FakeAuthServer:
             scope = scope_or_none
         elif grant == "client_credentials":
             scope = str(form.get("scope", ""))
+        elif grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            if self.refuse_jwt_bearer is not None:
+                return web.json_response({"error": self.refuse_jwt_bearer}, status=400)
+            scope = str(form.get("scope", ""))
+        elif grant == "urn:ietf:params:oauth:grant-type:token-exchange":
+            return web.json_response({
+                "access_token": self._next("idjag"), "token_type": "N_A",
+                "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"})
         else:
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
-        answer: dict[str, Any] = {"access_token": self._next("at"), "token_type": "Bearer"}
+        answer: dict[str, Any] = {"access_token": self._next("at"),
+                                  "token_type": "DPoP" if proof else "Bearer"}
+        if proof:
+            self.bound[answer["access_token"]] = _header(proof)["jwk"]
         if self.expires_in is not None:
             answer["expires_in"] = self.expires_in
         if scope:
             answer["scope"] = scope
-        if self.issue_refresh_tokens and grant != "client_credentials":
+        if self.issue_refresh_tokens and grant in ("authorization_code", "refresh_token"):
             refresh = self._next("rt")
             self._refresh[refresh] = scope
             answer["refresh_token"] = refresh
         return web.json_response(answer)
+
+
+def _header(jwt: str) -> dict[str, Any]:
+    head = jwt.split(".")[0]
+    return dict(json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))))
+
+
+def _claims(jwt: str) -> dict[str, Any]:
+    """A JWT's claims, unverified (the tests check the signature themselves)."""
+    body = jwt.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
 
 
 class Clock:

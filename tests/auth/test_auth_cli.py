@@ -161,6 +161,76 @@ def test_the_files_oauth_keys_are_checked_and_a_secret_comes_from_the_environmen
             raise AssertionError(f"accepted {data}")
 
 
+def test_the_files_oauth_entries_configure_workload_identity_enterprise_idps_and_dpop(
+        tmp_path):
+    from trunkline.auth import ENTERPRISE_MANAGED, JWT_BEARER, Secret
+    from trunkline.auth.configured import server_auth
+    from trunkline.auth.workload import read_source
+    from trunkline.config import load_oauth_config
+    from trunkline.errors import ConfigurationError
+
+    def write(data: dict) -> Path:
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps(data))
+        return path
+
+    (tmp_path / "workload.jwt").write_text("workload-jwt\n")
+    wif = {"url": "https://wif.example/mcp",
+           "oauth": {"clientId": "w", "grant": "jwt_bearer", "assertionFile": "workload.jwt",
+                     "dpop": True}}
+    ema = {"url": "https://ema.example/mcp",
+           "oauth": {"clientId": "m", "clientSecretEnv": "MCP_SECRET",
+                     "grant": "enterprise_managed",
+                     "identityProvider": {"issuer": "https://idp.example", "clientId": "i",
+                                          "clientSecretEnv": "IDP_SECRET",
+                                          "idTokenEnv": "USER_ID_TOKEN"}}}
+    env = {"MCP_SECRET": "mcp-s3cret", "IDP_SECRET": "idp-s3cret"}
+    config = load_oauth_config(write({"mcpServers": {"wif": wif, "ema": ema}}), env=env)
+    assert "s3cret" not in repr(config)
+    wif_auth = server_auth(config.servers["https://wif.example/mcp"])
+    assert wif_auth.grant == JWT_BEARER and wif_auth.dpop is True
+    assert wif_auth.assertion is not None
+    assert asyncio.run(read_source(wif_auth.assertion)) == Secret("workload-jwt")
+    ema_auth = server_auth(config.servers["https://ema.example/mcp"])
+    idp = ema_auth.identity_provider
+    assert ema_auth.grant == ENTERPRISE_MANAGED and ema_auth.dpop is None and idp is not None
+    assert ema_auth.client is not None and ema_auth.client.client_secret == Secret("mcp-s3cret")
+    assert idp.issuer == "https://idp.example" and idp.client.client_id == "i"
+    assert idp.client.client_secret == Secret("idp-s3cret")
+    os.environ["TRUNKLINE_TEST_USER_ID_TOKEN"] = "id-token"
+    try:
+        idp_env = {**ema["oauth"]["identityProvider"], "idTokenEnv": "TRUNKLINE_TEST_USER_ID_TOKEN"}
+        again = load_oauth_config(write({"mcpServers": {"ema": {**ema, "oauth": {
+            **ema["oauth"], "identityProvider": idp_env}}}}), env=env)
+        source = server_auth(again.servers["https://ema.example/mcp"])
+        assert source.identity_provider is not None
+        assert asyncio.run(read_source(source.identity_provider.id_token)) == Secret("id-token")
+    finally:
+        del os.environ["TRUNKLINE_TEST_USER_ID_TOKEN"]
+    bad = [
+        ({**wif, "oauth": {"clientId": "w", "grant": "jwt_bearer"}}, "needs \"assertionFile\""),
+        ({**wif, "oauth": {"clientId": "w", "assertionEnv": "X"}}, "go with \"grant\""),
+        ({**wif, "oauth": {**wif["oauth"], "assertionEnv": "X"}}, "not both"),
+        ({**wif, "oauth": {**wif["oauth"], "dpop": "yes"}}, "\"dpop\" must be true or false"),
+        ({**ema, "oauth": {"clientId": "m", "grant": "enterprise_managed"}},
+         "needs \"identityProvider\""),
+        ({**ema, "oauth": {**ema["oauth"], "identityProvider": {"issuer": "https://idp"}}},
+         "\"clientId\" must be a non-empty string"),
+        ({**ema, "oauth": {**ema["oauth"], "identityProvider": {
+            "issuer": "https://idp", "clientId": "i"}}}, "needs \"idTokenFile\""),
+        ({**ema, "oauth": {**ema["oauth"], "identityProvider": {
+            "issuer": "https://idp", "clientId": "i", "idTokenEnv": "T", "extra": 1}}},
+         "only the keys"),
+    ]
+    for entry, message in bad:
+        try:
+            load_oauth_config(write({"mcpServers": {"s": entry}}), env=env)
+        except ConfigurationError as exc:
+            assert message in str(exc), (message, str(exc))
+        else:
+            raise AssertionError(f"accepted {entry}")
+
+
 def test_the_gateway_reaches_a_protected_upstream_with_its_own_token(gateways, tmp_path):
     """``trunkline serve`` after a sign-in: its client brings no credentials, the upstream
     gets the gateway's token (and only ever a token its authorization server issued)."""

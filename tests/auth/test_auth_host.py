@@ -46,6 +46,10 @@ class ProtectedEcho:
             self.unauthorized += 1
             return web.Response(status=401, headers={
                 "WWW-Authenticate": self.fake.challenge("mcp")})
+        return await self.answer(request)
+
+    async def answer(self, request: web.Request) -> web.Response:
+        """The MCP answer to an authorized request."""
         message = orjson.loads(await request.read())
         if "id" not in message:
             return web.Response(status=202)

@@ -14,11 +14,14 @@ import asyncio
 import logging
 from typing import Self
 
+import aiohttp
 import orjson
 import pytest
 from aiohttp import web
 
+import realpeers
 from conftest import run
+from httppeers import http_peer  # noqa: F401 - a fixture
 from trunkline import Host, Identity, http
 from trunkline.errors import UserCredentialsMissing
 from trunkline.parent.credentials import CredentialSlots
@@ -236,6 +239,86 @@ def test_an_identity_calling_a_per_user_server_without_user_credentials_fails_cl
                 assert not [m for _, m, _ in echo.seen if m == "tools/call"], "nothing sent"
                 # A call made for nobody goes with the host's credentials (here: none).
                 assert (await host.call_tool("echo", {"text": "host 1"})).text == "host 1"
+    run(main())
+
+
+class RecordingProxy:
+    """A bearer gate in front of a real Streamable HTTP server: records the token and method
+    of each request, refuses a token not in ``valid`` with 401, and passes the rest on
+    (without the ``Authorization``), streaming the answer back as the server sends it."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.valid: set[str | None] = {None}
+        self.seen: list[tuple[str | None, str]] = []
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+        self._client: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Self:
+        self._client = aiohttp.ClientSession()
+        app = web.Application()
+        app.router.add_route("*", "/mcp", self.handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}/mcp"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None and self._client is not None
+        await self._runner.cleanup()
+        await self._client.close()
+
+    def tokens(self, method: str) -> set[str | None]:
+        return {token for token, m in self.seen if m == method}
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        assert self._client is not None
+        header = request.headers.get("Authorization")
+        token = header[7:] if header and header.startswith("Bearer ") else None
+        body = await request.read()
+        method = orjson.loads(body).get("method", "") if body else request.method
+        self.seen.append((token, method))
+        if token not in self.valid:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Bearer realm="x"'})
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() not in ("authorization", "host", "content-length")}
+        async with self._client.request(request.method, self.upstream, headers=headers,
+                                        data=body or None) as upstream:
+            out = web.StreamResponse(status=upstream.status, headers={
+                k: v for k, v in upstream.headers.items()
+                if k.lower() in ("content-type", "mcp-session-id", "cache-control")})
+            await out.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+            return out
+
+
+def test_a_task_started_for_an_identity_is_followed_with_its_credentials(no_leaks,
+                                                                          http_peer):
+    """The worker's looks at a task (``tasks/get``) go with the credentials of the call
+    that started it, not the host's."""
+    server = realpeers.require(realpeers.CONFORMANCE_EVERYTHING)
+    peer = http_peer([server.argv[0], server.argv[1], "--http", "127.0.0.1:0"], server.env)
+
+    async def main() -> None:
+        async with RecordingProxy(peer.url) as proxy:
+            echo = RecordingEcho()
+            echo.url = proxy.url
+            users = Users(echo)
+            proxy.valid |= echo.valid
+            async with Host(user_credentials=users) as host:
+                await host.add_server("fx", http(proxy.url), credentials="per_user")
+                task = await host.start_tool("slow_compute", {"seconds": 1, "label": "a"},
+                                             identity=ALICE)
+                result = await task.wait(30)  # type: ignore[union-attr]
+                assert result.text == "computed a in 1 s"
+                assert proxy.tokens("tools/call") == {"alice-1"}
+                assert proxy.tokens("tasks/get") == {"alice-1"}
+                assert proxy.tokens("server/discover") == {None}, "the host's own: none"
     run(main())
 
 

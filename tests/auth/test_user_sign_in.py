@@ -6,7 +6,6 @@ import asyncio
 import pytest
 
 from conftest import run
-
 from trunkline.auth.user_sign_in import GatewayAuthorizer, SignInRefused, SignIns
 from trunkline.errors import AuthorizationFailed
 

@@ -37,8 +37,11 @@ from trunkline import Host
 from trunkline.auth import (
     AUTHORIZATION_CODE,
     CLIENT_CREDENTIALS,
+    ENTERPRISE_MANAGED,
+    JWT_BEARER,
     ClientSettings,
     HeadlessAuthorizer,
+    IdentityProvider,
     OAuthClient,
     PreRegisteredClient,
     Secret,
@@ -262,12 +265,29 @@ PLAYBOOK: dict[str, Callable[[Host, dict[str, Any]], Awaitable[None]]] = {
 def oauth_client(url: str, scenario: str, context: dict[str, Any]) -> OAuthClient:
     """The host's OAuth client, as an operator would configure one: a pre-registered
     client where the context gives one (the client credentials grant for the
-    machine-to-machine scenarios, with a client secret or a private key), else registration
-    as the authorization server offers it. The user-agent step is headless: the suite's
-    authorization servers approve at once."""
+    machine-to-machine scenarios, with a client secret or a private key; the JWT-bearer
+    grant with the workload's identity token where the context gives one, SEP-1933; the
+    enterprise-managed authorization of SEP-990 where it names the user's identity provider
+    and ID token), else registration as the authorization server offers it. The user-agent
+    step is headless: the suite's authorization servers approve at once. DPoP is never
+    configured: the host binds tokens for a server whose challenge offers it."""
     servers: dict[str, ServerAuth] = {}
     client_id = context.get("client_id")
-    if isinstance(client_id, str):
+    if isinstance(client_id, str) and isinstance(context.get("valid_jwt"), str):
+        servers[url] = ServerAuth(grant=JWT_BEARER, assertion=Secret(context["valid_jwt"]),
+                                  client=PreRegisteredClient(client_id=client_id))
+    elif isinstance(client_id, str) and isinstance(context.get("idp_id_token"), str):
+        secret = context.get("client_secret")
+        servers[url] = ServerAuth(
+            grant=ENTERPRISE_MANAGED,
+            client=PreRegisteredClient(client_id=client_id,
+                                       client_secret=Secret(secret) if secret else None),
+            identity_provider=IdentityProvider(
+                issuer=context["idp_issuer"],
+                client=PreRegisteredClient(client_id=context["idp_client_id"]),
+                id_token=Secret(context["idp_id_token"]),
+                token_endpoint=context.get("idp_token_endpoint")))
+    elif isinstance(client_id, str):
         secret, key = context.get("client_secret"), context.get("private_key_pem")
         grant = (CLIENT_CREDENTIALS if scenario.startswith("auth/client-credentials")
                  else AUTHORIZATION_CODE)

@@ -32,12 +32,14 @@
 #   CONF_HARNESS    the installed harness        (default <repo>/.peers/conformance)
 #   CONF_LIMIT_S    hard limit per scenario run, seconds (default 120)
 #   CONF_EXTENSIONS extension scenarios to run too (default "auth/client-credentials-basic
-#                   auth/client-credentials-jwt sep-2640-client-no-prefetch
-#                   sep-2640-client-verify-digest sep-2640-client-verify-size
-#                   sep-2640-client-verify-frontmatter": the skills extension's client
-#                   scenarios, played by Host.list_skills / load_skill / read_skill_file;
-#                   trunkline does not implement DPoP, enterprise-managed authorization
-#                   or workload identity)
+#                   auth/client-credentials-jwt auth/enterprise-managed-authorization
+#                   auth/dpop auth/dpop-nonce auth/wif-jwt-bearer
+#                   sep-2640-client-no-prefetch sep-2640-client-verify-digest
+#                   sep-2640-client-verify-size sep-2640-client-verify-frontmatter": the
+#                   authorization extensions (client credentials, SEP-990 enterprise-managed
+#                   authorization, SEP-1932 DPoP, SEP-1933 workload identity), and the
+#                   skills extension's client scenarios, played by Host.list_skills /
+#                   load_skill / read_skill_file)
 #
 # Output: one line per scenario, and last
 # `conformance: N passed, M failed` (tests/conformance/summarize.py). Exit status
@@ -54,7 +56,7 @@ OUT="${CONF_OUT:-$REPO/.peers/conformance-results}"
 REVISIONS="${CONF_REVISIONS:-2026-07-28 2025-11-25 2025-03-26}"
 SCENARIOS="${CONF_SCENARIOS:-}"
 LIMIT_S="${CONF_LIMIT_S:-120}"   # hard cap around one harness run (client timeout is 30 s)
-EXTENSIONS="${CONF_EXTENSIONS-auth/client-credentials-basic auth/client-credentials-jwt sep-2640-client-no-prefetch sep-2640-client-verify-digest sep-2640-client-verify-size sep-2640-client-verify-frontmatter}"
+EXTENSIONS="${CONF_EXTENSIONS-auth/client-credentials-basic auth/client-credentials-jwt auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce auth/wif-jwt-bearer sep-2640-client-no-prefetch sep-2640-client-verify-digest sep-2640-client-verify-size sep-2640-client-verify-frontmatter}"
 
 die() { printf 'conformance: ERROR: %s\n' "$*" >&2; exit 2; }
 

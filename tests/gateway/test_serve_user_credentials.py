@@ -11,7 +11,6 @@ the caller's issuer), and sign-in links, states and callbacks that must be refus
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -19,12 +18,11 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 import realpeers
 from conftest import run, scripted
-from gateways import HttpGateway, last_document, modern_meta
+from gateways import HttpGateway, last_document
 from oidc import start_provider
 
 PEERS = Path(__file__).resolve().parent.parent / "peers"

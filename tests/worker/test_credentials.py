@@ -99,10 +99,74 @@ def test_renewal_is_due_at_the_hosts_time_and_a_renewal_that_changed_nothing_wai
 
 def test_credential_frames_never_print_the_header():
     question = ch.CredentialQuestion(1, status=401, challenge="Bearer", rejected="Bearer s3cr3t")
-    answer = ch.CredentialAnswer(1, authorization="Bearer t0k3n", renew_at=5.0)
+    answer = ch.CredentialAnswer(1, authorization="Bearer t0k3n", renew_at=5.0,
+                                 dpop_key='{"d":"pr1v4t3"}')
     shown = repr(question) + str(question) + repr(answer) + str(answer)
     assert "s3cr3t" not in shown and "t0k3n" not in shown and "<redacted>" in shown
+    assert "pr1v4t3" not in shown
     assert ch.CredentialQuestion.from_bytes(question.to_bytes()[5:]) == question
+
+
+def _claims(proof: str) -> dict:
+    import base64
+    import json
+
+    body = proof.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+
+
+def test_a_dpop_bound_header_comes_with_its_key_and_each_request_gets_a_fresh_proof():
+    from trunkline.auth.dpop import access_token_hash, generate_key
+
+    async def main():
+        parent = Parent()
+        creds = HostCredentials(parent, clock=lambda: 1000.0)
+        assert creds.proof("POST", "https://rs.example/mcp") is None  # no header yet
+        first_key, second_key = generate_key("ES256").reveal(), generate_key("ES256").reveal()
+        task = asyncio.create_task(creds.challenged(401, None, None))
+        await asyncio.sleep(0)
+        creds.on_answer(ch.CredentialAnswer(1, authorization="DPoP tok-1", dpop_key=first_key))
+        await task
+        proof = creds.proof("POST", "https://rs.example/mcp?x=1")
+        assert proof is not None and proof[1] is None
+        claims = _claims(proof[0])
+        assert claims["htm"] == "POST" and claims["htu"] == "https://rs.example/mcp"
+        assert claims["ath"] == access_token_hash("tok-1") and claims["iat"] == 1000
+        again = creds.proof("POST", "https://rs.example/mcp")
+        assert again is not None and _claims(again[0])["jti"] != claims["jti"]
+        # The server's nonce refusal: the request goes again with the nonce, nobody asked.
+        assert creds.dpop is not None
+        assert creds.dpop.retry(401, 'DPoP error="use_dpop_nonce"', "rs-nonce", None)
+        assert len(parent.asked) == 1
+        # A new key (a new token) keeps the server's nonce; a Bearer header drops the key.
+        task = asyncio.create_task(creds.challenged(401, None, "DPoP tok-1"))
+        await asyncio.sleep(0)
+        creds.on_answer(ch.CredentialAnswer(2, authorization="DPoP tok-2",
+                                            dpop_key=second_key))
+        await task
+        proof = creds.proof("GET", "https://rs.example/mcp")
+        assert proof is not None and proof[1] == "rs-nonce"
+        assert _claims(proof[0])["ath"] == access_token_hash("tok-2")
+        task = asyncio.create_task(creds.challenged(401, None, "DPoP tok-2"))
+        await asyncio.sleep(0)
+        creds.on_answer(ch.CredentialAnswer(3, authorization="Bearer tok-3"))
+        await task
+        assert creds.dpop is None and creds.proof("POST", "https://rs.example/mcp") is None
+    run(main())
+
+
+def test_an_unusable_dpop_key_fails_the_request_without_showing_the_key():
+    async def main():
+        parent = Parent()
+        creds = HostCredentials(parent)
+        task = asyncio.create_task(creds.challenged(401, None, None))
+        await asyncio.sleep(0)
+        creds.on_answer(ch.CredentialAnswer(1, authorization="DPoP tok",
+                                            dpop_key="{not json pr1v4t3"))
+        with pytest.raises(AuthorizationFailed) as failed:
+            await task
+        assert failed.value.reason == "dpop_key" and "pr1v4t3" not in str(failed.value)
+        assert creds.header is None
 
 
 # ---------------------------------------------------------------------------- slots (issue 41)

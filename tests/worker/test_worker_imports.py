@@ -29,6 +29,8 @@ def test_a_streamable_http_worker_loads_its_own_small_client_and_no_general_one(
     """aiohttp stays the gateway's and the tests' business: an HTTP worker speaks HTTP/1.1
     through ``http_client`` (httptools' parser), which costs it less per request."""
     code = ("import sys, trunkline.worker.__main__, trunkline.worker.transports.http\n"
+            # What a worker whose server binds tokens with DPoP loads to sign its proofs.
+            "import trunkline.auth.dpop, trunkline.auth.secret\n"
             "print(','.join(m for m in ('aiohttp', 'jsonschema', 'rich', 'uvicorn') "
             "if m in sys.modules), 'httptools' in sys.modules)")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -14,6 +14,10 @@ One module, one job:
 - ``assertion``: ``private_key_jwt`` client assertions (RFC 7523), signed with joserfc.
 - ``authorization``: the authorization request and the checks on its redirect (pure).
 - ``tokens``: token requests, responses and expiry (pure).
+- ``dpop``: DPoP proofs, keys and nonces (RFC 9449), signed with joserfc (pure).
+- ``id_jag``: enterprise-managed authorization's token exchange for an ID-JAG (pure).
+- ``workload``: where the JWTs presented as grants come from (workload identity tokens,
+  ID tokens).
 - ``answers``: reading an authorization server's JSON answers (pure).
 - ``secret``: strings that never print.
 - ``sealing``: records sealed at rest (``TRUNKLINE_STORE_KEY``, AES-256-GCM), and key
@@ -26,27 +30,47 @@ One module, one job:
 - ``redis_store``: records and renewal leases in Redis, for processes that share them
   (``RedisStore``, exported here but imported only when first named: ``redis`` is an
   optional dependency).
-- ``flow``: ``OAuthClient``, the I/O that drives the rest.
+- ``flow``: ``OAuthClient``, the I/O that drives the rest (exported here but imported
+  only when first named, like ``RedisStore``: a worker imports ``dpop`` alone).
 """
 
 from __future__ import annotations
 
-from .flow import (
-    AUTHORIZATION_CODE,
-    CLIENT_CREDENTIALS,
-    Authorizer,
-    HeadlessAuthorizer,
-    OAuthClient,
-    Sent,
-    ServerAuth,
-)
+from typing import TYPE_CHECKING
+
+from .id_jag import IdentityProvider
 from .registration import ClientSettings, PreRegisteredClient
 from .secret import Secret
 from .store import Binding, FileStore, MemoryStore, TokenStore
 from .tokens import Token
+from .workload import JwtSource, env_source, file_source
+
+if TYPE_CHECKING:
+    from .flow import (
+        AUTHORIZATION_CODE,
+        CLIENT_CREDENTIALS,
+        ENTERPRISE_MANAGED,
+        JWT_BEARER,
+        Authorizer,
+        HeadlessAuthorizer,
+        OAuthClient,
+        Sent,
+        ServerAuth,
+    )
+    from .redis_store import RedisStore
+
+#: ``flow``'s names, imported when first named: it loads aiohttp, which a worker that
+#: signs DPoP proofs with ``dpop`` must not pay for.
+_FLOW = frozenset({"AUTHORIZATION_CODE", "CLIENT_CREDENTIALS", "ENTERPRISE_MANAGED",
+                   "JWT_BEARER", "Authorizer", "HeadlessAuthorizer", "OAuthClient", "Sent",
+                   "ServerAuth"})
 
 
 def __getattr__(name: str) -> object:
+    if name in _FLOW:
+        from . import flow
+
+        return getattr(flow, name)
     if name == "RedisStore":
         from .redis_store import RedisStore
 
@@ -57,11 +81,15 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AUTHORIZATION_CODE",
     "CLIENT_CREDENTIALS",
+    "ENTERPRISE_MANAGED",
+    "JWT_BEARER",
     "Authorizer",
     "Binding",
     "ClientSettings",
     "FileStore",
     "HeadlessAuthorizer",
+    "IdentityProvider",
+    "JwtSource",
     "MemoryStore",
     "OAuthClient",
     "PreRegisteredClient",
@@ -71,4 +99,6 @@ __all__ = [
     "ServerAuth",
     "Token",
     "TokenStore",
+    "env_source",
+    "file_source",
 ]

@@ -19,6 +19,10 @@ Rules:
   parameters of interest: ``resource_metadata`` (RFC 9728 §5.1), ``scope`` (a space-
   separated list, RFC 6750 §3), ``error`` (``invalid_token``, ``insufficient_scope``, ...)
   and ``error_description``.
+- The DPoP challenge (RFC 9449 §7.1) has the same parameters. A server that offers
+  only DPoP (``DPoP resource_metadata=...``) is read from it: ``bearer_challenge``
+  answers the Bearer challenge if there is one, else the DPoP one (``scheme`` says
+  which); ``dpop_challenge`` answers the DPoP one only.
 - Malformed input raises ``MalformedChallenge`` from ``parse_challenges``;
   ``bearer_challenge`` answers ``None`` for it (the client then discovers metadata at the
   well-known locations, as for a 401 without the header).
@@ -60,6 +64,8 @@ class BearerChallenge:
     scope: tuple[str, ...] | None = None
     error: str | None = None
     error_description: str | None = None
+    #: ``"bearer"`` or ``"dpop"``: the scheme the server challenged with.
+    scheme: str = "bearer"
 
     @property
     def insufficient_scope(self) -> bool:
@@ -73,16 +79,29 @@ def parse_challenges(header: str) -> list[Challenge]:
 
 
 def bearer_challenge(header: str | None) -> BearerChallenge | None:
-    """The first Bearer challenge of ``header``, or ``None`` (no header, no Bearer
-    challenge, or a header that does not parse)."""
+    """The first Bearer challenge of ``header``, else its first DPoP challenge, or
+    ``None`` (no header, neither challenge, or a header that does not parse)."""
+    challenges = _challenges(header)
+    return _read(challenges, "bearer") or _read(challenges, "dpop")
+
+
+def dpop_challenge(header: str | None) -> BearerChallenge | None:
+    """The first DPoP challenge of ``header`` (RFC 9449 §7.1), or ``None``."""
+    return _read(_challenges(header), "dpop")
+
+
+def _challenges(header: str | None) -> list[Challenge]:
     if not header:
-        return None
+        return []
     try:
-        challenges = parse_challenges(header)
+        return parse_challenges(header)
     except MalformedChallenge:
-        return None
+        return []
+
+
+def _read(challenges: list[Challenge], scheme: str) -> BearerChallenge | None:
     for challenge in challenges:
-        if challenge.scheme == "bearer":
+        if challenge.scheme == scheme:
             params = challenge.params
             scope = params.get("scope")
             return BearerChallenge(
@@ -90,6 +109,7 @@ def bearer_challenge(header: str | None) -> BearerChallenge | None:
                 scope=tuple(scope.split()) if scope is not None else None,
                 error=params.get("error") or None,
                 error_description=params.get("error_description") or None,
+                scheme=scheme,
             )
     return None
 

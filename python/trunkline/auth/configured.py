@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..config import OAuthConfig
+from ..config import IdentityProviderConfig, OAuthConfig, ServerOAuth
 from ..errors import StoreKeyMissing
-from .flow import AUTHORIZATION_CODE, CLIENT_CREDENTIALS, Authorizer, OAuthClient, ServerAuth
+from .flow import Authorizer, OAuthClient, ServerAuth
+from .id_jag import IdentityProvider
 from .registration import ClientSettings, PreRegisteredClient
 from .sealing import KEY_ENV, StoreKeys
 from .secret import Secret
 from .store import FileStore
+from .workload import JwtSource, env_source, file_source
 
 if TYPE_CHECKING:
     from .redis_store import RedisStore
@@ -39,16 +41,39 @@ def token_store_from(config: OAuthConfig, keys: StoreKeys | None = None
 
 
 def oauth_client_from(config: OAuthConfig, authorizer: Authorizer) -> OAuthClient:
-    servers = {
-        url: ServerAuth(
-            grant=CLIENT_CREDENTIALS if entry.grant == "client_credentials"
-            else AUTHORIZATION_CODE,
-            client=PreRegisteredClient(
-                client_id=entry.client_id,
-                client_secret=Secret(entry.client_secret) if entry.client_secret else None))
-        for url, entry in config.servers.items()}
+    servers = {url: server_auth(entry) for url, entry in config.servers.items()}
     settings = ClientSettings(client_name=config.client_name,
                               redirect_uri=config.redirect_uri,
                               metadata_document_url=config.client_metadata_url)
     return OAuthClient(settings=settings, store=token_store_from(config), servers=servers,
                        authorizer=authorizer, owns_store=True)
+
+
+def server_auth(entry: ServerOAuth) -> ServerAuth:
+    """One server's ``ServerAuth`` from its configuration file entry."""
+    assertion = _source(entry.assertion_file, entry.assertion_env)
+    idp = entry.identity_provider
+    return ServerAuth(
+        grant=entry.grant,
+        client=_client(entry.client_id, entry.client_secret),
+        assertion=assertion,
+        identity_provider=_identity_provider(idp) if idp is not None else None,
+        dpop=entry.dpop)
+
+
+def _client(client_id: str, secret: str | None) -> PreRegisteredClient:
+    return PreRegisteredClient(client_id=client_id,
+                               client_secret=Secret(secret) if secret else None)
+
+
+def _source(file: object, env: str | None) -> JwtSource | None:
+    if file is not None:
+        return file_source(str(file))
+    return env_source(env) if env is not None else None
+
+
+def _identity_provider(idp: IdentityProviderConfig) -> IdentityProvider:
+    id_token = _source(idp.id_token_file, idp.id_token_env)
+    assert id_token is not None  # the configuration requires one
+    return IdentityProvider(issuer=idp.issuer, client=_client(idp.client_id, idp.client_secret),
+                            id_token=id_token, token_endpoint=idp.token_endpoint)

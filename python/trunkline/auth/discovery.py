@@ -73,6 +73,8 @@ class AuthServerMetadata:
     #: RFC 9207 §3: the redirect then MUST carry ``iss``.
     authorization_response_iss_parameter_supported: bool
     url: str  # where it was read
+    #: RFC 9449 §5.1: the algorithms it accepts DPoP proofs signed with.
+    dpop_signing_alg_values_supported: tuple[str, ...] | None = None
 
 
 def protected_resource_urls(server_url: str, challenge_url: str | None) -> list[str]:
@@ -166,6 +168,8 @@ def parse_authorization_server(body: bytes, *, url: str, issuer: str) -> AuthSer
             doc, "token_endpoint_auth_methods_supported", url),
         client_id_metadata_document_supported=(
             doc.get("client_id_metadata_document_supported") is True),
+        dpop_signing_alg_values_supported=_strings(doc, "dpop_signing_alg_values_supported",
+                                                   url),
         authorization_response_iss_parameter_supported=(
             doc.get("authorization_response_iss_parameter_supported") is True),
         url=url,

@@ -37,10 +37,16 @@ Rules:
    client secret to the issuer it is bound to. Nothing secret travels over plain http
    except to loopback, and no request here follows a redirect (a 307 would replay a
    secret to wherever it points).
-7. Servers that authorize as themselves (``ServerAuth(grant=CLIENT_CREDENTIALS)``) get
-   their tokens from the client credentials grant with the configured client's secret or
-   signed assertion (``private_key_jwt``, RFC 7523; machine to machine), renewed the same
-   way before they expire.
+7. Servers that authorize without a user get their tokens from a grant that runs again
+   to renew them before they expire (``HEADLESS_GRANTS``): ``CLIENT_CREDENTIALS``, with
+   the configured client's secret or signed assertion (``private_key_jwt``, RFC 7523;
+   machine to machine); ``JWT_BEARER``, the RFC 7523 JWT-bearer grant with the
+   workload's identity token as ``assertion`` (workload identity federation, SEP-1933;
+   ``ServerAuth.assertion``, read afresh each time); ``ENTERPRISE_MANAGED``, the
+   enterprise-managed authorization of SEP-990 (``id_jag``): the user's ID token
+   exchanged at the enterprise identity provider for an ID-JAG, then the JWT-bearer
+   grant with it. A refused grant is the server's answer: it is not retried, and no other
+   grant is tried in its place.
 8. Processes that share a store (gateway replicas on ``redis_store.RedisStore``) renew a
    server's token one at a time: a flight runs under the store's renewal lease
    (``store.renewal_lease``; a no-op for a store only this process uses) and, once it has
@@ -56,8 +62,21 @@ Rules:
    allowlisted for the legacy era (``legacy_fallbacks=True``; the parent passes the
    server's ``allow_legacy``), and only when the server has no protected resource
    metadata. For any other server, no protected resource metadata is a refusal.
+10. DPoP (RFC 9449, SEP-1932; ``dpop``): a server whose tokens are to be DPoP-bound gets
+    every token request made with a proof of a key generated for it (a refresh proves
+    the token's own key), the authorization server's ``DPoP-Nonce`` kept per issuer and a
+    ``use_dpop_nonce`` refusal retried once with the new one. Which servers:
+    ``ServerAuth(dpop=True)`` always, ``False`` never, ``None`` (the default) those whose
+    challenge offers the DPoP scheme (``WWW-Authenticate: DPoP ...``) when their
+    authorization server accepts proofs in an algorithm this client signs with. A bound token
+    keeps its key (``Token.dpop_key``); ``dpop_key_for`` hands it to the worker that
+    presents the token, which signs each request's proof (``dpop`` rule 4).
 
-Not implemented: the enterprise-managed and workload identity extensions, DPoP.
+Not implemented: ``dpop_jkt`` in the authorization request (RFC 9449 §10, binding the
+code to the key; the code exchange's proof binds the token); signing in to the enterprise
+identity provider for the ID token that ``ENTERPRISE_MANAGED`` exchanges (its source is
+the caller's: ``ServerAuth.identity_provider``), and minting workload tokens
+(``JWT_BEARER`` presents the one its source gives).
 """
 
 from __future__ import annotations
@@ -77,7 +96,7 @@ import aiohttp
 from ..errors import AuthorizationFailed
 from . import legacy
 from .authorization import authorization_code, authorization_request
-from .challenge import BearerChallenge, bearer_challenge
+from .challenge import BearerChallenge, bearer_challenge, dpop_challenge
 from .discovery import (
     AuthServerMetadata,
     ProtectedResource,
@@ -86,8 +105,14 @@ from .discovery import (
     parse_protected_resource,
     protected_resource_urls,
 )
+from .dpop import NONCE_HEADER, PROOF_HEADER, DpopKey, choose_algorithm, generate_key
+from .dpop import token_endpoint_wants_nonce as _wants_nonce
+from .id_jag import IdentityProvider, parse_id_jag, token_exchange_form
 from .registration import (
+    BASIC,
     CONFIGURED,
+    NONE,
+    PRIVATE_KEY_JWT,
     ClientIdentity,
     ClientSettings,
     PreRegisteredClient,
@@ -105,19 +130,29 @@ from .scopes import (
     step_up_scope,
     with_offline_access,
 )
+from .secret import Secret
 from .store import Binding, MemoryStore, TokenStore, renewal_lease
 from .tokens import (
     Token,
     client_credentials_form,
     code_exchange_form,
+    jwt_bearer_form,
     parse_token_response,
     refresh_form,
 )
+from .workload import JwtSource, read_source
 
 log = logging.getLogger("trunkline.auth")
 
 AUTHORIZATION_CODE = "authorization_code"
 CLIENT_CREDENTIALS = "client_credentials"
+#: Workload identity federation (SEP-1933): the RFC 7523 JWT-bearer grant.
+JWT_BEARER = "jwt_bearer"
+#: Enterprise-managed authorization (SEP-990): ID-JAG, then the JWT-bearer grant.
+ENTERPRISE_MANAGED = "enterprise_managed"
+GRANTS = (AUTHORIZATION_CODE, CLIENT_CREDENTIALS, JWT_BEARER, ENTERPRISE_MANAGED)
+#: Rule 7: grants that need no user, run again to renew a token.
+HEADLESS_GRANTS = frozenset({CLIENT_CREDENTIALS, JWT_BEARER, ENTERPRISE_MANAGED})
 
 #: The user-agent step: takes the authorization URL, returns the URL the user agent was
 #: redirected to (carrying ``code``, ``state`` and, from RFC 9207 servers, ``iss``).
@@ -134,13 +169,30 @@ class Sent(enum.Enum):
 class ServerAuth:
     """How one server is authorized (servers not configured get the defaults)."""
 
-    #: Pre-registered credentials; required for ``CLIENT_CREDENTIALS``.
+    #: Pre-registered credentials; required for ``CLIENT_CREDENTIALS`` and
+    #: ``ENTERPRISE_MANAGED`` (the client the server's authorization server knows).
     client: PreRegisteredClient | None = None
     grant: str = AUTHORIZATION_CODE
+    #: ``JWT_BEARER``: the workload's identity token (rule 7), required.
+    assertion: JwtSource | None = None
+    #: ``ENTERPRISE_MANAGED``: the enterprise identity provider, required.
+    identity_provider: IdentityProvider | None = None
+    #: Rule 10: DPoP-bound tokens always (True), never (False), or when the server's
+    #: challenge offers the DPoP scheme (None).
+    dpop: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.grant not in (AUTHORIZATION_CODE, CLIENT_CREDENTIALS):
-            raise ValueError(f"unknown grant {self.grant!r}")
+        if self.grant not in GRANTS:
+            raise ValueError(f"unknown grant {self.grant!r} (one of {', '.join(GRANTS)})")
+        if (self.assertion is not None) != (self.grant == JWT_BEARER):
+            raise ValueError("an assertion is configured with the jwt_bearer grant, and "
+                             "only with it")
+        if (self.identity_provider is not None) != (self.grant == ENTERPRISE_MANAGED):
+            raise ValueError("an identity provider is configured with the "
+                             "enterprise_managed grant, and only with it")
+        if self.grant == ENTERPRISE_MANAGED and self.client is None:
+            raise ValueError("the enterprise_managed grant needs the client the server's "
+                             "authorization server knows the host by")
 
 
 class HeadlessAuthorizer:
@@ -209,6 +261,9 @@ class OAuthClient:
         # Servers whose current token is a refresh made in answer to a 401: a 401 for it
         # means refreshing does not help, so the next one authorizes afresh.
         self._refreshed_on_challenge: set[str] = set()
+        #: Rule 10: servers whose challenge offered DPoP, and each issuer's last nonce.
+        self._dpop_offered: set[str] = set()
+        self._as_nonces: dict[str, str] = {}
 
     async def __aenter__(self) -> Self:
         return self
@@ -248,7 +303,7 @@ class OAuthClient:
             now = self.clock()
             if not token.refresh_due(now, self.refresh_margin_s):
                 return token.authorization()
-            if token.refresh_token is None and self._auth(key).grant != CLIENT_CREDENTIALS:
+            if token.refresh_token is None and self._auth(key).grant not in HEADLESS_GRANTS:
                 return None if token.expired(now) else token.authorization()
             return await self._fly(key, self._renew(key, token, legacy_fallbacks),
                                    legacy_fallbacks)
@@ -264,9 +319,20 @@ class OAuthClient:
         token = binding.token if binding else None
         if token is None:
             return None
-        if token.refresh_token is None and self._auth(key).grant != CLIENT_CREDENTIALS:
+        if token.refresh_token is None and self._auth(key).grant not in HEADLESS_GRANTS:
             return token.expires_at  # nothing renews it: ask again once it has expired
         return token.refresh_at(self.refresh_margin_s)
+
+    async def dpop_key_for(self, server_url: str, authorization: str) -> Secret | None:
+        """Rule 10: the proof key of the DPoP-bound token that ``authorization`` (a value
+        ``authorization_for`` or ``on_challenge`` gave) presents, for whoever sends it
+        to ``server_url``; ``None`` for a Bearer token or one no longer held."""
+        binding = await self._binding(self._key(server_url))
+        token = binding.token if binding else None
+        if token is None or token.dpop_key is None \
+                or not _same(authorization, token.authorization()):
+            return None
+        return token.dpop_key
 
     async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
                            *, rejected: str | Sent | None = Sent.UNKNOWN,
@@ -281,6 +347,8 @@ class OAuthClient:
             raise ValueError(f"not an authorization challenge: HTTP {status}")
         key = self._key(server_url)
         challenge = bearer_challenge(www_authenticate)
+        if dpop_challenge(www_authenticate) is not None:
+            self._dpop_offered.add(key)
         try:
             if not secure_transport(server_url):
                 raise AuthorizationFailed(
@@ -364,10 +432,10 @@ class OAuthClient:
             log.info("server %s: authorization server changed from %s to %s; its client "
                      "identity and token there are not used with the new one",
                      key, binding.issuer, issuer)
-        if auth.grant == CLIENT_CREDENTIALS:
+        if auth.grant in HEADLESS_GRANTS:
             asked = scope if scope is not None else initial_scope(
                 challenge.scope if challenge else None, prm.scopes_supported)
-            return await self._client_credentials(key, meta, prm.resource, asked)
+            return await self._headless(key, meta, prm.resource, asked)
         if (scope is None and held is not None and held.refresh_token is not None
                 and held.issuer == issuer and key not in self._refreshed_on_challenge):
             refreshed = await self._refresh(key, meta, held)
@@ -395,8 +463,8 @@ class OAuthClient:
                                       issuer=meta.issuer) from None
         code = authorization_code(request, landed)
         headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
-        token = await self._token_request(meta, headers, {**code_exchange_form(request, code),
-                                                         **fields},
+        token = await self._token_request(key, meta, headers,
+                                          {**code_exchange_form(request, code), **fields},
                                           resource=resource, asked=scope)
         await self._keep(Binding(server=key, issuer=meta.issuer, client=identity, token=token))
         self._refreshed_on_challenge.discard(key)
@@ -413,7 +481,8 @@ class OAuthClient:
         headers, fields = client_authentication(binding.client, held.issuer,
                                                 now=self.clock())
         try:
-            token = await self._token_request(meta, headers, {**refresh_form(held), **fields},
+            token = await self._token_request(key, meta, headers,
+                                              {**refresh_form(held), **fields},
                                               resource=held.resource, asked=held.scope,
                                               previous=held)
         except AuthorizationFailed as exc:
@@ -441,7 +510,7 @@ class OAuthClient:
                                    held=held.client if held else None)
         assert isinstance(identity, ClientIdentity)  # configured credentials never register
         headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
-        token = await self._token_request(meta, headers,
+        token = await self._token_request(key, meta, headers,
                                           {**client_credentials_form(resource, scope), **fields},
                                           resource=resource, asked=scope)
         await self._keep(Binding(server=key, issuer=meta.issuer, client=identity, token=token))
@@ -461,7 +530,7 @@ class OAuthClient:
                 header = await self._refresh(key, meta, token)
                 self._refreshed_on_challenge.discard(key)
                 return header
-            return await self._client_credentials(key, meta, token.resource, token.scope)
+            return await self._headless(key, meta, token.resource, token.scope)
         except AuthorizationFailed as exc:
             if exc.reason not in ("unreachable", "token_endpoint_failed", "metadata_unavailable"):
                 raise
@@ -483,15 +552,129 @@ class OAuthClient:
             await self._keep(Binding(server=key, issuer=meta.issuer, client=choice))
         return choice
 
-    async def _token_request(self, meta: AuthServerMetadata, headers: dict[str, str],
-                             form: dict[str, str], *, resource: str,
+    async def _token_request(self, key: str, meta: AuthServerMetadata,
+                             headers: dict[str, str], form: dict[str, str], *, resource: str,
                              asked: tuple[str, ...] | None,
                              previous: Token | None = None) -> Token:
-        status, body = await self._post(meta.token_endpoint, data=form, headers=headers,
-                                        issuer=meta.issuer)
+        """One token request for server ``key``, with a DPoP proof when its tokens are to
+        be bound (rule 10)."""
+        proof_key = self._proof_key(key, meta, previous)
+        if proof_key is None:
+            status, body = await self._post(meta.token_endpoint, data=form, headers=headers,
+                                            issuer=meta.issuer)
+        else:
+            status, body = await self._post_with_proof(meta, DpopKey(proof_key), form,
+                                                       headers)
         return parse_token_response(status, body, now=self.clock(), endpoint=meta.token_endpoint,
                                     issuer=meta.issuer, resource=resource, asked_scope=asked,
-                                    previous=previous)
+                                    previous=previous, dpop_key=proof_key)
+
+    def _proof_key(self, key: str, meta: AuthServerMetadata,
+                   previous: Token | None) -> Secret | None:
+        """Rule 10: the key a token request for server ``key`` proves, if any: a refreshed
+        token's own, else a new one."""
+        if previous is not None and previous.dpop_key is not None:
+            return previous.dpop_key
+        wanted = self._auth(key).dpop
+        if wanted is False or (wanted is None and key not in self._dpop_offered):
+            return None
+        algorithm = choose_algorithm(meta.dpop_signing_alg_values_supported)
+        if algorithm is None:
+            if wanted is None:
+                return None  # offered by the server, but not signable for its issuer
+            raise AuthorizationFailed(
+                f"DPoP is configured for the server, and its authorization server accepts "
+                f"proofs only in {', '.join(meta.dpop_signing_alg_values_supported or ())}",
+                reason="dpop_unsupported", issuer=meta.issuer)
+        return generate_key(algorithm)
+
+    async def _post_with_proof(self, meta: AuthServerMetadata, proof_key: DpopKey,
+                               form: dict[str, str],
+                               headers: dict[str, str]) -> tuple[int, bytes]:
+        """The token request with a fresh proof, sent once more with the authorization
+        server's nonce when it answers ``use_dpop_nonce`` with a new one (rule 10)."""
+        for _ in range(2):
+            sent = self._as_nonces.get(meta.issuer)
+            proof = proof_key.proof("POST", meta.token_endpoint, now=self.clock(), nonce=sent)
+            answer: dict[str, str] = {}
+            status, body = await self._post(meta.token_endpoint, data=form,
+                                            headers={**headers, PROOF_HEADER: proof},
+                                            issuer=meta.issuer, answer_headers=answer)
+            nonce = answer.get(NONCE_HEADER)
+            if nonce:
+                self._as_nonces[meta.issuer] = nonce
+            if not (_wants_nonce(status, body) and nonce and nonce != sent):
+                break
+        return status, body
+
+    # -- grants without a user (rule 7) -------------------------------------------------
+
+    async def _headless(self, key: str, meta: AuthServerMetadata, resource: str,
+                        scope: tuple[str, ...] | None) -> str:
+        grant = self._auth(key).grant
+        if grant == JWT_BEARER:
+            return await self._jwt_bearer(key, meta, resource, scope)
+        if grant == ENTERPRISE_MANAGED:
+            return await self._enterprise_managed(key, meta, resource, scope)
+        return await self._client_credentials(key, meta, resource, scope)
+
+    async def _jwt_bearer(self, key: str, meta: AuthServerMetadata, resource: str,
+                          scope: tuple[str, ...] | None, *,
+                          assertion: Secret | None = None) -> str:
+        """The RFC 7523 JWT-bearer grant: the workload's identity token, or (``assertion``)
+        an ID-JAG, for an access token. The configured client, if any, authenticates."""
+        auth = self._auth(key)
+        if assertion is None:
+            assert auth.assertion is not None  # ServerAuth checks it
+            assertion = await read_source(auth.assertion)
+        headers: dict[str, str] = {}
+        fields: dict[str, str] = {}
+        identity: ClientIdentity | None = None
+        if auth.client is not None:
+            held = self._bindings.get(key)
+            choice = choose_identity(meta, settings=self.settings, configured=auth.client,
+                                     held=held.client if held else None)
+            assert isinstance(choice, ClientIdentity)  # configured: never registers
+            identity = choice
+            headers, fields = client_authentication(identity, meta.issuer, now=self.clock())
+        token = await self._token_request(key, meta, headers,
+                                          {**jwt_bearer_form(assertion, resource, scope),
+                                           **fields}, resource=resource, asked=scope)
+        await self._keep(Binding(server=key, issuer=meta.issuer, client=identity, token=token))
+        log.info("server %s: JWT-bearer grant token from %s", key, meta.issuer)
+        return token.authorization()
+
+    async def _enterprise_managed(self, key: str, meta: AuthServerMetadata, resource: str,
+                                  scope: tuple[str, ...] | None) -> str:
+        """SEP-990 (``id_jag``): the user's ID token for an ID-JAG at the enterprise
+        identity provider, then the JWT-bearer grant with it at ``meta``."""
+        idp = self._auth(key).identity_provider
+        assert idp is not None  # ServerAuth checks it
+        endpoint = idp.token_endpoint or \
+            (await self._authorization_server(idp.issuer, fresh=False)).token_endpoint
+        if not secure_transport(endpoint):
+            raise AuthorizationFailed(
+                f"the identity provider's token endpoint {endpoint} is not https (plain http "
+                "only to loopback): the ID token is not sent there",
+                reason="insecure_endpoint", issuer=idp.issuer)
+        configured = idp.client
+        method = configured.auth_method or (
+            PRIVATE_KEY_JWT if configured.private_key is not None
+            else BASIC if configured.client_secret is not None else NONE)
+        identity = ClientIdentity(
+            client_id=configured.client_id, client_secret=configured.client_secret,
+            auth_method=method, issuer=idp.issuer, source=CONFIGURED,
+            private_key=configured.private_key,
+            signing_algorithm=configured.signing_algorithm)
+        headers, fields = client_authentication(identity, idp.issuer, now=self.clock())
+        id_token = await read_source(idp.id_token)
+        form = {**token_exchange_form(id_token, audience=meta.issuer, resource=resource,
+                                      scope=scope), **fields}
+        status, body = await self._post(endpoint, data=form, headers=headers,
+                                        issuer=idp.issuer)
+        grant = parse_id_jag(status, body, endpoint=endpoint, issuer=idp.issuer)
+        log.info("server %s: ID-JAG from %s for %s", key, idp.issuer, meta.issuer)
+        return await self._jwt_bearer(key, meta, resource, scope, assertion=grant)
 
     # -- discovery ----------------------------------------------------------------------
 
@@ -675,23 +858,31 @@ class OAuthClient:
 
     async def _post(self, url: str, *, issuer: str, data: dict[str, str] | None = None,
                     json: dict[str, Any] | None = None,
-                    headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+                    headers: dict[str, str] | None = None,
+                    answer_headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         try:
-            return await self._request("POST", url, data=data, json=json, headers=headers)
+            return await self._request("POST", url, data=data, json=json, headers=headers,
+                                       answer_headers=answer_headers)
         except AuthorizationFailed as exc:
             exc.issuer = issuer
             raise
 
-    async def _request(self, method: str, url: str, **kw: Any) -> tuple[int, bytes]:
+    async def _request(self, method: str, url: str, *,
+                       answer_headers: dict[str, str] | None = None,
+                       **kw: Any) -> tuple[int, bytes]:
         """One exchange, never following a redirect, the body read up to
         ``max_body_bytes``. Failures to get an answer are ``AuthorizationFailed``
-        ("unreachable") naming the URL and the kind of failure, nothing else."""
+        ("unreachable") naming the URL and the kind of failure, nothing else.
+        ``answer_headers``: filled with the answer's DPoP nonce, when it has one."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         try:
             async with self._session.request(method, url, allow_redirects=False,
                                              **kw) as response:
+                nonce = response.headers.get(NONCE_HEADER)
+                if answer_headers is not None and nonce:
+                    answer_headers[NONCE_HEADER] = nonce
                 chunks, size = [], 0
                 async for chunk in response.content.iter_chunked(1 << 16):
                     size += len(chunk)

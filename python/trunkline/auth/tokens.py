@@ -10,6 +10,10 @@ Rules:
   with an error saying what was wrong and never quoting the body; an OAuth error answer is
   quoted by its ``error`` code and description only (reason ``token_refused``; other
   failures, such as a 5xx or a page that is not JSON, are ``token_endpoint_failed``).
+- A token requested with a DPoP proof (RFC 9449 §5) may come back as ``token_type`` ``DPoP``:
+  it is then bound to the proof's key, which it keeps (``dpop_key``), and it is presented
+  as ``DPoP <token>`` with a proof of that key; a server that answers ``Bearer`` to a proof
+  issued an unbound token, used as any other. ``DPoP`` without a proof is refused.
 - The expiry is stored ABSOLUTE (``expires_at`` = the time the answer arrived +
   ``expires_in``), so a token read back from the store after a restart is known to be
   fresh, due or expired without asking anyone, and a due token with a refresh token is
@@ -35,6 +39,8 @@ from .authorization import AuthorizationRequest
 from .scopes import scope_param
 from .secret import Secret
 
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
 
 @dataclass(frozen=True)
 class Token:
@@ -49,10 +55,13 @@ class Token:
     scope: tuple[str, ...] | None
     issuer: str
     resource: str
+    #: A DPoP-bound token's proof key (``dpop``; its private JWK), else ``None``.
+    dpop_key: Secret | None = None
 
     def authorization(self) -> str:
         """The ``Authorization`` header value that presents this token."""
-        return "Bearer " + self.access_token.reveal()
+        return ("DPoP " if self.dpop_key is not None else "Bearer ") \
+            + self.access_token.reveal()
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
@@ -78,6 +87,7 @@ class Token:
             "scope": list(self.scope) if self.scope is not None else None,
             "issuer": self.issuer,
             "resource": self.resource,
+            **({"dpop_key": self.dpop_key.reveal()} if self.dpop_key is not None else {}),
         }
 
     @classmethod
@@ -88,7 +98,8 @@ class Token:
                    expires_at=float(expires) if expires is not None else None,
                    refresh_token=Secret(str(refresh)) if refresh else None,
                    scope=tuple(str(s) for s in scope) if scope is not None else None,
-                   issuer=str(doc["issuer"]), resource=str(doc["resource"]))
+                   issuer=str(doc["issuer"]), resource=str(doc["resource"]),
+                   dpop_key=Secret(str(doc["dpop_key"])) if doc.get("dpop_key") else None)
 
 
 def code_exchange_form(request: AuthorizationRequest, code: Secret) -> dict[str, str]:
@@ -113,11 +124,24 @@ def client_credentials_form(resource: str, scope: tuple[str, ...] | None) -> dic
     return form
 
 
+def jwt_bearer_form(assertion: Secret, resource: str,
+                    scope: tuple[str, ...] | None) -> dict[str, str]:
+    """The RFC 7523 §2.1 authorization grant: a JWT the client was given (a workload
+    identity token, an ID-JAG) exchanged for an access token."""
+    form = {"grant_type": JWT_BEARER_GRANT, "assertion": assertion.reveal(),
+            "resource": resource}
+    if (text := scope_param(scope)) is not None:
+        form["scope"] = text
+    return form
+
+
 def parse_token_response(status: int, body: bytes, *, now: float, endpoint: str,
                          issuer: str, resource: str, asked_scope: tuple[str, ...] | None,
-                         previous: Token | None = None) -> Token:
+                         previous: Token | None = None,
+                         dpop_key: Secret | None = None) -> Token:
     """The token a token endpoint's answer grants. ``previous`` is the token being
-    refreshed, whose refresh token stands if the answer brings no new one."""
+    refreshed, whose refresh token stands if the answer brings no new one; ``dpop_key``:
+    the key the request's DPoP proof was signed with."""
     if status != 200:
         code, text = oauth_error(body)
         if code is not None and 400 <= status < 500:
@@ -137,9 +161,14 @@ def parse_token_response(status: int, body: bytes, *, now: float, endpoint: str,
     if not isinstance(token_type, str) or not token_type:
         raise _refused("malformed_response", f"the token endpoint {endpoint} answered without "
                        "a token_type (RFC 6749 §5.1 requires it); no token used", issuer)
-    if token_type.lower() != "bearer":
+    bound = token_type.lower() == "dpop"
+    if bound and dpop_key is None:
         raise _refused("unsupported_token_type", f"the token endpoint {endpoint} issued a "
-                       f"{token_type[:40]!r} token; only Bearer tokens are supported", issuer)
+                       "DPoP token to a request without a DPoP proof", issuer)
+    if token_type.lower() != "bearer" and not bound:
+        raise _refused("unsupported_token_type", f"the token endpoint {endpoint} issued a "
+                       f"{token_type[:40]!r} token; only Bearer and DPoP tokens are "
+                       "supported", issuer)
     try:
         expires_in = _seconds(doc.get("expires_in"))
     except ValueError:
@@ -152,7 +181,7 @@ def parse_token_response(status: int, body: bytes, *, now: float, endpoint: str,
         expires_at=now + expires_in if expires_in is not None else None,
         refresh_token=Secret(refresh) if isinstance(refresh, str) and refresh else None,
         scope=tuple(scope.split()) if isinstance(scope, str) else asked_scope,
-        issuer=issuer, resource=resource)
+        issuer=issuer, resource=resource, dpop_key=dpop_key if bound else None)
     if token.refresh_token is None and previous is not None:
         token = replace(token, refresh_token=previous.refresh_token)
     return token

@@ -9,9 +9,9 @@ Rules:
 - ``UserTokenStore(store, identity)`` is a ``TokenStore`` bound to one user: an
   ``OAuthClient`` runs over it unchanged, its renewal lease included (one lease per user
   and server, so one user's renewal never waits for another's).
-- ``StoredUserSecrets(store)`` is ``UserSecrets``: one record per (user, server name) in
-  the ``secret`` kind, the values set by an operator (``trunkline credentials put``),
-  never by a client.
+- ``StoredUserSecrets(store)`` is the host's ``UserSecrets`` (``parent.instances``): one
+  record per (user, server name) in the ``secret`` kind, the values set by an operator
+  (``trunkline credentials put``), never by a client.
 - A store kept at rest (files, Redis) holds per-user records only sealed: a view over one
   without a key refuses to be made (``StoreKeyMissing``, naming ``TRUNKLINE_STORE_KEY``).
 - Each record names its user and server inside it too (sealed); a record whose content is
@@ -40,13 +40,6 @@ FORMAT = 1
 
 #: A user: (kind, issuer, subject), ``Identity.key``.
 UserKey = tuple[str, str | None, str]
-
-
-class UserSecrets(Protocol):
-    """The environment values a user's own instance of a stdio server starts with."""
-
-    async def secrets_for(self, server: str, identity: Identity,
-                          names: Sequence[str]) -> dict[str, str]: ...
 
 
 class UserRecordStore(Protocol):

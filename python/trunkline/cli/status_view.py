@@ -108,6 +108,8 @@ def status_table(doc: dict[str, Any], now: float | None = None) -> Any:
         if state == "ready" and server.get("listing_error"):
             # Up, but its tools are not as it lists them (the last error says why).
             state, colour = "ready (listing failed)", "yellow"
+        if server.get("instances") is not None:  # a per-user server: its processes now
+            state += f", {server['instances']} per-user"
         table.add_row(
             escape(str(server.get("name"))), f"[{colour}]{escape(state)}[/{colour}]",
             server.get("era") or "-", server.get("version") or "-",

@@ -12,6 +12,9 @@ Rules:
   know.
 - ``extensions``: each MCP extension the server declared, and whether the gateway relays
   it or leaves it out (``gateway/extensions.py``).
+- ``instances`` (a per-user server's only): its per-user instances now, a count; and
+  ``user_instances`` (when a server is per-user): those of every server and their bound.
+  Never whose they are.
 - Latencies are milliseconds, rounded to the microsecond; ``null`` before a first
   answered call.
 - The face serves it behind the same checks as ``/mcp`` (API keys, OAuth tokens).
@@ -44,8 +47,13 @@ def status_document(host: Host, audit: AuditLog | None = None) -> dict[str, Any]
             "last_error_at": status.last_error_at, "listing_error": status.listing_error,
             "extensions": verdicts(status.extensions),
         })
+        if status.instances is not None:
+            servers[-1]["instances"] = status.instances
     document: dict[str, Any] = {"schema": SCHEMA, "tools": len(host.catalog.entries),
                                 "servers": servers}
+    if any(server.get("instances") is not None for server in servers):
+        document["user_instances"] = {"running": host.user_instances,
+                                      "limit": host.settings.max_user_instances}
     access = host.access
     if access.policy is not None:
         # Counts only: never who, nor which rule decided for whom.

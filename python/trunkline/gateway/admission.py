@@ -62,7 +62,7 @@ from .limits import Limits
 #: Seconds a client refused for others' requests (a busy server or gateway) is told to
 #: wait before trying again.
 RETRY_AFTER_S = 1
-OVERLOADED = "Overloaded"
+OVERLOADED = p.OVERLOADED
 #: The bound a refusal names (``data.scope``); the first is the client's own.
 CLIENT, SERVER, GATEWAY = "client", "server", "gateway"
 

@@ -488,7 +488,7 @@ class Answerer:
         return await self._behind(request, server, self.host.request(
             server, method, params, call_input=call_input,
             log_level=level if on_log is not None else None, on_log=on_log,
-            trace_context=self._passed_on(request)), client_key)
+            trace_context=self._passed_on(request), identity=request.identity), client_key)
 
     async def task_request(self, request: p.Request, caller: Caller = NOBODY,
                            client_key: Hashable = None) -> p.Message:

@@ -54,6 +54,7 @@ from ..errors import (
     ConnectionFailure,
     InputNotSupported,
     InputRoundUnknown,
+    InstanceLimitReached,
     NotPermitted,
     RequestTimeout,
     ServerError,
@@ -85,6 +86,9 @@ RESOURCE_NOT_FOUND_LEGACY = -32002
 #: A request the authorization policy does not let its identity make (an
 #: implementation-defined code of JSON-RPC's server range: MCP defines none).
 NOT_PERMITTED = -32003
+#: ``data.kind`` of an overload: the request was refused for a bound that frees up, and
+#: ``data.retryAfterS`` says when to come back (HTTP: 429 or 503 with ``Retry-After``).
+OVERLOADED = "Overloaded"
 
 
 class ClientEra(enum.Enum):
@@ -440,6 +444,8 @@ def error_for(exc: BaseException) -> dict[str, Any]:
                      {"candidates": candidates} if candidates else None)
     if isinstance(exc, NotPermitted):
         return not_permitted(exc.message)
+    if isinstance(exc, InstanceLimitReached):
+        return instances_busy(exc)
     if isinstance(exc, TrunklineError):
         data: dict[str, Any] = {"server": exc.server, "kind": type(exc).__name__}
         if isinstance(exc, ServerUnavailable) and exc.state:
@@ -452,6 +458,19 @@ def error_for(exc: BaseException) -> dict[str, Any]:
         kind = "unreachable" if isinstance(exc, ConnectionFailure) else "failed"
         return error(INTERNAL_ERROR, f"{where}{kind}: {exc.message}", data)
     return error(INTERNAL_ERROR, "internal error")
+
+
+def instances_busy(exc: InstanceLimitReached) -> dict[str, Any]:
+    """A call that needed a per-user instance of its server while every one the bound
+    allows had a call in flight: an overload (``data.kind``), of the server's own bound
+    (``scope`` ``server``, ``budget`` ``maxInstances``) or the host's (``instances``,
+    ``maxUserInstances``), so HTTP answers it 429 with ``Retry-After`` and a legacy
+    stream's error carries ``retryAfterS``."""
+    scope, budget = ("server", "maxInstances") if exc.scope == "server" else (
+        "instances", "maxUserInstances")
+    return error(INTERNAL_ERROR, f"server {exc.server!r}: {exc.message}",
+                 {"kind": OVERLOADED, "scope": scope, "budget": budget, "limit": exc.limit,
+                  "retryAfterS": exc.retry_after_s, "server": exc.server})
 
 
 def not_permitted(message: str) -> dict[str, Any]:

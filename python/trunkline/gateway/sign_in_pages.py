@@ -23,8 +23,7 @@ import asyncio
 import html
 from http.cookies import CookieError, SimpleCookie
 
-from ..auth.user_sign_in import BINDING_COOKIE, CALLBACK_PATH, SIGN_IN_PATH, SignInRefused, \
-    SignIns
+from ..auth.user_sign_in import BINDING_COOKIE, CALLBACK_PATH, SIGN_IN_PATH, SignInRefused, SignIns
 from .exchange import Exchange
 from .replies import HttpReply
 

@@ -152,10 +152,8 @@ class CallSlots:
                 raise ServerUnavailable(handle.unavailable_message(),
                                         state=handle.state.value, server=handle.name,
                                         method=method, sent=False)
-            credential = 0
-            if self._user_slots is not None and request.identity is not None:
-                credential = self._user_slots.slot_for(
-                    cast("Identity", request.identity), handle.name)
+            credential = 0 if self._user_slots is None else self.credential_of(
+                request.identity)
             future: asyncio.Future[Any] = loop.create_future()
             call_id = self._submit(gen, future, method, request.params, deadline, left,
                                    credential)
@@ -183,6 +181,12 @@ class CallSlots:
             return ends.answered(handle, request, result_type, payload)
         return await ends.unfinished(handle, request,
                                      self.reply_of(kind, result_type, payload, method))
+
+    def credential_of(self, identity: object | None) -> int:
+        """The credential slot a request made for ``identity`` goes with (rule 5)."""
+        if self._user_slots is None or identity is None:
+            return 0
+        return self._user_slots.slot_for(cast("Identity", identity), self._handle.name)
 
     def _submit(self, gen: Generation, future: asyncio.Future[Any], method: str,
                 params: bytes | None, deadline: float, left: float, credential: int) -> int:

@@ -236,7 +236,8 @@ class CallPath:
             return final if checked is None else checked(entry, final, raw)
         task = handle.tasks.follow(view, tool=request.name or entry.name, finish=finish,
                                    rounds=rounds, legacy=legacy,
-                                   deadline=None if request.detached else request.deadline)
+                                   deadline=None if request.detached else request.deadline,
+                                   identity=request.identity)
         if request.on_status is not None:
             request.on_status(task.status)
             task.watch(request.on_status)

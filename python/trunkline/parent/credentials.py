@@ -22,6 +22,8 @@ Rules:
    worker asks again). Errors are answered too, never left waiting: ``AuthorizationFailed``'s
    message (which names the server and never a secret), and for anything else only its
    class name (an unexpected exception's text is not vetted).
+   A DPoP-bound header goes with its proof key (``auth.dpop`` rule 4): the worker signs
+   the proof of each request it sends, without asking here.
 """
 
 from __future__ import annotations
@@ -201,5 +203,10 @@ class CredentialDesk:
                                                rejected=question.rejected,
                                                legacy_fallbacks=self._legacy_fallbacks)
         renew_at = await source.renew_at(self._url) if header is not None else None
+        # A source that binds no token to a key needs no ``dpop_key_for``.
+        proof_key = getattr(source, "dpop_key_for", None)
+        dpop_key = await proof_key(self._url, header) \
+            if proof_key is not None and header is not None else None
         return ch.CredentialAnswer(question.key, authorization=header, renew_at=renew_at,
+                                   dpop_key=dpop_key.reveal() if dpop_key is not None else None,
                                    slot=question.slot)

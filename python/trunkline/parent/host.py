@@ -21,10 +21,11 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, TypeGuard, cast
 
 import msgspec
 
+from ..auth.user_sign_in import SignIns
 from ..catalog import Catalog, CatalogWarning, ToolEntry
 from ..catalog.filters import ToolBounds
 from ..catalog.pins import Quarantine
@@ -45,8 +46,7 @@ from ..loop.tasks import TaskScope
 from ..params import HttpParams, TransportParams
 from ..policy.decisions import Access, Allowed, Denied, Item
 from ..policy.document import Policy
-from ..auth.user_sign_in import SignIns
-from ..policy.identity import LOCAL, Identity
+from ..policy.identity import LOCAL, LOCAL_KIND, Identity
 from ..protocol.identity import ClientIdentity
 from ..protocol.input_bridge import bridgeable
 from ..protocol.listen import can_subscribe
@@ -70,14 +70,15 @@ from .host_options import (
     TrustOptions,
 )
 from .input_bridge import BridgedCalls
+from .instances import UserInstances, UserSecrets
 from .latency import LatencySummary
 from .listing import CatalogKeeper
 from .mrtr import InputRequired, InputRounds
 from .pin_store import PinStore, pins_for
 from .results import CallToolResult, ResultChecks
+from .sign_in_rounds import SignInRounds
 from .skills import SkillFile, SkillReader
 from .supervisor import Supervisor
-from .sign_in_rounds import SignInRounds
 from .tasks import TaskStatus, ToolTask
 from .telemetry import Telemetry
 from .user_calls import UserCalls
@@ -116,6 +117,7 @@ class Host:
         telemetry: TelemetryOptions | None = None,
         oauth: OAuthClient | None = None,
         policy: Policy | None = None,
+        user_secrets: UserSecrets | None = None,
         user_credentials: UserCredentials | None = None,
         **old_keywords: Any,
     ) -> None:
@@ -181,6 +183,16 @@ class Host:
         ``UnknownTool`` whose message is exactly an unknown tool's); one it may list but
         not call raises ``NotPermitted``. ``set_policy`` changes it.
 
+        ``user_secrets`` (``UserSecrets``): each identity's values of the environment
+        variables a per-user server names (``ServerConfig.secret_env``). A server
+        configured ``instances="per_user"`` runs one worker per identity that calls it
+        (``identity=``), started on its first call with those values in its server's
+        environment, stopped after ``instance_idle_s`` idle, bounded per server
+        (``max_instances``) and in all (``HostSettings.max_user_instances``): beyond,
+        the call fails at once with ``InstanceLimitReached``. Its tools are listed by
+        one shared worker with the configured environment only, which also serves the
+        calls made without an identity or as ``local`` (``parent/instances.py``).
+
         The keywords of before the groups (``collision=``, ``call_timeout=``, ...) still
         work, with a ``DeprecationWarning`` naming each one's group."""
         groups = {"client": client, "catalog": catalog, "trust": trust, "calls": calls,
@@ -220,6 +232,11 @@ class Host:
                                    input_handlers=handlers,
                                    oauth=oauth, credential_slots=self._credential_slots)
         self._results = ResultChecks()
+        #: Per-user instances of the servers configured so, and those servers' names.
+        self._instances = UserInstances(self._servers.instance_handle, scope=self._scope,
+                                        secrets=user_secrets,
+                                        max_total=self.settings.max_user_instances)
+        self._per_user: set[str] = set()
         #: The authorization policy and its decisions (``trunkline.policy``).
         self.access = Access(policy)
         #: Capped exponential backoff with full jitter; reads are retried after transport
@@ -282,6 +299,9 @@ class Host:
         self._owned_oauth: OAuthClient | None = None
         #: A pin store this host made (``from_config``), closed with it.
         self._owned_pins: PinStore | None = None
+        #: A token store the configuration's per-user secrets are read from, when no OAuth
+        #: client of the host's owns it.
+        self._owned_store: object = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -341,11 +361,24 @@ class Host:
                 read.oauth, SignInRequired(
                     f"run `trunkline login {file} SERVER`, SERVER being this server's name "
                     "in it"))
+        owned_store = None
+        if "user_secrets" not in kwargs and any(c.secret_env for c in read.servers):
+            # Per-user instances start with their users' secrets, from the sealed store.
+            from ..auth.configured import token_store_from
+            from ..auth.user_store import StoredUserSecrets, UserRecordStore
+
+            store = token_store_from(read.oauth) if owned is None else owned.store
+            owned_store = None if owned is not None else store
+            kwargs["user_secrets"] = StoredUserSecrets(cast("UserRecordStore", store))
         if "policy" not in kwargs:
             kwargs["policy"] = read.policy
+        if read.max_user_instances is not None:
+            kwargs["settings"] = replace(kwargs.get("settings") or HostSettings(),
+                                         max_user_instances=read.max_user_instances)
         host = cls(**kwargs)
         host._owned_oauth = owned
         host._owned_pins = owned_pins
+        host._owned_store = owned_store
         host._pending_config = read.servers
         return host
 
@@ -368,11 +401,15 @@ class Host:
         self._closed = True
         self._bridged.close()
         await self._scope.aclose()
+        await self._instances.aclose()
         await self._servers.aclose()
         if self._owned_oauth is not None:
             await self._owned_oauth.aclose()
         if self._owned_pins is not None:
             await self._owned_pins.aclose()
+        closing = getattr(self._owned_store, "aclose", None)
+        if closing is not None:
+            await closing()
 
     # -- servers -------------------------------------------------------------------------
 
@@ -448,10 +485,14 @@ class Host:
         server's fault) raises."""
         await self._scope.open()
         names = [c.name for c in configs]
+        per_user = [c for c in configs if c.instances == "per_user"]
+        for config in per_user:
+            self._instances.add(config)  # refused before anything starts
+        self._per_user.update(c.name for c in per_user)
         self._catalog.adding.update(names)  # their first listing is here, not in a callback
-        per_user = {c.name for c in configs if c.credentials != "shared"}
-        if per_user:  # listed by each identity as itself (``user_catalogs``)
-            self._catalog.per_user = self._catalog.per_user | per_user
+        own_credentials = {c.name for c in configs if c.credentials != "shared"}
+        if own_credentials:  # listed by each identity as itself (``user_catalogs``)
+            self._catalog.per_identity = self._catalog.per_identity | own_credentials
         try:
             await self._servers.add_many(configs)
             await self._catalog.list_ready(names)
@@ -463,6 +504,8 @@ class Host:
             self._catalog.drop(names)
             for name in names:
                 await self._servers.remove(name)
+                await self._instances.remove(name)
+                self._per_user.discard(name)
             self._catalog.rebuild()
             raise
         self._catalog.follow(names)
@@ -470,8 +513,18 @@ class Host:
 
     def servers(self) -> list[ServerStatus]:
         """State, era, version, reason, evidence and counters of every server, in
-        configured order."""
-        return self._servers.statuses()
+        configured order; a per-user server's ``instances``: its per-user workers now."""
+        statuses = self._servers.statuses()
+        if not self._per_user:
+            return statuses
+        return [replace(s, instances=self._instances.count(s.name))
+                if s.name in self._per_user else s for s in statuses]
+
+    @property
+    def user_instances(self) -> int:
+        """Per-user instances over every server now (``HostSettings.max_user_instances``
+        bounds them)."""
+        return self._instances.total
 
     async def retry(self, name: str) -> ServerStatus:
         """Try an unavailable server again (fresh restart budget), or list a ready one
@@ -590,7 +643,7 @@ class Host:
     def _catalog_of(self, identity: Identity | None) -> Catalog:
         """The catalog ``identity`` is listed and routed by as last built: the shared one,
         or where some servers act as each user, its own (``user_catalogs``)."""
-        if self._catalog.per_user:
+        if self._catalog.per_identity:
             own = self._user_catalogs.cached(identity or LOCAL)
             if own is not None:
                 return own
@@ -672,7 +725,7 @@ class Host:
         with its own listings of the servers that act as each user made first
         (``user_catalogs``)."""
         await self._catalog.list_stale()
-        if self._catalog.per_user:
+        if self._catalog.per_identity:
             await self._user_catalogs.catalog_for(identity or LOCAL)
         return self.tools(identity=identity)
 
@@ -762,7 +815,9 @@ class Host:
 
         ``identity``: who the call is made for, when the host has a policy (none given:
         ``local``); a tool it may not see raises ``ToolHidden``, one it may not call
-        ``NotPermitted``, before anything is sent."""
+        ``NotPermitted``, before anything is sent. A call of a per-user server's tool
+        (``instances="per_user"``) goes to ``identity``'s own instance of it (none, or
+        ``local``: the shared one); ``InstanceLimitReached`` when none can start."""
         if call_input is not None and call_input.relay and not self._relaying:
             warn_deprecated("call_tool(call_input=CallInput(relay=True)) is deprecated: "
                             "use call_tool_relayed, which may return InputRequired")
@@ -788,7 +843,7 @@ class Host:
         if call_input is not None and BridgedCalls.claims(call_input.request_state):
             return self._bridged.resume(call_input.request_state, ("tools/call", request.name),
                                         call_input.responses)
-        if self._catalog.per_user:
+        if self._catalog.per_identity:
             return self._user_calls.call(
                 request, cast("Identity", request.identity or LOCAL),
                 lambda catalog: self._routed_in(catalog, request, trace_context))
@@ -819,7 +874,22 @@ class Host:
             return self._call_screened(request)
         assert handle is not None
         request.entry = entry
+        identity = request.identity
+        if self._per_user and entry.server in self._per_user and _own_instance(identity):
+            return self._on_instance(entry.server, identity,
+                                     lambda own: self._calls.call_tool(own, request))
         return self._calls.call_tool(handle, request)
+
+    async def _on_instance(self, server: str, identity: Identity,
+                           work: Callable[[WorkerHandle], Coroutine[Any, Any, Any]]) -> Any:
+        """``work`` on ``identity``'s own instance of per-user ``server`` (started for
+        it if it has none: ``InstanceLimitReached`` at a bound), counted in use
+        meanwhile."""
+        instance = self._instances.enter(server, identity)
+        try:
+            return await work(await self._instances.ready(instance))
+        finally:
+            self._instances.leave(instance)
 
     def call_tool_relayed(
         self,
@@ -928,12 +998,14 @@ class Host:
         return self._routed(request, trace_context)
 
     def resume_task(self, tool: str, task_id: str, *,
-                    call_input: CallInput | None = None) -> ToolTask:
+                    call_input: CallInput | None = None,
+                    identity: Identity | None = None) -> ToolTask:
         """Follow again a task started earlier (``ToolTask.task_id``, of a call of
         ``tool``), for a caller that stopped waiting or a host that restarted: its
         server is asked about it at once, and ``wait()`` ends with ``TaskLost`` if the
         server no longer knows it. Raises ``ValueError`` if the tool's server runs no
-        tasks."""
+        tasks. ``identity``: who the call that started it was made for (its credentials
+        are the ones the task is asked about with, as ``user_credentials`` says)."""
         entry = self._entry(tool)
         handle = self._servers.handle(entry.server)
         if handle.task_mode is None:
@@ -944,7 +1016,7 @@ class Host:
         checked = self._results.to_result
         return handle.tasks.follow(
             TaskView(task_id, "working"), tool=tool, rounds=rounds,
-            legacy=handle.task_mode == "legacy", resumed=True,
+            legacy=handle.task_mode == "legacy", resumed=True, identity=identity,
             finish=lambda result, raw: checked(entry, result, raw))
 
     async def _call_screened(self, request: CallRequest) -> Any:
@@ -955,7 +1027,16 @@ class Host:
         if left is not None:
             request.timeout = left
         request.entry = entry
-        handle = self._servers.handle(entry.server)
+        identity = request.identity
+        if self._per_user and entry.server in self._per_user and _own_instance(identity):
+            return await self._on_instance(entry.server, identity,
+                                           lambda own: self._call_on(own, request))
+        return await self._call_on(self._servers.handle(entry.server), request)
+
+    async def _call_on(self, handle: WorkerHandle, request: CallRequest) -> Any:
+        """A screened call on ``handle``'s worker, bridged when it is relayed to a legacy
+        server."""
+        name = request.name
         call_input = request.call_input
         if call_input is None or not call_input.relay or not _bridged(handle, call_input):
             return await self._calls.call_tool(handle, request)
@@ -1060,11 +1141,27 @@ class Host:
         timeout, its input rounds completed (or relayed), its log messages given to
         ``on_log``, its ``trace_context`` continued, as ``call_tool`` says (over a
         ``_meta`` one in ``params``); the result as sent. JSON-RPC errors raise
-        ``ServerError``. ``identity``: who it is made for, whose own credentials it goes
-        with to a server whose ``credentials`` mode is not ``"shared"``
-        (``user_credentials``); it is no policy decision (the caller made that)."""
+        ``ServerError``. ``identity``: who it is made for (no policy decision: the caller
+        made that): to a per-user server it goes to that identity's own instance (as
+        ``call_tool`` does); to a server whose ``credentials`` mode is not ``"shared"``,
+        with that identity's own credentials (``user_credentials``)."""
         _check_logs(log_level, on_log)
         handle = self._servers.handle(server)
+        if self._per_user and server in self._per_user and _own_instance(identity):
+            return await self._on_instance(server, identity, lambda own: self._read(
+                own, method, params, timeout, call_input, log_level, on_log, trace_context,
+                identity))
+        return await self._read(handle, method, params, timeout, call_input, log_level,
+                                on_log, trace_context, identity)
+
+    async def _read(self, handle: WorkerHandle, method: str,
+                    params: Mapping[str, Any] | None, timeout: float | None,
+                    call_input: CallInput | None, log_level: str | None,
+                    on_log: Callable[[dict[str, Any]], None] | None,
+                    trace_context: Mapping[str, str] | None,
+                    identity: Identity | None) -> Any:
+        """``request``'s work, on ``handle``'s worker."""
+        server = handle.name
         request = CallRequest(method=method, arguments=params, timeout=timeout,
                               call_input=call_input, log_level=log_level, on_log=on_log,
                               trace_context=None if trace_context is None
@@ -1231,6 +1328,13 @@ class Host:
 
 def _unknown_message(name: str) -> str:
     return f"no tool named {name!r} in the catalog"
+
+
+def _own_instance(identity: object) -> TypeGuard[Identity]:
+    """Whether a call made for ``identity`` to a per-user server goes to an instance of
+    its own: any identity but none and ``local`` (the host's own, whose calls the shared
+    instance serves, with the configured environment)."""
+    return isinstance(identity, Identity) and identity.kind != LOCAL_KIND
 
 
 def _bridged(handle: WorkerHandle, call_input: CallInput) -> bool:

@@ -142,7 +142,7 @@ class CatalogKeeper:
         #: Servers whose tools each identity lists as itself (``list_as``): their
         #: credentials are each user's (``ServerConfig.credentials``), so nothing lists
         #: them for everyone.
-        self.per_user: frozenset[str] = frozenset()
+        self.per_identity: frozenset[str] = frozenset()
         self.catalog = build_catalog([], policy=policy)
 
     @property
@@ -202,7 +202,7 @@ class CatalogKeeper:
         listing and keep it; raises what failed it. A server whose tools are each
         user's (``per_user``) is listed per identity (``list_as``), never here."""
         handle = self._servers.handle(name)
-        if handle.era is None or name in self.per_user:
+        if handle.era is None or name in self.per_identity:
             return
         generation = self._cache.generation(name)
         listing, received_at = await self._fetch(handle)

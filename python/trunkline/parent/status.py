@@ -43,6 +43,9 @@ class ServerStatus:
     #: whose first listing failed is ``ready`` with this set: its connection is up (its
     #: prompts and resources are served), only its tools are not.
     listing_error: str | None = None
+    #: A per-user server's instances now (``parent.instances``: starting, serving, idle
+    #: or stopping), besides the worker this status is of; None for a shared server.
+    instances: int | None = None
     report: StateReport | None = field(default=None, repr=False)
 
     @property

@@ -71,6 +71,13 @@ class Supervisor:
             handle.announce()  # its first state, starting: it is news too
         return await gather_all(*(h.start() for h in handles))
 
+    def instance_handle(self, config: ServerConfig) -> WorkerHandle:
+        """A handle for one per-user instance (``parent.instances``), started as every
+        worker is (the same launcher) but kept by its pool, not here: its state is no
+        server's, and its server's tools are listed by the configured server's worker."""
+        return WorkerHandle(config, self.settings, self._rng, on_log=self._on_log,
+                            input_handlers=self._input_handlers, launcher=self._launcher)
+
     def handle(self, name: str) -> WorkerHandle:
         try:
             return self._handles[name]

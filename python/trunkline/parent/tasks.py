@@ -79,8 +79,11 @@ class ToolTask:
     to stop it; ``respond()`` answers the input it asks for when no handler did."""
 
     def __init__(self, tasks: ServerTasks, key: int, view: TaskView, tool: str,
-                 finish: Finish, rounds: InputRounds | None, *, legacy: bool) -> None:
+                 finish: Finish, rounds: InputRounds | None, *, legacy: bool,
+                 identity: object | None = None) -> None:
         self._tasks = tasks
+        #: Who the call that started it was made for: every request about it is too.
+        self.identity = identity
         self._key = key
         self.server = tasks.server
         #: The server's id of the task: give it to ``Host.resume_task`` to wait again.
@@ -154,7 +157,7 @@ class ToolTask:
         requests, which the host's handlers answer: ``ValueError`` here)."""
         if self.legacy:
             raise ValueError("a legacy task's input is answered by the host's handlers")
-        await self._tasks.update(self.task_id, dict(responses))
+        await self._tasks.update(self.task_id, dict(responses), self.identity)
         left = {k: v for k, v in self._status.input_requests.items() if k not in responses}
         self._status = _replace(self._status, input_requests=left)
 
@@ -223,7 +226,7 @@ class ToolTask:
         assert rounds is not None
         try:
             responses = await rounds.answer_entries(self.server, asks)
-            await self._tasks.update(self.task_id, responses)
+            await self._tasks.update(self.task_id, responses, self.identity)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the task's end, told to its waiter
@@ -265,17 +268,19 @@ class ServerTasks:
 
     def follow(self, view: TaskView, *, tool: str, finish: Finish,
                rounds: InputRounds | None, legacy: bool, deadline: float | None = None,
-               resumed: bool = False) -> ToolTask:
+               resumed: bool = False, identity: object | None = None) -> ToolTask:
         """Follow the task ``view`` names from now on (``resumed``: one started before,
-        looked at once to learn whether the server still knows it)."""
+        looked at once to learn whether the server still knows it), with the credentials
+        of ``identity`` (who the call was made for)."""
         if len(self._tasks) >= self._handle.config.max_tasks:
-            self.spawn(self.cancel_upstream(view.task_id), "tasks/cancel")
+            self.spawn(self.cancel_upstream(view.task_id, identity), "tasks/cancel")
             raise TaskLimitReached(
                 f"the host follows {len(self._tasks)} tasks of this server already "
                 f"(max_tasks); the new task was cancelled", server=self.server,
                 method="tools/call")
         key = next(self._keys)
-        task = ToolTask(self, key, view, tool, finish, rounds, legacy=legacy)
+        task = ToolTask(self, key, view, tool, finish, rounds, legacy=legacy,
+                        identity=identity)
         self._tasks[key] = task
         self._deadlines[key] = deadline
         self._send(self._watch(key, task, view, resumed=resumed))
@@ -305,7 +310,7 @@ class ServerTasks:
             return
         if not self._send(ch.TaskUnwatch(key, cancel).to_bytes()) and cancel:
             # No worker now: the server is told when it is back, by a request of its own.
-            self.spawn(self.cancel_upstream(task.task_id), "tasks/cancel")
+            self.spawn(self.cancel_upstream(task.task_id, task.identity), "tasks/cancel")
 
     def resume(self) -> None:
         """A new worker is ready: every task still followed is watched on it."""
@@ -320,18 +325,20 @@ class ServerTasks:
         for task in list(self._tasks.values()):
             task.fail(error())
 
-    async def update(self, task_id: str, responses: dict[str, Any]) -> None:
+    async def update(self, task_id: str, responses: dict[str, Any],
+                     identity: object | None = None) -> None:
         """``tasks/update``: answers to the task's input requests."""
         params = orjson.dumps({"taskId": task_id, "inputResponses": responses})
         reply = await self._handle.slots.request(
-            "tasks/update", params, timeout=self._handle.settings.task_limits.max_poll_s)
+            "tasks/update", params, timeout=self._handle.settings.task_limits.max_poll_s,
+            identity=identity)
         reply.decode(server=self.server, method="tasks/update")
 
-    async def cancel_upstream(self, task_id: str) -> None:
+    async def cancel_upstream(self, task_id: str, identity: object | None = None) -> None:
         try:
             reply = await self._handle.slots.request(
                 "tasks/cancel", orjson.dumps({"taskId": task_id}),
-                timeout=self._handle.settings.task_limits.max_poll_s)
+                timeout=self._handle.settings.task_limits.max_poll_s, identity=identity)
             reply.decode(server=self.server, method="tasks/cancel")
         except TrunklineError as exc:
             log.info("server %r: tasks/cancel failed: %s", self.server, exc)
@@ -348,7 +355,9 @@ class ServerTasks:
                             poll_interval_ms=view.poll_interval_ms, ttl_ms=view.ttl_ms,
                             created_at=view.created_at,
                             last_updated_at=view.last_updated_at,
-                            deadline_s=left, resumed=resumed).to_bytes()
+                            deadline_s=left, resumed=resumed,
+                            credential=self._handle.slots.credential_of(task.identity)
+                            ).to_bytes()
 
     def _send(self, frame: bytes) -> bool:
         return self._handle.send_when_ready(frame)

@@ -71,7 +71,7 @@ class UserCalls:
             catalog = await self._catalogs.catalog_for(identity)
             entry = _lookup(catalog, request.name)
         assert catalog is not None
-        if entry is None or entry.server not in self._catalogs.per_user:
+        if entry is None or entry.server not in self._catalogs.per_identity:
             return await route(catalog)
         server = entry.server
         timeout = self._timeout_for(server, request.timeout)

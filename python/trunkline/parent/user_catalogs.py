@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, replace
 from ..catalog import Catalog, ToolEntry, ToolListing, build_catalog
 from ..catalog.screen import Screening
 from ..channel import ServerState
-from ..protocol.era import Era
 from ..errors import AuthorizationFailed, ToolCollision, TrunklineError
 from ..policy.identity import Identity
+from ..protocol.era import Era
 from .listing import CatalogKeeper
 from .supervisor import Supervisor
 
@@ -87,14 +87,14 @@ class UserCatalogs:
         self._flights: dict[tuple[Hashable, str], asyncio.Task[Screening | None]] = {}
 
     @property
-    def per_user(self) -> frozenset[str]:
-        """The servers each identity lists as itself (``CatalogKeeper.per_user``)."""
-        return self._keeper.per_user
+    def per_identity(self) -> frozenset[str]:
+        """The servers each identity lists as itself (``CatalogKeeper.per_identity``)."""
+        return self._keeper.per_identity
 
     def is_sign_in(self, identity: Identity, entry: ToolEntry) -> bool:
         """Whether ``entry`` (of the identity's catalog) is the host's sign-in tool of a
         per-user server (rule 3), not one of the server's own."""
-        if entry.server not in self.per_user or entry.local_name != SIGN_IN_TOOL:
+        if entry.server not in self.per_identity or entry.local_name != SIGN_IN_TOOL:
             return False
         view = self._views.get(identity.key)
         return view is not None and entry.server in view.listings \
@@ -115,7 +115,7 @@ class UserCatalogs:
         key = identity.key
         view = self._view(key)
         changed = False
-        ready = [name for name in self._servers.names() if name in self.per_user
+        ready = [name for name in self._servers.names() if name in self.per_identity
                  and self._servers.handle(name).state is ServerState.READY]
         stale = [name for name in ready if name not in view.listings
                  or not self._keeper.fresh_for(name, key)]
@@ -149,7 +149,7 @@ class UserCatalogs:
     def forget(self, identity: Identity) -> None:
         """Drop what is kept of ``identity`` (its credentials were revoked)."""
         self._views.pop(identity.key, None)
-        for name in self.per_user:
+        for name in self.per_identity:
             self._keeper.forget_context(name, identity.key)
 
     def _view(self, key: Hashable) -> _View:
@@ -162,7 +162,7 @@ class UserCatalogs:
             self._views.move_to_end(key)
         return view
 
-    async def _list(self, identity: Identity, name: str) -> Screening | None | _Failed:
+    async def _list(self, identity: Identity, name: str) -> Screening | _Failed | None:
         flight_key = (identity.key, name)
         flight = self._flights.get(flight_key)
         if flight is None:

@@ -129,13 +129,9 @@ class UserCredentialSources:
         self._servers = dict(servers)
         self._store_for = store_for
         self.sign_ins = sign_ins
-        redirect = sign_ins.callback_url if sign_ins is not None else None
-        base = settings or ClientSettings()
-        self._settings = base if redirect is None else ClientSettings(
-            client_name=base.client_name, redirect_uri=redirect, application_type="web",
-            metadata_document_url=base.metadata_document_url)
+        self._base_settings = settings or ClientSettings()
         self._server_auth = dict(server_auth or {})
-        self._subject_tokens = subject_tokens
+        self.subject_tokens = subject_tokens
         self._exchange_client = exchange_client
         self._audiences = dict(audiences or {})
         self._max_users = max_users
@@ -144,14 +140,29 @@ class UserCredentialSources:
         self._scope = TaskScope("user credentials")
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def settings(self) -> ClientSettings:
+        """The host's client settings, with the gateway's callback as the redirect URI (a
+        web client's: the sign-in pages are the gateway's)."""
+        base = self._base_settings
+        if self.sign_ins is None:
+            return base
+        return ClientSettings(client_name=base.client_name,
+                              redirect_uri=self.sign_ins.callback_url, application_type="web",
+                              metadata_document_url=base.metadata_document_url)
+
+    async def session(self) -> aiohttp.ClientSession:
+        """The HTTP session every user's flows share (made at first use), and the scope
+        their flows run on in is open."""
+        await self._scope.open()
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self._timeout_s))
+        return self._session
+
     def mode_of(self, server: str) -> str | None:
         entry = self._servers.get(server)
         return entry[0] if entry is not None else None
-
-    async def start(self) -> None:
-        await self._scope.open()
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self._timeout_s))
 
     async def aclose(self) -> None:
         users, self._users = list(self._users.values()), OrderedDict()
@@ -220,8 +231,7 @@ class _SignedIn:
     of its own, whose user-agent step files a sign-in."""
 
     def __init__(self, owner: UserCredentialSources, server: str, identity: Identity) -> None:
-        assert owner.sign_ins is not None and owner._session is not None, \
-            "UserCredentialSources.start() first; per_user servers need sign_ins"
+        assert owner.sign_ins is not None, "per_user servers need sign_ins"
         self._owner = owner
         self._sign_ins = owner.sign_ins
         self._server = server
@@ -230,11 +240,18 @@ class _SignedIn:
         self._waiting: set[asyncio.Future[SignIn]] = set()
         #: Whether the flow now flying filed a sign-in (its requests were answered then).
         self._asked_person = False
-        self._oauth = OAuthClient(
-            store=owner._store_for(identity), settings=owner._settings,
-            servers=owner._server_auth, session=owner._session,
-            authorizer=GatewayAuthorizer(self._sign_ins, server, identity.key,
-                                         self._filed))
+        self._oauth: OAuthClient | None = None
+
+    async def _client(self) -> OAuthClient:
+        if self._oauth is None:
+            owner = self._owner
+            session = await owner.session()
+            self._oauth = OAuthClient(
+                store=owner._store_for(self._identity), settings=owner.settings,
+                servers=owner._server_auth, session=session,
+                authorizer=GatewayAuthorizer(self._sign_ins, self._server, self._identity.key,
+                                             self._filed))
+        return self._oauth
 
     def _filed(self, sign_in: SignIn) -> None:
         self._asked_person = True
@@ -243,15 +260,16 @@ class _SignedIn:
                 waiter.set_result(sign_in)
 
     async def aclose(self) -> None:
-        await self._oauth.aclose()
+        if self._oauth is not None:
+            await self._oauth.aclose()
 
     async def authorization_for(self, server_url: str, *,
                                 legacy_fallbacks: bool = False) -> str | None:
-        return await self._oauth.authorization_for(server_url,
-                                                   legacy_fallbacks=legacy_fallbacks)
+        oauth = await self._client()
+        return await oauth.authorization_for(server_url, legacy_fallbacks=legacy_fallbacks)
 
     async def renew_at(self, server_url: str) -> float | None:
-        return await self._oauth.renew_at(server_url)
+        return await (await self._client()).renew_at(server_url)
 
     async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
                            *, rejected: str | None = None,
@@ -260,6 +278,7 @@ class _SignedIn:
         if held is not None:
             # A sign-in already waits for this person: the same URL, not a second flow.
             raise SignInRequired(self._server, self._sign_ins.url_of(held), held)
+        await self._client()
         filed: asyncio.Future[SignIn] = asyncio.get_running_loop().create_future()
         self._waiting.add(filed)
         flow = self._owner._scope.spawn(
@@ -280,8 +299,9 @@ class _SignedIn:
         after the request that started it was answered, until the sign-in ends, which
         the table is told (the calls waiting for it go on)."""
         self._asked_person = False
+        oauth = await self._client()
         try:
-            header = await self._oauth.on_challenge(
+            header = await oauth.on_challenge(
                 server_url, status, www_authenticate, rejected=rejected,
                 legacy_fallbacks=legacy_fallbacks)
         except AuthorizationFailed as exc:
@@ -355,7 +375,7 @@ class _Exchanged:
 
     async def _exchange(self) -> None:
         owner = self._owner
-        subject = owner._subject_tokens.get(self._identity) if owner._subject_tokens else None
+        subject = owner.subject_tokens.get(self._identity) if owner.subject_tokens else None
         issuer = self._identity.issuer
         if subject is None or issuer is None:
             raise AuthorizationFailed(
@@ -363,7 +383,8 @@ class _Exchanged:
                 f"{self._identity.subject} signed in with no OAuth token to exchange",
                 reason="no_subject_token", status=401)
         client = owner._exchange_client
-        assert client is not None and owner._session is not None
+        assert client is not None
+        session = await owner.session()
         endpoint = await self._token_endpoint(issuer)
         form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject.reveal(),
                 "subject_token_type": ACCESS_TOKEN_TYPE,
@@ -377,7 +398,7 @@ class _Exchanged:
         else:
             form["client_id"] = client.client_id
         try:
-            async with owner._session.post(endpoint, data=form, auth=auth,
+            async with session.post(endpoint, data=form, auth=auth,
                                            allow_redirects=False) as resp:
                 body = await resp.content.read(1 << 20)
                 status = resp.status
@@ -405,8 +426,7 @@ class _Exchanged:
             else None
 
     async def _token_endpoint(self, issuer: str) -> str:
-        session = self._owner._session
-        assert session is not None
+        session = await self._owner.session()
         for url in authorization_server_urls(issuer):
             try:
                 async with session.get(url, allow_redirects=False) as resp:

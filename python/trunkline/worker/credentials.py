@@ -27,6 +27,11 @@ across the worker's slots, so an answer reaches the question it answers, even on
 dropped since. A slot the parent says to forget (``CredentialsForgotten``: its identity's
 credentials were revoked, or its number goes to another identity) is dropped at once: its
 header is never sent again, and a request waiting for its answer fails.
+
+A DPoP-bound header comes with its proof key (``auth.dpop`` rule 4): ``dpop`` (a
+``DpopSigner``) then signs a fresh proof for each request (``proof``), with the server's
+latest ``DPoP-Nonce``; a ``use_dpop_nonce`` refusal carrying a new nonce is sent again
+with it, without asking the host. The key stays a ``Secret`` in the signer, never printed.
 """
 
 from __future__ import annotations
@@ -36,9 +41,13 @@ import collections
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from .. import channel as ch
-from ..errors import AuthorizationFailed
+from ..errors import AuthorizationFailed, ConfigurationError
+
+if TYPE_CHECKING:
+    from ..auth.dpop import DpopSigner
 
 #: Seconds before a renewal that left the header as it was is asked for again.
 _RENEW_AGAIN_S = 5.0
@@ -72,6 +81,15 @@ class HostCredentials:
         self._key = 0  # of the question on its way
         #: The parent said to forget this slot: nothing is asked or sent for it any more.
         self.forgotten = False
+        #: The proofs of a DPoP-bound header (None: a Bearer header, or none).
+        self.dpop: DpopSigner | None = None
+
+    def proof(self, method: str, url: str) -> tuple[str, str | None] | None:
+        """A fresh ``DPoP`` header value for one request carrying ``header``, and the
+        nonce it carries; ``None`` when the header is not DPoP-bound."""
+        if self.dpop is None or self.header is None:
+            return None
+        return self.dpop.proof(method, url, self.header, now=self._clock())
 
     @property
     def asking(self) -> bool:
@@ -138,6 +156,12 @@ class HostCredentials:
             # Retrieved by whoever awaits it; marked so an unawaited one is not reported.
             future.exception()
             return
+        try:
+            self._take_dpop_key(answer.dpop_key)
+        except ConfigurationError as exc:
+            future.set_exception(AuthorizationFailed(exc.message, reason="dpop_key"))
+            future.exception()
+            return
         self.header = answer.authorization
         # A renewal that could not happen yet (its authorization server unreachable: the
         # host keeps the token while it lasts) is asked again a little later, not before
@@ -147,6 +171,22 @@ class HostCredentials:
             renew_at = self._clock() + _RENEW_AGAIN_S
         self._renew_at = None if self.header is None else renew_at
         future.set_result(None)
+
+    def _take_dpop_key(self, private_jwk: str | None) -> None:
+        """The key of a DPoP-bound header; the server's nonce outlives a change of key."""
+        if private_jwk is None:
+            self.dpop = None
+            return
+        if self.dpop is not None and self.dpop.key.secret.reveal() == private_jwk:
+            return
+        # Imported here: only a worker whose server binds tokens pays for it.
+        from ..auth.dpop import DpopSigner
+        from ..auth.secret import Secret
+
+        signer = DpopSigner(Secret(private_jwk))
+        if self.dpop is not None:
+            signer.nonces = self.dpop.nonces
+        self.dpop = signer
 
 
 def _withdrawn() -> AuthorizationFailed:

@@ -249,10 +249,12 @@ class Peer:
 
     # -- requests of the worker's own ---------------------------------------------------
 
-    async def request(self, method: str, params: bytes | None = None, *, timeout: float) -> Reply:
+    async def request(self, method: str, params: bytes | None = None, *, timeout: float,
+                      credential: int = 0) -> Reply:
         """Send one request in the peer's era and wait for its reply, at most ``timeout``
-        seconds from the write. ``params`` is a JSON object already serialized."""
-        request_id, future = self.open_request(method, params)
+        seconds from the write. ``params`` is a JSON object already serialized;
+        ``credential``: the credential slot it goes with (an HTTP server's; 0 the host's)."""
+        request_id, future = self.open_request(method, params, credential)
         # The deadline is one timer that fails the reply's future (no ``wait_for``: its
         # waiter and timeout context cost as much again as the request; a worker following
         # a thousand tasks sends one of these per look).
@@ -272,7 +274,7 @@ class Peer:
         finally:
             timer.cancel()
 
-    def open_request(self, method: str, params: bytes | None = None
+    def open_request(self, method: str, params: bytes | None = None, credential: int = 0
                      ) -> tuple[int, asyncio.Future[Reply]]:
         """Send a request that stays outstanding until the server answers, with no
         deadline (a ``subscriptions/listen`` stream, whose id names the subscription).
@@ -287,7 +289,11 @@ class Peer:
             line = stamp_request(request_id, method, params, self._meta)
         else:
             line = encode_request(request_id, method, params)
-        self._transport.write(line)
+        write_for = getattr(self._transport, "write_for", None) if credential else None
+        if write_for is not None:
+            write_for(credential, line)
+        else:
+            self._transport.write(line)
         return request_id, future
 
     def close_request(self, request_id: int, reason: str, *, notify: bool = True) -> None:

@@ -57,7 +57,8 @@ class TaskPoller:
         self._limits = limits
         self._scope = TaskScope(f"tasks of {peer.name!r}")
         #: Each followed task's coroutine and the server's id of it, by the parent's key.
-        self._following: dict[int, tuple[asyncio.Task[None], str]] = {}
+        #: Each followed task's coroutine, id and credential slot, by key.
+        self._following: dict[int, tuple[asyncio.Task[None], str, int]] = {}
 
     def __len__(self) -> int:
         return len(self._following)
@@ -74,17 +75,17 @@ class TaskPoller:
         if old is not None:
             old[0].cancel()
         task = self._scope.spawn(self._follow(watch), name=f"task {watch.key}")
-        self._following[watch.key] = (task, watch.task_id)
+        self._following[watch.key] = (task, watch.task_id, watch.credential)
 
     def unwatch(self, unwatch: ch.TaskUnwatch) -> None:
         following = self._following.pop(unwatch.key, None)
         if following is None:
             return
-        task, task_id = following
+        task, task_id, credential = following
         task.cancel()
         if unwatch.cancel:
             # Cooperative: its answer is waited for by nobody.
-            self._scope.spawn(self._cancel(task_id), name="tasks/cancel")
+            self._scope.spawn(self._cancel(task_id, credential), name="tasks/cancel")
 
     # -- one task ------------------------------------------------------------------------
 
@@ -127,7 +128,7 @@ class TaskPoller:
                 elif isinstance(step, Overdue):
                     self._send(ch.TaskReport(key=watch.key, status=poll.view.status,
                                              overdue=True))
-                    await self._cancel(watch.task_id)
+                    await self._cancel(watch.task_id, watch.credential)
                     return
                 await asyncio.sleep(max(step.at - loop.time(), 0.0))
                 late = poll.due(loop.time())
@@ -151,7 +152,8 @@ class TaskPoller:
         on)."""
         now = asyncio.get_running_loop().time
         try:
-            reply = await self._peer.request("tasks/get", params, timeout=LOOK_TIMEOUT_S)
+            reply = await self._peer.request("tasks/get", params, timeout=LOOK_TIMEOUT_S,
+                                             credential=watch.credential)
         except TrunklineError as exc:
             return poll.failed(None, now(), exc.message), None
         if reply.is_error:
@@ -177,7 +179,8 @@ class TaskPoller:
         try:
             reply = await self._peer.request(
                 "tasks/result", params,
-                timeout=watch.deadline_s if watch.deadline_s is not None else 24 * 3600.0)
+                timeout=watch.deadline_s if watch.deadline_s is not None else 24 * 3600.0,
+                credential=watch.credential)
         except TrunklineError as exc:
             return Forgotten(f"tasks/result failed: {exc.message}"), None
         if reply.is_error:
@@ -205,10 +208,11 @@ class TaskPoller:
     def _send(self, report: ch.TaskReport, result: bytes = b"") -> None:
         self._to_parent(report.to_bytes(result))
 
-    async def _cancel(self, task_id: str) -> None:
+    async def _cancel(self, task_id: str, credential: int) -> None:
         try:
             reply = await self._peer.request(
-                "tasks/cancel", orjson.dumps({"taskId": task_id}), timeout=LOOK_TIMEOUT_S)
+                "tasks/cancel", orjson.dumps({"taskId": task_id}), timeout=LOOK_TIMEOUT_S,
+                credential=credential)
         except TrunklineError as exc:
             log.info("server %r: tasks/cancel failed: %s", self._peer.name, exc.message)
             return

@@ -93,6 +93,8 @@ _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: 401/403 answers one request may get and have the host's credentials answer (a 401, then
 #: a 403 asking for more scope, and one more); the next is the request's failure.
 _MAX_CHALLENGES = 3
+#: ``_post_request``: the server asked for its new DPoP nonce; send the request again.
+_NEW_NONCE = "new DPoP nonce"
 
 
 class HttpTransport:
@@ -182,7 +184,7 @@ class HttpTransport:
         return None
 
     async def _end_legacy_session(self, session: HttpClient) -> None:
-        headers = self._authorized(self._headers.one_way())
+        headers = self._authorized(self._headers.one_way(), "DELETE")
         try:
             async with asyncio.timeout(self._close_wait_s):
                 async with self._http("DELETE", headers, session=session) as resp:
@@ -276,6 +278,8 @@ class HttpTransport:
                                                    answerable=challenges < _MAX_CHALLENGES)
                 if refused is None:
                     break
+                if refused == _NEW_NONCE:
+                    continue
                 assert credentials is not None
                 await credentials.challenged(*refused)
         except asyncio.CancelledError:
@@ -303,20 +307,34 @@ class HttpTransport:
                 server=self.server, method=out.method))
 
     async def _post_request(self, out: Outgoing, headers: dict[str, str],
-                            credentials: HostCredentials | None, *,
-                            answerable: bool) -> tuple[int, str | None, str | None] | None:
+                            credentials: HostCredentials | None, *, answerable: bool
+                            ) -> tuple[int, str | None, str | None] | str | None:
         """POST the request and deliver its answer; or, for a 401/403 the request's
         ``credentials`` may answer (``answerable``), return the status, the challenge and
-        the ``Authorization`` the refused request carried, for it to be sent again."""
+        the ``Authorization`` the refused request carried, for it to be sent again;
+        ``_NEW_NONCE`` for a DPoP nonce refusal to send it again with the new nonce."""
         sent = None
+        proof = None
         if credentials is not None:
             if credentials.due:
                 await credentials.renew()
             sent = credentials.header
             if sent is not None:
                 headers = {**headers, "Authorization": sent}
-        async with self._http("POST", headers, out.line) as resp:
+                proof = credentials.proof("POST", self.params.url)
+                if proof is not None:
+                    headers["DPoP"] = proof[0]
+        async with self._http("POST", headers, out.line, credentials=credentials) as resp:
             try:
+                if (proof is not None and credentials is not None
+                        and credentials.dpop is not None
+                        and credentials.dpop.retry(resp.status,
+                                                   resp.headers.get("www-authenticate"),
+                                                   resp.headers.get("dpop-nonce"), proof[1])
+                        and answerable):
+                    self._note(f"{out.method}: HTTP 401 use_dpop_nonce")
+                    await self._read_body(resp, _ERROR_BODY_BYTES)
+                    return _NEW_NONCE
                 if credentials is not None and answerable and resp.status in (401, 403):
                     challenge = resp.headers.get("www-authenticate")
                     self._note(f"{out.method}: HTTP {resp.status}"
@@ -330,13 +348,18 @@ class HttpTransport:
                 resp.release()
         return None
 
-    def _authorized(self, headers: dict[str, str],
+    def _authorized(self, headers: dict[str, str], method: str,
                     credentials: HostCredentials | None = None) -> dict[str, str]:
         """``headers`` with the ``Authorization`` of ``credentials`` (the host's own when
-        None), where it gave one."""
+        None), where it gave one, and its DPoP proof for a ``method`` request, where it is
+        DPoP-bound."""
         credentials = credentials or self._credentials
         header = credentials.header if credentials is not None else None
-        return headers if header is None else {**headers, "Authorization": header}
+        if credentials is None or header is None:
+            return headers
+        proof = credentials.proof(method, self.params.url)
+        return {**headers, "Authorization": header,
+                **({"DPoP": proof[0]} if proof is not None else {})}
 
     async def _read_answer(self, out: Outgoing, resp: Response,
                            credentials: HostCredentials | None) -> None:
@@ -507,7 +530,7 @@ class HttpTransport:
         the standalone stream, with the host's): the response, or
         None when the server offers no stream (405, any non-SSE answer). A 404 for the
         session ends the transport."""
-        headers = self._authorized(self._headers.stream(last_event_id), credentials)
+        headers = self._authorized(self._headers.stream(last_event_id), "GET", credentials)
         async with self._http("GET", headers) as resp:
             if resp.status == 404 and self._headers.session_id is not None:
                 self._report_closed("the server ended the session (HTTP 404 to a GET "
@@ -555,13 +578,14 @@ class HttpTransport:
 
     @contextlib.asynccontextmanager
     async def _http(self, method: str, headers: dict[str, str], data: bytes | None = None,
-                    *, session: HttpClient | None = None
-                    ) -> AsyncIterator[Response]:
+                    *, session: HttpClient | None = None,
+                    credentials: HostCredentials | None = None) -> AsyncIterator[Response]:
         """One HTTP exchange with the configured endpoint. A redirect is followed only as
         ``HttpParams.follow`` allows (307/308, same origin, a few hops), else
         ``RedirectRefused`` names both URLs: a general client's following would carry requests,
         configured headers and the allowlisted URL's trust to any host. The client is
-        bound to that origin too (``HttpClient``)."""
+        bound to that origin too (``HttpClient``). ``credentials``: the request's (a
+        followed redirect gets a DPoP proof of its own)."""
         session = session or self._session
         assert session is not None
         url = self.params.url
@@ -573,6 +597,12 @@ class HttpTransport:
             resp.release()
             url = self.params.follow(resp.status, resp.headers.get("location"), url, hops)
             hops += 1
+            proving = credentials or self._credentials
+            if "DPoP" in headers and proving is not None:
+                # A proof names the URL it is for (htu): the next hop gets its own.
+                proof = proving.proof(method, url)
+                if proof is not None:
+                    headers = {**headers, "DPoP": proof[0]}
             self._note(f"{method} followed HTTP {resp.status} to {url}")
         try:
             yield resp
@@ -587,7 +617,7 @@ class HttpTransport:
         """A notification or a response (legacy): accepted with 202, nothing to read."""
         if self._session is None:
             return
-        headers = self._authorized(self._headers.one_way())
+        headers = self._authorized(self._headers.one_way(), "POST")
         try:
             async with self._http("POST", headers, out.line) as resp:
                 await resp.read()
