@@ -21,11 +21,15 @@ exact URL.
 OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` object for the
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
 directory, relative to the file, or a ``redis://``/``rediss://`` URL for gateway replicas
-sharing one) and an ``"oauth"`` object in an HTTP server's entry for
-credentials an operator registered (``clientId``, ``clientSecretEnv``: the name of the
-environment variable that holds the secret, never the secret itself, and ``grant``:
-``"authorization_code"`` or ``"client_credentials"``). They stay in the parent: a
-``ServerConfig`` (which crosses to the worker) carries none of it.
+sharing one; for servers that act as each user, ``signInUrl``, the URL browsers reach the
+gateway's sign-in pages by, and ``exchangeClient``, the gateway's ``clientId`` and
+``clientSecretEnv`` at its callers' issuers) and an ``"oauth"`` object in an HTTP server's
+entry for credentials an operator registered (``clientId``, ``clientSecretEnv``: the name
+of the environment variable that holds the secret, never the secret itself, and
+``grant``: ``"authorization_code"`` or ``"client_credentials"``), beside its
+``"audience"`` (the audience an ``exchange`` server's exchanged tokens are asked for).
+They stay in the parent: a ``ServerConfig`` (which crosses to the worker) carries none of
+it.
 
 Pins (``load_pin_config``): a top-level ``"pins"`` object, ``approveFirstSight`` (true:
 new tools wait for approval too) and ``bounds`` (``descriptionChars``, ``schemaBytes``,
@@ -72,7 +76,7 @@ _COMMON_KEYS = {"allowLegacy", "idempotentTools", "callTimeoutMs", "discoverTime
 #: A stdio server's own, the per-user instances' among them (``_instances``).
 _PER_USER_ENTRY = ("instances", "secretEnv", "maxInstances", "instanceIdleS")
 _STDIO_KEYS = _COMMON_KEYS | {"command", "args", "env", "cwd", *_PER_USER_ENTRY}
-_HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth"}
+_HTTP_KEYS = _COMMON_KEYS | {"url", "headers", "verifyTls", "oauth", "audience"}
 #: ``type`` values naming Streamable HTTP in the configuration files hosts write.
 _HTTP_TYPES = {"http", "streamable-http", "streamableHttp"}
 
@@ -287,7 +291,10 @@ def load_config(path: str | os.PathLike[str], *, discover_timeout_s: float | Non
 
 # --- OAuth ------------------------------------------------------------------------------
 
-_OAUTH_KEYS = {"clientName", "redirectUri", "clientMetadataUrl", "store"}
+_OAUTH_KEYS = {"clientName", "redirectUri", "clientMetadataUrl", "store", "signInUrl"}
+#: The host's ``"oauth"`` keys whose values are objects.
+_OAUTH_OBJECTS = {"exchangeClient"}
+_EXCHANGE_CLIENT_KEYS = {"clientId", "clientSecretEnv"}
 _SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant", "assertionFile",
                       "assertionEnv", "identityProvider", "dpop"}
 _IDP_KEYS = {"issuer", "clientId", "clientSecretEnv", "tokenEndpoint", "idTokenFile",
@@ -349,6 +356,16 @@ class OAuthConfig:
     store: Path | str = field(default=DEFAULT_OAUTH_STORE, repr=False)
     #: By server URL.
     servers: Mapping[str, ServerOAuth] = field(default_factory=dict)
+    #: The URL users' browsers reach the gateway by, below which their sign-ins to
+    #: ``per_user`` servers are (``"signInUrl"``); None: ``serve --http``'s own address.
+    sign_in_url: str | None = None
+    #: The gateway's client at its callers' issuers, for ``exchange`` servers
+    #: (``"exchangeClient"``: ``clientId``, ``clientSecretEnv``).
+    exchange_client_id: str | None = None
+    exchange_client_secret: str | None = field(default=None, repr=False)
+    #: The ``audience`` asked for in an ``exchange`` server's token exchange, by server URL
+    #: (the server entry's ``"audience"``).
+    audiences: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_oauth_config(path: str | os.PathLike[str],
@@ -364,9 +381,9 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
                   env: Mapping[str, str] | None) -> OAuthConfig:
     env = os.environ if env is None else env
     raw = data.get("oauth", {}) if isinstance(data, Mapping) else {}
-    if not isinstance(raw, Mapping) or set(raw) - _OAUTH_KEYS:
+    if not isinstance(raw, Mapping) or set(raw) - _OAUTH_KEYS - _OAUTH_OBJECTS:
         raise _fail(source, None, "\"oauth\" must be an object with only the keys "
-                    f"{sorted(_OAUTH_KEYS)}")
+                    f"{sorted(_OAUTH_KEYS | _OAUTH_OBJECTS)}")
     for key in _OAUTH_KEYS:
         if key in raw and not isinstance(raw[key], str):
             raise _fail(source, None, f"\"oauth\": \"{key}\" must be a string")
@@ -377,17 +394,36 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
     if isinstance(store, Path) and not store.is_absolute() and base_dir is not None:
         store = base_dir / store
     servers = {}
+    audiences = {}
     for name, entry in (data.get("mcpServers") or {}).items():
         if isinstance(entry, Mapping) and "oauth" in entry:
             servers[entry["url"]] = _server_oauth(entry["oauth"], source, name, env,
                                                   base_dir)
+        if isinstance(entry, Mapping) and "audience" in entry:
+            if not isinstance(entry["audience"], str) or not entry["audience"]:
+                raise _fail(source, name, "\"audience\" must be a non-empty string")
+            audiences[entry["url"]] = entry["audience"]
+    sign_in_url = raw.get("signInUrl")
+    if sign_in_url is not None and not sign_in_url.startswith(("https://", "http://")):
+        raise _fail(source, None, "\"oauth\": \"signInUrl\" must be an http(s) URL")
+    exchange = raw.get("exchangeClient")
+    exchange_id = exchange_secret = None
+    if exchange is not None:
+        if not isinstance(exchange, Mapping) or set(exchange) - _EXCHANGE_CLIENT_KEYS or \
+                not isinstance(exchange.get("clientId"), str) or not exchange["clientId"]:
+            raise _fail(source, None, "\"oauth\": \"exchangeClient\" must be an object with "
+                        "a \"clientId\" and, optionally, \"clientSecretEnv\"")
+        exchange_id = exchange["clientId"]
+        exchange_secret = _secret_env(exchange, "\"oauth\": \"exchangeClient\"", source,
+                                      None, env)
     defaults = OAuthConfig()
     return OAuthConfig(
         client_name=raw.get("clientName", defaults.client_name),
         redirect_uri=raw.get("redirectUri", defaults.redirect_uri),
         client_metadata_url=raw.get("clientMetadataUrl"),
         store=store,
-        servers=servers)
+        servers=servers, sign_in_url=sign_in_url, exchange_client_id=exchange_id,
+        exchange_client_secret=exchange_secret, audiences=audiences)
 
 
 def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str],
@@ -452,7 +488,7 @@ def _identity_provider(raw: Any, source: str, name: str, env: Mapping[str, str],
         id_token_file=id_file, id_token_env=id_env)
 
 
-def _secret_env(raw: Mapping[str, Any], where: str, source: str, name: str,
+def _secret_env(raw: Mapping[str, Any], where: str, source: str, name: str | None,
                 env: Mapping[str, str]) -> str | None:
     """The value of the variable ``"clientSecretEnv"`` names, read now."""
     variable = raw.get("clientSecretEnv")

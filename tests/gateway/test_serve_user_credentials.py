@@ -27,6 +27,9 @@ from oidc import start_provider
 
 PEERS = Path(__file__).resolve().parent.parent / "peers"
 SCOPE = "mcp:tools"
+#: What the upstream asks of its tokens: the provider's login (OpenID Connect) needs
+#: ``openid`` in every authorization request.
+UPSTREAM_SCOPES = "openid mcp:tools"
 CLIENT_ID = "trunkline-gateway"
 #: What the upstream shows each user (its policy): alice every tool, bob ``echo`` alone.
 UPSTREAM_POLICY = {"rules": [
@@ -56,7 +59,7 @@ async def start_upstream(tmp_path: Path, gateways: Any, provider: Any) -> tuple[
         "policy": UPSTREAM_POLICY}))
     trail = tmp_path / "upstream-audit.jsonl"
     gw = await HttpGateway.start(path, gateways, "--oauth-issuer", provider.issuer,
-                                 "--oauth-scopes", SCOPE, "--audit", str(trail))
+                                 "--oauth-scopes", UPSTREAM_SCOPES, "--audit", str(trail))
     return gw, trail
 
 
@@ -65,7 +68,7 @@ def gateway_config(tmp_path: Path, upstream: HttpGateway, mode: str = "per_user"
     path.write_text(json.dumps({
         "mcpServers": {"tracker": {"url": upstream.url, "credentials": mode,
                                    "oauth": {"clientId": CLIENT_ID}}},
-        "oauth": {"store": str(tmp_path / "store"), "exchangeClientId": CLIENT_ID}}))
+        "oauth": {"store": str(tmp_path / "store"), "exchangeClient": {"clientId": CLIENT_ID}}}))
     return path
 
 
@@ -98,8 +101,8 @@ async def sdk_client(sdk: str, url: str, plan: list[dict[str, Any]]) -> dict[str
 
 def login(user: str, upstream: HttpGateway) -> dict[str, Any]:
     """What the user types into the provider's login form: their name there, and the
-    audience the upstream takes (the provider's own form lets one set claims)."""
-    return {"username": user, "claims": {"aud": upstream.url}}
+    audience and scopes the upstream takes (the provider's own form lets one set claims)."""
+    return {"username": user, "claims": {"aud": upstream.url, "scope": UPSTREAM_SCOPES}}
 
 
 def texts(outcome: dict[str, Any]) -> str:

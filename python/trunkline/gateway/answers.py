@@ -107,10 +107,13 @@ class ListSight:
         self._seen = self._now()
 
     def _now(self) -> Sequence[ToolEntry] | None:
-        access = self._host.access
+        host = self._host
+        if host.lists_per_identity:  # its own catalog, which it alone sees change
+            return tuple(host.tools(identity=self._identity))
+        access = host.access
         if not access.active:
             return None
-        return access.tools_visible(self._identity, self._host.catalog.entries)
+        return access.tools_visible(self._identity, host.catalog.entries)
 
     def changed(self, which: str) -> bool:
         """Whether a change of list ``which`` is this client's to hear (call once per
@@ -238,8 +241,10 @@ class Answerer:
         """The response to what needs nothing behind the gateway; None for what does
         (``from_fleet``), and for ``tools/call`` and a modern listen, which the faces run.
         With telemetry on, the answer is a SERVER span of its own."""
-        if request.method in FLEET_METHODS:
-            return None
+        if request.method in FLEET_METHODS or (request.method == "tools/list"
+                                               and self.host.lists_per_identity
+                                               and not self.tool_search):
+            return None  # an identity's own listings may need making first
         record = self.host.serve_record(request.method, request.params, request.id,
                                         request.version, self.transport, request.identity)
         answer = self._immediate(request)
@@ -442,6 +447,11 @@ class Answerer:
         face can carry them. ``client_key``: the client it counts against, as for
         ``call``."""
         method, era = request.method, request.era
+        if method == "tools/list":  # a host whose servers may list as each user
+            async def listed() -> Mapping[str, Any]:
+                tools = await self.host.list_tools(identity=request.identity)
+                return p.list_result("tools", [p.served_tool(e, era) for e in tools], era)
+            return await self._behind(request, None, listed(), client_key)
         if method in LISTS:
             member = LISTS[method][1]
 

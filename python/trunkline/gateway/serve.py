@@ -268,6 +268,13 @@ class Gateway:
                                     capabilities=RELAYED_CAPABILITIES,
                                     input_handlers={"roots/list": _no_roots}),
                                 settings=HostSettings(instance=instance, listen=RELAYED_LISTS))
+        sign_ins = getattr(host.user_credentials, "sign_ins", None)
+        if sign_ins is not None and (settings.stdio or settings.listen_fd is not None):
+            await host.aclose()
+            raise ConfigurationError(
+                "servers whose credentials are each user's (\"per_user\") sign users in "
+                "through this gateway's own HTTP pages: serve them with --http, in one "
+                "process (not --stdio, not --processes N)")
         unwatch = None if self._starting is None else host.watch_servers(self._starting)
         try:
             self._host = await stack.enter_async_context(host)
@@ -300,6 +307,8 @@ class Gateway:
         from .http_rules import SessionSigner
 
         settings = self.settings
+        users = self.host.user_credentials
+        sign_ins = getattr(users, "sign_ins", None)
         shared = (None if settings.listen_fd is None
                   else socket.socket(fileno=settings.listen_fd))
         metrics = pages = None
@@ -313,12 +322,17 @@ class Gateway:
                         max_body_bytes=(settings.max_body_bytes
                                         or self.host.settings.max_line_bytes),
                         drain_s=settings.drain_timeout_s, sock=shared, oauth=settings.oauth,
-                        metrics=metrics, siblings=siblings, names=settings.host_names)
+                        metrics=metrics, siblings=siblings, names=settings.host_names,
+                        sign_ins=sign_ins,
+                        subject_tokens=getattr(users, "subject_tokens", None))
         if pages is not None:
             await pages.start()
             stack.push_async_callback(pages.stop)
         url: str = await face.start()
         stack.push_async_callback(face.stop)
+        if sign_ins is not None and not sign_ins.base_url:
+            # Users' browsers reach the sign-in pages where clients reach /mcp.
+            sign_ins.base_url = url.rsplit("/", 1)[0]
         return url
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from .. import channel as ch
 from ..errors import AuthorizationFailed, UserCredentialsMissing
@@ -179,6 +179,13 @@ class CredentialDesk:
     def _source(self, question: ch.CredentialQuestion,
                 identity: Identity | None) -> CredentialSource:
         if question.slot == 0:
+            users = self._slots.user_credentials if self._slots is not None else None
+            shared_source = getattr(users, "shared_source", None)
+            # A server that acts as each user: the host's own requests (its era's proof)
+            # go with a user's credential (``parent.user_credentials`` rule 5).
+            own = shared_source(self._server) if shared_source is not None else None
+            if own is not None:
+                return cast("CredentialSource", own)
             if self._oauth is None:
                 raise AuthorizationFailed(
                     f"server {self._server!r} asks for credentials and this host has no OAuth "

@@ -34,6 +34,8 @@ from ..channel import ServerState
 from ..config import ConfigSource, read_host_config
 from ..deprecations import renamed_keywords, warn_deprecated
 from ..errors import (
+    AuthorizationFailed,
+    ConfigurationError,
     NotPermitted,
     RequestTimeout,
     ToolCandidate,
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
 
     from ..auth import OAuthClient
     from ..telemetry.calls import CallRecord
+    from .user_credentials import UserCredentialSources
 
 log = logging.getLogger("trunkline.host")
 
@@ -265,6 +268,7 @@ class Host:
                                      self.settings.instance)
         #: Each identity's catalog and calls, where some servers act as each user.
         self._user_catalogs = UserCatalogs(self._catalog, self._servers,
+                                           holds_credential=self._holds_credential,
                                            on_changed=self._user_catalog_changed)
         sign_ins = getattr(user_credentials, "sign_ins", None)
         self._user_calls = UserCalls(
@@ -273,7 +277,8 @@ class Host:
             host_input=lambda: CallInput(handlers=handlers,
                                          capabilities=self.settings.identity.capabilities),
             timeout_for=lambda server, timeout: self._calls.timeout_for(
-                self._servers.handle(server), timeout))
+                self._servers.handle(server), timeout),
+            reach=self.retry)
         #: Skills (MCP's skills extension): entries on demand, files read and verified.
         self._skills = SkillReader(self.request, self._servers.statuses,
                                    lambda name: self._servers.handle(name).status(),
@@ -302,6 +307,8 @@ class Host:
         #: A token store the configuration's per-user secrets are read from, when no OAuth
         #: client of the host's owns it.
         self._owned_store: object = None
+        #: Users' credential sources this host made (``from_config``), closed with it.
+        self._owned_users: UserCredentialSources | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -370,6 +377,18 @@ class Host:
             store = token_store_from(read.oauth) if owned is None else owned.store
             owned_store = None if owned is not None else store
             kwargs["user_secrets"] = StoredUserSecrets(cast("UserRecordStore", store))
+        owned_users = None
+        if "user_credentials" not in kwargs and \
+                any(c.credentials != "shared" for c in read.servers):
+            # Servers that act as each user: each identity's tokens in the sealed store.
+            from .user_credentials import UserCredentialSources
+
+            oauth_client = kwargs.get("oauth")
+            if oauth_client is None:
+                raise ConfigurationError("servers that act as each user need the host's "
+                                         "OAuth client and its token store")
+            owned_users = kwargs["user_credentials"] = UserCredentialSources.from_config(
+                read.oauth, read.servers, oauth_client.store)
         if "policy" not in kwargs:
             kwargs["policy"] = read.policy
         if read.max_user_instances is not None:
@@ -379,6 +398,7 @@ class Host:
         host._owned_oauth = owned
         host._owned_pins = owned_pins
         host._owned_store = owned_store
+        host._owned_users = owned_users
         host._pending_config = read.servers
         return host
 
@@ -403,6 +423,8 @@ class Host:
         await self._scope.aclose()
         await self._instances.aclose()
         await self._servers.aclose()
+        if self._owned_users is not None:
+            await self._owned_users.aclose()
         if self._owned_oauth is not None:
             await self._owned_oauth.aclose()
         if self._owned_pins is not None:
@@ -635,8 +657,9 @@ class Host:
 
     def tools(self, *, identity: Identity | None = None) -> list[ToolEntry]:
         """The merged catalog as last listed (no I/O); with a policy, the tools
-        ``identity`` may list (none given: ``local``)."""
-        if not self.access.active:
+        ``identity`` may list (none given: ``local``); where some servers act as each
+        user, of the identity's own catalog (``lists_per_identity``)."""
+        if not self.access.active and not self._catalog.per_identity:
             return self._catalog.tools()
         return list(self.access.tools_visible(identity, self._catalog_of(identity).entries))
 
@@ -728,6 +751,17 @@ class Host:
         if self._catalog.per_identity:
             await self._user_catalogs.catalog_for(identity or LOCAL)
         return self.tools(identity=identity)
+
+    async def _holds_credential(self, server: str, identity: Identity) -> bool:
+        """Whether ``identity`` has a credential of its own at ``server`` now."""
+        users = self._credential_slots.user_credentials
+        url = getattr(self._servers.handle(server).config.params, "url", None)
+        if users is None or not isinstance(url, str):
+            return False
+        try:
+            return await users.source_for(server, identity).authorization_for(url) is not None
+        except AuthorizationFailed:
+            return False
 
     def _user_catalog_changed(self, identity: Identity) -> None:
         """An identity's own catalog changed (it signed in): the catalog's watchers look
@@ -1179,6 +1213,18 @@ class Host:
                     dict(call_input.capabilities or {}), target, server,
                     self._calls.timeout_for(handle, timeout))
         return await self._calls.read(handle, request)
+
+    @property
+    def lists_per_identity(self) -> bool:
+        """Whether some servers are listed by each identity as itself (their credentials
+        are each user's): ``tools(identity=...)`` then differs by identity, and
+        ``list_tools(identity=...)`` makes what it lacks."""
+        return bool(self._catalog.per_identity)
+
+    @property
+    def user_credentials(self) -> UserCredentials | None:
+        """Each user's own credential sources (``Host(user_credentials=...)``), if any."""
+        return self._credential_slots.user_credentials
 
     def forget_credentials(self, identity: Identity) -> bool:
         """Drop what every worker holds of ``identity``'s own credentials (they were

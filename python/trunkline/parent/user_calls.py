@@ -23,9 +23,10 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from ..channel import ServerState
 from ..errors import AuthorizationFailed, UnknownTool
 from ..protocol.mrtr import ELICIT
 from .call_request import CallInput, CallRequest
@@ -52,16 +53,19 @@ class UserCalls:
     def __init__(self, catalogs: UserCatalogs, servers: Supervisor,
                  slots: CredentialSlots, rounds: SignInRounds | None,
                  host_input: Callable[[], CallInput],
-                 timeout_for: Callable[[str, float | None], float]) -> None:
+                 timeout_for: Callable[[str, float | None], float],
+                 reach: Callable[[str], Awaitable[object]]) -> None:
         """``host_input``: the host's own input handlers and capabilities (a call that
         brings none is asked with them); ``timeout_for(server, timeout)``: a call's
-        timeout at a server."""
+        timeout at a server; ``reach(server)``: try a server not reached yet again (a
+        user just signed in)."""
         self._catalogs = catalogs
         self._servers = servers
         self._slots = slots
         self._rounds = rounds
         self._host_input = host_input
         self._timeout_for = timeout_for
+        self._reach = reach
 
     async def call(self, request: CallRequest, identity: Identity, route: Route) -> Any:
         """``route``: the host's call path for ``request`` in a given catalog."""
@@ -124,6 +128,8 @@ class UserCalls:
                 needed = await self._asked(exc, request, identity, server, timeout)
                 if needed is not None:
                     return needed
+        if self._servers.handle(server).state is not ServerState.READY:
+            await self._reach(server)  # its first user: the server can be reached now
         await self._catalogs.signed_in(identity, server)
         text = f"You are signed in to {server}: its tools are listed for you now."
         content = [{"type": "text", "text": text}]

@@ -17,7 +17,8 @@ Rules:
    changed or one of its listings did, and cached for ``max_identities`` identities (the
    least recently used is dropped, and rebuilt when it comes back).
 3. An identity that has no credential at a per-user server yet (its listing answered
-   ``sign_in_required``) sees one tool of that server instead of its tools: ``sign_in``
+   ``sign_in_required``, or the server was never reached: nobody signed in to it so far)
+   sees one tool of that server instead of its tools: ``sign_in``
    (``SIGN_IN_TOOL``), whose call asks the user to sign in (``parent.sign_in_rounds``) and
    lists the server again once they have. Any other listing failure leaves the server's
    tools out of that identity's catalog, as a failed shared listing does.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..catalog import Catalog, ToolEntry, ToolListing, build_catalog
@@ -76,11 +77,15 @@ class UserCatalogs:
     """Rules 1 to 4 for one host."""
 
     def __init__(self, keeper: CatalogKeeper, servers: Supervisor, *,
+                 holds_credential: Callable[[str, Identity], Awaitable[bool]],
                  max_identities: int = DEFAULT_MAX_IDENTITIES,
                  on_changed: Callable[[Identity], None] | None = None) -> None:
-        """``on_changed``: told when an identity's catalog changed after a sign-in."""
+        """``holds_credential(server, identity)``: whether the identity has a credential
+        at the server (rule 3, for a server not reached yet); ``on_changed``: told when an
+        identity's catalog changed after a sign-in."""
         self._keeper = keeper
         self._servers = servers
+        self._holds_credential = holds_credential
         self._max = max_identities
         self._on_changed = on_changed
         self._views: OrderedDict[Hashable, _View] = OrderedDict()
@@ -130,6 +135,13 @@ class UserCatalogs:
         for name in [n for n in view.listings if n not in ready]:
             del view.listings[name]
             changed = True
+        # A server not reached yet (nobody signed in to it so far): its sign-in is offered
+        # to an identity that has no credential there.
+        for name in [n for n in self._servers.names() if n in self.per_identity
+                     and n not in ready]:
+            if not await self._holds_credential(name, identity):
+                view.listings[name] = None
+                changed = True
         if changed or view.catalog is None or view.shared is not self._keeper.catalog:
             self._build(view)
         assert view.catalog is not None

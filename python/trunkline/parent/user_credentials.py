@@ -23,6 +23,10 @@ Rules:
    closed past that (its tokens stay in the store; a later request makes it again).
 4. Nothing here ever puts a token in a message: errors name the server, the identity's
    subject and what to do.
+5. The host's own requests to such a server (deciding its era, before any call) go with
+   the credential of a user who holds one: one held in memory, the most recent first, else
+   one the store keeps (a restarted gateway). Until someone signed in, the server waits,
+   and each identity is offered its sign-in.
 """
 
 from __future__ import annotations
@@ -31,23 +35,27 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
 
 from ..auth.discovery import authorization_server_urls
 from ..auth.flow import OAuthClient, ServerAuth
 from ..auth.registration import ClientSettings
+from ..auth.resource import canonical_uri
 from ..auth.secret import Secret
 from ..auth.store import TokenStore
 from ..auth.user_sign_in import GatewayAuthorizer, SignIn, SignIns
 from ..errors import AuthorizationFailed, ConfigurationError
 from ..loop.tasks import TaskScope
+from ..params import HttpParams
+from ..policy.identity import Identity
 
 if TYPE_CHECKING:
-    from ..policy.identity import Identity
+    from ..config import OAuthConfig
+    from ..settings import ServerConfig
 
 log = logging.getLogger("trunkline.auth")
 
@@ -55,6 +63,8 @@ PER_USER, EXCHANGE = "per_user", "exchange"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 DEFAULT_MAX_USERS = 4096
+#: The users held in memory whose credentials the host's own requests try first (rule 5).
+_RECENT_USERS = 16
 #: Seconds before an exchanged token's expiry at which it is exchanged again.
 _EXCHANGE_MARGIN_S = 30.0
 
@@ -112,12 +122,16 @@ class UserCredentialSources:
                  exchange_client: ExchangeClient | None = None,
                  audiences: Mapping[str, str] | None = None,
                  max_users: int = DEFAULT_MAX_USERS,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0,
+                 stored_users: Callable[[], AsyncIterator[tuple[Hashable, str]]] | None = None
+                 ) -> None:
         """``servers``: name -> (mode, URL) of each server that is not ``shared``;
         ``store_for``: the token store part of one identity (rule 1); ``sign_ins``: where
         sign-ins wait (needed for a ``per_user`` server); ``server_auth``: the configured
         client per server URL; ``subject_tokens`` and ``exchange_client``: what an
-        ``exchange`` server trades (rule 2), ``audiences`` its ``audience`` per name."""
+        ``exchange`` server trades (rule 2), ``audiences`` its ``audience`` per name;
+        ``stored_users``: every (user key, server URL) the store holds a token for (rule
+        5)."""
         for name, (mode, _url) in servers.items():
             if mode == PER_USER and sign_ins is None:
                 raise ConfigurationError(f"server {name!r} is per_user: the host needs a "
@@ -137,6 +151,7 @@ class UserCredentialSources:
         self._max_users = max_users
         self._timeout_s = timeout_s
         self._users: OrderedDict[Hashable, _UserSources] = OrderedDict()
+        self._stored_users = stored_users
         self._scope = TaskScope("user credentials")
         self._session: aiohttp.ClientSession | None = None
 
@@ -159,6 +174,55 @@ class UserCredentialSources:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self._timeout_s))
         return self._session
+
+    @classmethod
+    def from_config(cls, oauth: OAuthConfig, servers: Sequence[ServerConfig],
+                    store: TokenStore) -> UserCredentialSources:
+        """The sources a configuration describes, for its servers that act as each user,
+        their tokens in ``store`` (the host's, sealed: ``UserTokenStore``)."""
+        from ..auth.configured import server_auth
+        from ..auth.user_store import (
+            UserRecordStore,
+            UserTokenStore,
+            require_sealed,
+            user_entries,
+        )
+
+        modes = {c.name: (c.credentials, c.params.url) for c in servers
+                 if c.credentials != "shared" and isinstance(c.params, HttpParams)}
+        if not modes:
+            raise ConfigurationError("no server of the configuration acts as each user")
+        records = cast("UserRecordStore", store)
+        require_sealed(records)  # refused now, not at a user's first call
+        exchange = None
+        if oauth.exchange_client_id is not None:
+            exchange = ExchangeClient(oauth.exchange_client_id,
+                                      Secret(oauth.exchange_client_secret)
+                                      if oauth.exchange_client_secret else None)
+        exchanges = any(mode == EXCHANGE for mode, _ in modes.values())
+        async def stored_users() -> AsyncIterator[tuple[Hashable, str]]:
+            async for entry in user_entries(records):
+                if entry.binding.token is not None:
+                    yield entry.user, entry.binding.server
+
+        return cls(
+            servers=modes, store_for=lambda identity: UserTokenStore(records, identity),
+            stored_users=stored_users,
+            sign_ins=SignIns(base_url=oauth.sign_in_url or "")
+            if any(mode == PER_USER for mode, _ in modes.values()) else None,
+            settings=ClientSettings(client_name=oauth.client_name,
+                                    metadata_document_url=oauth.client_metadata_url),
+            server_auth={url: server_auth(entry) for url, entry in oauth.servers.items()},
+            subject_tokens=SubjectTokens() if exchanges else None,
+            exchange_client=exchange,
+            audiences={c.name: oauth.audiences[c.params.url] for c in servers
+                       if isinstance(c.params, HttpParams) and c.params.url in oauth.audiences})
+
+    def shared_source(self, server: str) -> _AnyUser | None:
+        """What the host's own requests to ``server`` go with (its era's proof, rule 5),
+        if it acts as each user."""
+        entry = self._servers.get(server)
+        return None if entry is None else _AnyUser(self, server, entry[1])
 
     def mode_of(self, server: str) -> str | None:
         entry = self._servers.get(server)
@@ -208,6 +272,7 @@ class _UserSources:
 
     def __init__(self, owner: UserCredentialSources, identity: Identity) -> None:
         self._owner = owner
+        self.identity = identity
         self._identity = identity
         self._sources: dict[str, _SignedIn | _Exchanged] = {}
 
@@ -441,6 +506,54 @@ class _Exchanged:
         raise AuthorizationFailed(
             f"server {self._server!r}: no authorization server metadata for the caller's "
             f"issuer {issuer}", reason="no_metadata", issuer=issuer)
+
+
+class _AnyUser:
+    """The host's own requests to a server that acts as each user (rule 5): they go with
+    the credential of a user who holds one (the most recent first, then the store's)."""
+
+    def __init__(self, owner: UserCredentialSources, server: str, url: str) -> None:
+        self._owner = owner
+        self._server = server
+        self._url = canonical_uri(url)
+
+    async def _identities(self) -> AsyncIterator[Identity]:
+        owner = self._owner
+        seen = set()
+        for key in reversed(list(owner._users)[-_RECENT_USERS:]):
+            seen.add(key)
+            yield owner._users[key].identity
+        if owner._stored_users is not None and owner.mode_of(self._server) == PER_USER:
+            async for key, url in owner._stored_users():
+                if url == self._url and key not in seen:
+                    seen.add(key)
+                    kind, issuer, subject = cast("tuple[str, str | None, str]", key)
+                    yield Identity(kind, subject, issuer)
+
+    async def authorization_for(self, server_url: str, *,
+                                legacy_fallbacks: bool = False) -> str | None:
+        async for identity in self._identities():
+            try:
+                header = await self._owner.source_for(self._server, identity) \
+                    .authorization_for(server_url, legacy_fallbacks=legacy_fallbacks)
+            except AuthorizationFailed:
+                continue
+            if header is not None:
+                return header
+        return None
+
+    async def on_challenge(self, server_url: str, status: int, www_authenticate: str | None,
+                           *, rejected: str | None = None,
+                           legacy_fallbacks: bool = False) -> str | None:
+        header = await self.authorization_for(server_url, legacy_fallbacks=legacy_fallbacks)
+        if header is not None and header != rejected:
+            return header
+        raise AuthorizationFailed(
+            f"server {self._server!r} acts as each user: it is reached once one of them "
+            "signed in (its sign_in tool)", reason="sign_in_required", status=status)
+
+    async def renew_at(self, server_url: str) -> float | None:
+        return None
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
