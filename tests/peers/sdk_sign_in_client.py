@@ -89,6 +89,7 @@ async def run_steps(steps: list[list[Any]], list_page: Any, call: Any) -> list[A
         from mcp.shared.exceptions import McpError as Refused
     done: list[Any] = []
     for step in steps:
+        print("step", step[:2], file=sys.stderr, flush=True)  # where a hang is, if one is
         if step[0] == "list":
             names: list[str] = []
             cursor = None
@@ -143,6 +144,7 @@ async def legacy(url: str, user: dict[str, Any]) -> dict[str, Any]:
 
 async def main(url: str, plan: list[dict[str, Any]], sdk: str) -> list[dict[str, Any]]:
     use = modern if int(sdk.split(".")[0]) >= 2 else legacy
+    print("users", len(plan), file=sys.stderr, flush=True)
     return [await use(url, user) for user in plan]
 
 

@@ -330,6 +330,10 @@ class _SignedIn:
 
     async def authorization_for(self, server_url: str, *,
                                 legacy_fallbacks: bool = False) -> str | None:
+        if self._sign_ins.pending(self._server, self._identity.key) is not None:
+            # Its flow waits for the person: no credential until they come back (the
+            # OAuth client would have this wait for that flight).
+            return None
         oauth = await self._client()
         return await oauth.authorization_for(server_url, legacy_fallbacks=legacy_fallbacks)
 
