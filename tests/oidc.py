@@ -67,6 +67,9 @@ class Provider:
         stop_process(self.proc)
 
 
+#: A client whose tokens are the provider's defaults (an OpenID Connect login's).
+LOGIN_CLIENT = "trunkline-login"
+
 #: The ``groups`` claim of each policy test user's tokens, by client id.
 GROUPS: dict[str, Any] = {"sre": ["sre", "oncall"], "support": ["support"],
                           "intern": ["interns"]}
@@ -86,6 +89,9 @@ def _config(dead_issuer: str, interactive: bool) -> dict[str, Any]:
                for client, groups in {**GROUPS, **_BAD_GROUPS}.items()]
     return {"interactiveLogin": interactive, "httpServer": "NettyWrapper", "tokenCallbacks": [{
         "issuerId": "default", "tokenExpiry": 300, "requestMappings": [
+            # The gateway's own login client (a sign-in's person check): its tokens as
+            # the provider makes them, for the login form's user, its audience the client.
+            {"requestParam": "client_id", "match": LOGIN_CLIENT, "claims": {}},
             *for_a_person,
             {"requestParam": "client_id", "match": "expired",
              "claims": {**usual, "exp": int(time.time()) - 3600,

@@ -22,11 +22,13 @@ OAuth (``load_oauth_config``) has keys of its own: a top-level ``"oauth"`` objec
 host (``clientName``, ``redirectUri``, ``clientMetadataUrl``, ``store``: the token store's
 directory, relative to the file, or a ``redis://``/``rediss://`` URL for gateway replicas
 sharing one; for servers that act as each user, ``signInUrl``, the URL browsers reach the
-gateway's sign-in pages by, and ``exchangeClient``, the gateway's ``clientId`` and
-``clientSecretEnv`` at its callers' issuers) and an ``"oauth"`` object in an HTTP server's
-entry for credentials an operator registered (``clientId``, ``clientSecretEnv``: the name
-of the environment variable that holds the secret, never the secret itself, and
-``grant``: ``"authorization_code"`` or ``"client_credentials"``), beside its
+gateway's sign-in pages by; ``exchangeClient``, the gateway's ``clientId`` and
+``clientSecretEnv`` at its callers' issuers; ``signInClient``, its client at its own
+issuers, with which a sign-in's browser proves its user) and an ``"oauth"`` object in an
+HTTP server's entry for credentials an operator registered (``clientId``,
+``clientSecretEnv``: the name of the environment variable that holds the secret, never the
+secret itself, and ``grant``: ``"authorization_code"`` or ``"client_credentials"``),
+beside its
 ``"audience"`` (the audience an ``exchange`` server's exchanged tokens are asked for).
 They stay in the parent: a ``ServerConfig`` (which crosses to the worker) carries none of
 it.
@@ -293,8 +295,8 @@ def load_config(path: str | os.PathLike[str], *, discover_timeout_s: float | Non
 
 _OAUTH_KEYS = {"clientName", "redirectUri", "clientMetadataUrl", "store", "signInUrl"}
 #: The host's ``"oauth"`` keys whose values are objects.
-_OAUTH_OBJECTS = {"exchangeClient"}
-_EXCHANGE_CLIENT_KEYS = {"clientId", "clientSecretEnv"}
+_OAUTH_OBJECTS = {"exchangeClient", "signInClient"}
+_GATEWAY_CLIENT_KEYS = {"clientId", "clientSecretEnv"}
 _SERVER_OAUTH_KEYS = {"clientId", "clientSecretEnv", "grant", "assertionFile",
                       "assertionEnv", "identityProvider", "dpop"}
 _IDP_KEYS = {"issuer", "clientId", "clientSecretEnv", "tokenEndpoint", "idTokenFile",
@@ -363,6 +365,11 @@ class OAuthConfig:
     #: (``"exchangeClient"``: ``clientId``, ``clientSecretEnv``).
     exchange_client_id: str | None = None
     exchange_client_secret: str | None = field(default=None, repr=False)
+    #: The gateway's client at its own issuers (``"signInClient"``: ``clientId``,
+    #: ``clientSecretEnv``), with which the browser that opens a sign-in link proves its
+    #: user first; None: a sign-in link is a one-time capability.
+    sign_in_client_id: str | None = None
+    sign_in_client_secret: str | None = field(default=None, repr=False)
     #: The ``audience`` asked for in an ``exchange`` server's token exchange, by server URL
     #: (the server entry's ``"audience"``).
     audiences: Mapping[str, str] = field(default_factory=dict)
@@ -406,16 +413,8 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
     sign_in_url = raw.get("signInUrl")
     if sign_in_url is not None and not sign_in_url.startswith(("https://", "http://")):
         raise _fail(source, None, "\"oauth\": \"signInUrl\" must be an http(s) URL")
-    exchange = raw.get("exchangeClient")
-    exchange_id = exchange_secret = None
-    if exchange is not None:
-        if not isinstance(exchange, Mapping) or set(exchange) - _EXCHANGE_CLIENT_KEYS or \
-                not isinstance(exchange.get("clientId"), str) or not exchange["clientId"]:
-            raise _fail(source, None, "\"oauth\": \"exchangeClient\" must be an object with "
-                        "a \"clientId\" and, optionally, \"clientSecretEnv\"")
-        exchange_id = exchange["clientId"]
-        exchange_secret = _secret_env(exchange, "\"oauth\": \"exchangeClient\"", source,
-                                      None, env)
+    exchange_id, exchange_secret = _gateway_client(raw, "exchangeClient", source, env)
+    person_id, person_secret = _gateway_client(raw, "signInClient", source, env)
     defaults = OAuthConfig()
     return OAuthConfig(
         client_name=raw.get("clientName", defaults.client_name),
@@ -423,7 +422,22 @@ def _oauth_config(data: Any, source: str, base_dir: Path | None,
         client_metadata_url=raw.get("clientMetadataUrl"),
         store=store,
         servers=servers, sign_in_url=sign_in_url, exchange_client_id=exchange_id,
-        exchange_client_secret=exchange_secret, audiences=audiences)
+        exchange_client_secret=exchange_secret, sign_in_client_id=person_id,
+        sign_in_client_secret=person_secret, audiences=audiences)
+
+
+def _gateway_client(raw: Mapping[str, Any], key: str, source: str,
+                    env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """One of the gateway's own clients (``"exchangeClient"``, ``"signInClient"``): its
+    id, and the secret its ``clientSecretEnv`` names."""
+    client = raw.get(key)
+    if client is None:
+        return None, None
+    if not isinstance(client, Mapping) or set(client) - _GATEWAY_CLIENT_KEYS or \
+            not isinstance(client.get("clientId"), str) or not client["clientId"]:
+        raise _fail(source, None, f"\"oauth\": \"{key}\" must be an object with a "
+                    "\"clientId\" and, optionally, \"clientSecretEnv\"")
+    return client["clientId"], _secret_env(client, f"\"oauth\": \"{key}\"", source, None, env)
 
 
 def _server_oauth(raw: Any, source: str, name: str, env: Mapping[str, str],

@@ -23,7 +23,7 @@ import pytest
 import realpeers
 from conftest import run, scripted
 from gateways import HttpGateway, last_document
-from oidc import start_provider
+from oidc import LOGIN_CLIENT, start_provider
 
 PEERS = Path(__file__).resolve().parent.parent / "peers"
 SCOPE = "mcp:tools"
@@ -68,7 +68,8 @@ def gateway_config(tmp_path: Path, upstream: HttpGateway, mode: str = "per_user"
     path.write_text(json.dumps({
         "mcpServers": {"tracker": {"url": upstream.url, "credentials": mode,
                                    "oauth": {"clientId": CLIENT_ID}}},
-        "oauth": {"store": str(tmp_path / "store"), "exchangeClient": {"clientId": CLIENT_ID}}}))
+        "oauth": {"store": str(tmp_path / "store"), "exchangeClient": {"clientId": CLIENT_ID},
+                  "signInClient": {"clientId": LOGIN_CLIENT}}}))
     return path
 
 
@@ -102,7 +103,8 @@ async def sdk_client(sdk: str, url: str, plan: list[dict[str, Any]]) -> dict[str
 def login(user: str, upstream: HttpGateway) -> dict[str, Any]:
     """What the user types into the provider's login form: their name there, and the
     audience and scopes the upstream takes (the provider's own form lets one set claims)."""
-    return {"username": user, "claims": {"aud": upstream.url, "scope": UPSTREAM_SCOPES}}
+    return {"username": user,
+            "claims": {CLIENT_ID: {"aud": upstream.url, "scope": UPSTREAM_SCOPES}}}
 
 
 def texts(outcome: dict[str, Any]) -> str:
@@ -135,9 +137,12 @@ def test_each_user_signs_in_through_the_gateway_and_calls_as_themselves(
                 assert asked["params"]["url"].startswith(f"{gw.base}/signin/"), asked
                 statuses = [page[0] for page in asked["pages"]]
                 assert statuses[0] == 302 and statuses[-1] == 200, asked["pages"]
+                # The browser proved its user at the gateway's issuer before going upstream.
+                assert f"{gw.base}/signin/checked" in [page[1] for page in asked["pages"]]
                 assert "signed in" in asked["pages"][-1][2].lower(), asked["pages"]
                 assert "signed in" in texts(seen["steps"][1]).lower(), seen["steps"][1]
-                assert texts(seen["steps"][3]) == f"from {user}", seen["steps"][3]
+                assert json.loads(texts(seen["steps"][3])) == {"text": f"from {user}"}, \
+                    seen["steps"][3]
             # Each user's private listing: alice's three tools, bob's one; bob's search
             # is a tool he was never shown.
             assert alice["steps"][2] == ["echo", "search", "sleep"], alice["steps"]

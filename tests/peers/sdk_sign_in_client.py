@@ -6,12 +6,13 @@ gateway's sign-in page, the authorization server's login form, filled with the u
 name there, and the redirect back to the gateway), then accepting. Prints one JSON
 document.
 
-    SDK_SIGN_IN_PLAN='[{"bearer": TOKEN, "login": {"username": U, "claims": {...}},
+    SDK_SIGN_IN_PLAN='[{"bearer": TOKEN, "login": {"username": U, "claims": {CLIENT: {...}}},
                         "steps": [["list"], ["call", TOOL, ARGS], ...]}, ...]' \\
         .peers/py-modern/bin/python tests/peers/sdk_sign_in_client.py http://HOST:PORT/mcp
 
-``login: null`` declines every elicitation instead. For each user it prints
-{"protocol", "steps": [...], "asked": [...]}: a list step's tool names, a call step's
+A login form gets the user's name and the claims meant for the client whose login it is
+(by the ``client_id`` of its URL). ``login: null`` declines every elicitation instead.
+For each user it prints {"protocol", "steps": [...], "asked": [...]}: a list step's tool names, a call step's
 ``{"result": ...}`` or ``{"error": ...}``, and each elicitation it was asked with what the
 browser saw (``pages``: each page's status). The plan comes in the environment, since it
 carries credentials.
@@ -29,7 +30,7 @@ import urllib.error
 import urllib.request
 from importlib.metadata import version
 from typing import Any
-from urllib.parse import urlencode, urljoin
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 DUMP = {"mode": "json", "by_alias": True, "exclude_none": True}
 
@@ -56,9 +57,12 @@ def _browse(url: str, login: dict[str, Any]) -> list[list[Any]]:
             url, data = urljoin(url, headers["Location"]), None
             continue
         if status == 200 and re.search(r'<form[^>]*method="post"', text):
-            # The authorization server's login form: posted back to its own URL.
+            # The authorization server's login form, posted back to its own URL: the user,
+            # and the claims meant for the client that asked (by its client_id).
+            client = parse_qs(urlsplit(url).query).get("client_id", [""])[0]
+            claims = (login.get("claims") or {}).get(client, {})
             data = urlencode({"username": login["username"],
-                              "claims": json.dumps(login.get("claims") or {})}).encode()
+                              "claims": json.dumps(claims)}).encode()
             continue
         return pages
     return pages

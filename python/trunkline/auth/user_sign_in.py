@@ -138,9 +138,9 @@ class SignIns:
         self._by_owner[(server, identity)] = sign_in
         return sign_in
 
-    def open(self, sign_in_id: str) -> tuple[str, str]:
-        """Where to send the browser that opened the sign-in URL, and the cookie to give
-        it (rule 2)."""
+    def open(self, sign_in_id: str) -> tuple[SignIn, str]:
+        """The sign-in the browser opened the URL of (to be sent on to its authorization
+        URL), and the cookie to give it (rule 2)."""
         sign_in = self.get(sign_in_id)
         if sign_in is None:
             raise SignInRefused("This sign-in link is unknown or has expired. Ask your "
@@ -149,7 +149,7 @@ class SignIns:
             raise SignInRefused("This sign-in link was already opened. A sign-in link "
                                 "opens once; ask your client for a new one.")
         sign_in.binding = secrets.token_urlsafe(16)
-        return sign_in.authorization_url, sign_in.binding
+        return sign_in, sign_in.binding
 
     def land(self, redirect_url: str, binding: str | None) -> SignIn:
         """The browser came back from the authorization server (rule 3): the sign-in the
@@ -167,6 +167,10 @@ class SignIns:
         # The state is spent: a second callback with it finds nothing.
         del self._by_state[state]
         return sign_in
+
+    def refuse(self, sign_in: SignIn, why: str) -> None:
+        """End ``sign_in`` now, refused (its flow fails; nothing is stored)."""
+        self._drop(sign_in, why)
 
     def end(self, sign_in: SignIn, failure: str | None = None) -> None:
         """The sign-in's flow ended (rule 5)."""

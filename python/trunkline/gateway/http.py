@@ -57,6 +57,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from ..auth.secret import Secret
 from ..auth.user_sign_in import SignIns
 from ..errors import ConfigurationError
 from ..loop.awaitables import ready
@@ -79,6 +80,7 @@ from .http_rules import (
 from .http_server import HttpServer
 from .issuer_keys import IssuerKeys
 from .legacy_sessions import LegacyRequests, LegacySessions
+from .person_check import PersonCheck
 from .processes import bind_socket, bind_unix_socket
 from .replies import Handled, Handler, HttpReply, answer, json_reply, refusal
 from .siblings import Siblings
@@ -103,7 +105,8 @@ class HttpFace:
                  metrics: Callable[[], Awaitable[tuple[bytes, str]]] | None = None,
                  siblings: Siblings | None = None,
                  sign_ins: SignIns | None = None,
-                 subject_tokens: SubjectTokens | None = None) -> None:
+                 subject_tokens: SubjectTokens | None = None,
+                 sign_in_client: tuple[str, Secret | None] | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
         gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
         tokens from these issuers are accepted (besides API keys, if any). ``metrics``:
@@ -112,7 +115,9 @@ class HttpFace:
         ``serve --processes N``, to which requests whose state they hold are passed.
         ``sign_ins``: where users sign in to ``per_user`` servers (its two pages are
         served, ``sign_in_pages``); ``subject_tokens``: where each OAuth caller's token is
-        kept for servers that exchange it."""
+        kept for servers that exchange it; ``sign_in_client``: the gateway's client id
+        and secret at its own issuers, with which a sign-in's browser proves its person
+        (``person_check``)."""
         self._answerer = answerer
         self._bind, self._port = bind, port
         self._sock = sock
@@ -170,6 +175,9 @@ class HttpFace:
             "/status": {"GET": self._status},
         }
         self._sign_in_pages = SignInPages(sign_ins) if sign_ins is not None else None
+        self._sign_ins = sign_ins
+        self._sign_in_client = sign_in_client
+        self._person_check: PersonCheck | None = None
         self._subject_tokens = subject_tokens
         if sign_ins is not None:
             # The name browsers reach it by, for the sign-in pages.
@@ -192,6 +200,14 @@ class HttpFace:
             else (self._oauth.resource,))
         if self._oauth is not None:  # before the first request can come in
             self._protect(self._oauth, self.url)
+            if self._sign_in_pages is not None and self._sign_ins is not None \
+                    and self._sign_in_client is not None:
+                client_id, secret = self._sign_in_client
+                self._person_check = PersonCheck(
+                    client_id=client_id, client_secret=secret,
+                    issuers={keys.issuer: keys for keys in self._issuer_keys},
+                    sign_ins=self._sign_ins, resource=self._oauth.resource or self.url)
+                self._sign_in_pages.check_persons(self._person_check)
         limits = self._answerer.limits
         self._server = HttpServer(self, sock, self._drain_s, max_body=self._limit,
                                   limits=limits)
@@ -291,6 +307,8 @@ class HttpFace:
             await self._sibling_server.stop()
         for keys in self._issuer_keys:
             await keys.aclose()
+        if self._person_check is not None:
+            await self._person_check.aclose()
 
     # -- checks every request passes ---------------------------------------------------
 

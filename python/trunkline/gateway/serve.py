@@ -324,7 +324,8 @@ class Gateway:
                         drain_s=settings.drain_timeout_s, sock=shared, oauth=settings.oauth,
                         metrics=metrics, siblings=siblings, names=settings.host_names,
                         sign_ins=sign_ins,
-                        subject_tokens=getattr(users, "subject_tokens", None))
+                        subject_tokens=getattr(users, "subject_tokens", None),
+                        sign_in_client=getattr(users, "person_client", None))
         if pages is not None:
             await pages.start()
             stack.push_async_callback(pages.stop)

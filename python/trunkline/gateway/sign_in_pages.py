@@ -25,6 +25,7 @@ from http.cookies import CookieError, SimpleCookie
 
 from ..auth.user_sign_in import BINDING_COOKIE, CALLBACK_PATH, SIGN_IN_PATH, SignInRefused, SignIns
 from .exchange import Exchange
+from .person_check import CHECKED_PATH, PersonCheck, PersonMismatch
 from .replies import HttpReply
 
 #: Seconds the callback's page waits for the flow to end.
@@ -42,9 +43,14 @@ def _page(status: int, title: str, text: str) -> HttpReply:
 class SignInPages:
     """Rules 1 and 2, over one process's sign-ins."""
 
-    def __init__(self, sign_ins: SignIns) -> None:
+    def __init__(self, sign_ins: SignIns, person_check: PersonCheck | None = None) -> None:
+        """``person_check``: the browser proves its person first (``person_check``)."""
         self._sign_ins = sign_ins
-        self._secure = sign_ins.base_url.startswith("https:")
+        self._check = person_check
+
+    def check_persons(self, check: PersonCheck) -> None:
+        """From now on a browser proves its person before a sign-in goes on."""
+        self._check = check
 
     @staticmethod
     def serves(path: str) -> bool:
@@ -55,17 +61,36 @@ class SignInPages:
             return HttpReply(405, b"", {"Allow": "GET"}, _HTML)
         if http.path == CALLBACK_PATH:
             return await self._callback(http)
-        return self._open(http.path[len(SIGN_IN_PATH):])
+        if http.path == CHECKED_PATH and self._check is not None:
+            return await self._checked(http)
+        return await self._open(http.path[len(SIGN_IN_PATH):])
 
-    def _open(self, sign_in_id: str) -> HttpReply:
+    async def _open(self, sign_in_id: str) -> HttpReply:
         try:
-            location, binding = self._sign_ins.open(sign_in_id)
+            sign_in, binding = self._sign_ins.open(sign_in_id)
+            location = sign_in.authorization_url
+            if self._check is not None and self._check.checks(sign_in):
+                location = await self._check.begin(sign_in)
         except SignInRefused as exc:
             return _page(400, "Sign-in link not usable", str(exc))
-        cookie = (f"{BINDING_COOKIE}={binding}; Path={CALLBACK_PATH}; HttpOnly; "
-                  f"SameSite=Lax; Max-Age={int(self._sign_ins.ttl_s)}"
-                  + ("; Secure" if self._secure else ""))
+        # One cookie for the sign-in's pages: the person's check and the callback.
+        cookie = (f"{BINDING_COOKIE}={binding}; Path=/; HttpOnly; SameSite=Lax; "
+                  f"Max-Age={int(self._sign_ins.ttl_s)}"
+                  + ("; Secure" if self._sign_ins.base_url.startswith("https:") else ""))
         return HttpReply(302, b"", {**_NO_STORE, "Location": location, "Set-Cookie": cookie},
+                         _HTML)
+
+    async def _checked(self, http: Exchange) -> HttpReply:
+        """The browser's login at the gateway's issuer came back (``person_check``)."""
+        assert self._check is not None
+        try:
+            sign_in = await self._check.finish(http.query, _cookie(http.headers.get("cookie")))
+        except PersonMismatch as exc:
+            self._sign_ins.refuse(exc.sign_in, "the browser's user was not the one asked")
+            return _page(403, "Sign-in refused", str(exc))
+        except SignInRefused as exc:
+            return _page(400, "Sign-in refused", str(exc))
+        return HttpReply(302, b"", {**_NO_STORE, "Location": sign_in.authorization_url},
                          _HTML)
 
     async def _callback(self, http: Exchange) -> HttpReply:

@@ -123,15 +123,16 @@ class UserCredentialSources:
                  audiences: Mapping[str, str] | None = None,
                  max_users: int = DEFAULT_MAX_USERS,
                  timeout_s: float = 30.0,
-                 stored_users: Callable[[], AsyncIterator[tuple[Hashable, str]]] | None = None
-                 ) -> None:
+                 stored_users: Callable[[], AsyncIterator[tuple[Hashable, str]]] | None = None,
+                 person_client: tuple[str, Secret | None] | None = None) -> None:
         """``servers``: name -> (mode, URL) of each server that is not ``shared``;
         ``store_for``: the token store part of one identity (rule 1); ``sign_ins``: where
         sign-ins wait (needed for a ``per_user`` server); ``server_auth``: the configured
         client per server URL; ``subject_tokens`` and ``exchange_client``: what an
         ``exchange`` server trades (rule 2), ``audiences`` its ``audience`` per name;
         ``stored_users``: every (user key, server URL) the store holds a token for (rule
-        5)."""
+        5); ``person_client``: the gateway's client (id, secret) at its own issuers, with
+        which a sign-in's browser proves its person (``gateway.person_check``)."""
         for name, (mode, _url) in servers.items():
             if mode == PER_USER and sign_ins is None:
                 raise ConfigurationError(f"server {name!r} is per_user: the host needs a "
@@ -152,6 +153,7 @@ class UserCredentialSources:
         self._timeout_s = timeout_s
         self._users: OrderedDict[Hashable, _UserSources] = OrderedDict()
         self._stored_users = stored_users
+        self.person_client = person_client
         self._scope = TaskScope("user credentials")
         self._session: aiohttp.ClientSession | None = None
 
@@ -216,7 +218,10 @@ class UserCredentialSources:
             subject_tokens=SubjectTokens() if exchanges else None,
             exchange_client=exchange,
             audiences={c.name: oauth.audiences[c.params.url] for c in servers
-                       if isinstance(c.params, HttpParams) and c.params.url in oauth.audiences})
+                       if isinstance(c.params, HttpParams) and c.params.url in oauth.audiences},
+            person_client=None if oauth.sign_in_client_id is None else (
+                oauth.sign_in_client_id, Secret(oauth.sign_in_client_secret)
+                if oauth.sign_in_client_secret else None))
 
     def shared_source(self, server: str) -> _AnyUser | None:
         """What the host's own requests to ``server`` go with (its era's proof, rule 5),
