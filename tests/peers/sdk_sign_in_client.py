@@ -14,9 +14,8 @@ A login form gets the user's name and the claims meant for the client whose logi
 (by the ``client_id`` of its URL). ``login: null`` declines every elicitation instead.
 For each user it prints {"protocol", "steps": [...], "asked": [...]}: a list step's tool
 names, a call step's ``{"result": ...}`` or ``{"error": ...}``, and each elicitation it was
-asked with what the
-browser saw (``pages``: each page's status). The plan comes in the environment, since it
-carries credentials.
+asked with what the browser saw (``pages``: each page's status). The plan comes in the
+environment, since it carries credentials.
 """
 
 from __future__ import annotations
