@@ -11,19 +11,28 @@ the caller's issuer), and sign-in links, states and callbacks that must be refus
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 import realpeers
 from conftest import run, scripted
-from gateways import HttpGateway, last_document
+from gateways import HttpGateway, last_document, modern_meta
 from oidc import LOGIN_CLIENT, start_provider
+from trunkline.auth.configured import token_store_from
+from trunkline.auth.resource import canonical_uri
+from trunkline.auth.sealing import StoreKeys
+from trunkline.auth.user_store import UserTokenStore
+from trunkline.config import load_oauth_config
+from trunkline.policy.identity import OAUTH, Identity
 
 PEERS = Path(__file__).resolve().parent.parent / "peers"
 SCOPE = "mcp:tools"
@@ -73,9 +82,12 @@ def gateway_config(tmp_path: Path, upstream: HttpGateway, mode: str = "per_user"
     return path
 
 
-async def start_gateway(path: Path, gateways: Any, provider: Any) -> HttpGateway:
+async def start_gateway(path: Path, gateways: Any, provider: Any,
+                        bind: str = "127.0.0.1:0") -> HttpGateway:
+    """``bind``: a restarted gateway's address is its first one's (its callers' tokens
+    are for that URL)."""
     return await HttpGateway.start(path, gateways, "--oauth-issuer", provider.issuer,
-                                   "--oauth-scopes", SCOPE,
+                                   "--oauth-scopes", SCOPE, bind=bind,
                                    env={"TRUNKLINE_STORE_KEY": STORE_KEY})
 
 
@@ -160,5 +172,198 @@ def test_each_user_signs_in_through_the_gateway_and_calls_as_themselves(
         finally:
             if gw is not None:
                 await gw.stop()
+            await upstream.stop()
+    run(main())
+
+
+def step_texts(user: dict[str, Any]) -> list[Any]:
+    """A user's steps: listings as they are, call results as their texts (errors as is)."""
+    return [step if isinstance(step, list) or "error" in step else texts(step)
+            for step in user["steps"]]
+
+
+async def credentials_cli(*argv: str, config: Path) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "trunkline", "credentials", *argv, str(config),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "TRUNKLINE_STORE_KEY": STORE_KEY})
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+def test_sign_ins_outlive_a_restart_and_revoking_one_user_leaves_the_other(
+        gateways, tmp_path, provider):
+    async def main():
+        upstream, trail = await start_upstream(tmp_path, gateways, provider)
+        config = gateway_config(tmp_path, upstream)
+        gw = None
+        try:
+            gw = await start_gateway(config, gateways, provider)
+            tokens = {user: await provider.token(gw.url, SCOPE, client_id=user)
+                      for user in ("alice", "bob")}
+            signing_in = [{"bearer": tokens[user], "login": login(user, upstream),
+                           "steps": [["call", "sign_in", {}]]} for user in ("alice", "bob")]
+            first = await sdk_client("mcp-2", gw.url, signing_in)
+            assert all("signed in" in texts(u["steps"][0]).lower() for u in first["users"])
+            address = gw.url.split("//")[1].split("/")[0]
+            await gw.stop()
+            # A new gateway process: both users' tokens come from the sealed store, and
+            # nobody is asked to sign in (a client that would decline any elicitation).
+            gw = await start_gateway(config, gateways, provider, bind=address)
+            again = [{"bearer": tokens[user], "login": None,
+                      "steps": [["list"], ["call", "echo", {"text": user}]]}
+                     for user in ("alice", "bob")]
+            alice, bob = (await sdk_client("mcp-2", gw.url, again))["users"]
+            assert alice["steps"][0] == ["echo", "search", "sleep"] and not alice["asked"]
+            assert bob["steps"][0] == ["echo"] and not bob["asked"]
+            assert json.loads(texts(alice["steps"][1])) == {"text": "alice"}
+            assert json.loads(texts(bob["steps"][1])) == {"text": "bob"}
+            said = {(r["identity"]["subject"], r["target"]) for r in await audited(trail)
+                    if r.get("action") == "tools/call"}
+            assert said == {("alice", "echo"), ("bob", "echo")}, said
+            await gw.stop()
+            gw = None
+            # The operator revokes alice's credentials: bob's stay.
+            listed = await credentials_cli("list", config=config)
+            assert "oauth:alice@" in listed and "oauth:bob@" in listed
+            for token in tokens.values():
+                assert token not in listed
+            await credentials_cli("revoke", "--user", f"oauth:alice@{provider.issuer}",
+                                  config=config)
+            listed = await credentials_cli("list", config=config)
+            assert "oauth:alice@" not in listed and "oauth:bob@" in listed
+            gw = await start_gateway(config, gateways, provider, bind=address)
+            alice, bob = (await sdk_client("mcp-2", gw.url, again))["users"]
+            assert alice["steps"][0] == ["sign_in"], alice
+            assert "error" in alice["steps"][1], alice
+            assert bob["steps"][0] == ["echo"]
+            assert json.loads(texts(bob["steps"][1])) == {"text": "bob"}
+            # The store holds no token in clear.
+            stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*")
+                              if p.is_file())
+            for token in tokens.values():
+                assert token.encode() not in stored
+        finally:
+            if gw is not None:
+                await gw.stop()
+            await upstream.stop()
+    run(main())
+
+
+async def stored_token(config: Path, user: str, provider: Any, upstream: HttpGateway) -> Any:
+    """The token the gateway's store holds for ``user`` at the upstream, if any."""
+    store = token_store_from(load_oauth_config(config),
+                             StoreKeys.from_environment({"TRUNKLINE_STORE_KEY": STORE_KEY}))
+    binding = await UserTokenStore(store, Identity(OAUTH, user, provider.issuer)).load(
+        canonical_uri(upstream.url))
+    return None if binding is None else binding.token
+
+
+class Browser:
+    """A browser of the test's own, to follow the sign-in pages step by step (cookies
+    kept, redirects not followed)."""
+
+    def __init__(self) -> None:
+        self.http = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+    async def get(self, url: str) -> tuple[int, str, str]:
+        async with self.http.get(url, allow_redirects=False) as page:
+            return page.status, page.headers.get("Location", ""), await page.text()
+
+    async def log_in(self, url: str, user: str, claims: dict[str, Any]) -> str:
+        """The provider's login form at ``url`` filled for ``user``: where it sends the
+        browser."""
+        async with self.http.post(url, data={"username": user, "claims": json.dumps(claims)},
+                                  allow_redirects=False) as page:
+            assert page.status == 302, await page.text()
+            return page.headers["Location"]
+
+    async def close(self) -> None:
+        await self.http.close()
+
+
+async def asked_to_sign_in(gw: HttpGateway, token: str) -> tuple[str, str]:
+    """A 2026-07-28 call of the sign-in tool: the URL it asks the user to open, and the
+    round's requestState."""
+    meta = modern_meta(**{"io.modelcontextprotocol/clientCapabilities":
+                          {"elicitation": {"url": {}}}})
+    message = gw.message("tools/call", {"name": "sign_in", "arguments": {}, "_meta": meta})
+    headers = gw.modern_headers(message)
+    headers["Authorization"] = f"Bearer {token}"
+    status, answer, _ = await gw.post(message, headers)
+    assert status == 200, answer
+    result = answer["result"]
+    assert result["resultType"] == "input_required", result
+    [request] = result["inputRequests"].values()
+    return request["params"]["url"], result["requestState"]
+
+
+async def continued(gw: HttpGateway, token: str, state: str) -> dict[str, Any]:
+    meta = modern_meta(**{"io.modelcontextprotocol/clientCapabilities":
+                          {"elicitation": {"url": {}}}})
+    message = gw.message("tools/call", {
+        "name": "sign_in", "arguments": {}, "_meta": meta, "requestState": state,
+        "inputResponses": {"sign-in": {"action": "accept"}}})
+    headers = gw.modern_headers(message)
+    headers["Authorization"] = f"Bearer {token}"
+    _, answer, _ = await gw.post(message, headers)
+    return answer
+
+
+def test_sign_ins_replayed_forged_or_misdirected_are_refused_and_store_nothing(
+        gateways, tmp_path, provider):
+    async def main():
+        upstream, _trail = await start_upstream(tmp_path, gateways, provider)
+        config = gateway_config(tmp_path, upstream)
+        gw = await start_gateway(config, gateways, provider)
+        browser = Browser()
+        try:
+            alice = await provider.token(gw.url, SCOPE, client_id="alice")
+            bob = await provider.token(gw.url, SCOPE, client_id="bob")
+            url, state = await asked_to_sign_in(gw, alice)
+            # Bob's client offers alice's round as its own: refused, nothing waited for.
+            refused = await continued(gw, bob, state)
+            assert refused["error"]["code"] == -32003, refused
+            # A callback with a state nobody issued.
+            status, _, page = await browser.get(
+                f"{gw.base}/oauth/callback?code=made-up&state=forged")
+            assert status == 400 and "unknown" in page
+            # Bob opens alice's link: his browser proves it is bob's, and the sign-in is
+            # cancelled before it reaches the upstream's authorization server.
+            status, login_url, _ = await browser.get(url)
+            assert status == 302 and login_url.startswith(provider.issuer), login_url
+            status, _, page = await browser.get(await browser.log_in(login_url, "bob", {}))
+            assert status == 403 and "another user" in page, page
+            status, _, page = await browser.get(url)
+            assert status == 400, page  # the link opened once
+            # Alice's round now finds her sign-in gone: she is asked again.
+            again = await continued(gw, alice, state)
+            assert again["result"]["resultType"] == "input_required", again
+            # Her new link, through her own login, to the upstream's authorization server;
+            # a redirect back that names another issuer is refused (RFC 9207), and the
+            # same redirect again finds its state spent.
+            url = next(iter(again["result"]["inputRequests"].values()))["params"]["url"]
+            fresh = Browser()
+            try:
+                _, login_url, _ = await fresh.get(url)
+                checked = await fresh.log_in(login_url, "alice", {})
+                status, upstream_login, _ = await fresh.get(checked)
+                assert status == 302 and f"client_id={CLIENT_ID}" in upstream_login
+                back = await fresh.log_in(upstream_login, "alice",
+                                          {"aud": upstream.url, "scope": UPSTREAM_SCOPES})
+                assert back.startswith(f"{gw.base}/oauth/callback?"), back
+                status, _, page = await fresh.get(f"{back}&iss=https%3A%2F%2Fevil.example")
+                assert status == 400 and "failed" in page.lower(), page
+                status, _, page = await fresh.get(back)
+                assert status == 400 and "already complete" in page, page
+            finally:
+                await fresh.close()
+            # Nothing refused left a token for either of them.
+            assert await stored_token(config, "alice", provider, upstream) is None
+            assert await stored_token(config, "bob", provider, upstream) is None
+        finally:
+            await browser.close()
+            await gw.stop()
             await upstream.stop()
     run(main())
