@@ -367,3 +367,43 @@ def test_sign_ins_replayed_forged_or_misdirected_are_refused_and_store_nothing(
             await gw.stop()
             await upstream.stop()
     run(main())
+
+
+def test_an_exchange_server_gets_each_callers_token_traded_at_its_issuer(
+        gateways, tmp_path, provider):
+    async def main():
+        # An upstream that takes tokens for itself only (no scope asked of them).
+        path = tmp_path / "ledger.json"
+        echo = scripted()
+        path.write_text(json.dumps({"mcpServers": {"tools": {
+            "command": echo.command, "args": list(echo.args), "enabledTools": ["echo"]}}}))
+        trail = tmp_path / "ledger-audit.jsonl"
+        upstream = await HttpGateway.start(path, gateways, "--oauth-issuer", provider.issuer,
+                                           "--audit", str(trail))
+        gw = None
+        try:
+            config = tmp_path / "gateway.json"
+            config.write_text(json.dumps({
+                "mcpServers": {"ledger": {"url": upstream.url, "credentials": "exchange"}},
+                "oauth": {"store": str(tmp_path / "store"),
+                          "exchangeClient": {"clientId": CLIENT_ID,
+                                             "clientSecretEnv": "EXCHANGE_SECRET"}}}))
+            gw = await HttpGateway.start(
+                config, gateways, "--oauth-issuer", provider.issuer, "--oauth-scopes", SCOPE,
+                env={"TRUNKLINE_STORE_KEY": STORE_KEY, "EXCHANGE_SECRET": "not-checked"})
+            plan = [{"bearer": await provider.token(gw.url, SCOPE, client_id=user),
+                     "login": None, "steps": [["list"], ["call", "echo", {"text": user}]]}
+                    for user in ("alice", "bob")]
+            alice, bob = (await sdk_client("mcp-2", gw.url, plan))["users"]
+            for user, seen in (("alice", alice), ("bob", bob)):
+                assert seen["steps"][0] == ["echo"], seen
+                assert json.loads(texts(seen["steps"][1])) == {"text": user}
+                assert not seen["asked"]  # nobody signs in: their own tokens are traded
+            said = [(r["identity"]["subject"], r["target"]) for r in await audited(trail)
+                    if r.get("action") == "tools/call"]
+            assert sorted(said) == [("alice", "echo"), ("bob", "echo")], said
+        finally:
+            if gw is not None:
+                await gw.stop()
+            await upstream.stop()
+    run(main())

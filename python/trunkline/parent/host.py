@@ -269,6 +269,7 @@ class Host:
         #: Each identity's catalog and calls, where some servers act as each user.
         self._user_catalogs = UserCatalogs(self._catalog, self._servers,
                                            holds_credential=self._holds_credential,
+                                           reach=self.retry,
                                            on_changed=self._user_catalog_changed)
         sign_ins = getattr(user_credentials, "sign_ins", None)
         self._user_calls = UserCalls(

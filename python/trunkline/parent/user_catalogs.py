@@ -23,11 +23,16 @@ Rules:
    lists the server again once they have. Any other listing failure leaves the server's
    tools out of that identity's catalog, as a failed shared listing does.
 4. One listing per identity and server at a time: callers asking at once share it.
+5. A server not reached yet (its era's proof needs a user's credential, and nobody held
+   one) is tried again when an identity that holds a credential there asks for its
+   catalog (at most every ``REACH_GAP_S``): an ``exchange`` server as soon as an OAuth
+   caller comes, a ``per_user`` one once someone signed in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -43,6 +48,9 @@ from .supervisor import Supervisor
 
 #: The local name of a per-user server's sign-in tool (rule 3).
 SIGN_IN_TOOL = "sign_in"
+PER_USER = "per_user"
+#: Seconds between two tries of a server not reached yet (rule 5).
+REACH_GAP_S = 10.0
 SIGN_IN_REQUIRED = "sign_in_required"
 DEFAULT_MAX_IDENTITIES = 4096
 
@@ -78,14 +86,19 @@ class UserCatalogs:
 
     def __init__(self, keeper: CatalogKeeper, servers: Supervisor, *,
                  holds_credential: Callable[[str, Identity], Awaitable[bool]],
+                 reach: Callable[[str], Awaitable[object]],
                  max_identities: int = DEFAULT_MAX_IDENTITIES,
                  on_changed: Callable[[Identity], None] | None = None) -> None:
         """``holds_credential(server, identity)``: whether the identity has a credential
-        at the server (rule 3, for a server not reached yet); ``on_changed``: told when an
-        identity's catalog changed after a sign-in."""
+        at the server (rule 3, for a server not reached yet); ``reach(server)``: try a
+        server not reached yet again, now that an identity holds a credential there (rule
+        5); ``on_changed``: told when an identity's catalog changed after a sign-in."""
         self._keeper = keeper
         self._servers = servers
         self._holds_credential = holds_credential
+        self._reach = reach
+        #: When each server not reached was last tried for an identity (rule 5).
+        self._reached_at: dict[str, float] = {}
         self._max = max_identities
         self._on_changed = on_changed
         self._views: OrderedDict[Hashable, _View] = OrderedDict()
@@ -120,6 +133,14 @@ class UserCatalogs:
         key = identity.key
         view = self._view(key)
         changed = False
+        waiting: list[str] = []
+        for name in self._servers.names():
+            if name in self.per_identity and \
+                    self._servers.handle(name).state is not ServerState.READY:
+                if await self._holds_credential(name, identity):
+                    await self._reach_now(name)
+                if self._servers.handle(name).state is not ServerState.READY:
+                    waiting.append(name)
         ready = [name for name in self._servers.names() if name in self.per_identity
                  and self._servers.handle(name).state is ServerState.READY]
         stale = [name for name in ready if name not in view.listings
@@ -136,10 +157,10 @@ class UserCatalogs:
             del view.listings[name]
             changed = True
         # A server not reached yet (nobody signed in to it so far): its sign-in is offered
-        # to an identity that has no credential there.
-        for name in [n for n in self._servers.names() if n in self.per_identity
-                     and n not in ready]:
-            if not await self._holds_credential(name, identity):
+        # to an identity that has no credential there, where users sign in.
+        for name in waiting:
+            if self._servers.handle(name).config.credentials == PER_USER and \
+                    not await self._holds_credential(name, identity):
                 view.listings[name] = None
                 changed = True
         if changed or view.catalog is None or view.shared is not self._keeper.catalog:
@@ -163,6 +184,17 @@ class UserCatalogs:
         self._views.pop(identity.key, None)
         for name in self.per_identity:
             self._keeper.forget_context(name, identity.key)
+
+    async def _reach_now(self, name: str) -> None:
+        """Try ``name`` again (rule 5), at most once per ``REACH_GAP_S``."""
+        now = time.monotonic()
+        if now - self._reached_at.get(name, -REACH_GAP_S) < REACH_GAP_S:
+            return
+        self._reached_at[name] = now
+        try:
+            await self._reach(name)
+        except TrunklineError:
+            pass  # the server's status says why; the identity's catalog goes without it
 
     def _view(self, key: Hashable) -> _View:
         view = self._views.get(key)

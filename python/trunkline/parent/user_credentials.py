@@ -15,7 +15,8 @@ Rules:
    token the sign-in stored.
 2. ``exchange``: the identity's own access token (the one it showed the gateway,
    ``subject_tokens``) is traded at its issuer for one meant for the server (RFC 8693:
-   ``resource`` the server's URL, ``audience`` the configured one), with the gateway's
+   ``resource`` the server's URL, ``audience`` the configured one, else that URL), with
+   the gateway's
    client at that issuer. An exchanged token is kept per identity and server until shortly
    before it expires; a 401 for it exchanges again, once. An identity with no token to
    trade (an API key, a library user) is refused.
@@ -463,9 +464,9 @@ class _Exchanged:
         form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject.reveal(),
                 "subject_token_type": ACCESS_TOKEN_TYPE,
                 "requested_token_type": ACCESS_TOKEN_TYPE, "resource": self._url}
-        audience = owner._audiences.get(self._server)
-        if audience is not None:
-            form["audience"] = audience
+        # The audience the operator named for the server, else its URL (the resource):
+        # some issuers take the one, some the other, and many require an audience.
+        form["audience"] = owner._audiences.get(self._server, self._url)
         auth = None
         if client.client_secret is not None:
             auth = aiohttp.BasicAuth(client.client_id, client.client_secret.reveal())
