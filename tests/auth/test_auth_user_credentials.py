@@ -136,7 +136,8 @@ class Users:
     """``Host(user_credentials=...)``: one source per identity."""
 
     def __init__(self, echo: RecordingEcho) -> None:
-        self.sources = {"alice": Source(echo, "alice"), "bob": Source(echo, "bob")}
+        self.sources = {"alice": Source(echo, "alice"), "bob": Source(echo, "bob"),
+                        "local": Source(echo, "local")}
         self.asked: list[tuple[str, str]] = []
 
     def source_for(self, server: str, identity: Identity) -> Source:
@@ -156,14 +157,14 @@ def test_each_identitys_calls_carry_its_own_token_and_a_refusal_renews_only_its_
                 await host.add_server("echo", http(echo.url), credentials="per_user")
                 calls = [host.call_tool("echo", {"text": f"{who} {i}"}, identity=identity)
                          for i in range(20)
-                         for who, identity in (("alice", ALICE), ("bob", BOB), ("host", None))]
+                         for who, identity in (("alice", ALICE), ("bob", BOB), ("local", None))]
                 results = await asyncio.gather(*calls)
                 assert sorted(r.text for r in results) == sorted(
-                    f"{who} {i}" for i in range(20) for who in ("alice", "bob", "host"))
-                # Each identity's requests carried its token only; calls made for nobody,
-                # the host's own (slot 0, as before).
+                    f"{who} {i}" for i in range(20) for who in ("alice", "bob", "local"))
+                # Each identity's requests carried its token only; calls made for nobody
+                # are the local user's (the person at this host), with its own.
                 assert echo.tokens() == {"alice": {"alice-1"}, "bob": {"bob-1"},
-                                         "host": {"host-1"}}
+                                         "local": {"local-1"}}
                 # Each identity's source was asked once, before its first request (no 401).
                 alice, bob = users.sources["alice"], users.sources["bob"]
                 assert (alice.asked, bob.asked) == (1, 1)

@@ -514,7 +514,10 @@ class Host:
         self._per_user.update(c.name for c in per_user)
         self._catalog.adding.update(names)  # their first listing is here, not in a callback
         own_credentials = {c.name for c in configs if c.credentials != "shared"}
-        if own_credentials:  # listed by each identity as itself (``user_catalogs``)
+        if own_credentials and self._credential_slots.user_credentials is not None:
+            # Listed by each identity as itself (``user_catalogs``). Without sources for
+            # users there is nothing to list as: a call made for an identity fails
+            # (``UserCredentialsMissing``), one made for nobody is the host's own.
             self._catalog.per_identity = self._catalog.per_identity | own_credentials
         try:
             await self._servers.add_many(configs)
@@ -879,8 +882,10 @@ class Host:
             return self._bridged.resume(call_input.request_state, ("tools/call", request.name),
                                         call_input.responses)
         if self._catalog.per_identity:
+            if request.identity is None:
+                request.identity = LOCAL  # the person at this host: its own credentials
             return self._user_calls.call(
-                request, cast("Identity", request.identity or LOCAL),
+                request, cast("Identity", request.identity),
                 lambda catalog: self._routed_in(catalog, request, trace_context))
         return self._routed_in(self._catalog.catalog, request, trace_context)
 
