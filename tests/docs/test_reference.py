@@ -122,13 +122,14 @@ SECTIONS: dict[str, set[str]] = {
     "Streamable HTTP servers": CONFIG._HTTP_KEYS - CONFIG._COMMON_KEYS,
     "A server's `oauth`": CONFIG._SERVER_OAUTH_KEYS,
     "An identity provider": CONFIG._IDP_KEYS,
-    "The host's `oauth`": CONFIG._OAUTH_KEYS,
+    "The host's `oauth`": CONFIG._OAUTH_KEYS | CONFIG._OAUTH_OBJECTS,
+    "A gateway client": CONFIG._GATEWAY_CLIENT_KEYS,
     "The `pins` object": CONFIG._PIN_KEYS,
     "The bounds of `pins`": set(CONFIG._BOUND_KEYS),
 }
 #: The reader's key sets SECTIONS covers (a new one must get a section).
 KEY_SETS = {"_COMMON_KEYS", "_STDIO_KEYS", "_HTTP_KEYS", "_SERVER_OAUTH_KEYS", "_OAUTH_KEYS",
-            "_IDP_KEYS", "_PIN_KEYS", "_BOUND_KEYS"}
+            "_IDP_KEYS", "_PIN_KEYS", "_BOUND_KEYS", "_GATEWAY_CLIENT_KEYS"}
 
 
 def documented_keys(text: str) -> dict[str, dict[str, str]]:

@@ -321,6 +321,14 @@ def test_sign_ins_replayed_forged_or_misdirected_are_refused_and_store_nothing(
         try:
             alice = await provider.token(gw.url, SCOPE, client_id="alice")
             bob = await provider.token(gw.url, SCOPE, client_id="bob")
+            # A client that declared no URL elicitation is told the link in the error.
+            message = gw.message("tools/call", {"name": "sign_in", "arguments": {},
+                                                "_meta": modern_meta()})
+            headers = gw.modern_headers(message)
+            headers["Authorization"] = f"Bearer {alice}"
+            _, answer, _ = await gw.post(message, headers)
+            assert f"{gw.base}/signin/" in answer["error"]["message"], answer
+            assert "call again" in answer["error"]["message"], answer
             url, state = await asked_to_sign_in(gw, alice)
             # Bob's client offers alice's round as its own: refused, nothing waited for.
             refused = await continued(gw, bob, state)
