@@ -317,7 +317,10 @@ class Offerings:
         return routes
 
     async def _list_all(self) -> OfferingsTable:
-        ready = [s for s in self._host.servers() if s.state is ServerState.READY]
+        # A server that acts as each user is listed by each identity as itself: its
+        # prompts, resources and skills are not offered to everyone from one listing.
+        ready = [s for s in self._host.servers() if s.state is ServerState.READY
+                 and not self._host.acts_as_each_user(s.name)]
         offering = {cap: [s.name for s in ready if (s.capabilities or {}).get(cap) is not None]
                     for cap in ("prompts", "resources")}
         skilled = [s.name for s in ready if skill_rules.declared(s.capabilities) is not None]

@@ -1227,6 +1227,11 @@ class Host:
         ``list_tools(identity=...)`` makes what it lacks."""
         return bool(self._catalog.per_identity)
 
+    def acts_as_each_user(self, server: str) -> bool:
+        """Whether ``server`` is reached with each identity's own credentials and listed
+        by each identity as itself (its ``credentials`` is not ``"shared"``)."""
+        return server in self._catalog.per_identity
+
     @property
     def user_credentials(self) -> UserCredentials | None:
         """Each user's own credential sources (``Host(user_credentials=...)``), if any."""
