@@ -27,7 +27,7 @@ the gateway process and its worker used per call (the upstream's own CPU apart, 
 ``/stats``), the load average, and which tokens the upstream saw. A ratio or a difference
 is the median over rounds of one per_user round against the shared round just before it.
 
-    .venv/bin/pytest benches/bench_user_credentials.py --benchmark-json=UC.json   # ~3 min
+    .venv/bin/pytest benches/bench_user_credentials.py --benchmark-json=UC.json   # ~2.5 min
     .venv/bin/python benches/bench_user_credentials.py report UC.json
     .venv/bin/pytest benches/bench_user_credentials.py --benchmark-disable        # smoke (CI)
 
