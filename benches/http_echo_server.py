@@ -28,14 +28,17 @@ Routes (the path picks the response shape; the JSON-RPC id is echoed verbatim):
   notification 202. Nothing else is validated, except that every request carries
   ``MCP-Protocol-Version: 2026-07-28`` and an ``Mcp-Method`` equal to its method: each
   one that does not is counted in ``/stats`` (``header_violations``, with a few samples)
-  and still answered.
+  and still answered. No credential is required; each ``tools/call``'s ``Authorization``
+  value is counted (``/stats`` ``echo_authorizations``: value -> calls), so a gateway's
+  client can be checked to send each user's own token.
 * ``GET /slow?prefix=P`` JSON: the state counts of the slow requests whose (string) id
   starts with P, how the closed ones were closed, and their close times.
 * ``GET /stats`` JSON: ``mcp_connections`` (connections that carried a ``/mcp`` request),
   ``open_mcp`` (those still open), ``peak_open_mcp`` (the most open at once since the last
   ``GET /stats?reset-peak``, which sets it to ``open_mcp``), ``requests``, ``cpu_s`` (this
   process, user + sys); for ``/mcp/echo``: ``echo_methods`` (requests per JSON-RPC
-  method), ``echo_notifications``, ``header_violations``, ``violation_samples``.
+  method), ``echo_notifications``, ``header_violations``, ``violation_samples``,
+  ``echo_authorizations``.
 
 No chunked request bodies, no pipelining beyond what arrives in order, no TLS: neither
 client needs them for this traffic.
@@ -141,7 +144,8 @@ def _rpc_error(status: int, rid: Any, code: int, message: str) -> bytes:
         RPC_STATUS[status], len(out), out)
 
 
-def mcp_echo(body: bytes, version: bytes | None, method_header: bytes | None) -> bytes:
+def mcp_echo(body: bytes, version: bytes | None, method_header: bytes | None,
+             authorization: bytes | None = None) -> bytes:
     """The whole HTTP response to one POST /mcp/echo (keep-alive in every case)."""
     try:
         msg = orjson.loads(body)
@@ -170,6 +174,10 @@ def mcp_echo(body: bytes, version: bytes | None, method_header: bytes | None) ->
         text = args.get("text") if isinstance(args, dict) and params.get("name") == "echo" else None
         if not isinstance(text, str):
             return _rpc_error(400, rid, -32602, "tools/call: only echo {text: string} is served")
+        if authorization is not None:
+            held = STATE.echo_authorizations
+            value = authorization.decode("latin-1")
+            held[value] = held.get(value, 0) + 1
         result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False,
                                   "resultType": "complete"}
     elif method in _FIXED_RESULTS:
@@ -190,6 +198,7 @@ class State:
         self.echo_notifications = 0
         self.header_violations = 0
         self.violation_samples: list[dict[str, Any]] = []
+        self.echo_authorizations: dict[str, int] = {}  # tools/call per Authorization value
         # slow request id (str) -> {"state": ..., "closed_at": float | None}
         self.slow: dict[str, dict[str, Any]] = {}
 
@@ -206,6 +215,7 @@ class Conn(asyncio.Protocol):
         self.close_after = False
         self.version_header: bytes | None = None  # MCP-Protocol-Version of this request
         self.method_header: bytes | None = None  # Mcp-Method of this request
+        self.authorization: bytes | None = None  # Authorization of this request
         self.mcp = False
         self.slow_id: str | None = None  # the slow request this connection is holding
         self.slow_task: asyncio.Task[None] | None = None
@@ -253,7 +263,7 @@ class Conn(asyncio.Protocol):
                 self.method, self.path = parts[0], parts[1]
                 length = 0
                 self.close_after = parts[2] == b"HTTP/1.0"
-                self.version_header = self.method_header = None
+                self.version_header = self.method_header = self.authorization = None
                 for line in lines[1:]:
                     name, _, value = line.partition(b":")
                     name = name.strip().lower()
@@ -268,6 +278,8 @@ class Conn(asyncio.Protocol):
                         self.version_header = value.strip()
                     elif name == b"mcp-method":
                         self.method_header = value.strip()
+                    elif name == b"authorization":
+                        self.authorization = value.strip()
                     elif name == b"transfer-encoding":
                         self._reply(501, b"chunked request bodies are not supported")
                         return
@@ -311,6 +323,7 @@ class Conn(asyncio.Protocol):
                     "echo_notifications": STATE.echo_notifications,
                     "header_violations": STATE.header_violations,
                     "violation_samples": STATE.violation_samples,
+                    "echo_authorizations": STATE.echo_authorizations,
                 }
                 self._reply(200, orjson.dumps(doc), b"application/json")
             elif path.startswith(b"/slow?prefix="):
@@ -341,7 +354,7 @@ class Conn(asyncio.Protocol):
         t = self.transport
         assert t is not None
         if path == b"/mcp/echo":
-            t.write(mcp_echo(body, self.version_header, self.method_header))
+            t.write(mcp_echo(body, self.version_header, self.method_header, self.authorization))
             if self.close_after:
                 t.close()
             return

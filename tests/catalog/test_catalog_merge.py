@@ -275,6 +275,13 @@ def test_lookup_of_an_unknown_name_says_what_it_looked_for() -> None:
     assert "x" in catalog and "nope" not in catalog and len(catalog) == 1
 
 
+def test_find_is_lookup_with_none_for_an_unknown_name() -> None:
+    catalog = build_catalog([listing("a", "x"), listing("b", "x", "y")])
+    for name in ("a_x", "b_x", "y", "b_y"):  # a name, and a tool's <server>_<tool>
+        assert catalog.find(name) is catalog.lookup(name)
+    assert catalog.find("nope") is None
+
+
 def test_for_model_exposes_names_description_and_schema() -> None:
     described = {"name": "x", "description": "does x", "inputSchema": {"type": "object"}}
     catalog = build_catalog([listing("a", described), listing("b", "x")])

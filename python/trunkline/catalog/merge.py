@@ -70,12 +70,18 @@ class Catalog:
         name that is no longer contested is bare again); else the one whose name it was
         before every name was model-safe (with a ``DeprecationWarning``, for one
         release)."""
+        entry = self.find(name)
+        if entry is None:
+            raise KeyError(f"no tool named {name!r} in the catalog ({len(self.entries)} "
+                           "tools)")
+        return entry
+
+    def find(self, name: str) -> ToolEntry | None:
+        """``lookup``, with None when no tool has that name (no exception to make and
+        catch on a path where a miss is common)."""
         entry = self._index.get(name)
         if entry is None:
             entry, deprecated = self._other_names().get(name, (None, False))
-            if entry is None:
-                raise KeyError(f"no tool named {name!r} in the catalog ({len(self.entries)} "
-                               "tools)")
             if deprecated:
                 warn_deprecated(self._old_name_said(name, entry))
         return entry

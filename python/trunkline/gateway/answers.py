@@ -417,6 +417,10 @@ class Answerer:
     def _gone(self, tool: str) -> p.InBandError | None:
         """The error for a tool no longer served because its server is not ready."""
         owner = self._owners.get(tool)
+        if owner is None:
+            # No server ever served it (a tool of an identity's own catalog, or a name
+            # no tool has): nothing to say, and no server's status to read for it.
+            return None
         status = next((s for s in self.host.servers() if s.name == owner), None)
         if status is None or status.state is ServerState.READY:
             return None

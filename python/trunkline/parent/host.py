@@ -1358,10 +1358,7 @@ class Host:
     def tool_entry(self, tool: str) -> ToolEntry | None:
         """The catalog's entry named ``tool`` (canonical name or model-safe alias), as
         last listed; None when no tool is."""
-        try:
-            return self._catalog.catalog.lookup(tool)
-        except KeyError:
-            return None
+        return self._catalog.catalog.find(tool)
 
     def serve_record(self, method: str, params: Mapping[str, Any], request_id: Any,
                      version: str | None, transport: str | None = None,

@@ -78,22 +78,23 @@ class UserCalls:
         if entry is None or entry.server not in self._catalogs.per_identity:
             return await route(catalog)
         server = entry.server
-        timeout = self._timeout_for(server, request.timeout)
         rounds = self._rounds
         if rounds is not None:
             call_input, waiting = rounds.continued(request.call_input, server, identity.key,
                                                    request.name)
             request.call_input = call_input
             if waiting is not None:
-                await rounds.wait(waiting, timeout)
+                await rounds.wait(waiting, self._timeout_for(server, request.timeout))
         if self._catalogs.is_sign_in(identity, entry):
-            return await self._sign_in_tool(request, identity, server, timeout)
+            return await self._sign_in_tool(request, identity, server,
+                                            self._timeout_for(server, request.timeout))
         try:
             return await route(catalog)
         except AuthorizationFailed as exc:
             if exc.reason != SIGN_IN_REQUIRED or rounds is None:
                 raise
-            needed = await self._asked(exc, request, identity, server, timeout)
+            needed = await self._asked(exc, request, identity, server,
+                                       self._timeout_for(server, request.timeout))
             if needed is not None:
                 return needed
         await self._catalogs.signed_in(identity, server)
@@ -148,8 +149,5 @@ class UserCalls:
 
 
 def _lookup(catalog: Catalog, name: str) -> Any:
-    try:
-        return catalog.lookup(name)
-    except KeyError:
-        return None
+    return catalog.find(name)
 
