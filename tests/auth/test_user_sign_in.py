@@ -36,8 +36,8 @@ async def _a_sign_in_link_opens_once_and_its_callback_needs_the_cookie_and_the_s
     assert sign_ins.url_of(sign_in) == f"https://gw.example/signin/{sign_in.id}"
     assert sign_ins.callback_url == "https://gw.example/oauth/callback"
     assert len(sign_in.id) >= 32 and "s1" not in sign_in.id
-    location, binding = sign_ins.open(sign_in.id)
-    assert location == AUTH.format(state="s1")
+    opened, binding = sign_ins.open(sign_in.id)
+    assert opened is sign_in and opened.authorization_url == AUTH.format(state="s1")
     with pytest.raises(SignInRefused, match="already opened"):
         sign_ins.open(sign_in.id)  # a replayed link leads nowhere
     landed = "https://gw.example/oauth/callback?code=c1&state=s1"

@@ -82,7 +82,7 @@ class Catalog:
         entry = self._index.get(name)
         if entry is None:
             entry, deprecated = self._other_names().get(name, (None, False))
-            if deprecated:
+            if deprecated and entry is not None:
                 warn_deprecated(self._old_name_said(name, entry))
         return entry
 

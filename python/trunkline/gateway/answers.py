@@ -381,8 +381,8 @@ class Answerer:
         if not isinstance(name, str):
             return None
         if not self.host.access.active:
-            return self.host.server_of(name)
-        entry = self.host.tool_entry(name)
+            return self.host.server_of(name, identity)
+        entry = self.host.tool_entry(name, identity)
         if entry is None or not self.host.access.may_list_tool(identity, entry):
             return None
         return entry.server
@@ -392,8 +392,8 @@ class Answerer:
         whose server went away, to be told why), and under a policy one ``identity`` may
         list (one it may not is as unknown as a name no tool has)."""
         if not self.host.access.active:
-            return self.host.server_of(name) is not None or name in self._owners
-        entry = self.host.tool_entry(name)
+            return self.host.server_of(name, identity) is not None or name in self._owners
+        entry = self.host.tool_entry(name, identity)
         return entry is not None and self.host.access.may_list_tool(identity, entry)
 
     def admit_call(self, request: p.Request, client_key: Hashable

@@ -96,7 +96,7 @@ class Auditor:
             return None
         arguments = arguments if isinstance(arguments, Mapping) else None
         if request.method == "tools/call":
-            entry = self._host.tool_entry(target)
+            entry = self._host.tool_entry(target, request.identity)
             decision = access.may_call_tool(request.identity, entry, arguments, count=False) \
                 if entry is not None else None
         elif server is not None:

@@ -17,7 +17,7 @@ request's when the request's ``_meta`` names none (``answers`` says where they g
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Hashable
 from typing import Any
 
 import msgspec
@@ -82,7 +82,7 @@ class PostHandler:
         #: Open listen streams, and the lists (``tools``, ``prompts``, ``resources``) each
         #: was granted changes of.
         self._streams: dict[StreamWriter, tuple[frozenset[str], ListSight]] = {}
-        self._header_params_of: dict[str, tuple[mcp_headers.HeaderParam, ...]] = {}
+        self._header_params_of: dict[Hashable, tuple[mcp_headers.HeaderParam, ...]] = {}
 
     def message(self, http: Exchange, body: bytes) -> Awaitable[Handled]:
         """The answer to a POST's body, to await. Not a coroutine itself: for a request
@@ -201,17 +201,22 @@ class PostHandler:
         name = request.params.get("name")
         if request.method != CALL or not isinstance(name, str) or self._answerer.tool_search:
             return ()  # in tool-search mode a call names one of the gateway's own tools
-        known = self._header_params_of.get(name)
+        host = self._answerer.host
+        # Where each identity has a catalog of its own, a name is its entry's there.
+        entry = host.tool_entry(name, request.identity) if host.lists_per_identity else None
+        key: Hashable = name if entry is None else entry
+        known = self._header_params_of.get(key)
         if known is not None:
             return known
-        entry = self._answerer.host.tool_entry(name)
         if entry is None:
-            return ()
+            entry = host.tool_entry(name)
+            if entry is None:
+                return ()
         try:
             found = mcp_headers.tool_header_params(entry.input_schema)
         except mcp_headers.InvalidToolHeaders:
             return ()
-        self._header_params_of[name] = found
+        self._header_params_of[key] = found
         return found
 
     async def _listen(self, http: Exchange, request: p.Request) -> dict[str, Any] | None:

@@ -886,17 +886,20 @@ class Host:
                 request.identity = LOCAL  # the person at this host: its own credentials
             return self._user_calls.call(
                 request, cast("Identity", request.identity),
-                lambda catalog: self._routed_in(catalog, request, trace_context))
+                lambda catalog, entry: self._routed_in(catalog, request, trace_context, entry))
         return self._routed_in(self._catalog.catalog, request, trace_context)
 
     def _routed_in(self, catalog: Catalog, request: CallRequest,
-                   trace_context: Mapping[str, str] | None) -> Coroutine[Any, Any, Any]:
-        """``_routed``, the tool looked up in ``catalog``."""
+                   trace_context: Mapping[str, str] | None,
+                   found: ToolEntry | None = None) -> Coroutine[Any, Any, Any]:
+        """``_routed``, the tool looked up in ``catalog`` (``found``: already, there)."""
         name, arguments, call_input = request.name, request.arguments, request.call_input
         log_level, on_log = request.log_level, request.on_log
         try:
-            entry = self._entry(name, catalog) if not self.access.active else \
-                self._permitted(name, arguments, request.identity, catalog)
+            if self.access.active:
+                entry = self._permitted(name, arguments, request.identity, catalog)
+            else:
+                entry = found if found is not None else self._entry(name, catalog)
             # A dict needs no ABC check (the common case, and the check is not free).
             if type(arguments) is not dict and arguments is not None and not isinstance(
                     arguments, Mapping):
@@ -1350,14 +1353,21 @@ class Host:
 
     # What a gateway needs of a host
 
-    def server_of(self, tool: str) -> str | None:
+    def server_of(self, tool: str, identity: Identity | None = None) -> str | None:
         """The server whose tool is named ``tool`` (its canonical name or model-safe
-        alias) in the catalog as last listed; None when no tool is."""
+        alias) in the catalog as last listed (``identity``'s own, where some servers act
+        as each user); None when no tool is."""
+        if self._catalog.per_identity:
+            entry = self._catalog_of(identity).find(tool)
+            return None if entry is None else entry.server
         return self._catalog.catalog.server_of(tool)
 
-    def tool_entry(self, tool: str) -> ToolEntry | None:
+    def tool_entry(self, tool: str, identity: Identity | None = None) -> ToolEntry | None:
         """The catalog's entry named ``tool`` (canonical name or model-safe alias), as
-        last listed; None when no tool is."""
+        last listed (``identity``'s own, where some servers act as each user); None when
+        no tool is."""
+        if self._catalog.per_identity:
+            return self._catalog_of(identity).find(tool)
         return self._catalog.catalog.find(tool)
 
     def serve_record(self, method: str, params: Mapping[str, Any], request_id: Any,

@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 
 SIGN_IN_REQUIRED = "sign_in_required"
 
-#: The call routed in one catalog: the host's own routing (policy, bridging, settling).
-Route = Callable[["Catalog"], Coroutine[Any, Any, Any]]
+#: The call routed in one catalog (with the tool's entry there, when it was found): the
+#: host's own routing (policy, bridging, settling).
+Route = Callable[["Catalog", Any], Coroutine[Any, Any, Any]]
 
 
 class UserCalls:
@@ -76,7 +77,7 @@ class UserCalls:
             entry = _lookup(catalog, request.name)
         assert catalog is not None
         if entry is None or entry.server not in self._catalogs.per_identity:
-            return await route(catalog)
+            return await route(catalog, entry)
         server = entry.server
         rounds = self._rounds
         if rounds is not None:
@@ -89,7 +90,7 @@ class UserCalls:
             return await self._sign_in_tool(request, identity, server,
                                             self._timeout_for(server, request.timeout))
         try:
-            return await route(catalog)
+            return await route(catalog, entry)
         except AuthorizationFailed as exc:
             if exc.reason != SIGN_IN_REQUIRED or rounds is None:
                 raise
@@ -98,7 +99,7 @@ class UserCalls:
             if needed is not None:
                 return needed
         await self._catalogs.signed_in(identity, server)
-        return await route(await self._catalogs.catalog_for(identity))
+        return await route(await self._catalogs.catalog_for(identity), None)
 
     async def _asked(self, refused: AuthorizationFailed, request: CallRequest,
                      identity: Identity, server: str, timeout: float) -> InputRequired | None:

@@ -67,12 +67,16 @@ class Identity:
     #: An API key's configured attributes, as sorted pairs (an identity is hashable).
     attributes: tuple[tuple[str, str], ...] = ()
     _hash: int = field(default=0, init=False, compare=False, repr=False)
+    _key: tuple[str, str | None, str] = field(default=("", None, ""), init=False,
+                                              compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # Every decision looks its identity up: hash it once.
+        # Every decision looks its identity up: hash it once; and what is kept per user
+        # is looked up by its key on every call to a server that acts as each user.
         object.__setattr__(self, "_hash", hash((
             self.kind, self.subject, self.issuer, self.scopes, self.groups, self.roles,
             self.client_id, self.email, self.attributes)))
+        object.__setattr__(self, "_key", (self.kind, self.issuer, self.subject))
 
     def __hash__(self) -> int:
         return self._hash
@@ -99,7 +103,7 @@ class Identity:
 
     @property
     def key(self) -> tuple[str, str | None, str]:
-        return (self.kind, self.issuer, self.subject)
+        return self._key
 
     def facts(self) -> dict[str, Any]:
         """The identity as a policy's conditions read it (``identity`` in CEL): every
