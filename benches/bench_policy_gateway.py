@@ -362,39 +362,20 @@ def test_policy_gateway(benchmark: Any, targets: Targets, connections: int) -> N
     benchmark.extra_info.update(
         policy_gateway="http", connections=connections, smoke=smoke, keys=KEYS, rules=RULES,
         status=after, columns={c: _summary(rs) for c, rs in rounds.items()},
-        paired=_paired(rounds["keys"], rounds["keys+policy"]))
-
-
-def _cpu_us(r: dict[str, Any], role: str | None = None) -> float:
-    cpu = r["target_cpu_s"] if role is None else r["target_cpu_by_role"][role]
-    return 1e6 * cpu / r["calls"]
+        paired=gateway_load.paired_rounds(rounds["keys"], rounds["keys+policy"]))
 
 
 def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """A column's medians over its rounds, and the rounds."""
     med = {k: statistics.median(r[k] for r in rounds) for k in ("calls_per_s", "p50_ms", "p99_ms")}
     return dict(rounds=len(rounds), **med,
-                cpu_us_per_call=statistics.median(_cpu_us(r) for r in rounds),
+                cpu_us_per_call=statistics.median(gateway_load.cpu_us_per_call(r) for r in rounds),
                 cpu_us_per_call_by_role={
-                    role: statistics.median(_cpu_us(r, role) for r in rounds)
+                    role: statistics.median(gateway_load.cpu_us_per_call(r, role) for r in rounds)
                     for role in rounds[0]["target_cpu_by_role"]},
                 wrk_cpu_share=statistics.median(r["wrk_cpu_s"] / r["seconds"] for r in rounds),
                 load1=[min(min(r["load1"]) for r in rounds), max(max(r["load1"]) for r in rounds)],
                 per_round=rounds)
-
-
-def _paired(keys: list[dict[str, Any]], policy: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each policy round against the keys round just before it: the medians of the
-    ratios and differences."""
-    pairs = list(zip(keys, policy, strict=True))
-    return {
-        "calls_per_s_ratio": statistics.median(b["calls_per_s"] / a["calls_per_s"]
-                                               for a, b in pairs),
-        "cpu_us_added": statistics.median(_cpu_us(b) - _cpu_us(a) for a, b in pairs),
-        "gateway_cpu_us_added": statistics.median(_cpu_us(b, "gateway") - _cpu_us(a, "gateway")
-                                                  for a, b in pairs),
-        "p50_ms_added": statistics.median(b["p50_ms"] - a["p50_ms"] for a, b in pairs),
-        "p99_ms_added": statistics.median(b["p99_ms"] - a["p99_ms"] for a, b in pairs)}
 
 
 # -- the decision layer alone ------------------------------------------------------------

@@ -44,6 +44,7 @@ import resource
 import select
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -266,6 +267,28 @@ def agentgateway_missing() -> str | None:
                 f"{AGENTGATEWAY_BUILD.relative_to(REPO)})")
     return None
 
+
+
+def cpu_us_per_call(r: dict[str, Any], role: str | None = None) -> float:
+    """A round's CPU per call, in µs: the target's (gateway and workers), or one role's."""
+    cpu = r["target_cpu_s"] if role is None else r["target_cpu_by_role"][role]
+    return 1e6 * cpu / r["calls"]
+
+
+def paired_rounds(before: list[dict[str, Any]], after: list[dict[str, Any]]
+                  ) -> dict[str, Any]:
+    """Each ``after`` round against the ``before`` round just before it (two columns run
+    interleaved): the medians of the ratios and differences."""
+    pairs = list(zip(before, after, strict=True))
+    return {
+        "calls_per_s_ratio": statistics.median(b["calls_per_s"] / a["calls_per_s"]
+                                               for a, b in pairs),
+        "cpu_us_added": statistics.median(cpu_us_per_call(b) - cpu_us_per_call(a)
+                                          for a, b in pairs),
+        "gateway_cpu_us_added": statistics.median(
+            cpu_us_per_call(b, "gateway") - cpu_us_per_call(a, "gateway") for a, b in pairs),
+        "p50_ms_added": statistics.median(b["p50_ms"] - a["p50_ms"] for a, b in pairs),
+        "p99_ms_added": statistics.median(b["p99_ms"] - a["p99_ms"] for a, b in pairs)}
 
 def _free_port() -> int:
     """A port nothing listens on now (agentgateway binds the port its config names)."""
