@@ -316,9 +316,10 @@ def test_sign_ins_replayed_forged_or_misdirected_are_refused_and_store_nothing(
     async def main():
         upstream, _trail = await start_upstream(tmp_path, gateways, provider)
         config = gateway_config(tmp_path, upstream)
-        gw = await start_gateway(config, gateways, provider)
+        gw = None
         browser = Browser()
         try:
+            gw = await start_gateway(config, gateways, provider)
             alice = await provider.token(gw.url, SCOPE, client_id="alice")
             bob = await provider.token(gw.url, SCOPE, client_id="bob")
             # A client that declared no URL elicitation is told the link in the error.
@@ -372,7 +373,8 @@ def test_sign_ins_replayed_forged_or_misdirected_are_refused_and_store_nothing(
             assert await stored_token(config, "bob", provider, upstream) is None
         finally:
             await browser.close()
-            await gw.stop()
+            if gw is not None:
+                await gw.stop()
             await upstream.stop()
     run(main())
 
