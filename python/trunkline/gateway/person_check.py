@@ -36,12 +36,12 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from ..auth.authorization import AuthorizationRequest, authorization_code, authorization_request
-from ..auth.discovery import authorization_server_urls, parse_authorization_server
 from ..auth.registration import BASIC, CONFIGURED, ClientIdentity, client_authentication
 from ..auth.secret import Secret
 from ..auth.tokens import code_exchange_form
 from ..auth.user_sign_in import SignIn, SignInRefused, SignIns
 from ..errors import AuthorizationFailed
+from ..parent.user_credentials import issuer_metadata
 from ..policy.identity import OAUTH, Identity
 from . import bearer
 
@@ -169,20 +169,11 @@ class PersonCheck:
         return id_token
 
     async def _metadata(self, issuer: str) -> tuple[Any, str]:
-        session = self._http()
-        for url in authorization_server_urls(issuer):
-            try:
-                async with session.get(url, allow_redirects=False) as resp:
-                    if resp.status != 200:
-                        continue
-                    body = await resp.content.read(_BODY_BYTES)
-            except (aiohttp.ClientError, OSError, TimeoutError):
-                continue
-            meta = parse_authorization_server(body, url=url, issuer=issuer)
-            if meta.token_endpoint:
-                return meta, meta.token_endpoint
-        raise SignInRefused(f"The gateway's issuer {urlsplit(issuer).netloc} could not be "
-                            "reached to check who you are; try again later.")
+        meta = await issuer_metadata(self._http(), issuer)
+        if meta is None or not meta.token_endpoint:
+            raise SignInRefused(f"The gateway's issuer {urlsplit(issuer).netloc} could not "
+                                "be reached to check who you are; try again later.")
+        return meta, meta.token_endpoint
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:

@@ -42,7 +42,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
 
-from ..auth.discovery import authorization_server_urls
+from ..auth.discovery import (
+    AuthServerMetadata,
+    authorization_server_urls,
+    parse_authorization_server,
+)
 from ..auth.flow import OAuthClient, ServerAuth
 from ..auth.registration import ClientSettings
 from ..auth.resource import canonical_uri
@@ -501,21 +505,28 @@ class _Exchanged:
             else None
 
     async def _token_endpoint(self, issuer: str) -> str:
-        session = await self._owner.session()
-        for url in authorization_server_urls(issuer):
-            try:
-                async with session.get(url, allow_redirects=False) as resp:
-                    if resp.status != 200:
-                        continue
-                    doc = _json_object(await resp.content.read(1 << 20))
-            except (aiohttp.ClientError, OSError, TimeoutError):
-                continue
-            endpoint = doc.get("token_endpoint")
-            if doc.get("issuer") == issuer and isinstance(endpoint, str):
-                return endpoint
-        raise AuthorizationFailed(
-            f"server {self._server!r}: no authorization server metadata for the caller's "
-            f"issuer {issuer}", reason="no_metadata", issuer=issuer)
+        meta = await issuer_metadata(await self._owner.session(), issuer)
+        if meta is None or not meta.token_endpoint:
+            raise AuthorizationFailed(
+                f"server {self._server!r}: no authorization server metadata for the caller's "
+                f"issuer {issuer}", reason="no_metadata", issuer=issuer)
+        return meta.token_endpoint
+
+
+async def issuer_metadata(session: aiohttp.ClientSession, issuer: str
+                          ) -> AuthServerMetadata | None:
+    """``issuer``'s authorization server metadata, from the first of its discovery
+    locations that answers with a document for it; None when none does."""
+    for url in authorization_server_urls(issuer):
+        try:
+            async with session.get(url, allow_redirects=False) as resp:
+                if resp.status != 200:
+                    continue
+                body = await resp.content.read(1 << 20)
+            return parse_authorization_server(body, url=url, issuer=issuer)
+        except (aiohttp.ClientError, OSError, TimeoutError, AuthorizationFailed):
+            continue
+    return None
 
 
 class _AnyUser:
