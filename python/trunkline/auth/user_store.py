@@ -25,9 +25,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..errors import StoreKeyMissing
 from ..policy.identity import Identity
@@ -37,6 +37,8 @@ from .store import Binding
 log = logging.getLogger("trunkline.auth")
 
 FORMAT = 1
+
+_Entry = TypeVar("_Entry")
 
 #: A user: (kind, issuer, subject), ``Identity.key``.
 UserKey = tuple[str, str | None, str]
@@ -189,34 +191,30 @@ class UserSecretEntry:
 
 async def user_entries(store: UserRecordStore) -> AsyncIterator[UserTokenEntry]:
     """Every per-user token record a key opens."""
-    records = store.user_records
-    for name in await records.names():
-        data = await records.read_named(name)
-        if data is None:
-            continue
-        try:
-            doc = json.loads(data)
-            entry = UserTokenEntry(_user_of(doc), Binding.from_json(doc["binding"]))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.warning("ignoring unreadable per-user token record %s",
-                        records.records.where_named(name))
-            continue
+    async for entry in _entries(store.user_records, "token", lambda doc: UserTokenEntry(
+            _user_of(doc), Binding.from_json(doc["binding"]))):
         yield entry
 
 
 async def secret_entries(store: UserRecordStore) -> AsyncIterator[UserSecretEntry]:
     """Every per-user secret record a key opens (the names of its values only)."""
-    records = store.secret_records
+    async for entry in _entries(store.secret_records, "secret", lambda doc: UserSecretEntry(
+            _user_of(doc), str(doc["server"]), tuple(sorted(doc["secrets"])))):
+        yield entry
+
+
+async def _entries(records: SealedRecords, kind: str,
+                   read: Callable[[dict[str, Any]], _Entry]) -> AsyncIterator[_Entry]:
+    """Each record a key opens, as ``read`` makes it of its document; one it cannot read is
+    skipped with a warning naming where it is (``kind``: what the record is)."""
     for name in await records.names():
         data = await records.read_named(name)
         if data is None:
             continue
         try:
-            doc = json.loads(data)
-            entry = UserSecretEntry(_user_of(doc), str(doc["server"]),
-                                    tuple(sorted(doc["secrets"])))
+            entry = read(json.loads(data))
         except (ValueError, KeyError, TypeError, AttributeError):
-            log.warning("ignoring unreadable per-user secret record %s",
+            log.warning("ignoring unreadable per-user %s record %s", kind,
                         records.records.where_named(name))
             continue
         yield entry
