@@ -26,18 +26,20 @@ from ..channel import ServerState
 from ..parent.handle import ServerStatus
 
 _COLOURS = {ServerState.READY: "green", ServerState.UNAVAILABLE: "red",
-            ServerState.RESTARTING: "yellow", ServerState.STOPPED: "dim"}
+            ServerState.RESTARTING: "yellow", ServerState.DRAINING: "yellow",
+            ServerState.STOPPED: "dim"}
 
 
 def describe(status: ServerStatus) -> str:
     """The state and what goes with it: the era and revision when ready, the reason when
-    unavailable or restarting."""
+    unavailable, restarting or draining."""
     if status.state is ServerState.READY:
         era = " ".join(part for part in (status.era, status.version) if part)
         took = ("" if status.time_to_verdict_s is None
                 else f", {status.time_to_verdict_s:.2f} s")
         return f"ready ({era}{took})" if era or took else "ready"
-    if status.reason and status.state in (ServerState.UNAVAILABLE, ServerState.RESTARTING):
+    if status.reason and status.state in (ServerState.UNAVAILABLE, ServerState.RESTARTING,
+                                          ServerState.DRAINING):
         return f"{status.state.value}: {status.reason}"
     return status.state.value
 

@@ -162,7 +162,8 @@ class GatewaySettings:
     def __post_init__(self) -> None:
         if self.stdio:
             for needs_http, asked in (("processes > 1", self.processes > 1),
-                                      ("metrics", self.metrics), ("oauth", self.oauth)):
+                                      ("metrics", self.metrics), ("oauth", self.oauth),
+                                      ("a drain notice", self.drain_notice_s > 0)):
                 if asked:
                     raise ConfigurationError(f"{needs_http} needs HTTP, not stdio")
         if self.drain_notice_s < 0:
