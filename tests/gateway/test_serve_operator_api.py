@@ -594,7 +594,7 @@ def test_with_two_processes_a_change_is_every_copys_and_a_session_is_held(gatewa
                 # Each request on a connection of its own: the kernel picks the copy; the
                 # one that does not hold the session passes it to the one that does.
                 csrfs = set()
-                for _ in range(8):
+                for _ in range(16):
                     status, session, _ = await ask(fresh, "GET",
                                                    gw.base + "/admin/api/session", jar)
                     assert status == 200, session
@@ -604,6 +604,34 @@ def test_with_two_processes_a_change_is_every_copys_and_a_session_is_held(gatewa
                                             gw.base + "/admin/api/servers/py/retry",
                                             {**jar, "X-CSRF-Token": csrfs.pop()})
                 assert status == 200 and body["copies"] == {"told": 1, "failed": []}
+            # A copy's private socket takes an operator's change only signed with the
+            # copies' key.
+            copy = next(iter(descendants(gw.proc.pid) & set(copies(gw.proc.pid))))
+            directory = environ(copy)["TRUNKLINE_COPIES_DIR"]
+            unsigned = aiohttp.UnixConnector(path=f"{directory}/face-0.sock")
+            async with aiohttp.ClientSession(connector=unsigned) as local:
+                for forged in ({}, {"X-Trunkline-Copy": f"{time.time():.3f}.{'0' * 64}"},
+                               {"X-Trunkline-Copy": "garbage"}):
+                    status, _, _ = await ask(local, "POST",
+                                             "http://127.0.0.1/admin/api/servers/py/restart",
+                                             {"Host": "127.0.0.1", **forged})
+                    assert status == 401, forged
         finally:
             assert await gw.stop() == 0
     run(main(), timeout=300)
+
+
+def copies(parent: int) -> list[int]:
+    """The gateway processes ``serve --processes N`` started (its direct children)."""
+    found = []
+    for pid in descendants(parent):
+        with open(f"/proc/{pid}/stat") as f:
+            if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(pid)
+    return found
+
+
+def environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        pairs = [entry.partition(b"=") for entry in f.read().split(b"\0") if entry]
+    return {k.decode(): v.decode(errors="replace") for k, _, v in pairs}
