@@ -776,6 +776,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--metrics needs --http (the page is served at /metrics)")
     if ns.command == "serve" and ns.oauth_issuer and not ns.http:
         parser.error("--oauth-issuer needs --http")
+    if ns.command == "serve" and ns.admin_key_file and not ns.http:
+        parser.error("--admin-key-file needs --http (the operator API is served under "
+                     "/admin)")
     if ns.command == "serve" and ns.audit_hash_arguments and ns.audit is None:
         parser.error("--audit-hash-arguments needs --audit")
     if ns.command is None:
