@@ -67,8 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trunkline.gateway")
 
-ADMIN = "/admin"
-API = "/admin/api"
 _NO_STORE = {"Cache-Control": "no-store"}
 #: The largest body a POST of the API is read to (none carries one but the login).
 _MAX_BODY = 4096
@@ -122,6 +120,8 @@ ROUTES: tuple[Route, ...] = (
 
 
 def _compiled(route: Route) -> re.Pattern[str]:
+    """The route's template as a pattern: a parameter is one path segment, but a tool's
+    name, which may hold '/', takes the rest up to the fixed tail."""
     parts = re.split(r"(\{\w+\})", route.template)
     regex = "".join(
         (f"(?P<{part[1:-1]}>{'.+' if part == '{tool}' else '[^/]+'})"
