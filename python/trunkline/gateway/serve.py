@@ -27,6 +27,9 @@ Rules:
   in flight for up to ``drain_timeout_s``, then the answers, the host (its workers), the
   audit log (what its calls recorded written first) and the telemetry set up here stop,
   in that order. Nothing outlives the gateway.
+- With an admin credential (``admin_keys``, or ``oauth`` and an ``admin_scope``), the
+  HTTP face serves the operator API under ``/admin`` (``operator_api``), behind it
+  (``admin_access``); without one, nothing is there.
 - ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
   copies of the command (``copy_arguments``) on one socket (``processes``).
 - The configuration is read again by ``Gateway.reload`` (``serve``: on SIGHUP, passed on
@@ -59,6 +62,7 @@ from ..errors import ConfigurationError
 from ..parent.host_options import CallOptions, ClientOptions
 from ..settings import HostSettings
 from ..version import VERSION
+from .api_keys import ApiKeys
 from .extensions import upstream as upstream_extensions
 from .limits import Limits
 
@@ -72,8 +76,9 @@ if TYPE_CHECKING:
     from ..telemetry.audit import AuditLog
     from ..telemetry.sdk import Configured
     from .answers import Answerer
-    from .api_keys import ApiKeys
     from .bearer import ResourceSettings
+    from .http import HttpFace
+    from .operator_api import OperatorApi
     from .reload import ReloadOutcome, Reloads
     from .siblings import Siblings
 
@@ -153,6 +158,12 @@ class GatewaySettings:
     copy_arguments: tuple[str, ...] = ()
     #: The inherited listening socket of a copy of ``serve --processes N``.
     listen_fd: int | None = None
+    #: The operator's keys (``admin_access``: the operator API under ``/admin``); never
+    #: shown, never accepted at ``/mcp``.
+    admin_keys: ApiKeys = field(default_factory=ApiKeys, repr=False)
+    #: The scope an OAuth access token of the gateway's issuers needs to be an
+    #: operator's (with ``oauth``); None: no token is.
+    admin_scope: str | None = "trunkline:admin"
     #: Reload whenever the configuration file's content changes (besides SIGHUP).
     watch_config: bool = False
     #: On stopping (HTTP), seconds ``/readyz`` answers 503 before the gateway stops
@@ -163,7 +174,8 @@ class GatewaySettings:
         if self.stdio:
             for needs_http, asked in (("processes > 1", self.processes > 1),
                                       ("metrics", self.metrics), ("oauth", self.oauth),
-                                      ("a drain notice", self.drain_notice_s > 0)):
+                                      ("a drain notice", self.drain_notice_s > 0),
+                                      ("admin keys", bool(self.admin_keys))):
                 if asked:
                     raise ConfigurationError(f"{needs_http} needs HTTP, not stdio")
         if self.drain_notice_s < 0:
@@ -417,15 +429,41 @@ class Gateway:
                         sign_in_client=getattr(users, "person_client", None),
                         drain_notice_s=settings.drain_notice_s,
                         readiness=lambda: (self.reloading, self.starting))
+        operator = self._operator(face, instance, siblings)
         if pages is not None:
             await pages.start()
             stack.push_async_callback(pages.stop)
         url: str = await face.start()
         stack.push_async_callback(face.stop)
+        if operator is not None:
+            stack.callback(operator.close)  # its event streams end before the face drains
         if sign_ins is not None and not sign_ins.base_url:
             # Users' browsers reach the sign-in pages where clients reach /mcp.
             sign_ins.base_url = url.rsplit("/", 1)[0]
         return url
+
+
+    def _operator(self, face: HttpFace, instance: str,
+                  siblings: Siblings | None) -> OperatorApi | None:
+        """The operator API under ``/admin`` (``operator_api``), when an admin credential
+        is configured: admin keys, or OAuth with an admin scope."""
+        from .admin_access import AdminAccess, copies_key
+        from .operator_api import OperatorApi
+
+        settings = self.settings
+        scope = settings.admin_scope if settings.oauth is not None else None
+        if not settings.admin_keys and not scope:
+            return None
+        public = settings.oauth.resource if settings.oauth is not None else None
+        access = AdminAccess(settings.admin_keys, instance=instance,
+                             tokens=lambda: face.token_validator, scope=scope or None,
+                             secure_cookies=(public or "").startswith("https:"),
+                             copies=None if siblings is None or settings.session_key is None
+                             else copies_key(settings.session_key))
+        operator = OperatorApi(self, access, config=settings.config, siblings=siblings,
+                               copies=access.copies)
+        face.admin = operator
+        return operator
 
 
 async def serve(settings: GatewaySettings, *, starting: ServerWatcher | None = None,
