@@ -4,21 +4,29 @@ clients call without pause, and every change is made by difference.
 
 Behind it, real servers of both eras: the TypeScript SDK v2 server (``modern-ts``) and the
 mcp 1.x time server (legacy), which stay; two mcp 2.x echo servers, one removed and one
-whose arguments change; and, added, a ``modern-ts`` that takes a while to start. In front,
-modern (2026-07-28) clients calling over Streamable HTTP on 127.0.0.1, a legacy
-(2025-11-25) session calling too, a modern listen stream and the legacy session's GET
-stream.
+whose arguments change; added, a second mcp 1.x time server that takes a while to start
+(with ``--watch-config``: a second ``modern-ts``). In front, modern (2026-07-28) clients
+calling over Streamable HTTP on 127.0.0.1, a legacy (2025-11-25) session calling too, a
+modern listen stream granted every list and the legacy session's GET stream.
 
-What is checked, reload by reload: no call to a server that stays fails; the calls in
-flight to a removed server finish within the drain timeout or fail with an error naming
-it, a new call to it fails at once, and its processes (server and worker) are gone; a
-changed server's old processes are gone and the new one runs with its new arguments;
-``/readyz`` says a reload is under way and which servers are still starting; a file that
-cannot be read is refused with the reason in the log and the fleet serves on; the servers
-that stay keep their processes; each stream hears one ``notifications/tools/list_changed``
-per reload that changed the tools it sees and none for one that did not; and when the
-gateway stops, no process of the run is left (every one carries the run's marker in its
-environment, read from ``/proc``)."""
+What is checked, reload by reload:
+
+- no call to a server that stays fails, and those servers keep their processes;
+- the calls in flight to a removed server finish within the drain timeout, or fail with
+  an error naming it once it is over (never a hang); a new call to it fails at once; its
+  processes (server and worker) end;
+- a changed server serves on while it is replaced (no call to it fails), its old
+  processes end and the new one runs with the new arguments;
+- ``/readyz`` says a reload is under way and which servers are still starting, and stays
+  ready;
+- a file that cannot be read is refused with the reason in the log, and the fleet serves
+  on; a file that changes nothing changes nothing;
+- each stream hears one ``notifications/tools/list_changed`` per reload that changed the
+  tools it sees and none for one that did not (prompts and resources: see ``Expected``);
+- the gateway holds as many descriptors (but its clients' connections) after the reloads
+  as before, with as many servers; when it stops, no process of the run is left (each
+  carries the run's marker in its environment, read from ``/proc``).
+"""
 
 from __future__ import annotations
 
@@ -74,15 +82,15 @@ def entry(server: realpeers.RealServer, run_id: str, *extra: str,
     return found
 
 
-def slow_entry(server: realpeers.RealServer, run_id: str) -> dict[str, Any]:
+def slow_entry(server: realpeers.RealServer, run_id: str, *,
+               legacy: bool = False) -> dict[str, Any]:
     """``server`` started only after ``SLOW_START_S`` seconds (a shell waits, then becomes
     the server)."""
-    realpeers.require(server)
+    found = entry(server, run_id, legacy=legacy)
     sleep = shutil.which("sleep")
     assert sleep is not None
-    return {"command": "/bin/sh",
-            "args": ["-c", f'{sleep} {SLOW_START_S} && exec "$0" "$@"', *server.argv],
-            "env": {**server.env, MARKER: run_id}}
+    return {**found, "command": "/bin/sh",
+            "args": ["-c", f'{sleep} {SLOW_START_S} && exec "$0" "$@"', *server.argv]}
 
 
 def write_config(path: Path, servers: dict[str, dict[str, Any]] | str) -> None:
@@ -244,7 +252,7 @@ async def legacy_call(gw: HttpGateway, session: dict[str, str], who: str, tool: 
 
 #: What the load asks of the servers that stay: the modern TS server and the legacy one.
 STAYING_LOAD = [("keep_sleep", {"ms": 40}), ("keep_echo", {"text": "hi"}),
-                ("get_current_time", {"timezone": "UTC"})]
+                ("old_get_current_time", {"timezone": "UTC"})]
 
 
 @dataclass
@@ -508,8 +516,10 @@ def test_sighup_adds_removes_changes_and_refuses_while_clients_call(gateways, tm
             await expected.before()
             signalled: dict[str, float] = {}
 
-            # 1. Add a server that takes a while to start.
-            fleet["slow"] = role("slow", slow_entry(realpeers.MODERN_TS, run_id))
+            # 1. Add a legacy server that takes a while to start (its tools' names are
+            # the unchanged legacy server's too: a model sees both prefixed from now on).
+            fleet["slow"] = role("slow", slow_entry(realpeers.LEGACY_PY_TIME, run_id,
+                                                    legacy=True))
             write_config(config, fleet)
             mark = len(log.lines)
             signalled["add"] = time.monotonic()
@@ -520,8 +530,8 @@ def test_sighup_adds_removes_changes_and_refuses_while_clients_call(gateways, tm
             assert all(d["status"] == 200 and d["ready"] for d in seen), seen
             status, document = await readyz(gw)
             assert status == 200 and document["starting"] == [] and not document["reloading"]
-            assert "slow_echo" in await tool_names(gw)
-            call = await modern_call(gw, "check", "slow_echo", {"text": "new"})
+            assert "slow_get_current_time" in await tool_names(gw)
+            call = await modern_call(gw, "check", "slow_get_current_time", {"timezone": "UTC"})
             assert call.outcome == "ok", call
             assert "tools" in await expected.after("add", fleet_changed=True)
 
@@ -605,7 +615,7 @@ def test_sighup_adds_removes_changes_and_refuses_while_clients_call(gateways, tm
             status, document = await readyz(gw)
             assert status == 200 and not document["reloading"], document
             assert sorted(servers_of(run_id)) == ["chg", "keep", "old", "slow"]
-            call = await modern_call(gw, "check", "slow_echo", {"text": "still"})
+            call = await modern_call(gw, "check", "slow_get_current_time", {"timezone": "UTC"})
             assert call.outcome == "ok", call
             assert not await expected.after("broken", fleet_changed=False)
 
