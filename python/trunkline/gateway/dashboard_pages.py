@@ -7,26 +7,30 @@ Rules:
 1. ``GET /admin`` (and ``/admin/``) is the fleet page to an operator (``AdminAccess``: a
    session cookie, or the admin credential as a bearer); to anyone else it is the sign-in
    page, answered 401 (a form POSTing ``key`` to ``/admin/login``, which the operator API
-   answers). ``GET /admin/static/<file>`` serves the script and the stylesheet to an
-   operator; the stylesheet alone is served to anyone, since the sign-in page needs it
-   and it is the same bytes as the package's. Any other path under them is 404; any
-   other method 405.
+   answers). ``GET /admin/static/<file>`` serves the script, the stylesheet and the icon
+   to an operator; the stylesheet and the icon are served to anyone, since the sign-in
+   page needs them and they are the same bytes as the package's. Any other path under
+   them is 404; any other method 405.
 2. Every answer carries a ``Content-Security-Policy`` that lets the page load only the
    gateway's own script, stylesheet and API (``script-src 'self'``, ``style-src 'self'``,
    ``connect-src 'self'``: no inline script or style, no other origin), submit forms only
    to the gateway, and never be framed; with ``X-Content-Type-Options: nosniff`` and
    ``Referrer-Policy: no-referrer``. Pages are ``no-store``; the script and stylesheet
    ``no-cache`` with an ``ETag`` (a new version is never taken from a cache).
-3. The files are read once, when the pages are made; none of them is a template: no
-   page the gateway serves holds data, so none can hold a secret. The data comes from
-   the API and the script shows it as text only.
+3. The files are read once, when the pages are made. No page holds data, so none can
+   hold a secret: the data comes from the API and the script shows it as text only. The
+   one thing filled in is the sign-in page's note after a refused login (``?login=``
+   ``refused`` or ``limited``, where the login sends the browser back): a sentence of the
+   gateway's own, chosen by that value, never the value itself.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
 from importlib import resources
 from typing import Protocol
+from urllib.parse import parse_qs
 
 from .exchange import Exchange
 from .replies import HttpReply
@@ -45,7 +49,15 @@ _HTML = b"text/html; charset=utf-8"
 _STATIC: dict[str, tuple[bytes, bool]] = {
     "app.js": (b"text/javascript; charset=utf-8", False),
     "app.css": (b"text/css; charset=utf-8", True),
+    "favicon.svg": (b"image/svg+xml", True),
 }
+
+#: The sign-in page's note after a refused login (rule 3), by the ``login`` query value.
+LOGIN_NOTES = {
+    "refused": "That is not an admin key of this gateway.",
+    "limited": "Too many failed sign-ins from this address: try again in a few minutes.",
+}
+_NOTE_SLOT = b'<p id="login-note" class="note"></p>'
 
 
 class Operators(Protocol):
@@ -67,7 +79,14 @@ class DashboardPages:
     def __init__(self, operators: Operators) -> None:
         self._operators = operators
         self._index = _read("index.html")
-        self._login = _read("login.html")
+        login = _read("login.html")
+        if _NOTE_SLOT not in login:
+            raise RuntimeError("the sign-in page has lost its note's slot")
+        #: The sign-in page, by the ``login`` query value ("": none or one not known).
+        self._logins: dict[str, bytes] = {"": login} | {
+            value: login.replace(_NOTE_SLOT, _NOTE_SLOT.replace(
+                b"></p>", b">" + html.escape(note).encode() + b"</p>"))
+            for value, note in LOGIN_NOTES.items()}
         self._static: dict[str, tuple[bytes, bytes, str, bool]] = {}
         for name, (content_type, public) in _STATIC.items():
             body = _read(name)
@@ -90,7 +109,9 @@ class DashboardPages:
         if refused is None:
             return HttpReply(200, self._index, _PAGE_HEADERS, _HTML)
         if refused.status == 401:
-            return HttpReply(401, self._login, _PAGE_HEADERS, _HTML)
+            said = parse_qs(http.query).get("login", [""])[0]
+            return HttpReply(401, self._logins.get(said, self._logins[""]), _PAGE_HEADERS,
+                             _HTML)
         return refused  # not a matter of signing in (no admin credential configured, ...)
 
     async def _file(self, http: Exchange, name: str) -> HttpReply:
@@ -108,4 +129,4 @@ class DashboardPages:
         return HttpReply(200, body, headers, content_type)
 
 
-__all__ = ["CSP", "PAGE_PATHS", "STATIC_PREFIX", "DashboardPages", "Operators"]
+__all__ = ["CSP", "LOGIN_NOTES", "PAGE_PATHS", "STATIC_PREFIX", "DashboardPages", "Operators"]

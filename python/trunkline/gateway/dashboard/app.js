@@ -88,6 +88,7 @@
   async function session() {
     const answer = await getJson("/session");
     csrf = answer.csrf;
+    $("operator").textContent = answer.operator ? "signed in as " + answer.operator : "";
   }
 
   // A state change: POST with the CSRF token; once more with a fresh token when it was
