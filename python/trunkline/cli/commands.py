@@ -334,8 +334,10 @@ async def serve(ns: argparse.Namespace) -> int:
 
 def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     """``serve``'s arguments as a gateway's settings, with what its environment adds over
-    HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_SESSION_KEY``, ``TRUNKLINE_REPLICA``; and
+    HTTP: ``TRUNKLINE_API_KEYS``, ``TRUNKLINE_ADMIN_KEYS``, ``TRUNKLINE_SESSION_KEY``,
+    ``TRUNKLINE_REPLICA``; and
     ``TRUNKLINE_AUDIT_KEY`` with ``--audit-hash-arguments``."""
+    from ..gateway.admin_access import read_admin_keys
     from ..gateway.api_keys import read_api_keys
     from ..gateway.limits import Limits
     from ..gateway.processes import REPLICA_ENV
@@ -344,7 +346,10 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
     http: dict[str, Any] = {}
     if ns.http:
         bind, port = _bind_address(ns.http)
-        http = {"bind": bind, "port": port, "api_keys": read_api_keys(ns.api_key_file),
+        api_keys = read_api_keys(ns.api_key_file)
+        http = {"bind": bind, "port": port, "api_keys": api_keys,
+                "admin_keys": read_admin_keys(ns.admin_key_file, api_keys=api_keys),
+                "admin_scope": ns.admin_scope or None,
                 "oauth": _oauth(ns), "session_key": _session_key(),
                 "replica": ns.replica or os.environ.get(REPLICA_ENV),
                 "host_names": tuple(ns.host_names),
@@ -589,6 +594,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="API keys: one per line, or JSON {\"keys\": [{\"name\", \"key\", "
                    "\"groups\", ...}]} naming each (also TRUNKLINE_API_KEYS, "
                    "comma-separated)")
+    g.add_argument("--admin-key-file", metavar="PATH",
+                   help="with --http: the operator's keys, for the operator API and "
+                        "dashboard under /admin (one per line, or JSON like "
+                        "--api-key-file; also TRUNKLINE_ADMIN_KEYS, comma-separated); "
+                        "never accepted at /mcp")
+    g.add_argument("--admin-scope", metavar="SCOPE", default="trunkline:admin",
+                   help="with --oauth-issuer: the scope an access token needs to be an "
+                        "operator's under /admin (default trunkline:admin; '' for none)")
     g.add_argument("--host-name", dest="host_names", metavar="NAME", action="append",
                    default=[],
                    help="with --http: a name clients reach the gateway by besides its bind "

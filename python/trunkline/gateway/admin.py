@@ -28,6 +28,7 @@ from .extensions import verdicts
 
 if TYPE_CHECKING:
     from ..parent.host import Host
+    from ..parent.status import ServerStatus
     from ..telemetry.audit import AuditLog
 
 #: The document's shape; ``trunkline status`` refuses one it does not know.
@@ -37,16 +38,8 @@ SCHEMA = "trunkline.status/1"
 def status_document(host: Host, audit: AuditLog | None = None) -> dict[str, Any]:
     servers = []
     for status in host.servers():
-        latency = host.call_latency(status.name)
-        servers.append({
-            "name": status.name, "state": status.state.value, "era": status.era,
-            "version": status.version, "reason": status.reason, "hint": status.hint,
-            "in_flight": status.in_flight, "answered": latency.answered,
-            "p50_ms": _ms(latency.p50_s), "p99_ms": _ms(latency.p99_s),
-            "restarts": status.restarts, "last_error": status.last_error,
-            "last_error_at": status.last_error_at, "listing_error": status.listing_error,
-            "extensions": verdicts(status.extensions),
-        })
+        servers.append({**server_fields(host, status),
+                        "extensions": verdicts(status.extensions)})
         if status.instances is not None:
             servers[-1]["instances"] = status.instances
     document: dict[str, Any] = {"schema": SCHEMA, "tools": len(host.catalog.entries),
@@ -66,8 +59,20 @@ def status_document(host: Host, audit: AuditLog | None = None) -> dict[str, Any]
     return document
 
 
+def server_fields(host: Host, status: ServerStatus) -> dict[str, Any]:
+    """One server's state, era, counters and latencies, as this document and the
+    operator API's (``operator_documents``) both give them."""
+    latency = host.call_latency(status.name)
+    return {"name": status.name, "state": status.state.value, "era": status.era,
+            "version": status.version, "reason": status.reason, "hint": status.hint,
+            "in_flight": status.in_flight, "answered": latency.answered,
+            "p50_ms": _ms(latency.p50_s), "p99_ms": _ms(latency.p99_s),
+            "restarts": status.restarts, "last_error": status.last_error,
+            "last_error_at": status.last_error_at, "listing_error": status.listing_error}
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 3)
 
 
-__all__ = ["SCHEMA", "status_document"]
+__all__ = ["SCHEMA", "server_fields", "status_document"]

@@ -75,24 +75,27 @@ class ApiKeys:
                    for n, s in enumerate(secrets, 1))
 
 
-def read_api_keys(path: str | None, env: Mapping[str, str] | None = None) -> ApiKeys:
-    """The keys of ``--api-key-file`` ``path`` and ``TRUNKLINE_API_KEYS`` (rule 1)."""
+def read_api_keys(path: str | None, env: Mapping[str, str] | None = None, *,
+                  variable: str = "TRUNKLINE_API_KEYS", what: str = "API keys",
+                  named: str = "") -> ApiKeys:
+    """The keys of ``--api-key-file`` ``path`` and ``TRUNKLINE_API_KEYS`` (rule 1); or, as
+    ``variable`` and ``what`` say, another set of keys read the same way, their unnamed
+    ones' names prefixed by ``named`` (the admin keys: ``admin_access``)."""
     env = os.environ if env is None else env
-    listed = [k.strip().encode() for k in env.get("TRUNKLINE_API_KEYS", "").split(",")
-              if k.strip()]
-    keys = list(ApiKeys.unnamed(listed, "env").keys)
+    listed = [k.strip().encode() for k in env.get(variable, "").split(",") if k.strip()]
+    keys = list(ApiKeys.unnamed(listed, f"{named}env").keys)
     if path is not None:
         try:
             with open(path, "rb") as f:
                 text = f.read()
         except OSError as exc:
-            raise ConfigurationError(f"{path}: cannot read the API keys: {exc.strerror}"
+            raise ConfigurationError(f"{path}: cannot read the {what}: {exc.strerror}"
                                      ) from None
         if text.lstrip().startswith(b"{"):
             keys += _named(text, path)
         else:
             lines = [line.strip() for line in text.decode(errors="replace").splitlines()]
-            keys += ApiKeys.unnamed(k.encode() for k in lines if k).keys
+            keys += ApiKeys.unnamed((k.encode() for k in lines if k), f"{named}key").keys
     return ApiKeys(keys)
 
 

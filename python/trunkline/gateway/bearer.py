@@ -262,6 +262,13 @@ class Validator:
         self._verify = verify or verify_signature
         self._clock = clock
 
+    def requiring(self, scopes: Sequence[str]) -> Validator:
+        """A validator of the same issuers, keys and audience whose tokens must carry
+        ``scopes`` instead (the operator's: ``admin_access``)."""
+        return Validator(TokenPolicy(self.policy.issuers, self.policy.audience, tuple(scopes),
+                                     self.policy.leeway_s),
+                         self._sources, self._verify, self._clock, self._claim_names)
+
     async def check(self, authorization: str | None) -> Identity | Refused:
         token = bearer_token(authorization)
         if token is None:

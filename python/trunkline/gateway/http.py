@@ -33,7 +33,9 @@ request answered from behind the gateway goes out by ``http_relay``), and everyt
   to an input round another process asked (its ``requestState`` names the process).
 
 Around it: ``/healthz`` and ``/readyz``; ``/status`` (``admin``, for ``trunkline
-status``), behind the same checks as ``/mcp``; ``Host`` checked against the names the
+status``), behind the same checks as ``/mcp``; everything under ``/admin`` (the operator
+API and its pages, ``operator_api``), behind the admin credential (``admin_access``) after
+the same Host and Origin checks; ``Host`` checked against the names the
 gateway answers to, ``Origin`` against its own origins (scheme, host and port); API keys
 (``Authorization: Bearer``) required on any bind that is not loopback, or OAuth access
 tokens (``bearer``: the gateway as a protected resource, its RFC 9728 metadata at
@@ -89,6 +91,8 @@ from .sign_in_pages import SignInPages
 log = logging.getLogger("trunkline.gateway")
 
 ENDPOINT = "/mcp"
+#: The operator's paths (``operator_api``).
+ADMIN = "/admin"
 #: Binds on every address: no one name clients reach the gateway by comes with them.
 _WILDCARDS = frozenset({"0.0.0.0", "::"})
 
@@ -188,6 +192,15 @@ class HttpFace:
         if oauth is not None and oauth.resource is not None:
             self._add_metadata_routes(oauth.resource)
         self._unwatch = answerer.watch_lists(self._list_changed)
+        #: Every path under ``/admin``, once screened (``operator_api``); None: those
+        #: paths are 404 (no admin credential is configured).
+        self.admin: Callable[[Exchange], Awaitable[HttpReply | None]] | None = None
+
+    @property
+    def token_validator(self) -> bearer.Validator | None:
+        """The access tokens' validator once started, when OAuth is configured (the admin
+        credential's tokens are checked by it: ``admin_access``)."""
+        return self._validator
 
     async def start(self) -> str:
         await self._legacy.start()
@@ -257,6 +270,9 @@ class HttpFace:
                     reply = answer(answered)
                 else:
                     result = orjson.dumps(answered)
+            elif methods is None and self.admin is not None and (
+                    exchange.path == ADMIN or exchange.path.startswith(ADMIN + "/")):
+                reply = self._screen(exchange) or await self.admin(exchange)
             elif methods is None and self._sign_in_pages is not None and \
                     self._sign_in_pages.serves(exchange.path):
                 reply = self._screen(exchange) or await self._sign_in_pages(exchange)

@@ -54,6 +54,7 @@ from ..errors import ConfigurationError
 from ..parent.host_options import CallOptions, ClientOptions
 from ..settings import HostSettings
 from ..version import VERSION
+from .api_keys import ApiKeys
 from .extensions import upstream as upstream_extensions
 from .limits import Limits
 
@@ -66,8 +67,9 @@ if TYPE_CHECKING:
     from ..telemetry.audit import AuditLog
     from ..telemetry.sdk import Configured
     from .answers import Answerer
-    from .api_keys import ApiKeys
     from .bearer import ResourceSettings
+    from .http import HttpFace
+    from .operator_api import OperatorApi
     from .siblings import Siblings
 
 #: A callback told one server's status (``Host.watch_servers``).
@@ -146,6 +148,12 @@ class GatewaySettings:
     copy_arguments: tuple[str, ...] = ()
     #: The inherited listening socket of a copy of ``serve --processes N``.
     listen_fd: int | None = None
+    #: The operator's keys (``admin_access``: the operator API under ``/admin``); never
+    #: shown, never accepted at ``/mcp``.
+    admin_keys: ApiKeys = field(default_factory=ApiKeys, repr=False)
+    #: The scope an OAuth access token of the gateway's issuers needs to be an
+    #: operator's (with ``oauth``); None: no token is.
+    admin_scope: str | None = "trunkline:admin"
 
     def __post_init__(self) -> None:
         if self.stdio:
@@ -326,15 +334,41 @@ class Gateway:
                         sign_ins=sign_ins,
                         subject_tokens=getattr(users, "subject_tokens", None),
                         sign_in_client=getattr(users, "person_client", None))
+        operator = self._operator(face, instance, siblings)
         if pages is not None:
             await pages.start()
             stack.push_async_callback(pages.stop)
         url: str = await face.start()
         stack.push_async_callback(face.stop)
+        if operator is not None:
+            stack.callback(operator.close)  # its event streams end before the face drains
         if sign_ins is not None and not sign_ins.base_url:
             # Users' browsers reach the sign-in pages where clients reach /mcp.
             sign_ins.base_url = url.rsplit("/", 1)[0]
         return url
+
+
+    def _operator(self, face: HttpFace, instance: str,
+                  siblings: Siblings | None) -> OperatorApi | None:
+        """The operator API under ``/admin`` (``operator_api``), when an admin credential
+        is configured: admin keys, or OAuth with an admin scope."""
+        from .admin_access import AdminAccess, copies_key
+        from .operator_api import OperatorApi
+
+        settings = self.settings
+        scope = settings.admin_scope if settings.oauth is not None else None
+        if not settings.admin_keys and not scope:
+            return None
+        public = settings.oauth.resource if settings.oauth is not None else None
+        access = AdminAccess(settings.admin_keys, instance=instance,
+                             tokens=lambda: face.token_validator, scope=scope or None,
+                             secure_cookies=(public or "").startswith("https:"),
+                             copies=None if siblings is None or settings.session_key is None
+                             else copies_key(settings.session_key))
+        operator = OperatorApi(self, access, config=settings.config, siblings=siblings,
+                               copies=access.copies)
+        face.admin = operator
+        return operator
 
 
 async def serve(settings: GatewaySettings, *, starting: ServerWatcher | None = None,

@@ -28,7 +28,7 @@ import msgspec
 from ..auth.user_sign_in import SignIns
 from ..catalog import Catalog, CatalogWarning, ToolEntry
 from ..catalog.filters import ToolBounds
-from ..catalog.pins import Quarantine
+from ..catalog.pins import PinRecord, Quarantine
 from ..catalog.search import DEFAULT_LIMIT, ToolMatch, ToolSearch
 from ..channel import ServerState
 from ..config import ConfigSource, read_host_config
@@ -792,6 +792,12 @@ class Host:
     def quarantined(self) -> list[Quarantine]:
         """The quarantined tools of the listed servers, each saying why."""
         return self._catalog.quarantined()
+
+    def pin_record(self, server: str) -> PinRecord | None:
+        """``server``'s pins as its last listing left them: the approved definition of each
+        tool, and the one waiting for approval (``approve_tool``); None before it was
+        listed."""
+        return self._catalog.pin_record(server)
 
     # -- calls ---------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from ..catalog.names import escaped_alias
 from ..catalog.pins import (
     VOLATILE_META_KEYS,
     FirstSight,
+    PinRecord,
     Quarantine,
     approve,
     server_identity,
@@ -432,6 +433,12 @@ class CatalogKeeper:
         """Every quarantined tool of the listed servers, in configured order."""
         return [q for name in self._servers.names() if name in self._screenings
                 for q in self._screenings[name].quarantined.values()]
+
+    def pin_record(self, server: str) -> PinRecord | None:
+        """``server``'s pins as its last screening left them (approved and pending
+        definitions); None before it was listed."""
+        screening = self._screenings.get(server)
+        return None if screening is None else screening.record
 
     def withheld(self, name: str) -> UnknownTool | None:
         """The error for a call to ``name`` (a tool's local or prefixed name) if a server
