@@ -9,8 +9,9 @@ Rules:
    page, answered 401 (a form POSTing ``key`` to ``/admin/login``, which the operator API
    answers). ``GET /admin/static/<file>`` serves the script, the stylesheet and the icon
    to an operator; the stylesheet and the icon are served to anyone, since the sign-in
-   page needs them and they are the same bytes as the package's. Any other path under
-   them is 404; any other method 405.
+   page needs them and they are the same bytes as the package's. Every other path the
+   operator API hands over (those it has no route for) is 401 without the credential,
+   like the API's own, then 404; another method than GET is 405.
 2. Every answer carries a ``Content-Security-Policy`` that lets the page load only the
    gateway's own script, stylesheet and API (``script-src 'self'``, ``style-src 'self'``,
    ``connect-src 'self'``: no inline script or style, no other origin), submit forms only
@@ -29,11 +30,14 @@ from __future__ import annotations
 import hashlib
 import html
 from importlib import resources
-from typing import Protocol
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from .exchange import Exchange
 from .replies import HttpReply
+
+if TYPE_CHECKING:
+    from .admin_access import AdminAccess
 
 #: The paths the pages answer (the operator API hands them over: ``OperatorApi(pages=)``).
 PAGE_PATHS = ("/admin", "/admin/")
@@ -60,14 +64,6 @@ LOGIN_NOTES = {
 _NOTE_SLOT = b'<p id="login-note" class="note"></p>'
 
 
-class Operators(Protocol):
-    """Who is an operator (``admin_access.AdminAccess``)."""
-
-    async def check(self, exchange: Exchange, *, changes_state: bool) -> HttpReply | None:
-        """None for an operator; else the refusal to answer with."""
-        ...
-
-
 def _read(name: str) -> bytes:
     return (resources.files(__package__ or "trunkline.gateway") / "dashboard" / name
             ).read_bytes()
@@ -76,7 +72,7 @@ def _read(name: str) -> bytes:
 class DashboardPages:
     """The handler of ``/admin``, ``/admin/`` and ``/admin/static/*`` (rules 1 to 3)."""
 
-    def __init__(self, operators: Operators) -> None:
+    def __init__(self, operators: AdminAccess) -> None:
         self._operators = operators
         self._index = _read("index.html")
         login = _read("login.html")
@@ -93,16 +89,23 @@ class DashboardPages:
             etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
             self._static[name] = (body, content_type, etag, public)
 
-    @staticmethod
-    def serves(path: str) -> bool:
-        return path in PAGE_PATHS or path.startswith(STATIC_PREFIX)
-
     async def __call__(self, http: Exchange) -> HttpReply:
+        """Every path under ``/admin`` the operator API has no route for."""
+        found = self._static.get(http.path[len(STATIC_PREFIX):]) \
+            if http.path.startswith(STATIC_PREFIX) else None
+        if http.method == "GET" and found is not None and found[3]:
+            return self._file(http, found)  # the sign-in page's own (rule 1)
+        if http.method == "GET" and http.path in PAGE_PATHS:
+            return await self._page(http)
+        refused = await self._operators.check(http, changes_state=http.method != "GET")
+        if refused is not None:
+            return refused
+        if found is None and http.path not in PAGE_PATHS:
+            return HttpReply(404, b"", _PAGE_HEADERS, _HTML)
         if http.method != "GET":
             return HttpReply(405, b"", {**_PAGE_HEADERS, "Allow": "GET"}, _HTML)
-        if http.path in PAGE_PATHS:
-            return await self._page(http)
-        return await self._file(http, http.path[len(STATIC_PREFIX):])
+        assert found is not None
+        return self._file(http, found)
 
     async def _page(self, http: Exchange) -> HttpReply:
         refused = await self._operators.check(http, changes_state=False)
@@ -112,21 +115,15 @@ class DashboardPages:
             said = parse_qs(http.query).get("login", [""])[0]
             return HttpReply(401, self._logins.get(said, self._logins[""]), _PAGE_HEADERS,
                              _HTML)
-        return refused  # not a matter of signing in (no admin credential configured, ...)
+        return refused  # not a matter of signing in (a token issuer unreachable, ...)
 
-    async def _file(self, http: Exchange, name: str) -> HttpReply:
-        found = self._static.get(name)
-        if found is None:
-            return HttpReply(404, b"", _PAGE_HEADERS, _HTML)
-        body, content_type, etag, public = found
-        if not public:
-            refused = await self._operators.check(http, changes_state=False)
-            if refused is not None:
-                return refused
+    @staticmethod
+    def _file(http: Exchange, found: tuple[bytes, bytes, str, bool]) -> HttpReply:
+        body, content_type, etag, _public = found
         headers = {**_SECURITY, "Cache-Control": "no-cache", "ETag": etag}
         if http.headers.get("if-none-match") == etag:
             return HttpReply(304, b"", headers, None)
         return HttpReply(200, body, headers, content_type)
 
 
-__all__ = ["CSP", "LOGIN_NOTES", "PAGE_PATHS", "STATIC_PREFIX", "DashboardPages", "Operators"]
+__all__ = ["CSP", "LOGIN_NOTES", "PAGE_PATHS", "STATIC_PREFIX", "DashboardPages"]
