@@ -16,8 +16,11 @@ Rules:
    gateway's own script, stylesheet and API (``script-src 'self'``, ``style-src 'self'``,
    ``connect-src 'self'``: no inline script or style, no other origin), submit forms only
    to the gateway, and never be framed; with ``X-Content-Type-Options: nosniff`` and
-   ``Referrer-Policy: no-referrer``. Pages are ``no-store``; the script and stylesheet
-   ``no-cache`` with an ``ETag`` (a new version is never taken from a cache).
+   ``Referrer-Policy: same-origin`` (no address of the gateway's goes to another site; not
+   ``no-referrer``, under which a browser sends ``Origin: null`` with the page's own
+   POSTs, which the gateway's Origin check rightly refuses). Pages are ``no-store``; the
+   script, stylesheet and icon ``no-cache`` with an ``ETag`` (a new version is never
+   taken from a cache).
 3. The files are read once, when the pages are made. No page holds data, so none can
    hold a secret: the data comes from the API and the script shows it as text only. The
    one thing filled in is the sign-in page's note after a refused login (``?login=``
@@ -46,7 +49,7 @@ STATIC_PREFIX = "/admin/static/"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
        "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 _SECURITY = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-             "Referrer-Policy": "no-referrer"}
+             "Referrer-Policy": "same-origin"}
 _PAGE_HEADERS = {**_SECURITY, "Cache-Control": "no-store"}
 _HTML = b"text/html; charset=utf-8"
 #: The static files, their content types, and whether anyone may have them (rule 1).

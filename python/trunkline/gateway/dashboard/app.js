@@ -131,9 +131,10 @@
       error: el("td", "error"),
       actions: el("td", "actions"),
     };
-    cells.nameText = el("span", null, name);
+    cells.name.textContent = name;
+    cells.eraText = el("span");
     cells.version = el("span", "sub");
-    cells.name.append(cells.nameText, cells.version);
+    cells.era.append(cells.eraText, cells.version);
     cells.badge = el("span", "badge");
     cells.reason = el("span", "sub");
     cells.state.append(cells.badge, cells.reason);
@@ -168,11 +169,11 @@
       const { tr, cells } = row(server.name);
       const state = String(server.state || "unknown");
       counts[state] = (counts[state] || 0) + 1;
-      cells.version.textContent = server.version ? "v" + server.version : "";
+      cells.version.textContent = server.version || "";
       cells.badge.textContent = state;
       cells.badge.setAttribute("data-state", state);
       cells.reason.textContent = [server.reason, server.hint].filter(Boolean).join(" — ");
-      cells.era.textContent = server.era || "–";
+      cells.eraText.textContent = server.era || "–";
       cells.tools.textContent = server.tools === undefined || server.tools === null
         ? "–" : String(server.tools);
       cells.inFlight.textContent = String(server.in_flight ?? 0);
@@ -359,7 +360,8 @@
       const head = el("div", "held-head");
       head.append(el("span", "held-name", item.server + " / " + item.tool),
         el("span", "badge", item.reason || "held"), el("span", "spacer"));
-      const approvable = item.reason !== "bound" && !item.bound;
+      const approvable = typeof item.approvable === "boolean" ? item.approvable
+        : item.reason !== "bound";
       if (approvable) {
         const approve = el("button", "small approve", "Approve");
         approve.type = "button";
