@@ -208,6 +208,8 @@ class ServerState(enum.Enum):
     READY = "ready"
     RESTARTING = "restarting"
     UNAVAILABLE = "unavailable"
+    #: Removed or replaced (a reload): its calls in flight finish, no new one is sent.
+    DRAINING = "draining"
     STOPPED = "stopped"
 
 

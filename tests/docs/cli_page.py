@@ -136,11 +136,13 @@ def _command(name: str, summary: str, parser: argparse.ArgumentParser) -> list[s
 #: What ``serve`` does on each signal it acts on (the parser cannot say it).
 _SIGNALS = (
     ("SIGTERM, SIGINT (Ctrl-C)", "stops taking requests, gives those in flight "
-     "`--drain-timeout` seconds, stops every server, exits"),
-    ("SIGHUP", "reads the configuration's `\"policy\"` again and decides every request from "
-     "then on by it; a policy that cannot be read or does not compile is logged and the one "
-     "in force stays ([Who may see and call what]"
-     "(../how-to/authorization.md#change-the-policy-without-a-restart))"),
+     "`--drain-timeout` seconds (after `--drain-notice` seconds of 503 at `/readyz`), "
+     "stops every server, exits"),
+    ("SIGHUP", "reloads the configuration: servers added, removed (drained) or replaced by "
+     "difference, unchanged ones untouched, the `\"policy\"` with them; a configuration "
+     "that cannot be read, has a wrong entry or a policy that does not compile is refused "
+     "whole, logged, and the one in force stays ([Reload the configuration without a "
+     "restart](../how-to/reload.md))"),
 )
 
 #: The token store's variables (read by ``auth.sealing``, not by the parser).

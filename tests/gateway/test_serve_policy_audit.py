@@ -141,7 +141,7 @@ def test_sighup_changes_the_policy_and_a_broken_one_keeps_the_old(tmp_path, gate
             (tmp_path / "policy.json").write_text(json.dumps({"rules": [
                 {"id": "broken", "allow": ["list"], "when": "identity.groups +"}]}))
             gw.proc.send_signal(signal.SIGHUP)
-            said = await logged(gw, "the policy was not changed")
+            said = await logged(gw, "configuration not reloaded")
             assert "rule 'broken'" in said and "does not compile" in said
             assert await listed(gw, READER) == ["echo"]
             (tmp_path / "policy.json").write_text(json.dumps({"rules": [

@@ -362,7 +362,8 @@ def gateway_settings(ns: argparse.Namespace) -> GatewaySettings:
         max_in_flight=ns.max_in_flight, max_per_server=ns.max_per_server,
         limits=Limits.parse(ns.limit), max_body_bytes=ns.max_body_bytes,
         drain_timeout_s=ns.drain_timeout_s, metrics=ns.metrics, processes=ns.processes,
-        listen_fd=ns.listen_fd, audit=ns.audit,
+        listen_fd=ns.listen_fd, audit=ns.audit, watch_config=ns.watch_config,
+        drain_notice_s=ns.drain_notice_s,
         audit_key=_audit_key() if ns.audit_hash_arguments else None, **http)
 
 
@@ -646,7 +647,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "sets no callTimeoutMs (default 60)")
     g.add_argument("--drain-timeout", dest="drain_timeout_s", type=_seconds, default=10.0,
                    metavar="SECONDS",
-                   help="on SIGTERM, how long calls in flight may take to finish")
+                   help="on SIGTERM, how long calls in flight may take to finish; on a "
+                        "reload, how long a removed or replaced server's calls in flight may")
+    g.add_argument("--drain-notice", dest="drain_notice_s", type=_seconds, default=0.0,
+                   metavar="SECONDS",
+                   help="with --http: on SIGTERM, answer 503 at /readyz for SECONDS first "
+                        "while still serving, so a load balancer takes this gateway out "
+                        "before it stops taking requests (default 0)")
+    g.add_argument("--watch-config", action="store_true",
+                   help="reload whenever the configuration file's content changes (as "
+                        "SIGHUP does: servers added, removed or replaced by difference, the "
+                        "policy; a wrong file is refused and the fleet in force stays)")
     g.add_argument("--replica", metavar="NAME", default=None,
                    help="with --http: this gateway's name among its replicas (letters, "
                         "digits, '-'; also TRUNKLINE_REPLICA; default: a random one). A "

@@ -110,7 +110,9 @@ class HttpFace:
                  siblings: Siblings | None = None,
                  sign_ins: SignIns | None = None,
                  subject_tokens: SubjectTokens | None = None,
-                 sign_in_client: tuple[str, Secret | None] | None = None) -> None:
+                 sign_in_client: tuple[str, Secret | None] | None = None,
+                 drain_notice_s: float = 0.0,
+                 readiness: Callable[[], tuple[bool, list[str]]] | None = None) -> None:
         """``sock``: a socket already bound to ``bind`` and listening, shared with other
         gateway processes (``processes``); else ``start`` binds one. ``oauth``: access
         tokens from these issuers are accepted (besides API keys, if any). ``metrics``:
@@ -121,8 +123,14 @@ class HttpFace:
         served, ``sign_in_pages``); ``subject_tokens``: where each OAuth caller's token is
         kept for servers that exchange it; ``sign_in_client``: the gateway's client id
         and secret at its own issuers, with which a sign-in's browser proves its person
-        (``person_check``)."""
+        (``person_check``). ``drain_notice_s``: on ``stop``, ``/readyz`` answers 503 for
+        that long first while everything else still serves. ``readiness``: whether a
+        reload is being made and which servers are still starting, for ``/readyz``."""
         self._answerer = answerer
+        self._drain_notice_s = drain_notice_s
+        self._readiness = readiness
+        #: Stopping after the drain notice: not ready, still serving.
+        self._leaving = False
         self._bind, self._port = bind, port
         self._sock = sock
         self._keys = api_keys if isinstance(api_keys, ApiKeys) else \
@@ -307,7 +315,12 @@ class HttpFace:
 
     async def stop(self) -> None:
         """Drain: refuse new requests, end the streams, let calls in flight finish within
-        the drain deadline (then they are cancelled), release the port."""
+        the drain deadline (then they are cancelled), release the port. With a drain
+        notice, ``/readyz`` answers 503 for that long first, everything else served."""
+        if self._drain_notice_s > 0 and self._server is not None and not self._draining:
+            self._leaving = True
+            log.info("stopping in %g s: /readyz answers 503 meanwhile", self._drain_notice_s)
+            await asyncio.sleep(self._drain_notice_s)
         self._draining = True
         if self._server is not None:
             self._server.stop_accepting()
@@ -457,10 +470,18 @@ class HttpFace:
         return json_reply({"status": "ok"})
 
     async def _readyz(self, http: Exchange) -> HttpReply:
-        down = [s.name for s in self._answerer.host.servers() if s.state.value == "unavailable"]
-        ready = not self._draining
-        return json_reply({"ready": ready, "tools": len(self._answerer.host.catalog.entries),
-                      "unavailable": down}, 200 if ready else 503)
+        """Whether to send this process requests (503 once it is stopping, from the drain
+        notice on), the tools served, the servers unavailable, and whether a reload is
+        being made and which servers are still starting."""
+        host = self._answerer.host
+        down = [s.name for s in host.servers() if s.state.value == "unavailable"]
+        reloading, starting = self._readiness() if self._readiness is not None else (
+            False, [s.name for s in host.servers()
+                    if s.state.value in ("starting", "negotiating")])
+        ready = not (self._draining or self._leaving)
+        return json_reply({"ready": ready, "tools": len(host.catalog.entries),
+                           "unavailable": down, "reloading": reloading,
+                           "starting": starting}, 200 if ready else 503)
 
     async def _status(self, http: Exchange) -> HttpReply:
         """Each server's state, era, calls in flight, latency, restarts and last error

@@ -29,12 +29,17 @@ Rules:
   in that order. Nothing outlives the gateway.
 - ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
   copies of the command (``copy_arguments``) on one socket (``processes``).
-- The authorization policy (the configuration's ``"policy"``) is read again by
-  ``Gateway.reload_policy`` (``serve``: on SIGHUP, passed on to every copy): one that does
-  not compile is refused, logged, and the policy in force stays; one that does takes
-  over for every request decided from then on (a call admitted before finishes as it
-  was admitted). Connections and calls in flight are untouched. What in a policy could
-  never match is logged as a warning when it is read.
+- The configuration is read again by ``Gateway.reload`` (``serve``: on SIGHUP, passed on
+  to every copy; with ``watch_config``, whenever the file's content changes): the fleet
+  changes by difference and the policy with it, or a configuration that is wrong is
+  refused whole and the one in force stays (``reload``). A new policy takes over for
+  every request decided from then on (a call admitted before finishes as it was
+  admitted); connections, and calls to servers that did not change, are untouched.
+  ``Gateway.reload_policy`` reads the policy alone. What in a policy could never match is
+  logged as a warning when it is read.
+- ``drain_notice_s`` (HTTP): on stopping, ``/readyz`` answers 503 for that long first
+  while everything else still serves, so a load balancer takes the copy out before it
+  closes.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from .limits import Limits
 log = logging.getLogger("trunkline.gateway")
 
 if TYPE_CHECKING:
+    from ..loop.tasks import TaskScope
     from ..parent.handle import ServerStatus
     from ..parent.host import Host
     from ..policy import Policy
@@ -70,6 +76,7 @@ if TYPE_CHECKING:
     from .bearer import ResourceSettings
     from .http import HttpFace
     from .operator_api import OperatorApi
+    from .reload import ReloadOutcome, Reloads
     from .siblings import Siblings
 
 #: A callback told one server's status (``Host.watch_servers``).
@@ -154,6 +161,11 @@ class GatewaySettings:
     #: The scope an OAuth access token of the gateway's issuers needs to be an
     #: operator's (with ``oauth``); None: no token is.
     admin_scope: str | None = "trunkline:admin"
+    #: Reload whenever the configuration file's content changes (besides SIGHUP).
+    watch_config: bool = False
+    #: On stopping (HTTP), seconds ``/readyz`` answers 503 before the gateway stops
+    #: taking requests, for a load balancer to take it out first.
+    drain_notice_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.stdio:
@@ -161,6 +173,8 @@ class GatewaySettings:
                                       ("metrics", self.metrics), ("oauth", self.oauth)):
                 if asked:
                     raise ConfigurationError(f"{needs_http} needs HTTP, not stdio")
+        if self.drain_notice_s < 0:
+            raise ConfigurationError("drain_notice_s must not be negative")
         if self.processes < 1 or self.max_in_flight < 1 or self.max_per_server < 1:
             raise ConfigurationError("processes, max_in_flight and max_per_server must be "
                                      "at least 1")
@@ -198,6 +212,9 @@ class Gateway:
         #: The URL HTTP clients reach the gateway at (``http://HOST:PORT/mcp``); None on
         #: stdio, and until started.
         self.url: str | None = None
+        self._reloads: Reloads | None = None
+        #: The reloads SIGHUP asks for, and the file's watch: they end with the gateway.
+        self._tasks: TaskScope | None = None
 
     @property
     def host(self) -> Host:
@@ -219,7 +236,53 @@ class Gateway:
             await self._stack.aclose()
         finally:
             self._host = self._answerer = self.audit = None
+            self._reloads = self._tasks = None
             self.url = None
+
+    async def reload(self, *, signalled: bool = False) -> ReloadOutcome:
+        """Read the configuration again and change the fleet and the policy to it
+        (``gateway/reload.py``): the outcome, refused (``ok`` False, ``error`` the
+        reason, nothing changed) or what changed. One at a time: one asked meanwhile
+        waits, then reads the file again. In a copy of ``serve --processes N`` it checks
+        the file and has every copy reload (``signalled``: SIGHUP itself asks, so each
+        copy reloads its own fleet)."""
+        return await self._reloading().reload(signalled=signalled)
+
+    @property
+    def reloading(self) -> bool:
+        """Whether a reload is being made now."""
+        return self._reloads is not None and self._reloads.reloading
+
+    @property
+    def last_reload(self) -> ReloadOutcome | None:
+        """The last reload's outcome (None before the first)."""
+        return None if self._reloads is None else self._reloads.last
+
+    def watch_reloads(self, on_outcome: Callable[[ReloadOutcome], None]
+                      ) -> Callable[[], None]:
+        """Call ``on_outcome(outcome)`` (on the loop) at the end of every reload, refused
+        or made; returns the function that stops it."""
+        return self._reloading().watch(on_outcome)
+
+    @property
+    def starting(self) -> list[str]:
+        """The servers still starting: the fleet's, and those a reload is starting (a new
+        definition starts beside the old one, which serves meanwhile)."""
+        names = [s.name for s in self.host.servers()
+                 if s.state.value in ("starting", "negotiating")]
+        more = [] if self._reloads is None else self._reloads.starting
+        return names + [n for n in more if n not in names]
+
+    def reload_soon(self) -> None:
+        """``reload`` as SIGHUP asks for it: in the background, within the gateway's
+        lifetime (its outcome is logged, and in ``last_reload``)."""
+        if self._tasks is not None:
+            self._tasks.spawn(self.reload(signalled=True), name="reload")
+
+    def _reloading(self) -> Reloads:
+        if self._reloads is None:
+            raise RuntimeError("the gateway is not started")
+        return self._reloads
 
     def reload_policy(self) -> bool:
         """Read the configuration's policy again and decide by it from now on; a policy
@@ -269,6 +332,13 @@ class Gateway:
                 settings.audit, hash_key=settings.audit_key, max_queue=settings.audit_queue,
                 logger_provider=None if telemetry is None else telemetry.logger_provider))
         instance, siblings = _placement(settings.replica)
+        from ..config import read_host_config
+        from .reload import Reloads, content_digest
+
+        digest = content_digest(settings.config)  # what --watch-config compares with
+        started_with = read_host_config(
+            settings.config, discover_timeout_s=settings.discover_timeout_s,
+            max_discover_timeout_s=settings.max_discover_timeout_s)
         host = Host.from_config(settings.config, discover_timeout_s=settings.discover_timeout_s,
                                 max_discover_timeout_s=settings.max_discover_timeout_s,
                                 calls=_calls(settings.call_timeout_s),
@@ -290,6 +360,24 @@ class Gateway:
             if unwatch is not None:
                 unwatch()
         _said(host.access.policy, [s.name for s in host.servers()], reloaded=False)
+        self._reloads = Reloads(
+            host, lambda: read_host_config(
+                settings.config, discover_timeout_s=settings.discover_timeout_s,
+                max_discover_timeout_s=settings.max_discover_timeout_s),
+            started_with, settings.drain_timeout_s,
+            on_policy=lambda policy: _said(policy, [s.name for s in host.servers()],
+                                           reloaded=True),
+            copy=settings.listen_fd is not None)
+        from ..loop.tasks import TaskScope
+
+        self._tasks = await stack.enter_async_context(TaskScope("gateway reloads"))
+        if settings.watch_config:
+            from .reload import watch_file
+
+            # A change seen is this process's to apply, as SIGHUP would be.
+            self._tasks.spawn(watch_file(settings.config,
+                                         lambda: self.reload(signalled=True), digest),
+                              name="config watch")
         limits = settings.limits
         answerer = self._answerer = Answerer(
             host, server_info={"name": "trunkline", "version": VERSION},
@@ -333,7 +421,9 @@ class Gateway:
                         metrics=metrics, siblings=siblings, names=settings.host_names,
                         sign_ins=sign_ins,
                         subject_tokens=getattr(users, "subject_tokens", None),
-                        sign_in_client=getattr(users, "person_client", None))
+                        sign_in_client=getattr(users, "person_client", None),
+                        drain_notice_s=settings.drain_notice_s,
+                        readiness=lambda: (self.reloading, self.starting))
         operator = self._operator(face, instance, siblings)
         if pages is not None:
             await pages.start()
@@ -385,7 +475,7 @@ async def serve(settings: GatewaySettings, *, starting: ServerWatcher | None = N
     async with Gateway(settings, starting=starting) as gateway:
         if watch is not None:
             gateway.host.watch_servers(watch)
-        with _on_signal(signal.SIGHUP, gateway.reload_policy):
+        with _on_signal(signal.SIGHUP, gateway.reload_soon):
             if serving is not None:
                 serving(gateway.url)
             await gateway.serve()
@@ -397,7 +487,7 @@ async def _serve_copies(settings: GatewaySettings,
     from .processes import Copies
 
     copies = Copies(settings.copy_arguments, settings.processes, settings.bind,
-                    settings.port, settings.drain_timeout_s)
+                    settings.port, settings.drain_notice_s + settings.drain_timeout_s)
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     if serving is not None:
         ready.add_done_callback(lambda f: serving(f.result()))

@@ -260,6 +260,34 @@ class CallSlots:
                 future.set_exception(RequestTimeout("deadline passed",
                                                     server=self._handle.name))
 
+    async def drained(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for every call in flight to free its slot (a server
+        draining before it stops); whether they all did. Waits as a call waiting for a
+        slot does (``_waiters``), and hands on a wake-up a waiting call needed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.in_flight > 0:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, deadline - loop.time())
+            except TimeoutError:
+                return False
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+            if self.in_flight < self._max_in_flight:
+                self._wake_one()
+        return True
+
+    def _wake_one(self) -> None:
+        """A slot is free: the first call still waiting for one takes it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
     def _release(self) -> None:
         self.in_flight -= 1
         while self._waiters:

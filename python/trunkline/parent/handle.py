@@ -156,6 +156,66 @@ class WorkerHandle:
         await self.wait_settled()
         return self.status()
 
+    async def restart(self, reason: str) -> ServerStatus:
+        """Stop the current worker and start a new one (the operator's restart): a fresh
+        restart budget, the era negotiated from scratch. Calls in flight through the old
+        worker fail (``TransportLost``, retried as their rules say); new ones wait for the
+        new worker within their timeout, as during any restart."""
+        if self._stopping:
+            return self.status()
+        self._planner.reset()
+        self._proven_modern = False
+        await self._end_supervision()
+        gen = self._gen
+        self.reason = reason
+        self._set_state(ServerState.RESTARTING)
+        if gen is not None and not gen.gone:
+            gen.ending = True
+            gen.fail_calls(lambda: TransportLost(reason, server=self.name))
+            gen.send(ch.stop_frame())
+            # Its exit is this restart's, not a loss for the planner to answer.
+            self._stopping = True
+            try:
+                await gen.reap(self.settings.stop_timeout_s)
+                self._on_worker_gone(gen, reason)
+            finally:
+                self._stopping = False
+        await self._spawn()
+        await self.wait_settled()
+        return self.status()
+
+    def retire(self, reason: str) -> None:
+        """The server is leaving (removed, or replaced by a new definition): from now on
+        it is ``draining``, a new call to it fails at once (``ServerUnavailable`` saying
+        ``reason``), a call in flight goes on (``drain``), and a worker lost meanwhile is
+        not started again."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.reason = reason
+        self._set_state(ServerState.DRAINING)
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Once retired: wait up to ``timeout_s`` for the calls in flight to finish; those
+        still in flight then fail (``ServerUnavailable``: never left waiting). Whether
+        every call finished by itself."""
+        finished = await self.slots.drained(timeout_s)
+        gen = self._gen
+        if gen is not None and not gen.gone:
+            gen.ending = True
+            reason = self.reason or "the server is stopping"
+            gen.fail_calls(lambda: ServerUnavailable(
+                f"{reason}: the call did not finish within the drain timeout "
+                f"({timeout_s:g} s)", state=ServerState.STOPPED.value, server=self.name,
+                sent=True))
+        return finished
+
+    def detach(self) -> None:
+        """Tell the host nothing more of this server (a replaced definition: its name is
+        the new one's now); it still drains and stops."""
+        self._on_state = None
+        self._on_list_changed = None
+
     async def aclose(self) -> None:
         """Stop the worker (which stops its server), bounded in time. Idempotent."""
         self._stopping = True
@@ -401,7 +461,8 @@ class WorkerHandle:
         if state in (ServerState.READY, ServerState.UNAVAILABLE) and gen.verdict_after_s is None:
             gen.verdict_after_s = loop.time() - gen.spawned_at
         if state is ServerState.READY:
-            self.reason = None
+            if self.state is not ServerState.DRAINING:
+                self.reason = None
             self._planner.ready()
             self.task_mode = _task_mode(report, self.settings.extensions)
             self.extensions = _declared_extensions(report, self.settings)
@@ -413,7 +474,7 @@ class WorkerHandle:
             gen.fail_calls(lambda: TransportLost(
                 report.reason or "the server's connection ended", server=self.name,
                 stderr_tail=report.stderr_tail, exit_code=report.exit_code))
-        if state is not ServerState.STOPPED:
+        if state is not ServerState.STOPPED and self.state is not ServerState.DRAINING:
             self._set_state(state)
         if state is ServerState.READY and self.tasks:
             self.tasks.resume()  # a new worker: the tasks still followed go on on it

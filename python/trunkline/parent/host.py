@@ -18,8 +18,9 @@ it stays refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self, TypeGuard, cast
 
@@ -38,6 +39,7 @@ from ..errors import (
     ConfigurationError,
     NotPermitted,
     RequestTimeout,
+    ServerUnavailable,
     ToolCandidate,
     ToolCollision,
     ToolHidden,
@@ -295,6 +297,8 @@ class Host:
         #: The servers whose refusal for want of the allowlist was logged: said once, not
         #: again until the server is ready or refused for another reason.
         self._hinted: set[str] = set()
+        #: While ``batched``: what its watchers will be told at its end.
+        self._held: _Held | None = None
         #: The tool search index, built again at the first search after a change.
         self._search = ToolSearch(lambda: self._catalog.tools())
         self.watch_catalog(lambda _catalog: self._search.changed())
@@ -568,6 +572,113 @@ class Host:
         self._catalog.follow([name])
         return self._servers.handle(name).status()
 
+    async def remove_server(self, name: str, *, drain_s: float = 10.0) -> None:
+        """Take server ``name`` out of the fleet. From the call on, a new call to it fails
+        at once (``ServerUnavailable``: the server was removed from the configuration;
+        its state is ``draining``); calls in flight get up to ``drain_s`` seconds to
+        finish, then fail (``ServerUnavailable``, never a hang); then its worker (and its
+        per-user instances) stop and its tools leave the catalog. An unknown name raises
+        ``ServerUnavailable``."""
+        handle = self._servers.handle(name)
+        handle.retire("the server was removed from the configuration")
+        await handle.drain(drain_s)
+        await self._instances.remove(name)
+        await self._servers.remove(name)  # stopped: its tools leave the catalog
+        self._per_user.discard(name)
+        self._hinted.discard(name)
+        self._catalog.drop([name])
+        self._catalog.forget_cache(name)
+        self._catalog.per_identity = self._catalog.per_identity - {name}
+        self._catalog.rebuild_or_keep()
+
+    async def replace_server(self, config: ServerConfig, *,
+                             drain_s: float = 10.0) -> ServerStatus:
+        """Run ``config`` as its server's new definition (same name): a new worker starts
+        and is negotiated afresh beside the old one, then takes the server's calls and
+        its place in the catalog (listed anew; a new command or URL is a new identity,
+        so its pins and allowlist are its own); the old worker then drains (its calls
+        in flight get up to ``drain_s`` seconds) and stops. Returns the new one's
+        status (unavailable, like any server that does not start, is tried again in
+        the background)."""
+        name = config.name
+        self._servers.handle(name)  # an unknown name raises before anything starts
+        if config.instances == "per_user":
+            self._instances.check(config)  # refused before anything starts
+        self._catalog.adding.add(name)
+        try:
+            new = self._servers.staged(config)
+            try:
+                await new.start()
+            except BaseException:
+                await new.aclose()
+                raise
+            old = self._servers.swap(new)
+            old.detach()
+            old.retire("the server's definition was replaced")
+            self._catalog.replaced(name)
+            own = config.credentials != "shared" and self.user_credentials is not None
+            self._catalog.per_identity = (self._catalog.per_identity | {name} if own
+                                          else self._catalog.per_identity - {name})
+            await self._catalog.list_ready([name])
+            if new.state is not ServerState.READY or new.listing_error is not None:
+                self._catalog.unlist(name)  # the old definition's tools are not its
+        finally:
+            self._catalog.adding.discard(name)
+        try:
+            self._catalog.rebuild()
+        except ToolCollision as exc:
+            self._catalog.unlist(name)
+            new.note_listing(f"its tools were not merged: {exc.message}")
+            log.error("server %r: %s", name, new.listing_error, extra={"server": name})
+            self._catalog.rebuild_or_keep()
+        self._catalog.follow([name])
+        await self._instances.remove(name)
+        self._per_user.discard(name)
+        if config.instances == "per_user":
+            self._instances.add(config)
+            self._per_user.add(name)
+        await old.drain(drain_s)
+        await old.aclose()
+        return new.status()
+
+    async def restart_server(self, name: str) -> ServerStatus:
+        """Stop server ``name``'s worker and start a new one (the operator's restart): a
+        fresh restart budget, its era negotiated again, its tools listed again before
+        this returns. Calls in flight through the old worker fail as on any restart
+        (retried as their rules say); new ones wait for the new worker."""
+        self._catalog.adding.add(name)
+        try:
+            status = await self._servers.restart(name, "restarted by the operator")
+            if status.state is ServerState.READY:
+                self._catalog.forget_cache(name)
+                await self._catalog.list_ready([name])
+        finally:
+            self._catalog.adding.discard(name)
+        self._catalog.rebuild_or_keep()
+        self._catalog.follow([name])
+        return self._servers.handle(name).status()
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Within the block (however many awaits it spans), the catalog's and the
+        offerings' watchers are not told of each change: at its end each is told once,
+        if anything it watches changed (a reload's many server changes are one
+        list-change notification). Blocks nest: the outermost one's end tells."""
+        outer = self._held is None
+        if outer:
+            self._held = _Held(self._catalog.catalog.entries)
+        try:
+            yield
+        finally:
+            if outer:
+                held, self._held = self._held, None
+                assert held is not None
+                if held.catalog and (held.forced
+                                     or self._catalog.catalog.entries != held.entries):
+                    self._tell_catalog(self._catalog.catalog)
+                for which in sorted(held.offerings):
+                    self._offerings_changed(which)
+
     def call_timeout(self, name: str | None = None) -> float:
         """The seconds a call to server ``name`` is given when it names none (the server's
         ``call_timeout_s``, else the host's); the host's for no name, or an unknown one."""
@@ -651,6 +762,9 @@ class Host:
             self._offerings_changed(which)
 
     def _offerings_changed(self, which: str) -> None:
+        if self._held is not None:
+            self._held.offerings.add(which)
+            return
         for watcher in list(self._offering_watchers):
             try:
                 watcher(which)
@@ -681,12 +795,7 @@ class Host:
         finish under the policy that admitted them; every catalog watcher is told, since
         what each identity sees may have changed."""
         self.access.replace(policy)
-        catalog = self._catalog.catalog
-        for watcher in list(self._catalog_watchers):
-            try:
-                watcher(catalog)
-            except Exception:  # one watcher must not break the change
-                log.exception("a catalog watcher failed")
+        self._tell_catalog(self._catalog.catalog, forced=True)
 
     @property
     def catalog(self) -> Catalog:
@@ -722,6 +831,17 @@ class Host:
         if catalog.entries == self._last_entries and not announced:
             return  # rebuilt, but nothing a client could see changed, nor was it said to
         self._last_entries = catalog.entries
+        self._tell_catalog(catalog, forced=announced)
+
+    def _tell_catalog(self, catalog: Catalog, *, forced: bool = False) -> None:
+        """Every catalog watcher is told (``forced``: even if the entries came out the
+        same: a server announced a change, the policy or an identity's catalog changed),
+        or while ``batched``, will be at its end."""
+        held = self._held
+        if held is not None:
+            held.catalog = True
+            held.forced = held.forced or forced
+            return
         for watcher in list(self._catalog_watchers):
             try:
                 watcher(catalog)
@@ -770,11 +890,7 @@ class Host:
     def _user_catalog_changed(self, identity: Identity) -> None:
         """An identity's own catalog changed (it signed in): the catalog's watchers look
         again at what each of their identities sees."""
-        for watcher in list(self._catalog_watchers):
-            try:
-                watcher(self._catalog.catalog)
-            except Exception:  # one watcher must not break the catalog
-                log.exception("a catalog watcher failed")
+        self._tell_catalog(self._catalog.catalog, forced=True)
 
     async def refresh_tools(self, server: str | None = None) -> list[ToolEntry]:
         """Re-list one server (or all) now, whatever the TTL says, e.g. after the server
@@ -934,6 +1050,10 @@ class Host:
         """``work`` on ``identity``'s own instance of per-user ``server`` (started for
         it if it has none: ``InstanceLimitReached`` at a bound), counted in use
         meanwhile."""
+        handle = self._servers.handle(server)
+        if handle.state is ServerState.DRAINING:
+            raise ServerUnavailable(handle.unavailable_message(), state=handle.state.value,
+                                    server=server, sent=False)
         instance = self._instances.enter(server, identity)
         try:
             return await work(await self._instances.ready(instance))
@@ -1394,6 +1514,20 @@ class Host:
         """Whether traces are recorded now (a gateway that records none passes its
         clients' trace context on as it came)."""
         return self.telemetry.tracer() is not None
+
+
+class _Held:
+    """What a ``Host.batched`` block held back from the watchers: whether the catalog
+    changed (and whether it is news even with the same entries), which offerings did."""
+
+    __slots__ = ("catalog", "entries", "forced", "offerings")
+
+    def __init__(self, entries: Any) -> None:
+        #: The catalog's entries when the block began.
+        self.entries = entries
+        self.catalog = False
+        self.forced = False
+        self.offerings: set[str] = set()
 
 
 def _unknown_message(name: str) -> str:

@@ -145,12 +145,17 @@ class UserInstances:
 
     # -- servers ---------------------------------------------------------------------------
 
-    def add(self, config: ServerConfig) -> None:
-        """Serve ``config``'s server per user (its catalog instance is the supervisor's)."""
+    def check(self, config: ServerConfig) -> None:
+        """Raise ``ConfigurationError`` if ``config``'s server cannot be served per user
+        here (``add`` would refuse it)."""
         if config.secret_env and self._secrets is None:
             raise ConfigurationError(
                 f"server {config.name!r}: secret_env needs per-user secrets, and the host "
                 "has none (Host(user_secrets=...))")
+
+    def add(self, config: ServerConfig) -> None:
+        """Serve ``config``'s server per user (its catalog instance is the supervisor's)."""
+        self.check(config)
         self._configs[config.name] = config
         self._places.setdefault(config.name, 0)
         if self._reaper is None:

@@ -85,9 +85,10 @@ from .telemetry import Telemetry
 
 log = logging.getLogger("trunkline.host")
 
-#: States in which a server's tools stay in the catalog: ready, or on its way back.
+#: States in which a server's tools stay in the catalog: ready, on its way back, or
+#: draining (its calls are refused as unavailable, not as unknown, until it stops).
 _LISTED_STATES = (ServerState.READY, ServerState.RESTARTING, ServerState.STARTING,
-                  ServerState.NEGOTIATING)
+                  ServerState.NEGOTIATING, ServerState.DRAINING)
 
 
 class CatalogKeeper:
@@ -389,6 +390,19 @@ class CatalogKeeper:
             task = self._relisters.pop(name, None)
             if task is not None:
                 task.cancel()
+
+    def replaced(self, name: str) -> None:
+        """``name`` has a new definition (a new worker, maybe a new identity): what was
+        cached of the old one is not its, and its next ready connection is listed."""
+        self._cache.drop(name)
+        self._listed_generation.pop(name, None)
+        self._said.forget(name)
+
+    def unlist(self, name: str) -> None:
+        """``name``'s tools are out of the catalog (at the next rebuild) until it is
+        listed again."""
+        self._listings.pop(name, None)
+        self._screenings.pop(name, None)
 
     # -- screening -----------------------------------------------------------------------
 

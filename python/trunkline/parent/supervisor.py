@@ -2,7 +2,9 @@
 
 Each configured server gets a ``WorkerHandle`` (the parent's side of one server); the
 supervisor keeps them in configured order (the order that decides who keeps a contested
-tool name) and closes them together. It holds no state of its own about any server.
+tool name) and closes them together. It holds no state of its own about any server. A
+server's new definition starts beside the old one (``staged``) and takes its place
+(``swap``), so calls never find the name without a server.
 """
 
 from __future__ import annotations
@@ -61,15 +63,34 @@ class Supervisor:
         for name in names:
             if name in self._handles or names.count(name) > 1:
                 raise ConfigurationError(f"server {name!r} is already configured")
-        handles = [WorkerHandle(c, self.settings, self._rng, on_state=self._on_state,
-                                on_list_changed=self._on_list_changed, on_log=self._on_log,
-                                input_handlers=self._input_handlers, launcher=self._launcher,
-                                oauth=self._oauth, credential_slots=self._credential_slots)
-                   for c in configs]
+        handles = [self._handle_for(c) for c in configs]
         for handle in handles:
             self._handles[handle.name] = handle
             handle.announce()  # its first state, starting: it is news too
         return await gather_all(*(h.start() for h in handles))
+
+    def staged(self, config: ServerConfig) -> WorkerHandle:
+        """A handle for a new definition of a configured server, not routed to yet: it
+        starts beside the old one, and ``swap`` makes it the server's (a reload's
+        replacement: the old one drains meanwhile)."""
+        if config.name not in self._handles:
+            raise ConfigurationError(f"no server named {config.name!r} to replace")
+        handle = self._handle_for(config)
+        handle.announce()  # starting again: news for whoever follows the server
+        return handle
+
+    def swap(self, handle: WorkerHandle) -> WorkerHandle:
+        """Route the server's calls to ``handle`` from now on, in the old one's place (the
+        merge order stays); the old handle, for its caller to drain and close."""
+        old = self._handles[handle.name]
+        self._handles[handle.name] = handle
+        return old
+
+    def _handle_for(self, config: ServerConfig) -> WorkerHandle:
+        return WorkerHandle(config, self.settings, self._rng, on_state=self._on_state,
+                            on_list_changed=self._on_list_changed, on_log=self._on_log,
+                            input_handlers=self._input_handlers, launcher=self._launcher,
+                            oauth=self._oauth, credential_slots=self._credential_slots)
 
     def instance_handle(self, config: ServerConfig) -> WorkerHandle:
         """A handle for one per-user instance (``parent.instances``), started as every
@@ -102,6 +123,9 @@ class Supervisor:
 
     async def retry(self, name: str) -> ServerStatus:
         return await self.handle(name).retry()
+
+    async def restart(self, name: str, reason: str) -> ServerStatus:
+        return await self.handle(name).restart(reason)
 
     async def remove(self, name: str) -> None:
         """Stop one server and forget it."""

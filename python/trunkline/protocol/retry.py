@@ -130,7 +130,7 @@ INTERNAL_ERROR = -32603
 IDEMPOTENCY_META_KEY = "dev.trunkline/idempotencyKey"
 
 # ServerUnavailable states in which waiting a backoff cannot help within one call.
-_HOPELESS_STATES = frozenset({"stopped", "unavailable"})
+_HOPELESS_STATES = frozenset({"stopped", "unavailable", "draining"})
 
 #: HTTP statuses that say "not now" rather than "never": overload, a proxy between
 #: restarts. Whether the request ran is unknown, so only safe methods are repeated.
