@@ -203,11 +203,14 @@
 
   async function act(button, name, action) {
     button.disabled = true;
+    notice((action === "restart" ? "Restarting " : "Retrying ") + name + "…");
     try {
       const [status, body] = await change(
         API + "/servers/" + encodeURIComponent(name) + "/" + action, false);
       if (status >= 200 && status < 300) {
-        notice((action === "restart" ? "Restarting " : "Retrying ") + name + ".", "ok");
+        const state = body && body.server && body.server.state;
+        notice(name + (action === "restart" ? " restarted" : " retried") +
+          (state ? ": " + state : "") + ".", "ok");
       } else {
         notice(action + " " + name + " refused: " + errorText(status, body), "bad");
       }
