@@ -303,7 +303,9 @@ ROUTES = [("GET", "/admin"), ("GET", "/admin/"), ("GET", "/admin/static/app.js")
           ("GET", "/admin/api/config"), ("GET", "/admin/api/session"),
           ("GET", "/admin/api/events"), ("POST", "/admin/api/servers/py/restart"),
           ("POST", "/admin/api/servers/py/retry"), ("POST", "/admin/api/reload"),
-          ("POST", "/admin/api/quarantine/py/echo/approve"), ("POST", "/admin/logout")]
+          ("POST", "/admin/api/quarantine/py/echo/approve"), ("POST", "/admin/logout"),
+          ("GET", "/admin/nothing-here"), ("GET", "/admin/static/nothing.js"),
+          ("POST", "/admin")]
 
 
 def test_without_the_admin_credential_every_page_and_api_route_is_401(gateways, tmp_path):
@@ -390,6 +392,12 @@ def test_a_state_change_a_browser_session_asks_without_its_csrf_token_is_refused
                 async with http.post(restart, headers={**session, "X-CSRF-Token": csrf}
                                      ) as response:
                     assert response.status == 200, await response.text()
+            # Signing out ends the session: the sign-in page again, the cookie refused.
+            await on((await on(browser.find_element, By.ID, "logout")).click)
+            await until(browser, lambda d: d.find_elements(By.ID, "key"), "the sign-in page")
+            async with aiohttp.ClientSession() as http, http.get(
+                    gw.base + "/admin/api/servers", headers=session) as response:
+                assert response.status == 401
         finally:
             assert await gw.stop() == 0, gw.stderr.decode()[-3000:]
 
