@@ -29,12 +29,14 @@ _HEAD = """\
 `trunkline` is installed with the package (`python -m trunkline` is the same). Every
 command below reads its servers from a configuration file (the
 [configuration reference](configuration.md) has its keys), but `demo`, which needs
-none, `status`, which asks a running gateway, `policy`, which reads a policy file as
-well, and `credentials new-key`. When a command fails it prints one line on stderr and
-exits with a status that says how ([exit codes](errors.md#exit-codes)). Under a
-configuration's `"policy"`, `tools` and `call` see and call as the identity `local`.
-The `credentials` commands read `TRUNKLINE_STORE_KEY` and `TRUNKLINE_STORE_KEYS_OLD`
-([Tokens sealed at rest](../how-to/store-key.md)).
+none, `status` and `reload`, which ask a running gateway, `pins` given a gateway's URL
+instead of a file, `policy`, which reads a policy file as well, and `credentials
+new-key`. When a command fails it prints one line on stderr and exits with a status that
+says how ([exit codes](errors.md#exit-codes)). Under a configuration's `"policy"`,
+`tools` and `call` see and call as the identity `local`. The `credentials` commands read
+`TRUNKLINE_STORE_KEY` and `TRUNKLINE_STORE_KEYS_OLD`
+([Tokens sealed at rest](../how-to/store-key.md)); `reload`, `pins URL` and `status` read
+the admin key from `TRUNKLINE_ADMIN_KEY` ([The operator API](../how-to/operator-api.md)).
 
 This page is generated from the command line's parser, so it says exactly what
 `trunkline COMMAND --help` says.

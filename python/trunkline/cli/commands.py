@@ -1,5 +1,5 @@
 """The ``trunkline`` command line: ``demo``, ``probe``, ``tools``, ``call``, ``serve``,
-``status``, ``login``, ``pins``, ``credentials``.
+``status``, ``reload``, ``login``, ``pins``, ``credentials``.
 
 Exit codes: 0 success; 1 a call failed or returned ``isError``, or the host failed
 (a ``TrunklineError``); 2 bad usage or configuration; 3 a server is unavailable
@@ -395,10 +395,15 @@ async def status(ns: argparse.Namespace) -> int:
     import aiohttp
     from rich.console import Console
 
+    from .operator import api_url, read_admin_key
     from .output import Output
     from .status_view import StatusUnavailable, fetch_status, read_token, status_table, status_url
 
-    url, token = status_url(ns.url), read_token(ns.token_file)
+    token = read_admin_key(ns.admin_key_file, required=False)
+    if token is not None:  # the operator API's fleet: evidence and tools besides
+        url = api_url(ns.url, "servers")
+    else:
+        url, token = status_url(ns.url), read_token(ns.token_file)
     out, err = Output(sys.stdout), Output(sys.stderr)
     live: Any = None
     try:
@@ -536,6 +541,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the API key or OAuth access token to send (also TRUNKLINE_TOKEN)")
     st.add_argument("--json", action="store_true",
                     help="print the gateway's status document (with --watch: one per line)")
+    st.add_argument("--admin-key-file", metavar="PATH",
+                    help="an admin key (also TRUNKLINE_ADMIN_KEY): the operator API's "
+                         "fleet (/admin/api/servers) instead of /status")
+    rl = sub.add_parser("reload", help="a running gateway reads its configuration again "
+                                       "and changes its fleet by difference (operator API)")
+    rl.add_argument("url", help="the gateway's URL (as serve printed it, or its base)")
+    rl.add_argument("--admin-key-file", metavar="PATH",
+                    help="the admin key to send (also TRUNKLINE_ADMIN_KEY)")
+    rl.add_argument("--json", action="store_true", help="print the reload's outcome as JSON")
     lg = sub.add_parser("login", help="sign in to a configured server that uses OAuth; the "
                                       "token is stored for serve, tools and call")
     lg.add_argument("config", help="an mcpServers JSON file")
@@ -547,10 +561,13 @@ def build_parser() -> argparse.ArgumentParser:
     pn.add_argument("action", choices=("list", "diff", "approve"),
                     help="list every pin, diff one tool's definition with its pin, or "
                          "approve it")
-    pn.add_argument("config", help="an mcpServers JSON file")
+    pn.add_argument("config", help="an mcpServers JSON file, or a running gateway's URL "
+                                   "(its operator API: what waits for approval there)")
     pn.add_argument("server", nargs="?", help="the server's name in that file (diff, approve)")
     pn.add_argument("tool", nargs="?", help="the server's own name of the tool (diff, approve)")
     pn.add_argument("--json", action="store_true", help="print the same as JSON")
+    pn.add_argument("--admin-key-file", metavar="PATH",
+                    help="with a URL: the admin key to send (also TRUNKLINE_ADMIN_KEY)")
     cr = sub.add_parser("credentials", help="what the token store keeps, per user and shared: "
                                             "list, revoke, put a user's secret, rekey")
     actions = cr.add_subparsers(dest="action", required=True, metavar="ACTION",
@@ -759,6 +776,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--metrics needs --http (the page is served at /metrics)")
     if ns.command == "serve" and ns.oauth_issuer and not ns.http:
         parser.error("--oauth-issuer needs --http")
+    if ns.command == "serve" and ns.admin_key_file and not ns.http:
+        parser.error("--admin-key-file needs --http (the operator API is served under "
+                     "/admin)")
     if ns.command == "serve" and ns.audit_hash_arguments and ns.audit is None:
         parser.error("--audit-hash-arguments needs --audit")
     if ns.command is None:
@@ -803,9 +823,19 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
     if ns.command == "serve":
         return serve(ns)
     if ns.command == "pins":
+        from .operator import is_url
         from .pins import pins
 
+        if is_url(ns.config):
+            from . import operator
+
+            return operator.pins(ns.config, ns.action, ns.server, ns.tool,
+                                 ns.admin_key_file, ns.json)
         return pins(ns.config, ns.action, ns.server, ns.tool, ns.json)
+    if ns.command == "reload":
+        from .operator import reload
+
+        return reload(ns.url, ns.admin_key_file, ns.json)
     if ns.command == "credentials":
         from .credentials import credentials, print_new_key
 

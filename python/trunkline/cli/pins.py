@@ -72,16 +72,21 @@ async def _list(store: PinStore, configs: dict[str, ServerConfig], json_mode: bo
                            record.pending)
         rows.extend(_status(record, tool)
                     for tool in sorted(set(record.approved) | set(record.pending)))
+    show_rows(rows, json_mode)
+    return EXIT_OK
+
+
+def show_rows(rows: list[dict[str, Any]], json_mode: bool) -> None:
+    """Print pins, one a line (server, tool, state and why it waits), or as JSON."""
     if json_mode:
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return EXIT_OK
+        return
     for row in rows:
         line = f"{row['server']}\t{row['tool']}\t{row['state']}"
         if row["state"] == "waiting":
             line += f" ({row['reason']}"
             line += f": {', '.join(row['changes'])})" if row.get("changes") else ")"
         print(line)
-    return EXIT_OK
 
 
 def _diff(record: PinRecord, config: ServerConfig, tool: str, json_mode: bool) -> int:
@@ -90,23 +95,29 @@ def _diff(record: PinRecord, config: ServerConfig, tool: str, json_mode: bool) -
         raise ConfigurationError(f"server {config.name!r}: no definition of tool {tool!r} "
                                  f"waits for approval")
     before = record.approved.get(tool)
-    changes = [] if before is None else [
-        {"path": path, "approved": _at(before.definition, path),
-         "now": _at(pending.definition, path)}
-        for path in diff(before.definition, pending.definition)]
+    show_diff(f"server {config.name!r} ({config.params.describe()})", config.name, tool,
+              None if before is None else before.definition, pending.definition, json_mode)
+    return EXIT_OK
+
+
+def show_diff(label: str, server: str, tool: str, approved: Any, current: Any,
+              json_mode: bool) -> None:
+    """Print what changed between a tool's ``approved`` definition (None: never approved)
+    and the one waiting (``current``), path by path; as JSON with ``json_mode``."""
+    changes = [] if approved is None else [
+        {"path": path, "approved": _at(approved, path), "now": _at(current, path)}
+        for path in diff(approved, current)]
     if json_mode:
-        doc = {"server": config.name, "tool": tool, "changes": changes,
-               "definition": pending.definition}
+        doc = {"server": server, "tool": tool, "changes": changes, "definition": current}
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return EXIT_OK
-    print(f"server {config.name!r} ({config.params.describe()}), tool {tool!r}:")
-    if before is None:
+        return
+    print(f"{label}, tool {tool!r}:")
+    if approved is None:
         print("new (never approved):")
-        print(orjson.dumps(pending.definition, option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(current, option=orjson.OPT_INDENT_2).decode())
     for change in changes:
         print(f"{change['path']}:\n  approved: {_show(change['approved'])}\n"
               f"  now:      {_show(change['now'])}")
-    return EXIT_OK
 
 
 def _at(definition: Any, path: str) -> Any:

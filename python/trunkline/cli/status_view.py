@@ -5,7 +5,9 @@ Rules:
 
 - The document is the gateway's ``GET /status`` (``gateway/admin.py``), fetched with the
   token the operator gives (``TRUNKLINE_TOKEN`` or ``--token-file``: an API key or an
-  OAuth access token), sent as ``Authorization: Bearer`` and never printed.
+  OAuth access token), sent as ``Authorization: Bearer`` and never printed; or, given an
+  admin key, the operator API's ``GET /admin/api/servers`` (``cli/operator.py``), whose
+  rows have the same fields.
 - ``URL`` is the gateway's ``/mcp`` URL as ``serve`` printed it, or its base URL.
 - The table is a pure function of the document and the clock (``status_table``); the
   fetch is the only I/O. With ``--watch`` a failed fetch is shown and tried again at the
@@ -23,6 +25,7 @@ import orjson
 
 from ..errors import ConfigurationError, TrunklineError
 from ..gateway.admin import SCHEMA
+from ..gateway.operator_documents import SCHEMA as ADMIN_SCHEMA
 
 COLUMNS = ("SERVER", "STATE", "ERA", "VERSION", "IN FLIGHT", "CALLS", "P50", "P99",
            "RESTARTS", "LAST ERROR")
@@ -74,7 +77,7 @@ async def fetch_status(session: Any, url: str, token: str | None) -> dict[str, A
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise StatusUnavailable(f"{url}: the answer is not JSON") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") not in (SCHEMA, ADMIN_SCHEMA):
         raise StatusUnavailable(f"{url}: not a trunkline gateway's status")
     return doc
 

@@ -191,7 +191,7 @@ class AdminAccess:
 
     def _sibling(self, exchange: Exchange) -> HttpReply | None:
         assert self._copies is not None
-        stamp, _, _mac = exchange.headers[COPY_HEADER].partition(".")
+        stamp, _, _mac = exchange.headers[COPY_HEADER].rpartition(".")
         try:
             at = float(stamp)
         except ValueError:

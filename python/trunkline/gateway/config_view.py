@@ -40,6 +40,8 @@ _TOKEN_PREFIXES = re.compile(
 #: A long run with no separators a path or a word would have, mixing letters and digits.
 _OPAQUE = re.compile(r"^[A-Za-z0-9+/=_\-.~]{24,}$")
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
 Walker = Callable[[Any], Any]
 
 
@@ -86,16 +88,16 @@ def redact_args(args: Any) -> Any:
             continue
         after_secret_flag = False
         name, equals, value = arg.partition("=")
-        if equals and value and _SECRET_WORDS.search(name):
+        if _URL.match(arg):
+            shown.append(redact_url(arg))
+        elif equals and value and _SECRET_WORDS.search(name):
             shown.append(f"{name}={REDACTED}")
-        elif equals and value and "://" in value:
+        elif equals and _URL.match(value):
             shown.append(f"{name}={redact_url(value)}")
         elif arg.startswith("-") and not equals and _SECRET_WORDS.search(arg):
             shown.append(arg)
             after_secret_flag = True
-        elif "://" in arg:
-            shown.append(redact_url(arg))
-        elif _looks_secret(arg) or (equals and _looks_secret(value)):
+        elif "://" in arg or _looks_secret(arg) or (equals and _looks_secret(value)):
             shown.append(REDACTED)
         else:
             shown.append(arg)

@@ -53,7 +53,7 @@ import orjson
 
 from ..errors import ConfigurationError, TrunklineError, UnknownTool
 from . import config_view
-from .admin_access import AdminAccess
+from .admin_access import COPY_HEADER, AdminAccess
 from .operator_copies import tell_siblings
 from .operator_documents import held, quarantine_document, server_rows, servers_document
 from .operator_events import OperatorEvents
@@ -333,7 +333,7 @@ class OperatorApi:
         self._streams.reloaded(outcome.to_json())
 
     async def _tell_siblings(self, exchange: Exchange) -> dict[str, Any]:
-        if exchange.internal:  # told by a sibling: one hop
+        if exchange.internal and COPY_HEADER in exchange.headers:  # told by a sibling
             return {"told": 0, "failed": []}
         return await tell_siblings(self._siblings, self._copies, exchange.method,
                                    exchange.path, exchange.headers.get("host", ""))

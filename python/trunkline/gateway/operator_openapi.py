@@ -56,7 +56,9 @@ _SCHEMAS: dict[str, Any] = {
         "ok": {"type": "boolean"}, "error": _nullable("string"),
         "added": _strings(), "removed": _strings(), "replaced": _strings(),
         "unchanged": _strings(), "policy_changed": {"type": "boolean"},
-        "started_at": {"type": "number"}, "finished_at": {"type": "number"}},
+        "started_at": {"type": "number"}, "finished_at": {"type": "number"},
+        "deferred": {"type": "boolean", "description": "checked here and passed to every "
+                     "copy of serve --processes N, which each reload by themselves"}},
         ["ok", "error"]),
     "Servers": _object({
         "schema": {"const": SCHEMA},
@@ -105,7 +107,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
             404: "No such server, or nothing waits for approval",
             409: "The change cannot be made now (the reason says why)",
             413: "The body is too large", 415: "Not a form",
-            422: "The configuration was refused (the old one keeps serving)",
+            422: "The configuration was refused (the old one keeps serving), or applied "
+                 "in part (the error says what failed)",
             429: "Too many failed logins from this address",
             503: "The token issuer's keys cannot be fetched, or too many streams"}
     return {str(s): _json(said[s], "Error") for s in statuses}

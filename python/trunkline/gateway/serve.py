@@ -27,6 +27,9 @@ Rules:
   in flight for up to ``drain_timeout_s``, then the answers, the host (its workers), the
   audit log (what its calls recorded written first) and the telemetry set up here stop,
   in that order. Nothing outlives the gateway.
+- With an admin credential (``admin_keys``, or ``oauth`` and an ``admin_scope``), the
+  HTTP face serves the operator API under ``/admin`` (``operator_api``), behind it
+  (``admin_access``); without one, nothing is there.
 - ``processes`` > 1 (HTTP only): this process serves nothing itself; it runs that many
   copies of the command (``copy_arguments``) on one socket (``processes``).
 - The configuration is read again by ``Gateway.reload`` (``serve``: on SIGHUP, passed on
@@ -170,7 +173,8 @@ class GatewaySettings:
     def __post_init__(self) -> None:
         if self.stdio:
             for needs_http, asked in (("processes > 1", self.processes > 1),
-                                      ("metrics", self.metrics), ("oauth", self.oauth)):
+                                      ("metrics", self.metrics), ("oauth", self.oauth),
+                                      ("admin keys", bool(self.admin_keys))):
                 if asked:
                     raise ConfigurationError(f"{needs_http} needs HTTP, not stdio")
         if self.drain_notice_s < 0:
