@@ -76,9 +76,11 @@ class FleetChange:
     needs_restart: tuple[str, ...] = ()
 
     @classmethod
-    def between(cls, old: HostConfig, new: HostConfig) -> FleetChange:
-        """``old`` is what the gateway runs now (its servers and policy) and was started
-        with (what rule 2 holds fixed); ``new`` the configuration just read."""
+    def between(cls, old: HostConfig, new: HostConfig, *,
+                started: HostConfig | None = None) -> FleetChange:
+        """``old`` is what the gateway runs now (its servers and policy), ``new`` the
+        configuration just read, ``started`` the one the gateway started with (what rule
+        2 holds fixed; None: ``old``)."""
         before = {c.name: c for c in old.servers}
         after = {c.name: c for c in new.servers}
         return cls(
@@ -89,7 +91,7 @@ class FleetChange:
             unchanged=tuple(c.name for c in new.servers
                             if c.name in before and before[c.name] == c),
             policy_changed=_digest(old.policy) != _digest(new.policy),
-            needs_restart=tuple(_fixed(old, new)))
+            needs_restart=tuple(_fixed(old if started is None else started, new)))
 
     @property
     def changes_servers(self) -> bool:
@@ -108,7 +110,8 @@ def _digest(policy: Policy | None) -> str | None:
 
 
 def _fixed(old: HostConfig, new: HostConfig) -> Iterable[str]:
-    """What of ``new`` differs from ``old`` and cannot change live (rule 2)."""
+    """What of ``new`` differs from ``old`` (the configuration the host was started with)
+    and cannot change live (rule 2)."""
     if new.oauth != old.oauth:
         yield "the \"oauth\" settings (token store, clients, sign-in)"
     if new.pins != old.pins:
@@ -172,12 +175,12 @@ class ReloadOutcome:
 @dataclass
 class Reloads:
     """One gateway's reloads (rules 3 and 4): ``reload`` reads ``read()`` and changes
-    ``host`` to it, each server drained for up to ``drain_s``; ``current``: the
-    configuration in force (the one the gateway started with, at first)."""
+    ``host`` to it, each server drained for up to ``drain_s``; ``started``: the
+    configuration the gateway started with."""
 
     host: Host
     read: Callable[[], HostConfig]
-    current: HostConfig
+    started: HostConfig
     drain_s: float
     #: Told each policy a reload put in force (the gateway logs what it is).
     on_policy: Callable[[Policy | None], None] = lambda _policy: None
@@ -185,12 +188,17 @@ class Reloads:
     copy: bool = False
     reloading: bool = False
     last: ReloadOutcome | None = None
+    #: The configuration in force (``started`` until a reload changes it).
+    current: HostConfig = field(init=False)
     _watchers: list[Callable[[ReloadOutcome], None]] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _asked: int = 0
     _covered: int = 0
     #: The servers this reload starts, and each one's latest state.
     _starting: dict[str, ServerState] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.current = self.started
 
     def watch(self, on_outcome: Callable[[ReloadOutcome], None]) -> Callable[[], None]:
         self._watchers.append(on_outcome)
@@ -233,7 +241,7 @@ class Reloads:
         """The configuration read and checked (rule 1), or the refusal."""
         try:
             new = self.read()
-            change = FleetChange.between(self._in_force(), new)
+            change = FleetChange.between(self._in_force(), new, started=self.started)
             refusal = change.refusal()
             if refusal is not None:
                 raise ConfigurationError(refusal)

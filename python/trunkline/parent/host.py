@@ -610,35 +610,43 @@ class Host:
             try:
                 await new.start()
             except BaseException:
+                new.detach()  # the name is still the old one's: its stop is no news
                 await new.aclose()
                 raise
             old = self._servers.swap(new)
-            old.detach()
-            old.retire("the server's definition was replaced")
-            self._catalog.replaced(name)
-            own = config.credentials != "shared" and self.user_credentials is not None
-            self._catalog.per_identity = (self._catalog.per_identity | {name} if own
-                                          else self._catalog.per_identity - {name})
-            await self._catalog.list_ready([name])
-            if new.state is not ServerState.READY or new.listing_error is not None:
-                self._catalog.unlist(name)  # the old definition's tools are not its
-        finally:
+        except BaseException:
             self._catalog.adding.discard(name)
+            raise
+        # From here the old worker is no server's: whatever happens, it is stopped here.
+        old.detach()
+        old.retire("the server's definition was replaced")
         try:
-            self._catalog.rebuild()
-        except ToolCollision as exc:
-            self._catalog.unlist(name)
-            new.note_listing(f"its tools were not merged: {exc.message}")
-            log.error("server %r: %s", name, new.listing_error, extra={"server": name})
-            self._catalog.rebuild_or_keep()
-        self._catalog.follow([name])
-        await self._instances.remove(name)
-        self._per_user.discard(name)
-        if config.instances == "per_user":
-            self._instances.add(config)
-            self._per_user.add(name)
-        await old.drain(drain_s)
-        await old.aclose()
+            try:
+                self._catalog.replaced(name)
+                own = config.credentials != "shared" and self.user_credentials is not None
+                self._catalog.per_identity = (self._catalog.per_identity | {name} if own
+                                              else self._catalog.per_identity - {name})
+                await self._catalog.list_ready([name])
+                if new.state is not ServerState.READY or new.listing_error is not None:
+                    self._catalog.unlist(name)  # the old definition's tools are not its
+            finally:
+                self._catalog.adding.discard(name)
+            try:
+                self._catalog.rebuild()
+            except ToolCollision as exc:
+                self._catalog.unlist(name)
+                new.note_listing(f"its tools were not merged: {exc.message}")
+                log.error("server %r: %s", name, new.listing_error, extra={"server": name})
+                self._catalog.rebuild_or_keep()
+            self._catalog.follow([name])
+            await self._instances.remove(name)
+            self._per_user.discard(name)
+            if config.instances == "per_user":
+                self._instances.add(config)
+                self._per_user.add(name)
+            await old.drain(drain_s)
+        finally:
+            await old.aclose()
         return new.status()
 
     async def restart_server(self, name: str) -> ServerStatus:
