@@ -448,6 +448,7 @@ class Gateway:
         """The operator API under ``/admin`` (``operator_api``), when an admin credential
         is configured: admin keys, or OAuth with an admin scope."""
         from .admin_access import AdminAccess, copies_key
+        from .dashboard_pages import DashboardPages
         from .operator_api import OperatorApi
 
         settings = self.settings
@@ -461,7 +462,7 @@ class Gateway:
                              copies=None if siblings is None or settings.session_key is None
                              else copies_key(settings.session_key))
         operator = OperatorApi(self, access, config=settings.config, siblings=siblings,
-                               copies=access.copies)
+                               copies=access.copies, pages=DashboardPages(access))
         face.admin = operator
         return operator
 
