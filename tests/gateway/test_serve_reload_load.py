@@ -474,6 +474,22 @@ def reload_logged(log: Log, mark: int) -> list[str]:
             if "configuration reloaded" in line or "configuration not reloaded" in line]
 
 
+async def _wind_down(load: Any, loading: Any, gw: HttpGateway, heards: tuple[Any, ...],
+                     log: Any) -> int:
+    """Stop the calls, then the gateway (SIGTERM) and the streams heard; its exit code."""
+    if load is not None:
+        load.stopping.set()
+    if loading is not None:
+        await asyncio.gather(asyncio.wait_for(loading, WAIT_BOUND_S), return_exceptions=True)
+    if gw.proc.returncode is None:
+        gw.proc.send_signal(signal.SIGTERM)
+    for heard in heards:
+        if heard is not None:
+            await heard.close()
+    await log.stop()
+    return int(await gw.stop())
+
+
 # -- the tests -----------------------------------------------------------------------------
 
 def test_sighup_adds_removes_changes_and_refuses_while_clients_call(gateways, tmp_path):
@@ -643,18 +659,7 @@ def test_sighup_adds_removes_changes_and_refuses_while_clients_call(gateways, tm
             # As many servers as at the start: as many descriptors, but the clients'.
             assert held(gw.proc.pid) == held_at_start, (held_at_start, fd_kinds(gw.proc.pid))
         finally:
-            if load is not None:
-                load.stopping.set()
-            if loading is not None:
-                await asyncio.gather(asyncio.wait_for(loading, WAIT_BOUND_S),
-                                     return_exceptions=True)
-            if gw.proc.returncode is None:
-                gw.proc.send_signal(signal.SIGTERM)
-            for heard in (modern_heard, legacy_heard):
-                if heard is not None:
-                    await heard.close()
-            await log.stop()
-            code = await gw.stop()
+            code = await _wind_down(load, loading, gw, (modern_heard, legacy_heard), log)
         assert code == 0, gw.stderr.decode()[-3000:]
         # Stopped, the streams ended: what they carried is all they ever will.
         expected.check("stopped")
@@ -712,18 +717,7 @@ def test_watch_config_reloads_when_the_file_changes(gateways, tmp_path):
             assert not failed, failed[:5]
             assert load.in_flight_at(changed_at) > 0
         finally:
-            if load is not None:
-                load.stopping.set()
-            if loading is not None:
-                await asyncio.gather(asyncio.wait_for(loading, WAIT_BOUND_S),
-                                     return_exceptions=True)
-            if gw.proc.returncode is None:
-                gw.proc.send_signal(signal.SIGTERM)
-            for heard in (modern_heard, legacy_heard):
-                if heard is not None:
-                    await heard.close()
-            await log.stop()
-            code = await gw.stop()
+            code = await _wind_down(load, loading, gw, (modern_heard, legacy_heard), log)
         assert code == 0, gw.stderr.decode()[-3000:]
         expected.check("stopped")
         await until(lambda: not marked(run_id), "no process of the run is left")

@@ -21,11 +21,12 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import orjson
 
 from ..errors import ConfigurationError, TrunklineError
+from .status_view import gateway_url
 
 #: Where the commands find the admin key without ``--admin-key-file``.
 ADMIN_KEY_ENV = "TRUNKLINE_ADMIN_KEY"
@@ -42,13 +43,7 @@ def is_url(text: str) -> bool:
 
 def api_url(url: str, path: str) -> str:
     """``/admin/api/<path>`` of the gateway at ``url`` (its ``/mcp`` URL or its base)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigurationError(f"{url}: not an http(s) URL of a gateway")
-    base = parts.path.rstrip("/")
-    if base.endswith("/mcp"):
-        base = base[: -len("/mcp")]
-    return urlunsplit((parts.scheme, parts.netloc, f"{base}/admin/api/{path}", "", ""))
+    return gateway_url(url, f"admin/api/{path}")
 
 
 def read_admin_key(path: str | None, *, required: bool = True) -> str | None:

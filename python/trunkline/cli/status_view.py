@@ -38,13 +38,19 @@ class StatusUnavailable(TrunklineError):
 
 def status_url(url: str) -> str:
     """The status endpoint of the gateway at ``url`` (its ``/mcp`` URL or its base)."""
+    return gateway_url(url, "status")
+
+
+def gateway_url(url: str, path: str) -> str:
+    """``path`` (no leading slash) on the gateway at ``url`` (its ``/mcp`` URL or its
+    base)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigurationError(f"{url}: not an http(s) URL of a gateway")
-    path = parts.path.rstrip("/")
-    if path.endswith("/mcp"):
-        path = path[: -len("/mcp")]
-    return urlunsplit((parts.scheme, parts.netloc, path + "/status", "", ""))
+    base = parts.path.rstrip("/")
+    if base.endswith("/mcp"):
+        base = base[: -len("/mcp")]
+    return urlunsplit((parts.scheme, parts.netloc, f"{base}/{path}", "", ""))
 
 
 def read_token(path: str | None) -> str | None:
@@ -145,5 +151,12 @@ def _age(seconds: float) -> str:
     return f"{seconds}s"
 
 
-__all__ = ["COLUMNS", "StatusUnavailable", "fetch_status", "read_token", "status_table",
-           "status_url"]
+__all__ = [
+    "COLUMNS",
+    "StatusUnavailable",
+    "fetch_status",
+    "gateway_url",
+    "read_token",
+    "status_table",
+    "status_url",
+]

@@ -35,7 +35,6 @@ import hmac
 import logging
 import time
 from collections.abc import Callable, Mapping
-from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -45,6 +44,7 @@ from . import bearer
 from .admin_sessions import COOKIE, LoginAttempts, Session, Sessions, holder
 from .api_keys import ApiKeys, read_api_keys
 from .exchange import Exchange
+from .http_rules import cookie
 from .replies import HttpReply, json_reply
 
 log = logging.getLogger("trunkline.gateway")
@@ -150,17 +150,17 @@ class AdminAccess:
 
     def session_of(self, exchange: Exchange) -> Session | None:
         """The live session of the request's cookie, if any (rule 2)."""
-        return self.sessions.find(_cookie(exchange.headers.get("cookie")))
+        return self.sessions.find(cookie(exchange.headers.get("cookie"), COOKIE))
 
     def holder_of(self, exchange: Exchange) -> str | None:
         """The instance holding the session the request's cookie names, when it is not
         this process (a sibling copy may be it); None otherwise."""
         if "authorization" in exchange.headers:
             return None
-        cookie = _cookie(exchange.headers.get("cookie"))
-        if cookie is None:
+        session_id = cookie(exchange.headers.get("cookie"), COOKIE)
+        if session_id is None:
             return None
-        instance = holder(cookie)
+        instance = holder(session_id)
         return None if instance == self.sessions.instance else instance
 
     async def _bearer(self, exchange: Exchange, authorization: str) -> HttpReply | None:
@@ -249,7 +249,7 @@ class AdminAccess:
     async def logout(self, exchange: Exchange) -> HttpReply:
         """``POST /admin/logout`` (once ``check`` let it through): the session ends, its
         cookie is cleared; 303 to ``/admin``."""
-        if self.sessions.close(_cookie(exchange.headers.get("cookie"))):
+        if self.sessions.close(cookie(exchange.headers.get("cookie"), COOKIE)):
             log.warning("operator %r logged out", getattr(exchange.identity, "subject", None))
         return _see_other("/admin", {"Set-Cookie": self._cookie_header("", clear=True)})
 
@@ -273,17 +273,6 @@ class AdminAccess:
 def _see_other(location: str, headers: Mapping[str, str] | None = None) -> HttpReply:
     return HttpReply(303, b"", {**_NO_STORE, "Location": location, **(headers or {})})
 
-
-def _cookie(header: str | None) -> str | None:
-    if not header:
-        return None
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(header)
-    except CookieError:
-        return None
-    morsel = jar.get(COOKIE)
-    return morsel.value if morsel is not None and morsel.value else None
 
 
 __all__ = ["COPY_HEADER", "DEFAULT_SCOPE", "KEYS_ENV", "MIN_KEY_CHARS", "AdminAccess",

@@ -34,6 +34,7 @@ import secrets
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -303,3 +304,17 @@ class SessionSigner:
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def cookie(header: str | None, name: str) -> str | None:
+    """The value of cookie ``name`` in a ``Cookie`` header; None when it is absent,
+    empty, or the header does not parse."""
+    if not header:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(header)
+    except CookieError:
+        return None
+    morsel = jar.get(name)
+    return morsel.value if morsel is not None and morsel.value else None

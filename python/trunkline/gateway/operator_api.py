@@ -234,26 +234,22 @@ class OperatorApi:
         return _json(row) if row is not None else _unknown_server(name)
 
     async def _restart(self, exchange: Exchange, name: str) -> HttpReply:
-        if self._row(name) is None:
-            return _unknown_server(name)
-        log.warning("operator %r restarts server %r", _who(exchange), name)
-        try:
-            await self._fleet.host.restart_server(name)
-        except TrunklineError as exc:
-            return _error(409, _first_line(exc))
-        return await self._done(exchange, name)
+        return await self._act(exchange, name, "restarts", self._fleet.host.restart_server)
 
     async def _retry(self, exchange: Exchange, name: str) -> HttpReply:
+        return await self._act(exchange, name, "retries", self._fleet.host.retry)
+
+    async def _act(self, exchange: Exchange, name: str, verb: str,
+                   action: Callable[[str], Awaitable[object]]) -> HttpReply:
+        """One operator's action on server ``name`` (logged with who asked), then the
+        same in every sibling copy; the server's row after it."""
         if self._row(name) is None:
             return _unknown_server(name)
-        log.warning("operator %r retries server %r", _who(exchange), name)
+        log.warning("operator %r %s server %r", _who(exchange), verb, name)
         try:
-            await self._fleet.host.retry(name)
+            await action(name)
         except TrunklineError as exc:
             return _error(409, _first_line(exc))
-        return await self._done(exchange, name)
-
-    async def _done(self, exchange: Exchange, name: str) -> HttpReply:
         copies = await self._tell_siblings(exchange)
         return _json({"server": self._row(name), "copies": copies})
 

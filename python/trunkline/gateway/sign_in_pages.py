@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import html
-from http.cookies import CookieError, SimpleCookie
 
 from ..auth.user_sign_in import BINDING_COOKIE, CALLBACK_PATH, SIGN_IN_PATH, SignInRefused, SignIns
 from .exchange import Exchange
+from .http_rules import cookie
 from .person_check import CHECKED_PATH, PersonCheck, PersonMismatch
 from .replies import HttpReply
 
@@ -84,7 +84,8 @@ class SignInPages:
         """The browser's login at the gateway's issuer came back (``person_check``)."""
         assert self._check is not None
         try:
-            sign_in = await self._check.finish(http.query, _cookie(http.headers.get("cookie")))
+            sign_in = await self._check.finish(
+                http.query, cookie(http.headers.get("cookie"), BINDING_COOKIE))
         except PersonMismatch as exc:
             self._sign_ins.refuse(exc.sign_in, "the browser's user was not the one asked")
             return _page(403, "Sign-in refused", str(exc))
@@ -94,7 +95,7 @@ class SignInPages:
                          _HTML)
 
     async def _callback(self, http: Exchange) -> HttpReply:
-        binding = _cookie(http.headers.get("cookie"))
+        binding = cookie(http.headers.get("cookie"), BINDING_COOKIE)
         landed = f"{self._sign_ins.callback_url}?{http.query}"
         try:
             sign_in = self._sign_ins.land(landed, binding)
@@ -112,14 +113,3 @@ class SignInPages:
         return _page(200, "Signed in", f"You are signed in to {sign_in.server}. You can "
                      "close this tab and go back to your client.")
 
-
-def _cookie(header: str | None) -> str | None:
-    if not header:
-        return None
-    jar: SimpleCookie = SimpleCookie()
-    try:
-        jar.load(header)
-    except CookieError:
-        return None
-    morsel = jar.get(BINDING_COOKIE)
-    return morsel.value if morsel is not None else None

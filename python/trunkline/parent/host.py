@@ -560,17 +560,7 @@ class Host:
         """Try an unavailable server again (fresh restart budget), or list a ready one
         whose listing failed again now; a server that is ready is listed and merged
         before this returns (or its ``listing_error`` says why not)."""
-        self._catalog.adding.add(name)
-        try:
-            status = await self._servers.retry(name)
-            if status.state is ServerState.READY:
-                self._catalog.forget_cache(name)
-                await self._catalog.list_ready([name])
-        finally:
-            self._catalog.adding.discard(name)
-        self._catalog.rebuild_or_keep()
-        self._catalog.follow([name])
-        return self._servers.handle(name).status()
+        return await self._listed_after(name, self._servers.retry(name))
 
     async def remove_server(self, name: str, *, drain_s: float = 10.0) -> None:
         """Take server ``name`` out of the fleet. From the call on, a new call to it fails
@@ -654,9 +644,16 @@ class Host:
         fresh restart budget, its era negotiated again, its tools listed again before
         this returns. Calls in flight through the old worker fail as on any restart
         (retried as their rules say); new ones wait for the new worker."""
+        return await self._listed_after(
+            name, self._servers.restart(name, "restarted by the operator"))
+
+    async def _listed_after(self, name: str,
+                            started: Coroutine[Any, Any, ServerStatus]) -> ServerStatus:
+        """Run ``started`` (a retry or a restart of server ``name``), then, the server
+        ready, list it afresh and merge it before returning its status."""
         self._catalog.adding.add(name)
         try:
-            status = await self._servers.restart(name, "restarted by the operator")
+            status = await started
             if status.state is ServerState.READY:
                 self._catalog.forget_cache(name)
                 await self._catalog.list_ready([name])
