@@ -69,6 +69,7 @@ from . import tool_search
 from .admission import Admission
 from .audited import AUDITED, Auditor
 from .limits import Limits
+from .offering_changes import OfferingChanges
 from .offerings import LISTS, Offerings, OfferingsTable, skills_page
 from .tasks import NOBODY, Caller, Place, TaskTable
 
@@ -179,6 +180,12 @@ class Answerer:
         self._server_info = dict(server_info)
         self._instructions = instructions
         self._offerings = Offerings(host)
+        #: Which changes of the prompts and resources lists clients hear of.
+        self._offering_changes = OfferingChanges(host, self._offerings)
+        self._unwatch_offerings = host.watch_offerings(self._offering_changes.announced,
+                                                       on_moved=self._offering_changes.moved)
+        with contextlib.suppress(RuntimeError):  # no loop: the first change is told as is
+            self._offering_changes.start()
         #: The tasks this process holds for its clients (``gateway/tasks.py``).
         self.tasks = TaskTable(host.settings.instance, client_tasks=self.limits.client_tasks,
                                tasks=self.limits.tasks, ttl_s=self.limits.task_ttl_s)
@@ -199,6 +206,13 @@ class Answerer:
     def close(self) -> None:
         self._unwatch()
         self._unwatch_servers()
+        self._unwatch_offerings()
+        self._offering_changes.close()
+
+    async def aclose(self) -> None:
+        """``close``, and wait for what it stopped (a listing of the offerings)."""
+        self.close()
+        await self._offering_changes.aclose()
 
     def claim_names(self) -> ClaimNames | None:
         """Which token claims carry groups and roles: the policy's in force (a reload may
@@ -216,9 +230,10 @@ class Answerer:
     def watch_lists(self, on_change: Callable[[str], None]) -> Callable[[], None]:
         """Have ``on_change(which)`` hear that the fleet's ``tools`` (the merged catalog;
         in tool-search mode the two tools served never change), ``prompts`` or
-        ``resources`` list changed, or was said to (``Host.watch_catalog``,
-        ``Host.watch_offerings``): what stops it."""
-        stops = [self.host.watch_offerings(on_change)]
+        ``resources`` list changed, or was said to (``Host.watch_catalog``; for the prompts
+        and resources, ``gateway/offering_changes.py`` says which changes): what stops
+        it."""
+        stops = [self._offering_changes.watch(on_change)]
         if not self.tool_search:
             stops.append(self.host.watch_catalog(lambda _catalog: on_change("tools")))
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -189,6 +190,16 @@ class OfferingsTable:
     def prompt(self, name: str) -> tuple[str, str] | None:
         return self.prompt_routes.get(name)
 
+    def served(self, which: str) -> tuple[tuple[str, ...], ...]:
+        """List ``which`` (``"prompts"``; ``"resources"``: with the templates and the
+        skills) as a client is served it, in a form two listings compare by: each item
+        as JSON with its keys sorted, in no particular order (a server may send the
+        same items in another order)."""
+        kinds = (self.prompts,) if which == "prompts" else \
+            (self.resources, self.templates, self.skills)
+        return tuple(tuple(sorted(json.dumps(item, sort_keys=True, separators=(",", ":"))
+                                  for item in items)) for items in kinds)
+
     def skill(self, uri: str) -> str | None:
         """The server a ``skills/get`` of ``uri`` goes to (rule 5)."""
         server = self.skill_routes.get(uri)
@@ -290,14 +301,27 @@ class Offerings:
     def __init__(self, host: Host) -> None:
         self._host = host
         self.table = OfferingsTable()
-        self._listing: asyncio.Task[OfferingsTable] | None = None
+        #: Changes of the fleet noted so far (``noted``), and the count when the listing
+        #: under way, and the one ``table`` came from, began.
+        self._noted = 0
+        self._listing: tuple[int, asyncio.Task[OfferingsTable]] | None = None
+        self._table_from = -1
+
+    def noted(self) -> None:
+        """The fleet's lists may have changed: a listing begun before is not shared with
+        a later caller."""
+        self._noted += 1
 
     async def refresh(self) -> OfferingsTable:
-        """List everything again (concurrent callers share one listing)."""
-        if self._listing is None or self._listing.done():
-            self._listing = asyncio.ensure_future(self._list_all())
-        self.table = await asyncio.shield(self._listing)
-        return self.table
+        """List everything again (concurrent callers share one listing, unless a change
+        was noted since it began: a caller told of a change gets a list made after it)."""
+        if self._listing is None or self._listing[1].done() or self._listing[0] != self._noted:
+            self._listing = (self._noted, asyncio.ensure_future(self._list_all()))
+        begun, listing = self._listing
+        table = await asyncio.shield(listing)
+        if begun >= self._table_from:  # a listing begun earlier does not overwrite it
+            self.table, self._table_from = table, begun
+        return table
 
     async def prompt(self, name: str) -> tuple[str, str] | None:
         return self.table.prompt(name) or (await self.refresh()).prompt(name)

@@ -395,7 +395,7 @@ class Gateway:
                                 timeout_of=host.call_timeout, slots_of=host.call_slots),
             tool_search=settings.tool_search, transport="pipe" if settings.stdio else "tcp",
             limits=limits, audit=self.audit)
-        stack.callback(answerer.close)
+        stack.push_async_callback(answerer.aclose)
         if not settings.stdio:
             self.url = await self._start_http(stack, answerer, telemetry, instance, siblings)
 

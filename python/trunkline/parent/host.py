@@ -289,7 +289,10 @@ class Host:
         self._pending_config: list[ServerConfig] = []
         self._catalog_watchers: list[Callable[[Catalog], None]] = []
         self._server_watchers: list[Callable[[ServerStatus], None]] = []
-        self._offering_watchers: list[Callable[[str], None]] = []
+        #: Each watcher of the offerings: told of an announced change, and of a server
+        #: that came or went (the second, when given).
+        self._offering_watchers: list[tuple[Callable[[str], None],
+                                            Callable[[str], None] | None]] = []
         #: The lists of ``OFFERINGS`` each ready server declares: a server that comes or
         #: goes changes the fleet's.
         self._offered: dict[str, frozenset[str]] = {}
@@ -681,8 +684,13 @@ class Host:
                 if held.catalog and (held.forced
                                      or self._catalog.catalog.entries != held.entries):
                     self._tell_catalog(self._catalog.catalog)
-                for which in sorted(held.offerings):
-                    self._offerings_changed(which)
+                for which, announced in sorted(held.offerings.items()):
+                    self._offerings_changed(which, announced=announced)
+
+    @property
+    def batching(self) -> bool:
+        """Whether a ``batched`` block is under way (its changes not told yet)."""
+        return self._held is not None
 
     def call_timeout(self, name: str | None = None) -> float:
         """The seconds a call to server ``name`` is given when it names none (the server's
@@ -742,19 +750,26 @@ class Host:
         if not self._closed:
             self._catalog.on_list_changed(handle, which)
             if which in OFFERINGS:
-                self._offerings_changed(which)
+                self._offerings_changed(which, announced=True)
 
     # -- prompts and resources -------------------------------------------------------------
 
-    def watch_offerings(self, on_change: Callable[[str], None]) -> Callable[[], None]:
+    def watch_offerings(self, on_change: Callable[[str], None], *,
+                        on_moved: Callable[[str], None] | None = None
+                        ) -> Callable[[], None]:
         """Call ``on_change(which)`` (``"prompts"`` or ``"resources"``; on the loop,
         synchronously) when a server announced that that list of its changed, and when a
-        server declaring it became ready or stopped being ready: the fleet's list is not
-        what it was. The host keeps no such list (``request`` asks the servers for them);
-        this tells whoever serves them. Returns the function that stops the watching."""
-        self._offering_watchers.append(on_change)
-        return lambda: self._offering_watchers.remove(on_change) \
-            if on_change in self._offering_watchers else None
+        server declaring it became ready or stopped being ready: the fleet's list may not
+        be what it was. With ``on_moved``, the second (a server came or went, and nobody
+        said its list changed) is told to it instead, so that whoever serves the lists may
+        list them again and compare. Within ``batched`` each list is told once, to
+        ``on_change`` if any server announced a change of it. The host keeps no such list
+        (``request`` asks the servers for them); this tells whoever serves them. Returns
+        the function that stops the watching."""
+        watcher = (on_change, on_moved)
+        self._offering_watchers.append(watcher)
+        return lambda: self._offering_watchers.remove(watcher) \
+            if watcher in self._offering_watchers else None
 
     def _offerings_moved(self, handle: WorkerHandle) -> None:
         capabilities = (handle.report.capabilities if handle.report else None) or {}
@@ -764,15 +779,17 @@ class Host:
         if offered:
             self._offered[handle.name] = offered
         for which in sorted(before ^ offered):
-            self._offerings_changed(which)
+            self._offerings_changed(which, announced=False)
 
-    def _offerings_changed(self, which: str) -> None:
+    def _offerings_changed(self, which: str, *, announced: bool) -> None:
+        """Tell the watchers list ``which`` changed: ``announced`` by a server, or may
+        have, a server having come or gone."""
         if self._held is not None:
-            self._held.offerings.add(which)
+            self._held.offerings[which] = self._held.offerings.get(which, False) or announced
             return
-        for watcher in list(self._offering_watchers):
+        for on_change, on_moved in list(self._offering_watchers):
             try:
-                watcher(which)
+                (on_change if announced or on_moved is None else on_moved)(which)
             except Exception:  # one watcher must not break the host
                 log.exception("an offerings watcher failed")
 
@@ -1523,7 +1540,8 @@ class Host:
 
 class _Held:
     """What a ``Host.batched`` block held back from the watchers: whether the catalog
-    changed (and whether it is news even with the same entries), which offerings did."""
+    changed (and whether it is news even with the same entries), which offerings did (and
+    whether a server announced it)."""
 
     __slots__ = ("catalog", "entries", "forced", "offerings")
 
@@ -1532,7 +1550,8 @@ class _Held:
         self.entries = entries
         self.catalog = False
         self.forced = False
-        self.offerings: set[str] = set()
+        #: Each offering list told of, and whether a server announced its change.
+        self.offerings: dict[str, bool] = {}
 
 
 def _unknown_message(name: str) -> str:
