@@ -24,8 +24,12 @@ Rules:
    as unavailable), a changed server is replaced (``Host.replace_server``: a new worker,
    its era negotiated afresh, a new identity for its pins), an unchanged one is not
    touched (same worker, same listing), and a changed policy takes over. The host's
-   watchers are told once, at the end (``Host.batched``): a client hears one list change
-   per reload, and none if nothing it sees changed.
+   watchers are told once, at the end (``Host.batched``): a client hears at most one
+   change per list per reload, and only of a list it sees changed. The tools: what its
+   identity may see of the catalog (``answers.ListSight``). The prompts and resources:
+   the fleet's merged lists, listed again once after the reload and compared with those
+   listed before it (``gateway/offering_changes.py``; before any policy, and told when
+   they cannot be compared).
 4. One reload at a time: one asked while another runs waits for it, then reads the
    file again (a later edit is never lost); several waiting share that one.
 5. A copy of ``serve --processes N`` asked to reload (not by a signal) checks the file,
