@@ -13,6 +13,7 @@ import taplog
 
 from conftest import run, scripted
 from mcp_schema import MODERN, validate_message
+from trunkline.channel import ServerState
 from trunkline.errors import TransportLost
 from trunkline.parent.host import Host
 from trunkline.protocol import NegotiationConfig
@@ -129,7 +130,9 @@ def test_prompt_and_resource_list_changes_reach_the_offerings_watchers(no_leaks)
     """A legacy server's announcement (unasked, on its connection) is told, and so is a
     server declaring prompts and resources that stops being ready (a crash) and is ready
     again (its restart): the fleet's lists were not what they had been. Its tool-list
-    change is the catalog's, not the offerings'."""
+    change is the catalog's, not the offerings'. A watcher with ``on_moved`` hears the
+    server's coming and going there, and its announcement alone as a change; within
+    ``batched``, each list once, as an announcement if one of them was."""
     announcing = scripted("--era", "legacy", "--capabilities", orjson.dumps(
         {"tools": {}, "prompts": {"listChanged": True}, "resources": {}}).decode(),
         "--notify-after-call", "notifications/prompts/list_changed",
@@ -137,21 +140,44 @@ def test_prompt_and_resource_list_changes_reach_the_offerings_watchers(no_leaks)
 
     async def main():
         heard = []
+        told: list[tuple[str, str]] = []
         async with Host(settings=SETTINGS) as host:
             stop = host.watch_offerings(heard.append)
+            stop_told = host.watch_offerings(lambda which: told.append(("announced", which)),
+                                             on_moved=lambda which: told.append(("moved",
+                                                                                 which)))
             await host.add_server("old", announcing, allow_legacy=True)
             assert heard == ["prompts", "resources"], "a server came"
+            assert told == [("moved", "prompts"), ("moved", "resources")]
             await host.call_tool("echo", {})
             await until(lambda: len(heard) == 3)
             assert heard[2] == "prompts"
+            assert told[2:] == [("announced", "prompts")]
             with pytest.raises(TransportLost):
                 await host.call_tool("crash", {})
             await until(lambda: len(heard) == 7)
             assert heard[3:] == ["prompts", "resources"] * 2, "gone, then back"
+            assert told[3:] == [("moved", "prompts"), ("moved", "resources")] * 2
+            # Batched: an announcement, and a going and coming back, told once per list.
+            del told[:]
+            states: list[ServerState] = []
+            stop_states = host.watch_servers(lambda status: states.append(status.state))
+            with host.batched():
+                await host.call_tool("echo", {})
+                await host.call_tool("echo", {})  # the first one's announcement was handled
+                with pytest.raises(TransportLost):
+                    await host.call_tool("crash", {})
+                await until(lambda: ServerState.READY in states[1:]
+                            and states[0] is not ServerState.READY)
+                assert told == [] and len(heard) == 7, "held"
+            stop_states()
+            assert told == [("announced", "prompts"), ("moved", "resources")]
+            assert heard[7:] == ["prompts", "resources"]
             stop()
+            stop_told()
             # The second answer comes after the first call's announcement, which the host
             # handled in order, before it.
             await host.call_tool("echo", {})
             await host.call_tool("echo", {})
-            assert len(heard) == 7, "no longer watched"
+            assert len(heard) == 9 and len(told) == 2, "no longer watched"
     run(main())
