@@ -15,15 +15,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import taplog
 
 import realpeers
-from conftest import run
+from conftest import PEERS, run
 from gateways import SUB, HttpGateway, modern_meta, real_server, sse_messages
 from mcp_schema import LEGACY
 from trunkline.gateway.serve import Gateway, GatewaySettings
@@ -194,3 +196,64 @@ async def exercise(gateway: Gateway, client: HttpGateway, path: Path,
         await stream.heard(once + Counter({PROMPTS: 2, RESOURCES: 1}))
     return listen["id"]
 
+
+
+def test_a_reload_replacing_many_servers_lists_the_fleet_once(no_leaks, tmp_path):
+    """Four servers replaced in one reload make one listing of the fleet's prompts and
+    resources, not one per server: the unchanged server (behind ``tests/peers/tap.py``) is
+    asked for its prompts once when the gateway starts, once for that reload, and once for
+    the next (one removal), however the two listings fall; and the removal is told
+    once."""
+    tap = tmp_path / "ev.jsonl"
+    ev = entry(realpeers.CONFORMANCE_EVERYTHING)
+    ev = {**ev, "command": sys.executable,
+          "args": [str(PEERS / "tap.py"), "--log", str(tap), "--", ev["command"], *ev["args"]]}
+    echoes = {f"e{n}": entry(realpeers.MODERN_PY_ECHO) for n in range(4)}
+    path = write(tmp_path / "mcp.json", {"ev": ev, **echoes})
+
+    def prompt_lists() -> int:
+        return sum(1 for m in taplog.messages(tap) if m.get("method") == "prompts/list")
+
+    async def main() -> None:
+        stream: Stream | None = None
+        client: HttpGateway | None = None
+        try:
+            async with Gateway(GatewaySettings(config=path)) as gateway:
+                assert gateway.url is not None
+                client = HttpGateway(None, gateway.url)  # type: ignore[arg-type]
+                listen = client.message("subscriptions/listen", {
+                    "notifications": {"promptsListChanged": True}, "_meta": modern_meta()})
+                stream = Stream(await client.http.post(
+                    gateway.url, data=orjson.dumps(listen),
+                    headers=client.modern_headers(listen)))
+                # The gateway lists once when it starts, to know what it serves.
+                for _ in range(int(WAIT_S / 0.02)):
+                    if prompt_lists() and stream.messages:
+                        break
+                    await asyncio.sleep(0.02)
+                assert prompt_lists() == 1 and stream.messages, stream.messages
+                write(path, {"ev": ev, **{name: entry(realpeers.MODERN_PY_ECHO, DEFINITION="2")
+                                          for name in echoes}})
+                replaced = await gateway.reload()
+                assert replaced.ok and replaced.replaced == tuple(echoes), replaced
+                write(path, {"ev": ev, **{name: entry(realpeers.MODERN_PY_ECHO, DEFINITION="2")
+                                          for name in list(echoes)[:3]}})
+                removed = await gateway.reload()
+                assert removed.ok and removed.removed == ("e3",), removed
+                await stream.heard(Counter({PROMPTS: 1}))
+                # The second reload's listing may come after the telling (the first one's
+                # listing, under way during the second reload, may have seen the removal).
+                for _ in range(int(WAIT_S / 0.02)):
+                    if prompt_lists() >= 3:
+                        break
+                    await asyncio.sleep(0.02)
+        finally:
+            if stream is not None:
+                await stream.ended()
+            if client is not None:
+                await client.http.close()
+        # Stopped: no listing, no telling more.
+        assert prompt_lists() == 3
+        assert stream.counted() == Counter({PROMPTS: 1}), stream.messages
+
+    run(main(), timeout=240)

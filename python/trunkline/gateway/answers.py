@@ -208,6 +208,7 @@ class Answerer:
         self._unwatch_servers()
         self._unwatch_offerings()
         self._offering_changes.close()
+        self._offerings.close()
 
     async def aclose(self) -> None:
         """``close``, and wait for what it stopped (a listing of the offerings)."""

@@ -307,6 +307,11 @@ class Offerings:
         self._listing: tuple[int, asyncio.Task[OfferingsTable]] | None = None
         self._table_from = -1
 
+    def close(self) -> None:
+        """Stop the listing under way (the gateway stops)."""
+        if self._listing is not None:
+            self._listing[1].cancel()
+
     def noted(self) -> None:
         """The fleet's lists may have changed: a listing begun before is not shared with
         a later caller."""
