@@ -10,8 +10,10 @@ Rules:
 
 1. A row says who (a user's spelling, or ``(shared)`` for the host's own token), at which
    server (its configured name; a record for a URL no configured server has keeps that
-   URL), the issuer, what kind of record (``token``, or ``secret`` and the variables'
-   names), when it expires and whether a refresh token is held: never a value.
+   URL), the issuer, what kind of record (``token``; ``client`` for a client registered
+   at the issuer and no token, as a sign-in under way keeps; or ``secret`` and the
+   variables' names), when it expires and whether a refresh token is held: never a
+   value.
 2. Per-user records are read only with the store's key; without it the shared tokens are
    listed alone, and asking for one user's records is refused (``StoreKeyMissing``).
 3. Revoking a user: each of its token records (at ``server`` only, when one is named) is
@@ -109,7 +111,10 @@ def _expiry(binding: Binding, now: float) -> str:
 
 
 def _token_row(user: str, server: str, binding: Binding, now: float) -> dict[str, Any]:
-    return {"user": user, "server": server, "issuer": binding.issuer, "record": "token",
+    # A binding without a token keeps the client registered at the issuer only (a
+    # sign-in under way, or one whose token was deleted).
+    record = "token" if binding.token is not None else "client"
+    return {"user": user, "server": server, "issuer": binding.issuer, "record": record,
             "expires": _expiry(binding, now),
             "refresh_token": binding.token is not None
             and binding.token.refresh_token is not None}

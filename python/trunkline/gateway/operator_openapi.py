@@ -95,8 +95,8 @@ _SCHEMAS: dict[str, Any] = {
         "user": {"type": "string", "description": "KIND:SUBJECT@ISSUER, or (shared) for "
                  "the gateway's own token"},
         "server": {"type": "string"}, "issuer": {"type": "string"},
-        "record": {"type": "string", "description": "token, or secret and the names of "
-                   "its variables (never a value)"},
+        "record": {"type": "string", "description": "token, client (registered, no "
+                   "token), or secret and the names of its variables (never a value)"},
         "expires": {"type": "string"}, "refresh_token": {"type": "boolean"}}),
     "Credentials": _object({
         "schema": {"const": SCHEMA},
