@@ -7,6 +7,9 @@ reads the value from standard input, never from the command line.
 A user is spelled ``KIND:SUBJECT@ISSUER`` (``oauth:alice@https://idp.example``),
 ``KIND:SUBJECT`` for one without an issuer (``api_key:ci-bot``); a spelling without a
 known kind is an OAuth user (``alice@https://idp.example``). ``list`` prints users so.
+What is listed and how a user is revoked is ``auth.held_credentials``'s, shared with the
+operator API: given a running gateway's URL instead of the file, ``list`` and ``revoke``
+ask it (``cli/operator.py``), and a revocation is then forgotten by the gateway at once.
 """
 
 from __future__ import annotations
