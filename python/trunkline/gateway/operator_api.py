@@ -372,14 +372,16 @@ class OperatorApi:
             return _error(400, _first_line(exc))
         log.warning("operator %r revokes the credentials of %s%s", _who(exchange),
                     spell_user(user), "" if server is None else f" at server {server!r}")
+        # Forgotten here first: no client of the user's held in memory can refresh a
+        # token, and write it back, between its revocation and its deletion.
+        await host.forget_user(identity_of(user), server=server)
         try:
             done = await revoke_user(store, configs, user, server)
         except StoreKeyMissing as exc:
             return _error(409, _first_line(exc))
         except (TrunklineError, OSError) as exc:
             return _error(503, f"the token store cannot be changed now "
-                               f"({type(exc).__name__}); nothing was forgotten")
-        await host.forget_user(identity_of(user), server=server)
+                               f"({type(exc).__name__}); nothing was revoked")
         copies = await self._tell_siblings(exchange, body)
         return _json({"schema": SCHEMA, **done.to_json(), "copies": copies})
 

@@ -67,7 +67,7 @@ async def _tell(siblings: Siblings, key: bytes, method: str, path: str, host: st
                 body: bytes | None, index: int) -> bool:
     import aiohttp
 
-    headers = {COPY_HEADER: copy_signature(key, method, path, time.time()),
+    headers = {COPY_HEADER: copy_signature(key, method, path, time.time(), body),
                "Accept": "application/json", "Host": host}
     if body is not None:
         headers["Content-Type"] = "application/json"
