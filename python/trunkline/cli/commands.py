@@ -580,8 +580,12 @@ def build_parser() -> argparse.ArgumentParser:
     cv = actions.add_parser("revoke", help="revoke (RFC 7009, where advertised) and delete a "
                                            "user's records")
     ck = actions.add_parser("rekey", help="seal every record under TRUNKLINE_STORE_KEY")
-    for action in (cl, cp, cv, ck):
+    for action in (cp, ck):
         action.add_argument("config", help="an mcpServers JSON file")
+    for action in (cl, cv):
+        action.add_argument("config", help="an mcpServers JSON file, or a running gateway's "
+                                           "URL (its operator API: its store, and a "
+                                           "revocation the gateway forgets at once)")
     cp.add_argument("name", help="the environment variable's NAME (e.g. GITHUB_TOKEN)")
     for action, required in ((cl, False), (cp, True), (cv, True)):
         action.add_argument("--user", required=required, metavar="KIND:SUBJECT@ISSUER",
@@ -591,6 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
         action.add_argument("--server", required=required, metavar="NAME",
                             help="the server's name in the file")
     cl.add_argument("--json", action="store_true", help="print the same as JSON")
+    for action in (cl, cv):
+        action.add_argument("--admin-key-file", metavar="PATH",
+                            help="with a URL: the admin key to send (also "
+                                 "TRUNKLINE_ADMIN_KEY)")
     pc = sub.add_parser("policy", help="check an authorization policy before a gateway reads "
                                        "it (serve reads it again on SIGHUP)")
     pc.add_argument("action", choices=("check",), help="compile it, and say what in it "
@@ -841,6 +849,13 @@ def _command(ns: argparse.Namespace) -> Coroutine[Any, Any, int]:
 
         if ns.action == "new-key":
             return _returning(print_new_key())
+        from .operator import is_url
+
+        if ns.action in ("list", "revoke") and is_url(ns.config):
+            from . import operator
+
+            return operator.credentials(ns.config, ns.action, ns.user, ns.server,
+                                        ns.admin_key_file, getattr(ns, "json", False))
         return credentials(ns.action, ns.config, user=getattr(ns, "user", None),
                            server=getattr(ns, "server", None), name=getattr(ns, "name", None),
                            json_mode=getattr(ns, "json", False))

@@ -7,36 +7,34 @@ reads the value from standard input, never from the command line.
 A user is spelled ``KIND:SUBJECT@ISSUER`` (``oauth:alice@https://idp.example``),
 ``KIND:SUBJECT`` for one without an issuer (``api_key:ci-bot``); a spelling without a
 known kind is an OAuth user (``alice@https://idp.example``). ``list`` prints users so.
+What is listed and how a user is revoked is ``auth.held_credentials``'s, shared with the
+operator API: given a running gateway's URL instead of the file, ``list`` and ``revoke``
+ask it (``cli/operator.py``), and a revocation is then forgotten by the gateway at once.
 """
 
 from __future__ import annotations
 
 import getpass
 import sys
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..auth.configured import token_store_from
-from ..auth.resource import canonical_uri
-from ..auth.sealing import KEY_ENV, StoreKeys, new_key
-from ..auth.store import Binding, FileStore
-from ..auth.user_store import (
-    StoredUserSecrets,
-    UserKey,
-    UserTokenStore,
-    require_sealed,
-    secret_entries,
-    spell_user,
-    user_entries,
+from ..auth.held_credentials import (
+    Revocation,
+    configured,
+    held_rows,
+    parse_user,
+    revoke_user,
+    server_names,
 )
+from ..auth.sealing import KEY_ENV, StoreKeys, new_key
+from ..auth.store import FileStore
+from ..auth.user_store import StoredUserSecrets, UserKey, spell_user
 from ..config import load_config, load_oauth_config
 from ..errors import ConfigurationError
-from ..params import HttpParams
-from ..policy.identity import API_KEY, LOCAL_KIND, OAUTH, USER, Identity
 from ..records import record_name
 from ..settings import ServerConfig
 
@@ -44,22 +42,6 @@ if TYPE_CHECKING:
     from ..auth.redis_store import RedisStore
 
 EXIT_OK = 0
-KINDS = (OAUTH, API_KEY, USER, LOCAL_KIND)
-SHARED = "(shared)"
-
-
-def parse_user(text: str) -> UserKey:
-    """A user from its spelling (see the module docstring)."""
-    kind, sep, rest = text.partition(":")
-    if not sep or kind not in KINDS:
-        kind, rest = OAUTH, text
-    at = rest.rfind("@")
-    subject, issuer = (rest[:at], rest[at + 1:]) if at > 0 and "://" in rest[at + 1:] \
-        else (rest, None)
-    if not subject:
-        raise ConfigurationError(f"--user {text!r}: no subject (spell a user "
-                                 "KIND:SUBJECT@ISSUER, e.g. oauth:alice@https://idp.example)")
-    return (kind, issuer, subject)
 
 
 def print_new_key() -> int:
@@ -91,79 +73,25 @@ def _user(text: str | None) -> UserKey | None:
     return parse_user(text) if text is not None else None
 
 
-def _configured(configs: dict[str, ServerConfig], server: str) -> ServerConfig:
-    if server not in configs:
-        raise ConfigurationError(f"no server named {server!r} in the configuration "
-                                 f"(servers: {', '.join(configs) or 'none'})")
-    return configs[server]
-
-
-def _uris(configs: dict[str, ServerConfig]) -> dict[str, str]:
-    """Configured HTTP servers' names by canonical URI (how token records name them)."""
-    return {canonical_uri(c.params.url): name for name, c in configs.items()
-            if isinstance(c.params, HttpParams)}
-
-
-def _uri_of(configs: dict[str, ServerConfig], server: str | None) -> str | None:
-    if server is None:
-        return None
-    config = _configured(configs, server)
-    if not isinstance(config.params, HttpParams):
-        return ""  # a stdio server holds no token: only secrets match it
-    return canonical_uri(config.params.url)
-
-
-def _expiry(binding: Binding, now: float) -> str:
-    token = binding.token
-    if token is None or token.expires_at is None:
-        return "-"
-    when = datetime.fromtimestamp(token.expires_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return when + (" (expired)" if token.expired(now) else "")
-
-
-def _token_row(user: str, server: str, binding: Binding, now: float) -> dict[str, Any]:
-    return {"user": user, "server": server, "issuer": binding.issuer, "record": "token",
-            "expires": _expiry(binding, now),
-            "refresh_token": binding.token is not None
-            and binding.token.refresh_token is not None}
-
-
 async def _list(store: FileStore | RedisStore, configs: dict[str, ServerConfig],
                 user: UserKey | None, server: str | None, json_mode: bool) -> int:
-    uri = _uri_of(configs, server)
-    names = _uris(configs)
-    now = time.time()
-    rows: list[dict[str, Any]] = []
-    if user is None:
-        for held_uri, held_name in names.items():
-            binding = await store.load(held_uri)
-            if binding is not None and uri in (None, held_uri):
-                rows.append(_token_row(SHARED, held_name, binding, now))
-    if store.keys is not None:
-        async for entry in user_entries(store):
-            if user in (None, entry.user) and uri in (None, entry.binding.server):
-                rows.append(_token_row(spell_user(entry.user),
-                                       names.get(entry.binding.server, entry.binding.server),
-                                       entry.binding, now))
-        async for secret in secret_entries(store):
-            if user in (None, secret.user) and server in (None, secret.server):
-                rows.append({"user": spell_user(secret.user), "server": secret.server,
-                             "issuer": secret.user[1] or "-",
-                             "record": "secret " + ",".join(secret.names),
-                             "expires": "-", "refresh_token": False})
-    elif user is not None:
-        require_sealed(store)
+    rows = await held_rows(store, configs, user=user, server=server)
+    show_rows(rows, json_mode, sealed=store.keys is not None)
+    return EXIT_OK
+
+
+def show_rows(rows: list[dict[str, Any]], json_mode: bool, *, sealed: bool) -> None:
+    """The records as ``list`` prints them (``sealed``: the per-user ones could be read)."""
     if json_mode:
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return EXIT_OK
+        return
     if not rows:
-        print("no credentials held" + ("" if store.keys is not None else
+        print("no credentials held" + ("" if sealed else
                                        f" (per-user records need {KEY_ENV} to be read)"))
     for row in rows:
         print(f"{row['user']}\t{row['server']}\t{row['issuer']}\t{row['record']}\t"
               f"expires {row['expires']}\trefresh token: "
               f"{'yes' if row['refresh_token'] else 'no'}")
-    return EXIT_OK
 
 
 async def _put(store: FileStore | RedisStore, configs: dict[str, ServerConfig],
@@ -171,7 +99,7 @@ async def _put(store: FileStore | RedisStore, configs: dict[str, ServerConfig],
     if user is None or server is None or not name:
         raise ConfigurationError("trunkline credentials put needs --user, --server and the "
                                  "variable's NAME; the value is read from standard input")
-    _configured(configs, server)
+    configured(configs, server)
     secrets = StoredUserSecrets(store)
     value = _read_value(name)
     if not value:
@@ -192,28 +120,13 @@ def _read_value(name: str) -> str:
 
 async def _revoke(store: FileStore | RedisStore, configs: dict[str, ServerConfig],
                   user: UserKey, server: str | None) -> int:
-    from ..auth.revocation import revoke
-
-    uri = _uri_of(configs, server)
-    names = _uris(configs)
-    tokens = UserTokenStore(store, Identity(user[0], user[2], user[1]))
-    secrets = StoredUserSecrets(store)
-    who = spell_user(user)
-    deleted = 0
-    for entry in [e async for e in user_entries(store)]:
-        if entry.user != user or uri not in (None, entry.binding.server):
-            continue
-        shown = names.get(entry.binding.server, entry.binding.server)
-        print(f"{who} on {shown}: {await revoke(entry.binding)}")
-        await tokens.delete(entry.binding.server)
-        deleted += 1
-    removed = 0
-    for secret in [e async for e in secret_entries(store)]:
-        if secret.user == user and server in (None, secret.server):
-            await secrets.delete(secret.server, user)
-            removed += 1
-    print(f"deleted {deleted} token record(s) and {removed} secret record(s) of {who}")
+    show_revocation(await revoke_user(store, configs, user, server))
     return EXIT_OK
+
+
+def show_revocation(done: Revocation) -> None:
+    for line in done.lines():
+        print(line)
 
 
 async def _rekey(store: FileStore | RedisStore, configs: dict[str, ServerConfig]) -> int:
@@ -221,7 +134,7 @@ async def _rekey(store: FileStore | RedisStore, configs: dict[str, ServerConfig]
         raise ConfigurationError(f"rekey needs {KEY_ENV}: the key to seal every record under")
     counts = {"resealed": 0, "current": 0, "unopened": 0, "missing": 0}
     shared: Sequence[str] = sorted(set(await store.records.names())
-                                   | {record_name(uri) for uri in _uris(configs)})
+                                   | {record_name(uri) for uri in server_names(configs)})
     for records, names in ((store.records, shared),
                            (store.user_records, await store.user_records.names()),
                            (store.secret_records, await store.secret_records.names())):

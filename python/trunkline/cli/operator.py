@@ -1,6 +1,7 @@
 """The commands that ask a running gateway's operator API (``gateway/operator_api.py``):
-``trunkline reload URL``, ``trunkline pins list|diff|approve URL [SERVER TOOL]``, and
-``trunkline status URL`` given an admin key (``commands.status``).
+``trunkline reload URL``, ``trunkline pins list|diff|approve URL [SERVER TOOL]``,
+``trunkline credentials list|revoke URL``, and ``trunkline status URL`` given an admin key
+(``commands.status``).
 
 Rules:
 
@@ -14,6 +15,9 @@ Rules:
   tool), 2 for bad usage (no key).
 - ``pins list URL`` lists what waits for approval (the API shows the quarantined tools;
   the approved ones are in the gateway's catalog, ``trunkline tools``).
+- ``credentials list URL`` prints what ``credentials list CONFIG`` prints, from the
+  gateway's store; ``credentials revoke URL`` also has the running gateway (every copy)
+  forget what it held for the user, which revoking by the file cannot.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import orjson
 
@@ -63,22 +67,27 @@ def read_admin_key(path: str | None, *, required: bool = True) -> str | None:
     return key or None
 
 
-async def ask(method: str, url: str, key: str, *, timeout_s: float = 120.0
-              ) -> tuple[int, dict[str, Any]]:
-    """One request to the API: its status and JSON document. ``OperatorApiError`` when
-    there is no answer, or one that is not the API's."""
+async def ask(method: str, url: str, key: str, *, timeout_s: float = 120.0,
+              body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    """One request to the API (``body``: its JSON body, if any): its status and JSON
+    document. ``OperatorApiError`` when there is no answer, or one that is not the
+    API's."""
     import aiohttp
 
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = orjson.dumps(body)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) \
-                as session, session.request(method, url, headers=headers,
+                as session, session.request(method, url, headers=headers, data=data,
                                             allow_redirects=False) as response:
-            body, status = await response.read(), response.status
+            content, status = await response.read(), response.status
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise OperatorApiError(f"{url}: no answer: {exc or type(exc).__name__}") from None
     try:
-        document = orjson.loads(body)
+        document = orjson.loads(content)
     except orjson.JSONDecodeError:
         document = None
     if not isinstance(document, dict):
@@ -158,11 +167,53 @@ async def pins(url: str, action: str, server: str | None, tool: str | None,
     return EXIT_OK
 
 
+async def credentials(url: str, action: str, user: str | None, server: str | None,
+                      key_file: str | None, json_mode: bool) -> int:
+    """``trunkline credentials list|revoke URL``: the gateway's token store through the API
+    (a revocation is forgotten by the running gateway too)."""
+    from .credentials import show_rows
+
+    key = _key(key_file)
+    if action == "revoke":
+        if user is None:
+            raise ConfigurationError("trunkline credentials revoke needs --user")
+        target = api_url(url, "credentials/revoke")
+        status, answer = await ask("POST", target, key, body={"user": user, "server": server})
+        if status != 200:
+            raise refused(target, status, answer)
+        who = answer.get("user")
+        for revoked in answer.get("revoked") or []:
+            print(f"{who} on {revoked['server']}: {revoked['outcome']}")
+        deleted = answer.get("deleted") or {}
+        print(f"deleted {deleted.get('tokens', 0)} token record(s) and "
+              f"{deleted.get('secrets', 0)} secret record(s) of {who}")
+        copies = answer.get("copies") or {}
+        note = f" (and {copies['told']} more gateway processes)" if copies.get("told") \
+            else ""
+        print(f"the gateway{note} forgot what it held for {who}: its next call is offered "
+              "sign-in")
+        if copies.get("failed"):
+            print(f"trunkline: gateway processes {copies['failed']} were not told: they "
+                  "keep what they hold until restarted", file=sys.stderr)
+            return EXIT_FAILED
+        return EXIT_OK
+    query = urlencode({name: value for name, value in (("user", user), ("server", server))
+                       if value is not None})
+    target = api_url(url, "credentials" + (f"?{query}" if query else ""))
+    status, document = await ask("GET", target, key)
+    if status != 200:
+        raise refused(target, status, document)
+    show_rows(document.get("credentials") or [], json_mode,
+              sealed=bool(document.get("sealed")))
+    return EXIT_OK
+
+
 def _key(key_file: str | None) -> str:
     key = read_admin_key(key_file)
     assert key is not None
     return key
 
 
-__all__ = ["ADMIN_KEY_ENV", "OperatorApiError", "api_url", "ask", "is_url", "pins",
+__all__ = ["ADMIN_KEY_ENV", "OperatorApiError", "api_url", "ask", "credentials", "is_url",
+           "pins",
            "read_admin_key", "reload"]

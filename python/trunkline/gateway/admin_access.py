@@ -25,7 +25,8 @@ Rules:
 5. With ``serve --processes N`` a copy tells its siblings of an operator's state change
    (``operator_copies``) over their private sockets; such a request is let through when it
    came that way (``Exchange.internal``) and carries a signature under the copies' shared
-   key (``copy_signature``) less than ``COPY_SIGNATURE_S`` old.
+   key (``copy_signature``: over its method, path and body) less than
+   ``COPY_SIGNATURE_S`` old.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ MIN_KEY_CHARS = 16
 #: The header of a sibling copy's signed request (rule 5), and how long one is good for.
 COPY_HEADER = "x-trunkline-copy"
 COPY_SIGNATURE_S = 30.0
+#: The largest body of a sibling copy's request (rule 5) read.
+_MAX_COPY_BODY = 64 * 1024
 #: The largest login form read.
 _MAX_LOGIN_BYTES = 4096
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -80,10 +83,14 @@ def read_admin_keys(path: str | None, env: Mapping[str, str] | None = None, *,
     return keys
 
 
-def copy_signature(key: bytes, method: str, path: str, now: float) -> str:
-    """The ``X-Trunkline-Copy`` value of a sibling's request (rule 5)."""
+def copy_signature(key: bytes, method: str, path: str, now: float,
+                   body: bytes | None = None) -> str:
+    """The ``X-Trunkline-Copy`` value of a sibling's request (rule 5): over its time,
+    method, path and body."""
     stamp = f"{now:.3f}"
-    mac = hmac.new(key, f"{stamp} {method} {path}".encode(), hashlib.sha256).hexdigest()
+    digest = hashlib.sha256(body or b"").hexdigest()
+    mac = hmac.new(key, f"{stamp} {method} {path} {digest}".encode(),
+                   hashlib.sha256).hexdigest()
     return f"{stamp}.{mac}"
 
 
@@ -135,7 +142,7 @@ class AdminAccess:
             return await self._bearer(exchange, authorization)
         if exchange.internal and self._copies is not None and \
                 COPY_HEADER in exchange.headers:
-            return self._sibling(exchange)
+            return await self._sibling(exchange)
         session = self.session_of(exchange)
         if session is None:
             return self._unauthorized("the admin credential is required: an admin key or "
@@ -189,15 +196,16 @@ class AdminAccess:
                 self._admin_tokens = base.requiring((self._scope,))
         return self._admin_tokens
 
-    def _sibling(self, exchange: Exchange) -> HttpReply | None:
+    async def _sibling(self, exchange: Exchange) -> HttpReply | None:
         assert self._copies is not None
         stamp, _, _mac = exchange.headers[COPY_HEADER].rpartition(".")
         try:
             at = float(stamp)
         except ValueError:
             at = float("-inf")
-        expected = copy_signature(self._copies, exchange.method, exchange.path, at) \
-            if abs(self._clock() - at) <= COPY_SIGNATURE_S else ""
+        body = await exchange.body(_MAX_COPY_BODY)
+        expected = copy_signature(self._copies, exchange.method, exchange.path, at, body) \
+            if abs(self._clock() - at) <= COPY_SIGNATURE_S and body is not None else ""
         if not hmac.compare_digest(expected.encode(), exchange.headers[COPY_HEADER].encode()):
             return self._unauthorized("a sibling copy's signature that does not hold")
         exchange.identity = Identity.api_key("sibling-copy")

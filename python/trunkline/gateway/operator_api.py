@@ -20,6 +20,12 @@ Routes (JSON, ``Cache-Control: no-store``; described by the OpenAPI 3.1 document
   refused (the old configuration keeps serving);
 - ``GET /admin/api/config``: the configuration file as it reads now, every secret
   redacted (``config_view``);
+- ``GET /admin/api/credentials[?user=...&server=...]``: the records the token store holds,
+  per user (``auth.held_credentials``: never a value); ``POST
+  /admin/api/credentials/revoke`` with ``{"user": "KIND:SUBJECT@ISSUER", "server":
+  optional}``: the user's tokens revoked at their issuers where advertised, its records
+  deleted, then everything the running gateway holds for it dropped
+  (``Host.forget_user``): its next listing offers ``sign_in`` again;
 - ``GET /admin/api/events``: the documents as they change (``operator_events``).
 
 Rules:
@@ -34,8 +40,11 @@ Rules:
 3. A browser session is held by the gateway process that opened it: with ``serve
    --processes N`` a request whose cookie names a sibling copy is passed to it whole
    (``siblings``), so one browser sees one copy's fleet throughout. A restart, retry or
-   approval is done by every copy (``operator_copies``); a reload by every copy through
-   the parent (``Gateway.reload``).
+   approval is done by every copy (``operator_copies``), and so is a revocation's
+   forgetting (the store's records are gone once the first copy answers, so the others
+   find nothing to revoke); a reload by every copy through the parent
+   (``Gateway.reload``). Who revoked whom is logged with the user's spelling, never a
+   token.
 4. Errors are ``{"error": sentence}`` with the status that fits (400, 401, 403, 404, 405,
    409, 413, 422, 503); never a credential, a header or an environment value.
 """
@@ -48,14 +57,23 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qs
 
 import orjson
 
-from ..errors import ConfigurationError, TrunklineError, UnknownTool
+from ..auth.held_credentials import held_rows, identity_of, parse_user, revoke_user
+from ..auth.user_store import spell_user
+from ..errors import ConfigurationError, StoreKeyMissing, TrunklineError, UnknownTool
 from . import config_view
 from .admin_access import COPY_HEADER, AdminAccess
 from .operator_copies import tell_siblings
-from .operator_documents import held, quarantine_document, server_rows, servers_document
+from .operator_documents import (
+    SCHEMA,
+    held,
+    quarantine_document,
+    server_rows,
+    servers_document,
+)
 from .operator_events import OperatorEvents
 from .replies import HttpReply, json_reply
 from .siblings import Siblings, SiblingUnreachable
@@ -68,7 +86,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("trunkline.gateway")
 
 _NO_STORE = {"Cache-Control": "no-store"}
-#: The largest body a POST of the API is read to (none carries one but the login).
+#: The largest body a POST of the API is read to (the login's form and a revocation's
+#: JSON are the only ones that carry one).
 _MAX_BODY = 4096
 
 #: A page handler (the dashboard's): answers, or None when it answered as a stream.
@@ -115,6 +134,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/admin/api/quarantine/{server}/{tool}/approve", "_approve"),
     Route("POST", "/admin/api/reload", "_reload"),
     Route("GET", "/admin/api/config", "_config"),
+    Route("GET", "/admin/api/credentials", "_credentials"),
+    Route("POST", "/admin/api/credentials/revoke", "_revoke"),
     Route("GET", "/admin/api/events", "_events"),
 )
 
@@ -307,6 +328,63 @@ class OperatorApi:
                       "config": config_view.redacted(document),
                       "redacted": config_view.REDACTED})
 
+    async def _credentials(self, exchange: Exchange) -> HttpReply:
+        host = self._fleet.host
+        store = host.user_store
+        if store is None:
+            return _no_store()
+        query = parse_qs(exchange.query)
+        user_text = query.get("user", [None])[-1]
+        server = query.get("server", [None])[-1]
+        configs = host.server_configs()
+        if server is not None and server not in configs:
+            return _unknown_server(server)
+        try:
+            user = None if user_text is None else parse_user(user_text)
+            rows = await held_rows(store, configs, user=user, server=server)
+        except StoreKeyMissing as exc:
+            return _error(409, _first_line(exc))
+        except ConfigurationError as exc:
+            return _error(400, _first_line(exc))
+        except (TrunklineError, OSError) as exc:
+            return _error(503, f"the token store cannot be read now ({type(exc).__name__})")
+        return _json({"schema": SCHEMA, "credentials": rows,
+                      "sealed": store.keys is not None})
+
+    async def _revoke(self, exchange: Exchange) -> HttpReply:
+        """A user's credentials revoked at their issuers and deleted from the store, then
+        forgotten here and by every sibling copy (rule 3)."""
+        body = exchange.ended_body(_MAX_BODY) or b""
+        asked = _revoke_request(body)
+        if isinstance(asked, str):
+            return _error(400, asked)
+        user_text, server = asked
+        host = self._fleet.host
+        store = host.user_store
+        if store is None:
+            return _no_store()
+        configs = host.server_configs()
+        if server is not None and server not in configs:
+            return _unknown_server(server)
+        try:
+            user = parse_user(user_text)
+        except ConfigurationError as exc:
+            return _error(400, _first_line(exc))
+        log.warning("operator %r revokes the credentials of %s%s", _who(exchange),
+                    spell_user(user), "" if server is None else f" at server {server!r}")
+        # Forgotten here first: no client of the user's held in memory can refresh a
+        # token, and write it back, between its revocation and its deletion.
+        await host.forget_user(identity_of(user), server=server)
+        try:
+            done = await revoke_user(store, configs, user, server)
+        except StoreKeyMissing as exc:
+            return _error(409, _first_line(exc))
+        except (TrunklineError, OSError) as exc:
+            return _error(503, f"the token store cannot be changed now "
+                               f"({type(exc).__name__}); nothing was revoked")
+        copies = await self._tell_siblings(exchange, body)
+        return _json({"schema": SCHEMA, **done.to_json(), "copies": copies})
+
     async def _events(self, exchange: Exchange) -> HttpReply | None:
         return await self._streams.stream(exchange)
 
@@ -328,17 +406,40 @@ class OperatorApi:
     def _reloaded(self, outcome: ReloadOutcome) -> None:
         self._streams.reloaded(outcome.to_json())
 
-    async def _tell_siblings(self, exchange: Exchange) -> dict[str, Any]:
+    async def _tell_siblings(self, exchange: Exchange, body: bytes | None = None
+                             ) -> dict[str, Any]:
         if exchange.internal and COPY_HEADER in exchange.headers:  # told by a sibling
             return {"told": 0, "failed": []}
         return await tell_siblings(self._siblings, self._copies, exchange.method,
-                                   exchange.path, exchange.headers.get("host", ""))
+                                   exchange.path, exchange.headers.get("host", ""), body)
 
 
 def _file_document(path: str | os.PathLike[str]) -> Any:
     """The configuration file, decoded (small: read at once)."""
     with open(path, "rb") as f:
         return orjson.loads(f.read())
+
+
+def _revoke_request(body: bytes) -> tuple[str, str | None] | str:
+    """The user and server a revocation's body names, or why it is refused."""
+    try:
+        asked = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return 'the body is to be JSON: {"user": "KIND:SUBJECT@ISSUER", "server": optional}'
+    if not isinstance(asked, dict) or not isinstance(asked.get("user"), str):
+        return 'the body is to name the user: {"user": "KIND:SUBJECT@ISSUER"}'
+    unknown = sorted(set(asked) - {"user", "server"})
+    if unknown:
+        return f"unknown field(s) {', '.join(unknown)} (a revocation names user and server)"
+    server = asked.get("server")
+    if server is not None and not isinstance(server, str):
+        return "server is to be a server's name, or null"
+    return asked["user"], server
+
+
+def _no_store() -> HttpReply:
+    return _error(409, "this gateway keeps no token store (its configuration has no HTTP "
+                       "server and no per-user secret)")
 
 
 def _json(document: dict[str, Any] | None, status: int = 200) -> HttpReply:

@@ -2,10 +2,12 @@
 
 Each copy is a whole gateway with its own host, so its own worker per server and its own
 catalog: restarting a server, trying it again or approving a quarantined tool in the one
-copy an operator's request reached would leave the others as they were. So the copy that
-reached does it, then tells each sibling (``siblings``) the same request, over the
-sibling's private socket (in the copies' 0700 directory), signed with the copies' shared
-key (``admin_access`` rule 5); a sibling does it and tells no one (one hop).
+copy an operator's request reached would leave the others as they were; so would
+revoking a user's credentials, which each copy holds in memory. So the copy that reached
+does it, then tells each sibling (``siblings``) the same request (its body too: a
+revocation names its user there), over the sibling's private socket (in the copies' 0700
+directory), signed with the copies' shared key (``admin_access`` rule 5); a sibling does
+it and tells no one (one hop).
 
 Rules:
 
@@ -46,33 +48,36 @@ def sibling_indexes(siblings: Siblings) -> list[int]:
 
 
 async def tell_siblings(siblings: Siblings | None, key: bytes | None, method: str,
-                        path: str, host: str) -> dict[str, Any]:
+                        path: str, host: str, body: bytes | None = None) -> dict[str, Any]:
     """Ask every sibling to do ``method path`` too (``host``: the ``Host`` the operator's
-    request named, which every copy answers to); ``{"told": n, "failed": [index, ...]}``
-    (rule 2)."""
+    request named, which every copy answers to; ``body``: its JSON body, if it had one);
+    ``{"told": n, "failed": [index, ...]}`` (rule 2)."""
     if siblings is None or key is None:
         return {"told": 0, "failed": []}
     import asyncio
 
     indexes = sibling_indexes(siblings)
-    results = await asyncio.gather(*(_tell(siblings, key, method, path, host, index)
+    results = await asyncio.gather(*(_tell(siblings, key, method, path, host, body, index)
                                      for index in indexes))
     failed = [index for index, ok in zip(indexes, results, strict=True) if not ok]
     return {"told": len(indexes), "failed": failed}
 
 
 async def _tell(siblings: Siblings, key: bytes, method: str, path: str, host: str,
-                index: int) -> bool:
+                body: bytes | None, index: int) -> bool:
     import aiohttp
 
-    headers = {COPY_HEADER: copy_signature(key, method, path, time.time()),
+    headers = {COPY_HEADER: copy_signature(key, method, path, time.time(), body),
                "Accept": "application/json", "Host": host}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     connector = aiohttp.UnixConnector(path=siblings.socket_path(index), force_close=True)
     try:
         async with aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=COPY_TIMEOUT_S)) as client, \
-                client.request(method, f"http://copy{path}", headers=headers) as response:
+                client.request(method, f"http://copy{path}", headers=headers,
+                               data=body) as response:
             await response.read()
             ok = response.status < 300
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:

@@ -91,6 +91,32 @@ _SCHEMAS: dict[str, Any] = {
     "Config": _object({
         "schema": {"const": SCHEMA}, "path": {"type": "string"},
         "config": {"type": "object"}, "redacted": {"type": "string"}}),
+    "Credential": _object({
+        "user": {"type": "string", "description": "KIND:SUBJECT@ISSUER, or (shared) for "
+                 "the gateway's own token"},
+        "server": {"type": "string"}, "issuer": {"type": "string"},
+        "record": {"type": "string", "description": "token, client (registered, no "
+                   "token), or secret and the names of its variables (never a value)"},
+        "expires": {"type": "string"}, "refresh_token": {"type": "boolean"}}),
+    "Credentials": _object({
+        "schema": {"const": SCHEMA},
+        "credentials": {"type": "array", "items": _ref("Credential")},
+        "sealed": {"type": "boolean", "description": "whether the per-user records could "
+                   "be read (the store's key is set)"}}),
+    "RevokeRequest": {**_object({
+        "user": {"type": "string", "description": "KIND:SUBJECT@ISSUER"},
+        "server": {**_nullable("string"), "description": "one server only"}}, ["user"]),
+        "additionalProperties": False},
+    "Revoked": _object({
+        "schema": {"const": SCHEMA}, "user": {"type": "string"},
+        "server": _nullable("string"),
+        "revoked": {"type": "array", "items": _object({
+            "server": {"type": "string"},
+            "outcome": {"type": "string", "description": "what the issuer did (RFC 7009), "
+                        "as a sentence"}})},
+        "deleted": _object({"tokens": {"type": "integer", "minimum": 0},
+                            "secrets": {"type": "integer", "minimum": 0}}),
+        "copies": _ref("Copies")}),
     "OpenApi": _object({"openapi": {"type": "string"}, "info": {"type": "object"},
                         "paths": {"type": "object"}}, ["openapi", "info", "paths"]),
 }
@@ -110,7 +136,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
             422: "The configuration was refused (the old one keeps serving), or applied "
                  "in part (the error says what failed)",
             429: "Too many failed logins from this address",
-            503: "The token issuer's keys cannot be fetched, or too many streams"}
+            503: "The token issuer's keys cannot be fetched, too many streams, or the "
+                 "token store cannot be read now"}
     return {str(s): _json(said[s], "Error") for s in statuses}
 
 
@@ -180,6 +207,24 @@ def openapi_document(version: str) -> dict[str, Any]:
             "reload", "Read the configuration again and change the fleet by difference",
             {"200": _json("Reloaded", "ReloadOutcome"), **_errors(413, 422)},
             changes_state=True)},
+        "/admin/api/credentials": {"get": {**_operation(
+            "credentials", "The per-user records of the gateway's token store (and its own "
+            "tokens): user, server, issuer, kind, expiry; never a value",
+            {"200": _json("The records", "Credentials"), **_errors(400, 404, 409, 503)}),
+            "parameters": [
+                {"name": "user", "in": "query", "required": False,
+                 "description": "one user's records only (KIND:SUBJECT@ISSUER)",
+                 "schema": {"type": "string"}},
+                {"name": "server", "in": "query", "required": False,
+                 "description": "one server's records only", "schema": {"type": "string"}}]}},
+        "/admin/api/credentials/revoke": {"post": {**_operation(
+            "revokeCredentials", "Revoke a user's tokens at their issuers (RFC 7009, where "
+            "advertised), delete its records, and drop what the running gateway holds for "
+            "it (every copy of serve --processes N): its next call is offered sign-in",
+            {"200": _json("Revoked", "Revoked"), **_errors(400, 404, 409, 413, 503)},
+            changes_state=True),
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": _ref("RevokeRequest")}}}}},
         "/admin/api/config": {"get": _operation(
             "config", "The configuration file as it reads now, every secret redacted",
             {"200": _json("The configuration", "Config"), **_errors(503)})},
@@ -192,8 +237,9 @@ def openapi_document(version: str) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "trunkline operator API", "version": version,
-                 "description": "The gateway's fleet, quarantined tools, reload and "
-                                "configuration, behind the admin credential."},
+                 "description": "The gateway's fleet, quarantined tools, reload, "
+                                "configuration and users' credentials, behind the admin "
+                                "credential."},
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}, {"session": []}],

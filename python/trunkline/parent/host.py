@@ -92,6 +92,8 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
 
     from ..auth import OAuthClient
+    from ..auth.redis_store import RedisStore
+    from ..auth.store import FileStore
     from ..telemetry.calls import CallRecord
     from .user_credentials import UserCredentialSources
 
@@ -1393,6 +1395,35 @@ class Host:
         revoked, or the user signed out): its header is never sent again, and its next
         call asks its credential source afresh. Whether it had any."""
         return self._credential_slots.forget(identity) is not None
+
+    async def forget_user(self, identity: Identity, *, server: str | None = None) -> None:
+        """Drop everything held in memory for ``identity``, whose credentials were revoked
+        (``auth.held_credentials.revoke_user`` took them out of the store): every worker's
+        header for it (``forget_credentials``), its credential sources' clients and tokens
+        (``UserCredentialSources.forget``), its own catalog, and its per-user instances (of
+        ``server`` only, when named), whose environment holds its secrets. Its next
+        listing is made afresh, so a server it holds no credential at any more offers
+        its ``sign_in`` again; the catalog's watchers are told its catalog changed."""
+        self.forget_credentials(identity)
+        forget = getattr(self.user_credentials, "forget", None)
+        if forget is not None:
+            await forget(identity)
+        await self._instances.stop_identity(identity, server)
+        self._user_catalogs.forget(identity)
+        self._user_catalog_changed(identity)
+
+    @property
+    def user_store(self) -> FileStore | RedisStore | None:
+        """The token store this host keeps users' records in (``from_config``: the
+        configuration's ``"oauth"`` ``store``), where they are listed and revoked; None
+        when it made none."""
+        if self._owned_oauth is not None:
+            return cast("FileStore | RedisStore", self._owned_oauth.store)
+        return cast("FileStore | RedisStore | None", self._owned_store)
+
+    def server_configs(self) -> dict[str, ServerConfig]:
+        """Each server's configuration now, by name, in configured order."""
+        return {name: self._servers.handle(name).config for name in self._servers.names()}
 
     def subscribe_resource(self, server: str, uri: str,
                            on_updated: Callable[[dict[str, Any]], None]) -> Callable[[], None]:

@@ -30,6 +30,9 @@ Rules:
    other when idle.
 7. ``aclose`` stops every instance the pool made, starting, serving or stopping: none
    outlives it.
+8. An identity whose secrets were revoked has its instances stopped at once
+   (``stop_identity``), calls in flight on them included; its next call starts one
+   afresh, with the secrets the store holds then.
 
 What runs per call is two dict look-ups and a counter each way; the reaper wakes only
 when an instance's idle deadline comes sooner than the one it waits for.
@@ -177,6 +180,15 @@ class UserInstances:
         self._configs.pop(server, None)
         stopping = [self._retire(i) for i in list(self._live.values()) if i.server == server]
         await asyncio.gather(*stopping, return_exceptions=True)
+
+    async def stop_identity(self, identity: Identity, server: str | None = None) -> int:
+        """Stop ``identity``'s instances (of ``server`` only, when named), whose
+        environment holds its secrets: they were revoked (rule 8). How many."""
+        key = identity.key
+        stopping = [self._retire(i) for i in list(self._live.values())
+                    if i.key[1] == key and server in (None, i.server)]
+        await asyncio.gather(*stopping, return_exceptions=True)
+        return len(stopping)
 
     # -- calls -----------------------------------------------------------------------------
 
