@@ -41,6 +41,7 @@ import realpeers
 from conftest import run
 from gateways import HttpGateway, modern_meta, real_server
 from oidc import start_provider
+from procs import marked_processes
 
 pytestmark = pytest.mark.real_servers
 
@@ -237,21 +238,7 @@ def env_of(answer: dict[str, Any]) -> dict[str, str]:
 
 def processes_with(marker: str) -> set[int]:
     """Live processes whose ``VARIABLE`` holds ``marker``."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-        except OSError:
-            continue
-        if not zombie and any(item.startswith(f"{VARIABLE}=".encode())
-                              and marker.encode() in item for item in environ):
-            found.add(int(entry))
-    return found
+    return set(marked_processes(VARIABLE, marker))
 
 
 def test_a_revoked_secret_stops_the_users_instance_and_a_session_needs_its_csrf_token(

@@ -348,7 +348,7 @@ def test_sign_ins_replayed_forged_or_misdirected_are_refused_and_store_nothing(
             assert status == 400, page  # the link opened once
             # Alice's round now finds her sign-in gone: she is asked again.
             again = await continued(gw, alice, state)
-            assert again["result"]["resultType"] == "input_required", again
+            assert again.get("result", {}).get("resultType") == "input_required", again
             # Her new link, through her own login, to the upstream's authorization server;
             # a redirect back that names another issuer is refused (RFC 9207), and the
             # same redirect again finds its state spent.

@@ -9,7 +9,6 @@ themselves (/proc, by a marker each test puts in its secrets)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 import realpeers
 from conftest import run
 from gateways import real_server
+from procs import marked_processes
 from trunkline import (
     ConfigurationError,
     Host,
@@ -61,22 +61,7 @@ def everything(**fields: Any) -> ServerConfig:
 
 def processes_with(marker: str) -> dict[int, str]:
     """Live processes whose environment holds ``marker`` in ``VARIABLE``: pid -> value."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-        except OSError:
-            continue
-        for item in environ:
-            name, _, value = item.partition(b"=")
-            if name == VARIABLE.encode() and marker.encode() in value and not zombie:
-                found[int(entry)] = value.decode()
-    return found
+    return marked_processes(VARIABLE, marker)
 
 
 async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:

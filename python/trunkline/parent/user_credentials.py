@@ -316,6 +316,8 @@ class _SignedIn:
         #: Whether the flow now flying filed a sign-in (its requests were answered then).
         self._asked_person = False
         self._oauth: OAuthClient | None = None
+        #: The flow last started (``_flow``), until it has unwound.
+        self._flight: asyncio.Task[str | None] | None = None
 
     async def _client(self) -> OAuthClient:
         if self._oauth is None:
@@ -358,9 +360,14 @@ class _SignedIn:
             # A sign-in already waits for this person: the same URL, not a second flow.
             raise SignInRequired(self._server, self._sign_ins.url_of(held), held)
         await self._client()
+        prior = self._flight
+        if prior is not None and not prior.done():
+            # The flow of a sign-in that just ended (refused, replaced) may not have
+            # unwound yet: a new flow would join its flight and end with its failure.
+            await asyncio.wait({prior})
         filed: asyncio.Future[SignIn] = asyncio.get_running_loop().create_future()
         self._waiting.add(filed)
-        flow = self._owner._scope.spawn(
+        flow = self._flight = self._owner._scope.spawn(
             self._flow(server_url, status, www_authenticate, rejected, legacy_fallbacks),
             name=f"authorize a user at {self._server}")
         try:
